@@ -1,0 +1,54 @@
+# StreamingJob: a Kubernetes operator for checkpointed Spark Structured Streaming jobs on Kafka.
+# `make run` runs the sample job on local Spark against the project's own Kafka broker;
+# `make test` runs every test tier. Heavy downloads and builds are cached in $(STREAMJOB_CACHE).
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+export STREAMJOB_CACHE ?= $(HOME)/.cache/streamingjob
+export PYTHONPATH := $(CURDIR):$(CURDIR)/operator
+VENV = $(shell bash scripts/venv.sh)
+PY = $(VENV)/bin/python
+PYTEST_ARGS ?=
+RUN_BROKER_DIR := $(STREAMJOB_CACHE)/local-broker
+
+.PHONY: help
+help: ## Show the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
+
+.PHONY: venv
+venv: ## Create the cached Python environment (pinned in pyproject.toml)
+	@echo $(VENV)
+
+.PHONY: run
+run: ## Run the sample StreamingJob on local Spark + a local Kafka broker (Ctrl-C stops)
+	@bash scripts/run-local.sh "$(PY)"
+
+.PHONY: lint
+lint: ## ruff lint + format check
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+.PHONY: toolchain
+toolchain: ## Build (once, cached) kube-apiserver, etcd and kubectl from Go modules
+	bash scripts/k8s-toolchain.sh apiserver >/dev/null
+
+.PHONY: test-unit
+test-unit: ## Unit tests (seconds, no services)
+	$(PY) -m pytest -m unit $(PYTEST_ARGS)
+
+.PHONY: test-integration
+test-integration: toolchain ## Integration tests: real Kafka + Spark, real kube-apiserver + etcd
+	$(PY) -m pytest -m integration $(PYTEST_ARGS)
+
+.PHONY: test
+test: lint ## Every test tier (what CI runs)
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+.PHONY: bench
+bench: ## Benchmarks; results in bench/results/
+	$(PY) bench/source_bench.py
+
+.PHONY: clean
+clean: ## Stop the local broker and remove local run data (the cache stays)
+	-$(PY) -m tests.support.kafka_broker stop --dir $(RUN_BROKER_DIR)
+	rm -rf /tmp/streamingjob

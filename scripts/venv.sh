@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Creates (once) the Python environment the project runs in and prints its path.
+# The venv is keyed by the hash of pyproject.toml, cached, and holds only the pinned
+# dependencies; the project itself is put on PYTHONPATH by the Makefile, so any clone can use it.
+set -euo pipefail
+source "$(dirname "$0")/common.sh"
+key=$( { sha256sum "$REPO_ROOT/pyproject.toml"; python3 --version; } | sha256sum | cut -c1-12)
+venv="$STREAMJOB_CACHE/venv/$key"
+if [ ! -x "$venv/bin/python" ] || [ ! -f "$venv/.complete" ]; then
+  log "creating $venv"
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  reqs=$(python3 - "$REPO_ROOT/pyproject.toml" <<'PY'
+import sys, tomllib
+project = tomllib.load(open(sys.argv[1], "rb"))["project"]
+extras = project["optional-dependencies"]
+reqs = list(project["dependencies"])
+for name in ("spark", "operator", "dev"):
+    reqs += [r for r in extras[name] if not r.startswith(project["name"])]
+print("\n".join(reqs))
+PY
+)
+  "$venv/bin/pip" install -q --upgrade pip >&2
+  # shellcheck disable=SC2086
+  "$venv/bin/pip" install -q $reqs >&2
+  touch "$venv/.complete"
+fi
+echo "$venv"

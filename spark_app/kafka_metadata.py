@@ -1,0 +1,159 @@
+"""Driver-side Kafka lookups: partitions, watermarks, committed offsets, commits.
+
+Every call has a bounded timeout and raises `KafkaUnavailable` naming the broker, so an
+unreachable cluster is a clear error rather than a hang. Clients are created on first use:
+the reader that owns this object is pickled and must not hold a live client.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterable
+
+from spark_app.offsets import Positions, TopicPartition
+from spark_app.options import SourceOptions
+
+INTERNAL_TOPIC = re.compile(r"^__")
+
+
+class KafkaUnavailable(RuntimeError):
+    pass
+
+
+class UnknownTopic(RuntimeError):
+    pass
+
+
+class KafkaMetadata:
+    def __init__(self, options: SourceOptions, timeout_s: float = 30.0):
+        self.options = options
+        self.timeout_s = timeout_s
+        self._admin = None
+        self._consumer = None
+        self._lock = threading.Lock()  # librdkafka handles are shared by two threads here
+
+    def _clients(self):
+        from confluent_kafka import Consumer
+        from confluent_kafka.admin import AdminClient
+
+        with self._lock:
+            if self._consumer is None:
+                group = self.options.group_id or "kafka-checkpointed-metadata"
+                self._consumer = Consumer(self.options.client(**{"group.id": group}))
+                self._admin = AdminClient(
+                    {
+                        k: v
+                        for k, v in self.options.client().items()
+                        if not k.startswith(("enable.auto", "isolation"))
+                    }
+                )
+        return self._admin, self._consumer
+
+    def _unavailable(self, what: str, exc: BaseException) -> KafkaUnavailable:
+        return KafkaUnavailable(
+            f"Kafka at {self.options.bootstrap_servers} did not answer {what} within "
+            f"{self.timeout_s:.0f}s ({exc}); check kafka.bootstrap.servers and that the "
+            "brokers are reachable"
+        )
+
+    def topic_partitions(self) -> list[TopicPartition]:
+        """Partitions of the subscribed topics (or of the topics matching the pattern)."""
+        admin, _ = self._clients()
+        try:
+            metadata = admin.list_topics(timeout=self.timeout_s)
+        except Exception as exc:
+            raise self._unavailable("a metadata request", exc) from exc
+        if self.options.topics is not None:
+            missing = [t for t in self.options.topics if t not in metadata.topics]
+            if missing:
+                raise UnknownTopic(
+                    f"topic(s) {', '.join(missing)} not found at "
+                    f"{self.options.bootstrap_servers} (option subscribe); create them or "
+                    "fix the topic names"
+                )
+            names: Iterable[str] = self.options.topics
+        else:
+            pattern = re.compile(self.options.topic_pattern or "")
+            names = [
+                t for t in metadata.topics if pattern.fullmatch(t) and not INTERNAL_TOPIC.match(t)
+            ]
+        return sorted(
+            (topic, partition) for topic in names for partition in metadata.topics[topic].partitions
+        )
+
+    def watermarks(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, tuple[int, int]]:
+        """(log start, log end) per partition; the end is the LSO under read_committed."""
+        from confluent_kafka import IsolationLevel
+        from confluent_kafka import TopicPartition as KafkaTP
+        from confluent_kafka.admin import OffsetSpec
+
+        tps = list(tps)
+        if not tps:
+            return {}
+        admin, _ = self._clients()
+        isolation = (
+            IsolationLevel.READ_COMMITTED
+            if self.options.isolation_level == "read_committed"
+            else IsolationLevel.READ_UNCOMMITTED
+        )
+        result: dict[TopicPartition, list[int]] = {}
+        for index, spec in enumerate((OffsetSpec.earliest(), OffsetSpec.latest())):
+            request = {KafkaTP(t, p): spec for t, p in tps}
+            try:
+                futures = admin.list_offsets(
+                    request, isolation_level=isolation, request_timeout=self.timeout_s
+                )
+                for ktp, future in futures.items():
+                    offset = future.result(timeout=self.timeout_s).offset
+                    result.setdefault((ktp.topic, ktp.partition), [0, 0])[index] = offset
+            except Exception as exc:
+                raise self._unavailable("a ListOffsets request", exc) from exc
+        return {tp: (low, high) for tp, (low, high) in result.items()}
+
+    def committed(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]:
+        from confluent_kafka import TopicPartition as KafkaTP
+
+        _, consumer = self._clients()
+        try:
+            answer = consumer.committed([KafkaTP(t, p) for t, p in tps], timeout=self.timeout_s)
+        except Exception as exc:
+            raise self._unavailable("an OffsetFetch request", exc) from exc
+        return {(k.topic, k.partition): (k.offset if k.offset >= 0 else None) for k in answer}
+
+    def offsets_for_time(
+        self, tps: Iterable[TopicPartition], timestamp_ms: int
+    ) -> dict[TopicPartition, int | None]:
+        from confluent_kafka import TopicPartition as KafkaTP
+
+        _, consumer = self._clients()
+        try:
+            answer = consumer.offsets_for_times(
+                [KafkaTP(t, p, timestamp_ms) for t, p in tps], timeout=self.timeout_s
+            )
+        except Exception as exc:
+            raise self._unavailable("a ListOffsets-by-time request", exc) from exc
+        return {(k.topic, k.partition): (k.offset if k.offset >= 0 else None) for k in answer}
+
+    def close(self) -> None:
+        with self._lock:
+            if self._consumer is not None:
+                self._consumer.close()
+            self._consumer = self._admin = None
+
+
+def group_committer(options: SourceOptions, timeout_s: float = 30.0):
+    """A commit function for OffsetCommitter: a standalone commit to the group (no
+    subscription, so no rebalance), with its own client so it never blocks planning."""
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as KafkaTP
+
+    consumer = Consumer(options.client(**{"group.id": options.group_id}))
+
+    def commit(offsets: Positions) -> None:
+        consumer.commit(
+            offsets=[KafkaTP(t, p, o) for (t, p), o in sorted(offsets.items())],
+            asynchronous=False,
+        )
+
+    return commit

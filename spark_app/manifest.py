@@ -1,0 +1,337 @@
+"""The job part of a StreamingJob manifest: the one place where YAML becomes a typed job.
+
+The runner reads a whole StreamingJob manifest (the same YAML users `kubectl apply`) and
+uses only `spec.job`, `spec.checkpoint` and `spec.sparkConf`; the operator owns the other
+spec fields. These models are also the source of the CRD schema for their fields, so every
+field carries a description and cross-field rules are mirrored as CEL rules.
+
+This module must not import pyspark: the operator imports it too.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic.alias_generators import to_camel
+
+API_GROUP = "sparkkafka.dev"
+API_VERSION = "v1alpha1"
+KIND = "StreamingJob"
+
+# A start mode for a fresh query: named, a timestamp, or per-partition JSON.
+_TIMESTAMP_START = re.compile(r"^timestamp:(\d+)$")
+_TRANSFORM_REF = r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$"
+_FILE_SINK_FORMATS = ("parquet", "json", "csv", "orc")
+
+
+class SpecModel(BaseModel):
+    """camelCase in YAML, snake_case in Python; unknown fields are an error, not a surprise."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
+    )
+
+
+class SourceSpec(SpecModel):
+    """The Kafka source. Field names mirror the options of Spark's built-in Kafka source."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "has(self.subscribe) != has(self.subscribePattern)",
+                    "message": "set exactly one of subscribe or subscribePattern",
+                },
+                {
+                    "rule": "!(has(self.commitOffsetsOnCheckpoints) ? "
+                    "self.commitOffsetsOnCheckpoints : true) || has(self.groupId)",
+                    "message": "groupId is required while commitOffsetsOnCheckpoints is true",
+                },
+            ]
+        }
+    )
+
+    bootstrap_servers: str = Field(
+        min_length=1,
+        description="Kafka bootstrap servers, host:port[,host:port] (kafka.bootstrap.servers).",
+    )
+    subscribe: list[Annotated[str, Field(min_length=1)]] | None = Field(
+        default=None,
+        min_length=1,
+        description="Topics to read. Exactly one of subscribe and subscribePattern is set.",
+    )
+    subscribe_pattern: str | None = Field(
+        default=None,
+        min_length=1,
+        description="A Java-style regular expression of topics to read; new matching topics "
+        "are picked up by partition discovery.",
+    )
+    group_id: str | None = Field(
+        default=None,
+        min_length=1,
+        description="Consumer group that receives the offsets of each completed checkpoint "
+        "(kafka.group.id). Required while commitOffsetsOnCheckpoints is true. Use a group of "
+        "its own: commits fail while another consumer is a live member of it.",
+    )
+    starting_offsets: str = Field(
+        default="committed",
+        description="Where a fresh start (no checkpoint) begins: committed (the group's "
+        "committed offsets, offsetResetStrategy where a partition has none), earliest, "
+        'latest, timestamp:<epoch-ms>, or JSON {"topic":{"0":42}} (-2 earliest, -1 latest). '
+        "Ignored when the job restores from its checkpoint.",
+    )
+    offset_reset_strategy: Literal["earliest", "latest", "error"] = Field(
+        default="earliest",
+        description="Where a partition without a usable committed offset starts on a fresh "
+        "start: earliest, latest, or error (fail the start).",
+    )
+    commit_offsets_on_checkpoints: bool = Field(
+        default=True,
+        description="Commit each completed batch's end offsets (next offset to read) to the "
+        "consumer group, asynchronously, newest first. Commits are for monitoring and "
+        "redeploys; a failed commit never fails the job.",
+    )
+    max_offsets_per_trigger: int | None = Field(
+        default=None,
+        ge=1,
+        description="Upper bound of offsets per micro-batch, split across partitions in "
+        "proportion to their backlog. Unset: everything available.",
+    )
+    fail_on_data_loss: bool = Field(
+        default=True,
+        description="Fail when offsets to read were deleted by retention or a topic was "
+        "recreated; false skips ahead with a warning.",
+    )
+    include_headers: bool = Field(
+        default=False, description="Add a headers column (array of key/value structs)."
+    )
+    partition_discovery_interval_ms: int = Field(
+        default=30000,
+        ge=0,
+        description="How often to look for new partitions and topics (ms); 0 checks on "
+        "every trigger. New partitions are read from their earliest offset.",
+    )
+    isolation_level: Literal["read_committed", "read_uncommitted"] = Field(
+        default="read_committed",
+        description="Kafka isolation level for planning and reading (librdkafka's default "
+        "is read_committed, unlike Java clients).",
+    )
+    kafka: dict[str, str] = Field(
+        default_factory=dict,
+        description="Extra Kafka client properties passed through as kafka.<key> (for "
+        "example security.protocol). Put credentials in a Secret, not here.",
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> SourceSpec:
+        if (self.subscribe is None) == (self.subscribe_pattern is None):
+            raise ValueError("set exactly one of subscribe or subscribePattern")
+        if self.commit_offsets_on_checkpoints and not self.group_id:
+            raise ValueError(
+                "groupId is required while commitOffsetsOnCheckpoints is true; set "
+                "spec.job.source.groupId or set commitOffsetsOnCheckpoints: false"
+            )
+        parse_starting_offsets(self.starting_offsets)
+        return self
+
+
+class SinkSpec(SpecModel):
+    """Where the job writes. File formats use Spark's exactly-once file sink."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "!(self.format in ['parquet', 'json', 'csv', 'orc']) || has(self.path)",
+                    "message": "path is required for file sinks",
+                },
+                {
+                    "rule": "self.format != 'kafka' || has(self.topic)",
+                    "message": "topic is required for the kafka sink",
+                },
+            ]
+        }
+    )
+
+    format: Literal["parquet", "json", "csv", "orc", "kafka", "console", "noop"] = Field(
+        description="parquet, json, csv or orc: Spark's file sink (exactly-once with the "
+        "checkpoint). kafka: a topic (at-least-once). console, noop: for trials."
+    )
+    path: str | None = Field(
+        default=None, min_length=1, description="Output directory URI of a file sink."
+    )
+    topic: str | None = Field(
+        default=None, min_length=1, description="Output topic of the kafka sink."
+    )
+    bootstrap_servers: str | None = Field(
+        default=None,
+        min_length=1,
+        description="Bootstrap servers of the kafka sink; defaults to the source's.",
+    )
+    output_mode: Literal["append", "update", "complete"] = Field(
+        default="append", description="Spark output mode."
+    )
+    options: dict[str, str] = Field(
+        default_factory=dict, description="Extra options passed to the Spark sink."
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> SinkSpec:
+        if self.format in _FILE_SINK_FORMATS and not self.path:
+            raise ValueError(f"path is required for the {self.format} file sink")
+        if self.format == "kafka" and not self.topic:
+            raise ValueError("topic is required for the kafka sink")
+        return self
+
+
+class TriggerSpec(SpecModel):
+    """When micro-batches run. Unset means as fast as possible."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "[has(self.processingTime), has(self.availableNow) && "
+                    "self.availableNow].filter(x, x).size() <= 1",
+                    "message": "set at most one of processingTime and availableNow",
+                }
+            ]
+        }
+    )
+
+    processing_time: str | None = Field(
+        default=None,
+        pattern=r"^\d+(\.\d+)?\s*(ms|millisecond|milliseconds|s|second|seconds|"
+        r"min|minute|minutes)$",
+        description='Run a micro-batch every interval, e.g. "1 second" or "500 ms".',
+    )
+    available_now: bool = Field(
+        default=False,
+        description="Process what is available at start in bounded batches, then stop "
+        "(for backfills; the operator treats the stop as completion only for such jobs).",
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> TriggerSpec:
+        if self.processing_time and self.available_now:
+            raise ValueError("set at most one of processingTime and availableNow")
+        return self
+
+
+class JobSpec(SpecModel):
+    """What the Spark job does: source → optional transform → sink."""
+
+    source: SourceSpec = Field(description="The Kafka source.")
+    transform: str | None = Field(
+        default=None,
+        pattern=_TRANSFORM_REF,
+        description="Optional module:function applied to the source DataFrame "
+        "(DataFrame -> DataFrame); the module must be importable in the image.",
+    )
+    sink: SinkSpec = Field(description="Where the job writes.")
+    trigger: TriggerSpec = Field(default_factory=TriggerSpec, description="When micro-batches run.")
+
+
+class CheckpointSpec(SpecModel):
+    """Where the job's state lives. The location is the only lever between restore and
+    redeploy: each deployment epoch gets <location>/<namespace>/<name>/epoch-<n>."""
+
+    location: str = Field(
+        min_length=1,
+        pattern=r"^[a-z][a-z0-9+.-]*://.+|^/.+",
+        description="Base URI of checkpoints (file:///mnt/checkpoints on a volume, "
+        "s3a://bucket/prefix, ...). Each epoch gets a directory below it.",
+    )
+
+
+class RunnerSpec(BaseModel):
+    """The spec fields the runner reads; the operator's fields are ignored here."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="ignore", frozen=True
+    )
+
+    job: JobSpec
+    checkpoint: CheckpointSpec
+    spark_conf: dict[str, str] = Field(default_factory=dict)
+
+
+class Metadata(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    name: str = Field(min_length=1)
+    namespace: str = "default"
+
+
+class RunnerManifest(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
+
+    api_version: str = Field(alias="apiVersion")
+    kind: Literal["StreamingJob"]
+    metadata: Metadata
+    spec: RunnerSpec
+
+    @model_validator(mode="after")
+    def _check(self) -> RunnerManifest:
+        expected = f"{API_GROUP}/{API_VERSION}"
+        if self.api_version != expected:
+            raise ValueError(f"apiVersion must be {expected}, got {self.api_version}")
+        return self
+
+
+class ManifestError(ValueError):
+    """A manifest that cannot run, with every problem named by its field path."""
+
+
+def load_manifest(document: dict[str, Any]) -> RunnerManifest:
+    try:
+        return RunnerManifest.model_validate(document)
+    except ValidationError as exc:
+        raise ManifestError(describe_validation_error(exc)) from None
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    lines = []
+    for error in exc.errors():
+        path = ".".join(str(part) for part in error["loc"]) or "(document)"
+        lines.append(f"{path}: {error['msg']}")
+    return "invalid StreamingJob manifest:\n  " + "\n  ".join(lines)
+
+
+def checkpoint_location(base: str, namespace: str, name: str, epoch: int) -> str:
+    """The checkpoint directory of one deployment epoch (same epoch = restore)."""
+    return f"{base.rstrip('/')}/{namespace}/{name}/epoch-{epoch}"
+
+
+def parse_starting_offsets(value: str) -> str | int | dict[str, dict[str, int]]:
+    """Validates a start mode: a name, a timestamp in ms, or {"topic": {"partition": offset}}."""
+    import json
+
+    if value in ("committed", "earliest", "latest"):
+        return value
+    if match := _TIMESTAMP_START.match(value):
+        return int(match.group(1))
+    try:
+        parsed = json.loads(value)
+    except json.JSONDecodeError:
+        parsed = None
+    if not isinstance(parsed, dict) or not parsed:
+        raise ValueError(
+            f"startingOffsets {value!r} is not committed, earliest, latest, "
+            'timestamp:<epoch-ms> or JSON like {"topic":{"0":42}}'
+        )
+    result: dict[str, dict[str, int]] = {}
+    for topic, partitions in parsed.items():
+        if not isinstance(partitions, dict):
+            raise ValueError(f"startingOffsets[{topic!r}] must map partition to offset")
+        result[topic] = {}
+        for partition, offset in partitions.items():
+            if not str(partition).isdigit() or not isinstance(offset, int) or offset < -2:
+                raise ValueError(
+                    f"startingOffsets[{topic!r}][{partition!r}]={offset!r}: partitions are "
+                    "non-negative integers, offsets >= 0 or -2 (earliest) / -1 (latest)"
+                )
+            result[topic][str(int(partition))] = offset
+    return result

@@ -1,0 +1,153 @@
+"""Offsets: the source's checkpoint state, as pure data and pure functions.
+
+Spark writes the dict `latestOffset()` returns into `offsets/<batch>` before the batch runs,
+so these dicts ARE the checkpoint (semantics rule 1). Shapes:
+
+- positions: `{topic: {partition: next_offset_to_read}}` with int partitions inside Python;
+- the JSON form Spark stores and compares *as a string*: topics sorted, partitions sorted
+  numerically and written as strings (otherwise equal offsets look like new data);
+- `initialOffset()` returns the fixed sentinel `{"fresh": true}` because Spark calls it again
+  when batch 0 replays: the resolved start is pinned in batch 0's end offset under "start".
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+TopicPartition = tuple[str, int]
+Positions = dict[TopicPartition, int]
+
+FRESH_START = {"fresh": True}
+
+
+def is_fresh_start(offset: Mapping[str, object]) -> bool:
+    return offset.get("fresh") is True
+
+
+def to_json(positions: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
+    """Canonical JSON form: sorted topics, numerically sorted partitions as string keys."""
+    nested: dict[str, dict[str, int]] = {}
+    for topic, partition in sorted(positions):
+        nested.setdefault(topic, {})[str(partition)] = int(positions[(topic, partition)])
+    return nested
+
+
+def from_json(nested: Mapping[str, Mapping[str, int]]) -> Positions:
+    return {
+        (topic, int(partition)): int(offset)
+        for topic, partitions in nested.items()
+        for partition, offset in partitions.items()
+    }
+
+
+def batch_offset(end: Positions, start: Positions | None = None) -> dict[str, object]:
+    """The dict Spark stores for a batch end; batch 0 also pins where it started."""
+    offset: dict[str, object] = {"offsets": to_json(end)}
+    if start is not None:
+        offset["start"] = to_json(start)
+    return offset
+
+
+def end_positions(offset: Mapping[str, object]) -> Positions:
+    return from_json(offset["offsets"])  # type: ignore[arg-type]
+
+
+def start_positions(start: Mapping[str, object], end: Mapping[str, object]) -> Positions:
+    """Where a batch `[start, end)` begins; for batch 0 the pinned start inside `end`."""
+    if is_fresh_start(start):
+        return from_json(end["start"])  # type: ignore[arg-type]
+    return end_positions(start)
+
+
+@dataclass(frozen=True)
+class StartDecision:
+    """Where one partition of a fresh query starts, and why (shown in status)."""
+
+    offset: int
+    origin: str  # committed | earliest | latest | timestamp | specific
+
+
+class StartError(RuntimeError):
+    """A fresh start that cannot be resolved under the configured policy."""
+
+
+def resolve_start(
+    tp: TopicPartition,
+    mode: str | int | dict[str, dict[str, int]],
+    reset: str,
+    low: int,
+    high: int,
+    committed: int | None,
+    by_timestamp: int | None,
+) -> StartDecision:
+    """Flink's start rules for one partition of a fresh query.
+
+    `mode` is what `parse_starting_offsets` returns. `committed` is the group's committed
+    offset (None when the group has none); `by_timestamp` is the first offset with a
+    timestamp >= the requested one (None: no such record). `low`/`high` are watermarks.
+    """
+    topic, partition = tp
+    if isinstance(mode, dict):
+        explicit = mode.get(topic, {}).get(str(partition))
+        if explicit is not None:
+            if explicit == -2:
+                return StartDecision(low, "earliest")
+            if explicit == -1:
+                return StartDecision(high, "latest")
+            return StartDecision(_clamp_specific(tp, explicit, low, high, reset), "specific")
+        mode = "committed"  # partitions the JSON does not name: Flink's SpecificOffsets rule
+    if mode == "earliest":
+        return StartDecision(low, "earliest")
+    if mode == "latest":
+        return StartDecision(high, "latest")
+    if isinstance(mode, int):
+        # No record at or after the timestamp: start at the end (Flink's behaviour).
+        return StartDecision(high if by_timestamp is None else by_timestamp, "timestamp")
+    if committed is not None and low <= committed <= high:
+        return StartDecision(committed, "committed")
+    return _reset(tp, reset, low, high, committed)
+
+
+def _clamp_specific(tp: TopicPartition, offset: int, low: int, high: int, reset: str) -> int:
+    if low <= offset <= high:
+        return offset
+    return _reset(tp, reset, low, high, offset).offset
+
+
+def _reset(
+    tp: TopicPartition, reset: str, low: int, high: int, offset: int | None
+) -> StartDecision:
+    if reset == "earliest":
+        return StartDecision(low, "earliest")
+    if reset == "latest":
+        return StartDecision(high, "latest")
+    where = "no committed offset" if offset is None else f"offset {offset} outside [{low}, {high}]"
+    raise StartError(
+        f"{tp[0]}-{tp[1]}: {where} and offsetResetStrategy=error; commit offsets for the "
+        "group, or choose offsetResetStrategy earliest or latest"
+    )
+
+
+def rate_limit(start: Positions, latest: Positions, max_offsets: int) -> Positions:
+    """Split `max_offsets` across partitions in proportion to their backlog (as Spark does).
+
+    A partition missing from `start` is new and begins at 0. The result never passes
+    `latest` and never goes below `start`.
+    """
+    backlog = {tp: max(0, high - start.get(tp, 0)) for tp, high in latest.items()}
+    total = sum(backlog.values())
+    if total <= max_offsets:
+        return dict(latest)
+    end: Positions = {}
+    for tp, high in latest.items():
+        begin = start.get(tp, 0)
+        share = max_offsets * backlog[tp] / total
+        step = math.ceil(share) if share < 1 else math.floor(share)
+        end[tp] = min(high, begin + step)
+    return end
+
+
+def lag(end: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int]) -> int:
+    return sum(max(0, latest[tp] - end.get(tp, 0)) for tp in latest)

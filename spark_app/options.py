@@ -1,0 +1,173 @@
+"""Options of the `kafka_checkpointed` source, parsed once from Spark's string options.
+
+Spark hands a data source a case-insensitive map of strings. This module turns it into a
+frozen, picklable object and names the option in every error. Option names mirror Spark's
+built-in Kafka source; `kafka.*` options pass through to the Kafka client.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from spark_app.manifest import parse_starting_offsets
+
+_RESET_STRATEGIES = ("earliest", "latest", "error")
+_ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
+# Client properties this source sets itself: letting a user override them would break
+# range reads (auto.offset.reset), commits (enable.auto.commit) or planning (isolation).
+_RESERVED_CLIENT_KEYS = {
+    "enable.auto.commit": "the source commits on checkpoints (commitOffsetsOnCheckpoints)",
+    "auto.offset.reset": "use offsetResetStrategy (executors always use 'error')",
+    "isolation.level": "use the isolationLevel option",
+    "group.id": "use kafka.group.id",
+}
+_SECRET_KEY = re.compile(r"password|secret|token|jaas|sasl\.oauthbearer\.config|key$", re.I)
+
+
+class OptionError(ValueError):
+    """An option that cannot work, named, with the fix."""
+
+
+def _bool(options: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = options.get(name.lower())
+    if raw is None:
+        return default
+    if raw.strip().lower() in ("true", "false"):
+        return raw.strip().lower() == "true"
+    raise OptionError(f"option {name}={raw!r} must be true or false")
+
+
+def _int(options: Mapping[str, str], name: str, default: int | None, minimum: int) -> int | None:
+    raw = options.get(name.lower())
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise OptionError(f"option {name}={raw!r} must be an integer") from None
+    if value < minimum:
+        raise OptionError(f"option {name}={value} must be >= {minimum}")
+    return value
+
+
+def _choice(options: Mapping[str, str], name: str, default: str, choices: tuple[str, ...]) -> str:
+    value = options.get(name.lower(), default).strip().lower()
+    if value not in choices:
+        raise OptionError(f"option {name}={value!r} must be one of {', '.join(choices)}")
+    return value
+
+
+def redact(config: Mapping[str, str]) -> dict[str, str]:
+    """A copy of client properties that is safe to log."""
+    return {k: ("***" if _SECRET_KEY.search(k) else v) for k, v in config.items()}
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    bootstrap_servers: str
+    topics: tuple[str, ...] | None
+    topic_pattern: str | None
+    group_id: str | None
+    starting_offsets: str
+    offset_reset_strategy: str
+    commit_offsets_on_checkpoints: bool
+    max_offsets_per_trigger: int | None
+    fail_on_data_loss: bool
+    include_headers: bool
+    partition_discovery_interval_ms: int
+    isolation_level: str
+    poll_timeout_ms: int
+    min_fetch_interval_ms: int
+    max_records_per_batch: int
+    report_path: str | None
+    client_config: dict[str, str] = field(default_factory=dict)
+
+    def __repr__(self) -> str:  # never print credentials passed through kafka.*
+        return (
+            f"SourceOptions(bootstrap={self.bootstrap_servers!r}, topics={self.topics!r}, "
+            f"pattern={self.topic_pattern!r}, group={self.group_id!r}, "
+            f"start={self.starting_offsets!r}, client={redact(self.client_config)!r})"
+        )
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, str]) -> SourceOptions:
+        # Spark's option map is case-insensitive; keep kafka.* keys' case for the client.
+        options = {k.lower(): v for k, v in raw.items()}
+        client = {k[len("kafka.") :]: v for k, v in raw.items() if k.lower().startswith("kafka.")}
+        bootstrap = client.pop("bootstrap.servers", "").strip()
+        if not bootstrap:
+            raise OptionError("option kafka.bootstrap.servers is required (host:port[,host:port])")
+        group_id = client.pop("group.id", None)
+        for key, why in _RESERVED_CLIENT_KEYS.items():
+            if key in client:
+                raise OptionError(f"option kafka.{key} is managed by the source: {why}")
+
+        subscribe = options.get("subscribe")
+        pattern = options.get("subscribepattern")
+        if (subscribe is None) == (pattern is None):
+            raise OptionError("set exactly one of the options subscribe and subscribePattern")
+        topics = None
+        if subscribe is not None:
+            topics = tuple(sorted({t.strip() for t in subscribe.split(",") if t.strip()}))
+            if not topics:
+                raise OptionError("option subscribe must name at least one topic")
+        if pattern is not None:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise OptionError(f"option subscribePattern={pattern!r}: {exc}") from None
+
+        starting = options.get("startingoffsets", "committed").strip()
+        try:
+            parse_starting_offsets(starting)
+        except ValueError as exc:
+            raise OptionError(f"option {exc}") from None
+
+        commit = _bool(options, "commitOffsetsOnCheckpoints", True)
+        if commit and not group_id:
+            raise OptionError(
+                "option kafka.group.id is required while commitOffsetsOnCheckpoints is true "
+                "(or set commitOffsetsOnCheckpoints=false)"
+            )
+        if starting == "committed" and not group_id:
+            raise OptionError(
+                "startingOffsets=committed needs kafka.group.id to know whose offsets to use"
+            )
+        return cls(
+            bootstrap_servers=bootstrap,
+            topics=topics,
+            topic_pattern=pattern,
+            group_id=group_id,
+            starting_offsets=starting,
+            offset_reset_strategy=_choice(
+                options, "offsetResetStrategy", "earliest", _RESET_STRATEGIES
+            ),
+            commit_offsets_on_checkpoints=commit,
+            max_offsets_per_trigger=_int(options, "maxOffsetsPerTrigger", None, 1),
+            fail_on_data_loss=_bool(options, "failOnDataLoss", True),
+            include_headers=_bool(options, "includeHeaders", False),
+            partition_discovery_interval_ms=_int(options, "partitionDiscoveryIntervalMs", 30_000, 0)
+            or 0,
+            isolation_level=_choice(options, "isolationLevel", "read_committed", _ISOLATION_LEVELS),
+            poll_timeout_ms=_int(options, "pollTimeoutMs", 120_000, 1) or 120_000,
+            min_fetch_interval_ms=_int(options, "minFetchIntervalMs", 100, 0) or 0,
+            max_records_per_batch=_int(options, "maxRecordsPerBatch", 10_000, 1) or 10_000,
+            report_path=options.get("reportpath"),
+            client_config=client,
+        )
+
+    def client(self, **overrides: str | int | bool) -> dict[str, str | int | bool]:
+        """librdkafka configuration shared by every client this source creates."""
+        config: dict[str, str | int | bool] = {
+            "bootstrap.servers": self.bootstrap_servers,
+            "isolation.level": self.isolation_level,
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            # librdkafka's own log lines go to stderr; errors still surface as exceptions.
+            "log_level": 3,
+        }
+        config.update(self.client_config)
+        config.update(overrides)
+        return config

@@ -1,0 +1,95 @@
+"""The runner's report: how this run started and how far it got, for people and the operator.
+
+Written as JSON to a file (local runs) and, on Kubernetes, into the job's report ConfigMap
+(`data["report.json"]`), which the operator reads instead of scraping logs. The driver's Role
+lets it patch only that ConfigMap. Credentials never appear here.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import ssl
+import urllib.request
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class ConfigMapPublisher:
+    """PATCHes one ConfigMap with the in-cluster service account; failures are logged only:
+    a report that cannot be published must never stop the job."""
+
+    def __init__(self, name: str, namespace: str):
+        host = os.environ["KUBERNETES_SERVICE_HOST"]
+        port = os.environ.get("KUBERNETES_SERVICE_PORT", "443")
+        self.url = f"https://{host}:{port}/api/v1/namespaces/{namespace}/configmaps/{name}"
+        self.context = ssl.create_default_context(cafile=str(SERVICE_ACCOUNT / "ca.crt"))
+
+    def publish(self, report_json: str) -> None:
+        token = (SERVICE_ACCOUNT / "token").read_text().strip()  # rotated by the kubelet
+        body = json.dumps({"data": {"report.json": report_json}}).encode()
+        request = urllib.request.Request(
+            self.url,
+            data=body,
+            method="PATCH",
+            headers={
+                "Authorization": f"Bearer {token}",
+                "Content-Type": "application/merge-patch+json",
+            },
+        )
+        try:
+            with urllib.request.urlopen(request, context=self.context, timeout=10):
+                pass
+        except Exception as exc:
+            log.warning("could not publish the report to %s: %s", self.url, exc)
+
+
+class Reporter:
+    def __init__(
+        self,
+        base: dict[str, Any],
+        path: Path | None,
+        publisher: ConfigMapPublisher | None,
+        source_report: Path | None,
+    ):
+        self.report: dict[str, Any] = dict(base)
+        self.path = path
+        self.publisher = publisher
+        self.source_report = source_report
+        self._last = ""
+
+    def update(self, **fields: Any) -> dict[str, Any]:
+        self.report.update(fields)
+        self._merge_source_report()
+        self.report["updated"] = now_iso()
+        text = json.dumps(self.report, sort_keys=True)
+        if text != self._last:
+            self._last = text
+            if self.path is not None:
+                tmp = self.path.with_suffix(".tmp")
+                tmp.write_text(text)
+                tmp.replace(self.path)
+            if self.publisher is not None:
+                self.publisher.publish(text)
+        return self.report
+
+    def _merge_source_report(self) -> None:
+        if self.source_report is None or not self.source_report.exists():
+            return
+        try:
+            source = json.loads(self.source_report.read_text())
+        except (OSError, json.JSONDecodeError):
+            return  # replaced atomically; a partial read is impossible, a missing one benign
+        self.report["startOffsets"] = source.get("startOffsets", {})
+        self.report["commits"] = source.get("commits", {})
+        self.report["dataLossSkippedOffsets"] = source.get("dataLossSkippedOffsets", 0)

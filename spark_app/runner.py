@@ -1,0 +1,367 @@
+"""Runs the job a StreamingJob manifest describes: Kafka → optional transform → sink.
+
+The same command runs locally (`make run`) and inside the driver pod, where the operator
+starts it through spark-submit in client mode. The manifest → query mapping lives here
+and nowhere else. Exit codes: 0 stopped on request (SIGTERM) or finished (availableNow);
+1 the query failed; 2 the input is invalid (nothing was started or committed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import logging
+import os
+import signal
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from spark_app import offsets as off
+from spark_app.manifest import (
+    JobSpec,
+    ManifestError,
+    RunnerManifest,
+    SourceSpec,
+    checkpoint_location,
+    load_manifest,
+)
+from spark_app.report import ConfigMapPublisher, Reporter, now_iso
+
+log = logging.getLogger("spark_app.runner")
+
+EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
+STOP_GRACE_S = 25.0  # below Kubernetes' default 30 s termination grace period
+# Credentials come from a Secret as environment variables, never from the manifest.
+CREDENTIAL_ENV = {
+    "KAFKA_SECURITY_PROTOCOL": "security.protocol",
+    "KAFKA_SASL_MECHANISM": "sasl.mechanism",
+    "KAFKA_SASL_USERNAME": "sasl.username",
+    "KAFKA_SASL_PASSWORD": "sasl.password",
+}
+
+
+class InvalidJob(ValueError):
+    """Input that cannot run, named by its manifest field."""
+
+
+def source_options(source: SourceSpec, env: dict[str, str] | None = None) -> dict[str, str]:
+    """The manifest's source as the `kafka_checkpointed` source's Spark options."""
+    env = os.environ if env is None else env
+    options = {
+        "kafka.bootstrap.servers": source.bootstrap_servers,
+        "startingOffsets": source.starting_offsets,
+        "offsetResetStrategy": source.offset_reset_strategy,
+        "commitOffsetsOnCheckpoints": str(source.commit_offsets_on_checkpoints).lower(),
+        "failOnDataLoss": str(source.fail_on_data_loss).lower(),
+        "includeHeaders": str(source.include_headers).lower(),
+        "partitionDiscoveryIntervalMs": str(source.partition_discovery_interval_ms),
+        "isolationLevel": source.isolation_level,
+    }
+    if source.subscribe:
+        options["subscribe"] = ",".join(source.subscribe)
+    if source.subscribe_pattern:
+        options["subscribePattern"] = source.subscribe_pattern
+    if source.group_id:
+        options["kafka.group.id"] = source.group_id
+    if source.max_offsets_per_trigger:
+        options["maxOffsetsPerTrigger"] = str(source.max_offsets_per_trigger)
+    options.update({f"kafka.{k}": v for k, v in source.kafka.items()})
+    options.update(
+        {f"kafka.{prop}": env[var] for var, prop in CREDENTIAL_ENV.items() if env.get(var)}
+    )
+    return options
+
+
+def preflight(options: dict[str, str], timeout_s: float = 15.0) -> None:
+    """Fails fast, before Spark starts, on what would otherwise fail inside a batch."""
+    from spark_app.kafka_metadata import KafkaMetadata, KafkaUnavailable, UnknownTopic
+    from spark_app.options import OptionError, SourceOptions
+
+    try:
+        parsed = SourceOptions.parse(options)
+        metadata = KafkaMetadata(parsed, timeout_s=timeout_s)
+        try:
+            metadata.topic_partitions()
+        finally:
+            metadata.close()
+    except OptionError as exc:
+        raise InvalidJob(f"spec.job.source: {exc}") from None
+    except UnknownTopic as exc:
+        raise InvalidJob(f"spec.job.source.subscribe: {exc}") from None
+    except KafkaUnavailable as exc:
+        raise InvalidJob(f"spec.job.source.bootstrapServers: {exc}") from None
+
+
+def load_transform(reference: str):
+    module_name, _, function_name = reference.partition(":")
+    try:
+        function = getattr(importlib.import_module(module_name), function_name)
+    except (ImportError, AttributeError) as exc:
+        raise InvalidJob(
+            f"spec.job.transform: cannot load {reference!r} ({exc}); the module must be "
+            "importable in the driver image"
+        ) from None
+    if not callable(function):
+        raise InvalidJob(f"spec.job.transform: {reference!r} is not a function")
+    return function
+
+
+def start_query(spark, job: JobSpec, name: str, location: str, source_report: Path | None):
+    from spark_app.source import FORMAT
+
+    options = source_options(job.source)
+    if source_report is not None:
+        options["reportPath"] = str(source_report)
+    frame = spark.readStream.format(FORMAT).options(**options).load()
+    if job.transform:
+        frame = load_transform(job.transform)(frame)
+        if not hasattr(frame, "writeStream"):
+            raise InvalidJob(f"spec.job.transform: {job.transform} must return a DataFrame")
+    sink = job.sink
+    writer = frame.writeStream.queryName(name).outputMode(sink.output_mode)
+    writer = writer.option("checkpointLocation", location)
+    if sink.format == "kafka":
+        writer = (
+            writer.format(FORMAT)
+            .option("topic", sink.topic or "")
+            .option(
+                "kafka.bootstrap.servers", sink.bootstrap_servers or job.source.bootstrap_servers
+            )
+        )
+        writer = writer.options(
+            **{
+                k: v
+                for k, v in options.items()
+                if k.startswith("kafka.sasl") or k == "kafka.security.protocol"
+            }
+        )
+    else:
+        writer = writer.format(sink.format)
+        if sink.path:
+            writer = writer.option("path", sink.path)
+    writer = writer.options(**sink.options)
+    if job.trigger.processing_time:
+        writer = writer.trigger(processingTime=job.trigger.processing_time)
+    elif job.trigger.available_now:
+        writer = writer.trigger(availableNow=True)
+    return writer.start()
+
+
+def last_batches(spark, location: str) -> tuple[int | None, int | None]:
+    """(newest batch in the offset log, newest batch in the commit log) of a checkpoint,
+    through Hadoop's FileSystem so every checkpoint scheme Spark supports works."""
+    jvm = spark._jvm
+    conf = spark._jsc.hadoopConfiguration()
+
+    def newest(directory: str) -> int | None:
+        path = jvm.org.apache.hadoop.fs.Path(f"{location.rstrip('/')}/{directory}")
+        fs = path.getFileSystem(conf)
+        if not fs.exists(path):
+            return None
+        ids = [s.getPath().getName() for s in fs.listStatus(path)]
+        ids = [int(i) for i in ids if i.isdigit()]
+        return max(ids) if ids else None
+
+    return newest("offsets"), newest("commits")
+
+
+def build_session(manifest: RunnerManifest, master: str | None):
+    from pyspark.sql import SparkSession
+
+    from spark_app.source import KafkaCheckpointedDataSource
+
+    conf = dict(manifest.spec.spark_conf)
+    # Python workers must run this interpreter (it has pyarrow and confluent-kafka).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder.appName(manifest.metadata.name)
+    under_submit = "PYSPARK_GATEWAY_PORT" in os.environ  # launched by spark-submit
+    if master or not under_submit:
+        builder = builder.master(master or conf.pop("spark.master", "local[2]"))
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        conf.setdefault("spark.ui.enabled", "false")
+        conf.setdefault("spark.sql.shuffle.partitions", "2")
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    spark.dataSource.register(KafkaCheckpointedDataSource)
+    return spark
+
+
+def progress_line(progress: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """One line per batch, and the same facts as a dict for the report."""
+    source = (progress.get("sources") or [{}])[0]
+    end = _positions(source.get("endOffset"))
+    latest = _positions(source.get("latestOffset"))
+    batch = {
+        "batchId": progress.get("batchId"),
+        "numInputRows": progress.get("numInputRows", 0),
+        "endOffsets": off.to_json(end),
+        "latestOffsets": off.to_json(latest),
+        "lag": off.lag(end, latest),
+        "timestamp": progress.get("timestamp"),
+    }
+    line = (
+        f"batch {batch['batchId']}: {batch['numInputRows']} rows, end offsets "
+        f"{json.dumps(batch['endOffsets'], separators=(',', ':'))}, lag {batch['lag']}"
+    )
+    return line, batch
+
+
+def _positions(raw: Any) -> off.Positions:
+    if isinstance(raw, str):
+        raw = json.loads(raw)
+    if isinstance(raw, dict) and "offsets" in raw:
+        return off.end_positions(raw)
+    return {}
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="streamingjob-run", description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--manifest",
+        required=True,
+        type=Path,
+        help="StreamingJob manifest (YAML), as for kubectl apply",
+    )
+    parser.add_argument(
+        "--epoch",
+        type=int,
+        default=1,
+        help="deployment epoch; a new epoch means a new, empty checkpoint",
+    )
+    parser.add_argument("--attempt", type=int, default=1)
+    parser.add_argument(
+        "--checkpoint-location",
+        help="override <spec.checkpoint.location>/<ns>/<name>/epoch-<epoch>",
+    )
+    parser.add_argument("--master", help="Spark master (default: local[2] outside spark-submit)")
+    parser.add_argument("--report-file", type=Path, help="write the JSON report here")
+    parser.add_argument("--report-configmap", help="publish the report to this ConfigMap")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    args = parse_args(argv)
+    try:
+        document = yaml.safe_load(args.manifest.read_text())
+        manifest = load_manifest(document if isinstance(document, dict) else {})
+    except (OSError, yaml.YAMLError, ManifestError) as exc:
+        log.error("%s: %s", args.manifest, exc)
+        return EXIT_INVALID
+    meta, spec = manifest.metadata, manifest.spec
+    location = args.checkpoint_location or checkpoint_location(
+        spec.checkpoint.location, meta.namespace, meta.name, args.epoch
+    )
+    try:
+        preflight(source_options(spec.job.source))
+        if spec.job.transform:
+            load_transform(spec.job.transform)
+    except InvalidJob as exc:
+        log.error("invalid job: %s", exc)
+        return EXIT_INVALID
+    return run(manifest, args, location)
+
+
+def run(manifest: RunnerManifest, args: argparse.Namespace, location: str) -> int:
+    meta = manifest.metadata
+    spark = build_session(manifest, args.master)
+    newest_offsets, newest_commit = last_batches(spark, location)
+    if newest_offsets is None:
+        start_path, restored_batch = "fresh", None
+        log.info(
+            "fresh start: no checkpoint at %s; the source resolves its start offsets "
+            "(startingOffsets=%s)",
+            location,
+            manifest.spec.job.source.starting_offsets,
+        )
+    else:
+        start_path, restored_batch = "restored", newest_commit
+        log.info(
+            "restored from checkpoint batch %s at %s%s",
+            newest_commit,
+            location,
+            f" (batch {newest_offsets} was planned but not committed: it is re-run)"
+            if newest_offsets != newest_commit
+            else "",
+        )
+    workdir = Path(tempfile.mkdtemp(prefix="streamingjob-"))
+    publisher = (
+        ConfigMapPublisher(args.report_configmap, meta.namespace) if args.report_configmap else None
+    )
+    reporter = Reporter(
+        {
+            "epoch": args.epoch,
+            "attempt": args.attempt,
+            "checkpointLocation": location,
+            "startPath": start_path,
+            "restoredBatch": restored_batch,
+            "state": "starting",
+            "started": now_iso(),
+        },
+        args.report_file,
+        publisher,
+        workdir / "source-report.json",
+    )
+    stop_requested = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop_requested.set())
+    signal.signal(signal.SIGINT, lambda *_: stop_requested.set())
+    try:
+        query = start_query(
+            spark, manifest.spec.job, meta.name, location, workdir / "source-report.json"
+        )
+    except InvalidJob as exc:
+        log.error("invalid job: %s", exc)
+        return EXIT_INVALID
+    reporter.update(state="running")
+    return supervise(query, reporter, stop_requested)
+
+
+def supervise(query, reporter: Reporter, stop_requested: threading.Event) -> int:
+    """Prints a line per batch and stops between batches on SIGTERM (no half-written batch)."""
+    seen_batch = None
+    stop_deadline = None
+    while True:
+        try:
+            finished = query.awaitTermination(0.5)
+        except Exception:
+            finished = True
+        progress = query.lastProgress
+        ran = progress and "addBatch" in (progress.get("durationMs") or {})  # not idle
+        if ran and progress.get("batchId") != seen_batch:
+            seen_batch = progress.get("batchId")
+            line, batch = progress_line(progress)
+            print(line, flush=True)
+            reporter.update(latestBatch=batch)
+        else:
+            reporter.update()
+        if finished:
+            break
+        if stop_requested.is_set():
+            stop_deadline = stop_deadline or time.monotonic() + STOP_GRACE_S
+            if not query.status.get("isTriggerActive") or time.monotonic() > stop_deadline:
+                log.info("stop requested: stopping the query between batches")
+                query.stop()
+                break
+    error = query.exception()
+    if error is not None:
+        message = str(error.desc if hasattr(error, "desc") else error).strip().splitlines()
+        log.error("query failed: %s", message[0] if message else error)
+        reporter.update(state="failed", error="\n".join(message[:20]))
+        return EXIT_FAILED
+    reporter.update(state="stopped")
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,365 @@
+"""`kafka_checkpointed`: a Spark streaming source for Kafka with Flink's checkpoint semantics.
+
+PySpark 4.3 runs three copies of a reader in three processes (see
+docs/source.md): the long-lived driver-side runner process calls the planning methods, a
+planner process builds a copy that is pickled to executors for `read()`. So `__init__` is
+cheap and picklable, and all driver-side machinery (clients, the partition state table, the
+committer and discovery threads) lives in `DriverSide`, created on the first planning call.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator, Sequence
+
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import StructType
+
+from spark_app import offsets as off
+from spark_app.committer import OffsetCommitter
+from spark_app.kafka_metadata import KafkaMetadata, group_committer
+from spark_app.manifest import parse_starting_offsets
+from spark_app.offsets import Positions, StartDecision, TopicPartition
+from spark_app.options import SourceOptions
+from spark_app.partition_reader import DataLossError, KafkaInputPartition, spark_schema
+from spark_app.partition_state import PartitionStateTable
+
+log = logging.getLogger("spark_app.source")
+
+FORMAT = "kafka_checkpointed"
+
+
+class KafkaCheckpointedDataSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return FORMAT
+
+    def schema(self) -> StructType:
+        include = str(self.options.get("includeHeaders", "false")).lower() == "true"
+        return spark_schema(include)
+
+    def streamReader(self, schema: StructType) -> KafkaStreamReader:
+        return KafkaStreamReader(SourceOptions.parse(self.options), schema)
+
+    def streamWriter(self, schema: StructType, overwrite: bool):
+        from spark_app.kafka_sink import KafkaStreamWriter
+
+        return KafkaStreamWriter(dict(self.options))
+
+
+class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, options: SourceOptions, schema: StructType):
+        self.options = options
+        self.schema = schema
+        self._driver: DriverSide | None = None
+
+    def __getstate__(self) -> dict:
+        return {"options": self.options, "schema": self.schema, "_driver": None}
+
+    @property
+    def driver(self) -> DriverSide:
+        if self._driver is None:
+            self._driver = DriverSide(self.options)
+        return self._driver
+
+    # -- planning: the driver-side runner process -----------------------------------------
+    def initialOffset(self) -> dict:
+        self.driver.note_fresh_start()
+        return dict(off.FRESH_START)
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.options.max_offsets_per_trigger:
+            return ReadMaxRows(self.options.max_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        return self.driver.latest_offset(start, limit)
+
+    def reportLatestOffset(self) -> dict | None:
+        return self.driver.report_latest()
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        return self.driver.plan_partitions(start, end)
+
+    def commit(self, end: dict) -> None:
+        self.driver.checkpoint_complete(off.end_positions(end))
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self.driver.freeze_target()
+
+    def stop(self) -> None:
+        if self._driver is not None:
+            self._driver.close()
+
+    # -- reading: executors ----------------------------------------------------------------
+    def read(self, partition: InputPartition) -> Iterator:
+        from spark_app.partition_reader import read_range
+
+        return read_range(partition)  # type: ignore[arg-type]
+
+
+class DriverSide:
+    """Everything the driver-side reader keeps between planning calls."""
+
+    def __init__(self, options: SourceOptions):
+        self.options = options
+        self.table = PartitionStateTable()
+        self.metadata = KafkaMetadata(options)
+        self.committer = (
+            OffsetCommitter(self.table, group_committer(options))
+            if options.commit_offsets_on_checkpoints
+            else None
+        )
+        self._low: Positions = {}
+        self._fetched_at = 0.0
+        self._fresh_start: dict[TopicPartition, StartDecision] | None = None
+        self._started_fresh = False
+        self._target: Positions | None = None  # Trigger.AvailableNow: never read past it
+        self._loss_seen: set[tuple[TopicPartition, int]] = set()
+        self._closed = threading.Event()
+        self._reported_version: tuple | None = None
+        self._refresh(discover=True)
+        self._discovery = None
+        if options.partition_discovery_interval_ms > 0:
+            self._discovery = threading.Thread(
+                target=self._discover_forever, name="partition-discovery", daemon=True
+            )
+            self._discovery.start()
+        self.write_report()
+        if _is_spark_source_runner():
+            signal.signal(signal.SIGTERM, self._on_sigterm)
+
+    def _on_sigterm(self, signum: int, frame: object) -> None:
+        """The JVM ends this process with SIGTERM and never calls stop(): send the pending
+        commit (bounded) so an idle stream's last batch reaches the group, then exit."""
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # it can arrive twice
+        self.close(timeout=3.0)
+        raise SystemExit(0)
+
+    # -- lookups ---------------------------------------------------------------------------
+    def _refresh(self, discover: bool) -> None:
+        tps = self.metadata.topic_partitions() if discover else self.table.partitions()
+        watermarks = self.metadata.watermarks(tps)
+        with self.table.lock:
+            new = self.table.discover({tp: high for tp, (_, high) in watermarks.items()})
+            self._low.update({tp: low for tp, (low, _) in watermarks.items()})
+            self._fetched_at = time.monotonic()
+        if new and self.table.snapshot().version > 1:
+            log.info("partitions discovered: %s (read from earliest)", _names(new))
+
+    def _discover_forever(self) -> None:
+        interval = self.options.partition_discovery_interval_ms / 1000
+        while not self._closed.wait(interval):
+            try:
+                self._refresh(discover=True)
+            except Exception as exc:
+                log.warning("partition discovery failed: %s", exc)
+
+    def _latest(self) -> Positions:
+        """Log ends, cached: Spark asks ~85 times a second when idle."""
+        stale = time.monotonic() - self._fetched_at >= self.options.min_fetch_interval_ms / 1000
+        if stale:
+            self._refresh(discover=self.options.partition_discovery_interval_ms == 0)
+        latest = self.table.snapshot().column("latest")
+        if self._target is not None:
+            latest = {tp: min(o, self._target.get(tp, o)) for tp, o in latest.items()}
+        return latest
+
+    # -- planning --------------------------------------------------------------------------
+    def note_fresh_start(self) -> None:
+        self._started_fresh = True
+
+    def latest_offset(self, start: dict, limit: ReadLimit) -> dict:
+        fresh = off.is_fresh_start(start)
+        if not fresh:
+            # Spark calls latestOffset(start=end of batch N) only after commits/N is
+            # written: the earliest moment batch N is known durable (rule 3).
+            self.checkpoint_complete(off.end_positions(start))
+        latest = self._latest()
+        begin = self._resolve_fresh_start(latest) if fresh else off.end_positions(start)
+        self._check_data_loss(begin, latest)
+        latest = {tp: max(o, begin.get(tp, 0)) for tp, o in latest.items()}
+        if isinstance(limit, ReadMaxRows):
+            end = off.rate_limit(begin, latest, limit.max_rows)
+        else:
+            end = latest
+        if fresh:
+            self.table.plan(end)
+            return off.batch_offset(end, start=begin)
+        if end == begin:
+            return start  # unchanged JSON: no new batch
+        self.table.plan(end)
+        return off.batch_offset(end)
+
+    def _resolve_fresh_start(self, latest: Positions) -> Positions:
+        """Resolves the start once per process; batch 0's end offset pins it for replays."""
+        if self._fresh_start is None:
+            mode = parse_starting_offsets(self.options.starting_offsets)
+            tps = sorted(latest)
+            committed = (
+                self.metadata.committed(tps) if self.options.group_id else dict.fromkeys(tps)
+            )
+            by_time = self.metadata.offsets_for_time(tps, mode) if isinstance(mode, int) else {}
+            self._fresh_start = {
+                tp: off.resolve_start(
+                    tp,
+                    mode,
+                    self.options.offset_reset_strategy,
+                    self._low.get(tp, 0),
+                    latest[tp],
+                    committed.get(tp),
+                    by_time.get(tp),
+                )
+                for tp in tps
+            }
+            log.info("fresh start (no checkpoint): %s", describe_start(self._fresh_start))
+            self.write_report()
+        return {tp: decision.offset for tp, decision in self._fresh_start.items()}
+
+    def _check_data_loss(self, begin: Positions, latest: Positions) -> None:
+        for tp, offset in sorted(begin.items()):
+            low = self._low.get(tp)
+            if tp not in latest:
+                problem = f"{tp[0]}-{tp[1]} no longer exists (it was at offset {offset})"
+            elif latest[tp] < offset:
+                problem = (
+                    f"{tp[0]}-{tp[1]} ends at {latest[tp]}, before the checkpointed "
+                    f"offset {offset} (was the topic recreated?)"
+                )
+            elif low is not None and offset < low:
+                problem = (
+                    f"{tp[0]}-{tp[1]}: offsets {offset}..{low - 1} were deleted by "
+                    f"retention before they were read (log start {low})"
+                )
+            else:
+                continue
+            if self.options.fail_on_data_loss:
+                raise DataLossError(
+                    problem + "; failOnDataLoss=true. Set failOnDataLoss=false to skip "
+                    "the lost offsets, or redeploy to start from the committed offsets"
+                )
+            if (tp, offset) not in self._loss_seen:
+                self._loss_seen.add((tp, offset))
+                if low is not None and offset < low:
+                    self.table.record_data_loss(low - offset)
+                log.warning("%s; continuing (failOnDataLoss=false)", problem)
+
+    def plan_partitions(self, start: dict, end: dict) -> list[KafkaInputPartition]:
+        begin = off.start_positions(start, end)
+        stop = off.end_positions(end)
+        if off.is_fresh_start(start) and self._fresh_start is None:
+            # Batch 0 replayed after a crash: its start was pinned by the earlier run.
+            self._fresh_start = {tp: StartDecision(o, "pinned") for tp, o in begin.items()}
+            self.write_report()
+        self.table.plan(stop)
+        client = self.options.client()
+        if self.options.group_id:
+            client["group.id"] = f"{self.options.group_id}-reader"  # never commits
+        return [
+            KafkaInputPartition(
+                topic=tp[0],
+                partition=tp[1],
+                start=begin.get(tp, 0),
+                end=stop[tp],
+                client_config=client,
+                fail_on_data_loss=self.options.fail_on_data_loss,
+                include_headers=self.options.include_headers,
+                poll_timeout_ms=self.options.poll_timeout_ms,
+                max_records_per_batch=self.options.max_records_per_batch,
+            )
+            for tp in sorted(stop)
+            if stop[tp] > begin.get(tp, 0)
+        ]
+
+    def checkpoint_complete(self, end: Positions) -> None:
+        """Batch with end offsets `end` is durable: record it, hand it to the committer."""
+        self.table.mark_checkpointed(end)
+        if self.committer is not None:
+            self.committer.submit(end)
+
+    def freeze_target(self) -> None:
+        self._target, self._fetched_at = None, 0.0
+        self._target = self._latest()
+        log.info("Trigger.AvailableNow: reading up to %s", off.to_json(self._target))
+
+    def report_latest(self) -> dict | None:
+        latest = self.table.snapshot().column("latest")
+        self.write_report()
+        return off.batch_offset(latest) if latest else None
+
+    # -- reporting -------------------------------------------------------------------------
+    def write_report(self) -> None:
+        """The source's view for the runner (a different process): atomic JSON file."""
+        if not self.options.report_path:
+            return
+        snap = self.table.snapshot()
+        key = (snap.version, self._started_fresh, id(self._fresh_start))
+        if key == self._reported_version:
+            return  # reportLatestOffset runs ~85 times a second when idle
+        self._reported_version = key
+        report = {
+            "startPath": "fresh" if self._started_fresh else "restored",
+            "startOffsets": _decisions_json(self._fresh_start or {}),
+            "latestOffsets": off.to_json(snap.column("latest")),
+            "checkpointedOffsets": off.to_json(snap.column("checkpointed")),
+            "commits": {
+                "enabled": self.committer is not None,
+                "succeeded": snap.commits_succeeded,
+                "failed": snap.commits_failed,
+                "skipped": snap.commits_skipped,
+                "lastCommitted": off.to_json(snap.column("committed")),
+            },
+            "dataLossSkippedOffsets": snap.data_loss_skipped_offsets,
+        }
+        tmp = f"{self.options.report_path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as out:
+            json.dump(report, out)
+        os.replace(tmp, self.options.report_path)
+
+    def close(self, timeout: float = 5.0) -> None:
+        self._closed.set()
+        if self.committer is not None:
+            self.committer.close(timeout)
+        self.write_report()
+        self.metadata.close()
+
+
+def _is_spark_source_runner() -> bool:
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    return (
+        threading.current_thread() is threading.main_thread()
+        and spec is not None
+        and spec.name.endswith("python_streaming_source_runner")
+    )
+
+
+def _names(tps: list[TopicPartition]) -> str:
+    return ", ".join(f"{t}-{p}" for t, p in tps)
+
+
+def _decisions_json(decisions: dict[TopicPartition, StartDecision]) -> dict:
+    nested: dict[str, dict[str, dict]] = {}
+    for (topic, partition), d in sorted(decisions.items()):
+        nested.setdefault(topic, {})[str(partition)] = {"offset": d.offset, "from": d.origin}
+    return nested
+
+
+def describe_start(decisions: dict[TopicPartition, StartDecision]) -> str:
+    """'committed offsets for orders-0, orders-1; earliest for orders-2' style summary."""
+    by_origin: dict[str, list[TopicPartition]] = {}
+    for tp, decision in sorted(decisions.items()):
+        by_origin.setdefault(decision.origin, []).append(tp)
+    return "; ".join(f"{origin} for {_names(tps)}" for origin, tps in by_origin.items())

@@ -1,0 +1,67 @@
+"""Small, real Kafka operations for tests: topics, records with known ids, group offsets."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterable
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+
+
+def new_topic(bootstrap: str, partitions: int = 3, prefix: str = "t") -> str:
+    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(timeout=30)
+    return name
+
+
+def add_partitions(bootstrap: str, topic: str, total: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_partitions([NewPartitions(topic, total)])[topic].result(timeout=30)
+
+
+def produce(
+    bootstrap: str, topic: str, ids: Iterable[int], partition: int | None = None, **config: object
+) -> None:
+    """Produces records whose value is {"id": n}; keys spread them over partitions."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **config})
+    for n in ids:
+        kwargs = {"partition": partition} if partition is not None else {}
+        producer.produce(topic, key=str(n).encode(), value=json.dumps({"id": n}).encode(), **kwargs)
+        if n % 1000 == 0:
+            producer.poll(0)
+    assert producer.flush(30) == 0
+
+
+def group_offsets(bootstrap: str, group: str, topic: str) -> dict[int, int | None]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        answer = consumer.committed([TopicPartition(topic, p) for p in partitions], timeout=10)
+        return {tp.partition: (tp.offset if tp.offset >= 0 else None) for tp in answer}
+    finally:
+        consumer.close()
+
+
+def commit_offsets(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> None:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        consumer.commit(
+            offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False
+        )
+    finally:
+        consumer.close()
+
+
+def log_end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "log-end-probe"})
+    try:
+        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        return {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            for p in partitions
+        }
+    finally:
+        consumer.close()
