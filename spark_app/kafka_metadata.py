@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from collections.abc import Iterable
 
 from spark_app.offsets import Positions, TopicPartition
@@ -100,25 +101,61 @@ class KafkaMetadata:
         result: dict[TopicPartition, list[int]] = {}
         for index, spec in enumerate((OffsetSpec.earliest(), OffsetSpec.latest())):
             request = {KafkaTP(t, p): spec for t, p in tps}
-            try:
+
+            def list_offsets(left: float, request=request):
                 futures = admin.list_offsets(
-                    request, isolation_level=isolation, request_timeout=self.timeout_s
+                    request, isolation_level=isolation, request_timeout=left
                 )
-                for ktp, future in futures.items():
-                    offset = future.result(timeout=self.timeout_s).offset
-                    result.setdefault((ktp.topic, ktp.partition), [0, 0])[index] = offset
-            except Exception as exc:
-                raise self._unavailable("a ListOffsets request", exc) from exc
+                return {k: f.result(timeout=left).offset for k, f in futures.items()}
+
+            for ktp, offset in self._retrying("a ListOffsets request", list_offsets).items():
+                result.setdefault((ktp.topic, ktp.partition), [0, 0])[index] = offset
         return {tp: (low, high) for tp, (low, high) in result.items()}
+
+    def _retrying(self, what: str, call):
+        """Retries transient errors (a broker restarting, a leader or coordinator moving)
+        until the timeout; then the error names the broker and the fix."""
+        from confluent_kafka import KafkaError, KafkaException
+
+        # Leaders and coordinators move (a broker restarts, a partition fails over):
+        # librdkafka does not flag all of these as retriable in admin results.
+        transient = {
+            KafkaError.NOT_COORDINATOR,
+            KafkaError.COORDINATOR_NOT_AVAILABLE,
+            KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+            KafkaError.FENCED_LEADER_EPOCH,
+            KafkaError.UNKNOWN_LEADER_EPOCH,
+            KafkaError.NOT_LEADER_FOR_PARTITION,
+            KafkaError.LEADER_NOT_AVAILABLE,
+            KafkaError._TRANSPORT,
+            KafkaError._ALL_BROKERS_DOWN,
+            KafkaError._TIMED_OUT,
+        }
+        deadline = time.monotonic() + self.timeout_s
+        delay = 0.05
+        while True:
+            try:
+                return call(max(0.1, deadline - time.monotonic()))
+            except KafkaException as exc:
+                error = exc.args[0] if exc.args else None
+                retriable = isinstance(error, KafkaError) and (
+                    error.retriable() or error.code() in transient
+                )
+                if not retriable or time.monotonic() + delay >= deadline:
+                    raise self._unavailable(what, exc) from exc
+            except Exception as exc:
+                raise self._unavailable(what, exc) from exc
+            time.sleep(delay)
+            delay = min(1.0, delay * 2)
 
     def committed(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]:
         from confluent_kafka import TopicPartition as KafkaTP
 
         _, consumer = self._clients()
-        try:
-            answer = consumer.committed([KafkaTP(t, p) for t, p in tps], timeout=self.timeout_s)
-        except Exception as exc:
-            raise self._unavailable("an OffsetFetch request", exc) from exc
+        request = [KafkaTP(t, p) for t, p in tps]
+        answer = self._retrying(
+            "an OffsetFetch request", lambda left: consumer.committed(request, timeout=left)
+        )
         return {(k.topic, k.partition): (k.offset if k.offset >= 0 else None) for k in answer}
 
     def offsets_for_time(

@@ -160,7 +160,11 @@ class SinkSpec(SpecModel):
         "checkpoint). kafka: a topic (at-least-once). console, noop: for trials."
     )
     path: str | None = Field(
-        default=None, min_length=1, description="Output directory URI of a file sink."
+        default=None,
+        min_length=1,
+        description="Output directory URI of a file sink. Each deployment epoch writes "
+        "<path>/epoch-<n> (Spark's file sink log is keyed by batch id, which restarts at 0 "
+        "on a redeploy); restarts within an epoch continue the same directory.",
     )
     topic: str | None = Field(
         default=None, min_length=1, description="Output topic of the kafka sink."
@@ -203,9 +207,8 @@ class TriggerSpec(SpecModel):
 
     processing_time: str | None = Field(
         default=None,
-        pattern=r"^\d+(\.\d+)?\s*(ms|millisecond|milliseconds|s|second|seconds|"
-        r"min|minute|minutes)$",
-        description='Run a micro-batch every interval, e.g. "1 second" or "500 ms".',
+        pattern=r"^\d+ (milliseconds?|seconds?|minutes?|hours?)$",
+        description='Run a micro-batch every interval, e.g. "1 second" or "500 milliseconds".',
     )
     available_now: bool = Field(
         default=False,
@@ -303,6 +306,15 @@ def describe_validation_error(exc: ValidationError) -> str:
 def checkpoint_location(base: str, namespace: str, name: str, epoch: int) -> str:
     """The checkpoint directory of one deployment epoch (same epoch = restore)."""
     return f"{base.rstrip('/')}/{namespace}/{name}/epoch-{epoch}"
+
+
+def epoch_sink_path(path: str, epoch: int) -> str:
+    """A file sink's directory for one deployment epoch.
+
+    Spark's file sink records committed batches by batch id in `<path>/_spark_metadata` and
+    skips any batch id it has seen. A redeploy starts a new checkpoint at batch 0, so in the
+    same directory its batches would be silently dropped; each epoch writes its own."""
+    return f"{path.rstrip('/')}/epoch-{epoch}"
 
 
 def parse_starting_offsets(value: str) -> str | int | dict[str, dict[str, int]]:

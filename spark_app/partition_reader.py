@@ -160,7 +160,7 @@ def _skip_lost(consumer, p: KafkaInputPartition, position: int) -> int:
             "to skip them, or redeploy to start from committed offsets"
         )
     log.warning("%s; skipping them (failOnDataLoss=false)", message)
-    consumer.seek(TopicPartition(p.topic, p.partition, low))
+    consumer.assign([TopicPartition(p.topic, p.partition, low)])  # seek fails in this state
     return low
 
 

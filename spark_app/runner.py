@@ -30,6 +30,7 @@ from spark_app.manifest import (
     RunnerManifest,
     SourceSpec,
     checkpoint_location,
+    epoch_sink_path,
     load_manifest,
 )
 from spark_app.report import ConfigMapPublisher, Reporter, now_iso
@@ -113,7 +114,9 @@ def load_transform(reference: str):
     return function
 
 
-def start_query(spark, job: JobSpec, name: str, location: str, source_report: Path | None):
+def start_query(
+    spark, job: JobSpec, name: str, epoch: int, location: str, source_report: Path | None
+):
     from spark_app.source import FORMAT
 
     options = source_options(job.source)
@@ -145,7 +148,7 @@ def start_query(spark, job: JobSpec, name: str, location: str, source_report: Pa
     else:
         writer = writer.format(sink.format)
         if sink.path:
-            writer = writer.option("path", sink.path)
+            writer = writer.option("path", epoch_sink_path(sink.path, epoch))
     writer = writer.options(**sink.options)
     if job.trigger.processing_time:
         writer = writer.trigger(processingTime=job.trigger.processing_time)
@@ -245,6 +248,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--master", help="Spark master (default: local[2] outside spark-submit)")
     parser.add_argument("--report-file", type=Path, help="write the JSON report here")
     parser.add_argument("--report-configmap", help="publish the report to this ConfigMap")
+    parser.add_argument(
+        "--preflight-timeout",
+        type=float,
+        default=15.0,
+        help="seconds to wait for Kafka before declaring it unreachable",
+    )
     return parser.parse_args(argv)
 
 
@@ -264,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
         spec.checkpoint.location, meta.namespace, meta.name, args.epoch
     )
     try:
-        preflight(source_options(spec.job.source))
+        preflight(source_options(spec.job.source), args.preflight_timeout)
         if spec.job.transform:
             load_transform(spec.job.transform)
     except InvalidJob as exc:
@@ -316,10 +325,20 @@ def run(manifest: RunnerManifest, args: argparse.Namespace, location: str) -> in
     stop_requested = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop_requested.set())
     signal.signal(signal.SIGINT, lambda *_: stop_requested.set())
+    from pyspark.errors import AnalysisException, IllegalArgumentException
+
     try:
         query = start_query(
-            spark, manifest.spec.job, meta.name, location, workdir / "source-report.json"
+            spark,
+            manifest.spec.job,
+            meta.name,
+            args.epoch,
+            location,
+            workdir / "source-report.json",
         )
+    except (AnalysisException, IllegalArgumentException) as exc:
+        log.error("invalid job: spec.job: Spark rejected the query: %s", exc)
+        return EXIT_INVALID
     except InvalidJob as exc:
         log.error("invalid job: %s", exc)
         return EXIT_INVALID

@@ -140,6 +140,7 @@ class DriverSide:
         self.write_report()
         if _is_spark_source_runner():
             signal.signal(signal.SIGTERM, self._on_sigterm)
+            _log_to_stderr()
 
     def _on_sigterm(self, signum: int, frame: object) -> None:
         """The JVM ends this process with SIGTERM and never calls stop(): send the pending
@@ -334,6 +335,17 @@ class DriverSide:
             self.committer.close(timeout)
         self.write_report()
         self.metadata.close()
+
+
+def _log_to_stderr() -> None:
+    """The runner process Spark spawns has no logging set up; our INFO lines (start
+    decisions, discovered partitions) belong in the driver log."""
+    logger = logging.getLogger("spark_app")
+    if not logger.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
 
 
 def _is_spark_source_runner() -> bool:

@@ -1,0 +1,234 @@
+"""Whole jobs: the runner as a real process on local Spark against a real broker.
+
+Every test reads the sink's committed output and the group's offsets from Kafka itself.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from tests.support.file_sink import committed_rows
+from tests.support.kafka_broker import KafkaBroker, free_port
+from tests.support.kafka_tools import (
+    add_partitions,
+    group_offsets,
+    log_end_offsets,
+    new_topic,
+    produce,
+)
+from tests.support.runner_process import RunnerProcess, job_manifest
+
+pytestmark = pytest.mark.integration
+
+
+def assert_exactly_once(output: Path, expected_ids: range) -> None:
+    counts = Counter(row["id"] for row in committed_rows(output))
+    duplicates = {i: n for i, n in counts.items() if n > 1}
+    missing = set(expected_ids) - counts.keys()
+    assert not duplicates, f"duplicated ids: {sorted(duplicates.items())[:10]}"
+    assert not missing, f"{len(missing)} ids missing, e.g. {sorted(missing)[:10]}"
+    assert set(counts) == set(expected_ids)
+
+
+def wait_for_all(runner: RunnerProcess, bootstrap: str, topic: str, timeout: float = 180):
+    ends = {str(p): o for p, o in log_end_offsets(bootstrap, topic).items()}
+    return runner.wait_for(
+        lambda r: (r.get("latestBatch") or {}).get("endOffsets", {}).get(topic) == ends,
+        timeout,
+        f"the job to reach the log end {ends}",
+    )
+
+
+def test_sigkill_at_random_points_then_restore_is_exactly_once(kafka, tmp_path):
+    """Automatic restart (rule 4): same checkpoint → every record exactly once."""
+    topic = new_topic(kafka.bootstrap, partitions=3)
+    manifest = job_manifest("kills", kafka.bootstrap, topic, tmp_path)
+    total, chunk = 12_000, 2_000
+    produce(kafka.bootstrap, topic, range(chunk))
+    runner = RunnerProcess(manifest, tmp_path)
+    rng = random.Random(7)
+    produced = chunk
+    for kill in range(5):
+        runner.start()
+        report = runner.wait_for_batch(0 if kill == 0 else 1)
+        if kill:
+            assert report["startPath"] == "restored"
+        if produced < total:
+            produce(kafka.bootstrap, topic, range(produced, produced + chunk))
+            produced += chunk
+        # Kill while batches run: somewhere in the next 0-3 s of processing.
+        threading.Event().wait(rng.uniform(0.0, 3.0))
+        runner.kill()
+    assert produced == total
+    runner.start()
+    report = wait_for_all(runner, kafka.bootstrap, topic)
+    assert report["startPath"] == "restored" and report["restoredBatch"] is not None
+    assert runner.terminate() == 0
+    assert "restored from checkpoint batch" in runner.output()
+    assert_exactly_once(tmp_path / "output", range(total))
+    # Offsets reached the group only for completed checkpoints: never past the output.
+    committed = group_offsets(kafka.bootstrap, "kills-group", topic)
+    processed = Counter()
+    for row in committed_rows(tmp_path / "output"):
+        processed[row["partition"]] = max(processed[row["partition"]], row["offset"] + 1)
+    assert all(committed[p] is not None and committed[p] <= processed[p] for p in committed)
+
+
+def test_redeploy_starts_from_the_groups_committed_offsets(kafka, tmp_path):
+    """Manual redeploy (rule 5): new epoch, empty checkpoint, committed offsets."""
+    topic = new_topic(kafka.bootstrap, partitions=2)
+    manifest = job_manifest("redeploy", kafka.bootstrap, topic, tmp_path)
+    produce(kafka.bootstrap, topic, range(3000))
+    first = RunnerProcess(manifest, tmp_path, epoch=1).start()
+    wait_for_all(first, kafka.bootstrap, topic)
+    produce(kafka.bootstrap, topic, range(3000, 4000))
+    first.wait_for_batch((first.report()["latestBatch"]["batchId"]) + 1)
+    assert first.terminate() == 0
+    committed = group_offsets(kafka.bootstrap, "redeploy-group", topic)
+    assert all(o is not None for o in committed.values())
+
+    produce(kafka.bootstrap, topic, range(4000, 5000))
+    second = RunnerProcess(manifest, tmp_path, epoch=2).start()
+    report = wait_for_all(second, kafka.bootstrap, topic)
+    assert report["startPath"] == "fresh"
+    assert report["checkpointLocation"].endswith("/test/redeploy/epoch-2")
+    starts = {int(p): d for p, d in report["startOffsets"][topic].items()}
+    assert {p: d["offset"] for p, d in starts.items()} == committed
+    assert {d["from"] for d in starts.values()} == {"committed"}
+    assert second.terminate() == 0
+
+    rows = committed_rows(tmp_path / "output")  # both epochs write to the same sink
+    epoch2 = [r for r in rows if r["offset"] >= committed[r["partition"]]]
+    assert Counter(r["id"] for r in rows).keys() == set(range(5000))  # nothing lost
+    # Nothing committed was read again: every duplicate lies at or after the committed offset.
+    duplicates = [i for i, n in Counter(r["id"] for r in rows).items() if n > 1]
+    reread = {r["id"] for r in epoch2}
+    assert set(duplicates) <= reread
+
+
+def test_commit_offsets_on_checkpoints_false_leaves_the_group_untouched(kafka, tmp_path):
+    topic = new_topic(kafka.bootstrap, partitions=2)
+    manifest = job_manifest(
+        "nocommit",
+        kafka.bootstrap,
+        topic,
+        tmp_path,
+        commitOffsetsOnCheckpoints=False,
+        startingOffsets="earliest",
+    )
+    produce(kafka.bootstrap, topic, range(1500))
+    runner = RunnerProcess(manifest, tmp_path).start()
+    wait_for_all(runner, kafka.bootstrap, topic)
+    produce(kafka.bootstrap, topic, range(1500, 1600))
+    wait_for_all(runner, kafka.bootstrap, topic)  # the earlier batches are durable by now
+    assert runner.terminate() == 0
+    assert runner.report()["commits"]["succeeded"] == 0
+    assert group_offsets(kafka.bootstrap, "nocommit-group", topic) == {0: None, 1: None}
+    assert_exactly_once(tmp_path / "output", range(1600))
+
+
+def test_a_partition_added_mid_run_is_read_from_its_start(kafka, tmp_path):
+    topic = new_topic(kafka.bootstrap, partitions=2)
+    manifest = job_manifest(
+        "grow", kafka.bootstrap, topic, tmp_path, partitionDiscoveryIntervalMs=300
+    )
+    produce(kafka.bootstrap, topic, range(500))
+    runner = RunnerProcess(manifest, tmp_path).start()
+    wait_for_all(runner, kafka.bootstrap, topic)
+    add_partitions(kafka.bootstrap, topic, 4)
+    produce(kafka.bootstrap, topic, range(500, 800), partition=2)
+    produce(kafka.bootstrap, topic, range(800, 900), partition=3)
+    wait_for_all(runner, kafka.bootstrap, topic)
+    assert runner.terminate() == 0
+    assert_exactly_once(tmp_path / "output", range(900))
+    rows = committed_rows(tmp_path / "output")
+    assert min(r["offset"] for r in rows if r["partition"] == 2) == 0
+    assert "partitions discovered" in runner.output()
+
+
+def test_a_broker_restart_mid_run_loses_nothing(tmp_path):
+    """The job rides out a broker crash or fails clearly; a restart then finishes the work."""
+    with KafkaBroker(tmp_path / "broker") as broker:
+        topic = new_topic(broker.bootstrap, partitions=2)
+        manifest = job_manifest("brokerdown", broker.bootstrap, topic, tmp_path)
+        produce(broker.bootstrap, topic, range(2000))
+        runner = RunnerProcess(manifest, tmp_path).start()
+        runner.wait_for_batch(0)
+        broker.stop(kill=True)
+        threading.Event().wait(3)  # the broker stays down for a while
+        broker.start()
+        produce(broker.bootstrap, topic, range(2000, 3000))
+        try:
+            wait_for_all(runner, broker.bootstrap, topic, timeout=240)
+        except AssertionError:
+            if runner.process.poll() is None:
+                raise
+            # It failed clearly instead (exit 1); restarting it is what the operator does.
+            assert runner.process.returncode == 1, runner.tail()
+            runner.start()
+            wait_for_all(runner, broker.bootstrap, topic, timeout=240)
+        assert runner.terminate() == 0
+        assert_exactly_once(tmp_path / "output", range(3000))
+
+
+@pytest.mark.parametrize(
+    ("field", "change", "message"),
+    [
+        (
+            "subscribe",
+            {"subscribe": ["no-such-topic"]},
+            "spec.job.source.subscribe: topic(s) no-such-topic not found",
+        ),
+        (
+            "startingOffsets",
+            {"startingOffsets": "yesterday"},
+            "startingOffsets 'yesterday' is not committed, earliest, latest",
+        ),
+        (
+            "subscribePattern",
+            {"subscribePattern": "t-.*"},
+            "set exactly one of subscribe or subscribePattern",
+        ),
+        ("groupId", {"groupId": None}, "groupId is required while commitOffsetsOnCheckpoints"),
+        (
+            "bootstrapServers",
+            {"bootstrapServers": "127.0.0.1:{closed}"},
+            "spec.job.source.bootstrapServers: Kafka at 127.0.0.1:",
+        ),
+    ],
+)
+def test_bad_input_exits_2_naming_the_field_and_commits_nothing(
+    kafka, tmp_path, field, change, message
+):
+    topic = new_topic(kafka.bootstrap, partitions=1)
+    produce(kafka.bootstrap, topic, range(10))
+    closed = free_port()
+    change = {k: (v.format(closed=closed) if isinstance(v, str) else v) for k, v in change.items()}
+    manifest = job_manifest("bad", kafka.bootstrap, topic, tmp_path)
+    source = manifest["spec"]["job"]["source"]
+    source.update({k: v for k, v in change.items() if v is not None})
+    for key in [k for k, v in change.items() if v is None]:
+        source.pop(key)
+    runner = RunnerProcess(manifest, tmp_path).start("--preflight-timeout", "3")
+    assert runner.wait(60) == 2
+    assert message.format(closed=closed) in runner.output()
+    assert group_offsets(kafka.bootstrap, "bad-group", topic) == {0: None}
+    assert not (tmp_path / "checkpoints").exists()
+
+
+def test_an_invalid_manifest_names_every_bad_field(tmp_path):
+    manifest = job_manifest("invalid", "127.0.0.1:9", "t", tmp_path)
+    del manifest["spec"]["job"]["sink"]
+    manifest["spec"]["job"]["source"]["maxOffsetsPerTrigger"] = 0
+    runner = RunnerProcess(manifest, tmp_path).start()
+    assert runner.wait(60) == 2
+    output = runner.output()
+    assert "spec.job.sink: Field required" in output
+    assert "spec.job.source.maxOffsetsPerTrigger: Input should be greater than or equal to 1" in (
+        output
+    )

@@ -1,0 +1,211 @@
+"""The source's driver and executor halves against a real broker, called as Spark calls them
+(the call order observed in PySpark 4.3: docs/source.md). Whole queries: test_runner.py."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pyarrow as pa
+import pytest
+from confluent_kafka import Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+
+from spark_app import offsets as off
+from spark_app.offsets import StartError
+from spark_app.options import SourceOptions
+from spark_app.partition_reader import DataLossError, arrow_schema, read_range
+from spark_app.source import KafkaStreamReader
+from tests.support.kafka_tools import (
+    commit_offsets,
+    group_offsets,
+    log_end_offsets,
+    new_topic,
+    produce,
+)
+
+pytestmark = pytest.mark.integration
+
+
+def reader(bootstrap: str, topic: str, **options: str) -> KafkaStreamReader:
+    raw = {
+        "kafka.bootstrap.servers": bootstrap,
+        "subscribe": topic,
+        "kafka.group.id": f"{topic}-g",
+        "partitionDiscoveryIntervalMs": "0",
+        **options,
+    }
+    return KafkaStreamReader(SourceOptions.parse(raw), schema=None)
+
+
+def read_all(r: KafkaStreamReader, start: dict, end: dict) -> list[dict]:
+    rows = []
+    for partition in r.partitions(start, end):
+        for batch in r.read(partition):
+            assert isinstance(batch, pa.RecordBatch)
+            rows += batch.to_pylist()
+    return rows
+
+
+def wait_until(condition, timeout: float = 30.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if value := condition():
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"condition not met within {timeout}s")
+
+
+def test_group_offsets_move_only_after_the_batch_is_durable(kafka):
+    topic = new_topic(kafka.bootstrap, partitions=3)
+    produce(kafka.bootstrap, topic, range(300))
+    r = reader(kafka.bootstrap, topic)
+    start = r.initialOffset()
+    end0 = r.latestOffset(start, ReadAllAvailable())  # Spark then writes offsets/0
+    rows = read_all(r, start, end0)
+    assert sorted(json.loads(row["value"])["id"] for row in rows) == list(range(300))
+    assert group_offsets(kafka.bootstrap, f"{topic}-g", topic) == {0: None, 1: None, 2: None}
+
+    # Spark asks latestOffset(start=end0) only once commits/0 is written: batch 0 is durable.
+    produce(kafka.bootstrap, topic, range(300, 310))
+    r.latestOffset(end0, ReadAllAvailable())
+    last_processed = {}
+    for row in rows:
+        last_processed[row["partition"]] = max(
+            last_processed.get(row["partition"], -1), row["offset"]
+        )
+    expected = {p: o + 1 for p, o in last_processed.items()}  # committed = last processed + 1
+    assert wait_until(lambda: group_offsets(kafka.bootstrap, f"{topic}-g", topic) == expected)
+    assert expected == {int(p): o for p, o in end0["offsets"][topic].items()}
+    r.stop()
+
+
+def test_a_fresh_start_uses_committed_offsets_and_the_reset_strategy_elsewhere(kafka):
+    topic = new_topic(kafka.bootstrap, partitions=3)
+    produce(kafka.bootstrap, topic, range(90), partition=0)
+    produce(kafka.bootstrap, topic, range(90, 180), partition=1)
+    produce(kafka.bootstrap, topic, range(180, 270), partition=2)
+    commit_offsets(kafka.bootstrap, f"{topic}-g", topic, {0: 30, 1: 60})
+    r = reader(kafka.bootstrap, topic)
+    start = r.initialOffset()
+    end0 = r.latestOffset(start, ReadAllAvailable())
+    assert end0["start"] == {topic: {"0": 30, "1": 60, "2": 0}}
+    assert r.initialOffset() == start  # Spark calls it again: still the same sentinel
+    rows = read_all(r, r.initialOffset(), end0)  # a replayed batch 0 reads the pinned range
+    assert sorted(json.loads(x["value"])["id"] for x in rows) == (
+        list(range(30, 90)) + list(range(150, 180)) + list(range(180, 270))
+    )
+    r.stop()
+
+
+@pytest.mark.parametrize("strategy", ["earliest", "latest", "error"])
+def test_a_group_without_commits_starts_per_offset_reset_strategy(kafka, strategy):
+    topic = new_topic(kafka.bootstrap, partitions=2)
+    produce(kafka.bootstrap, topic, range(40))
+    ends = log_end_offsets(kafka.bootstrap, topic)
+    r = reader(kafka.bootstrap, topic, offsetResetStrategy=strategy)
+    if strategy == "error":
+        with pytest.raises(StartError, match=rf"{topic}-0: no committed offset"):
+            r.latestOffset(r.initialOffset(), ReadAllAvailable())
+    else:
+        end0 = r.latestOffset(r.initialOffset(), ReadAllAvailable())
+        expected = {"earliest": {"0": 0, "1": 0}, "latest": {str(p): o for p, o in ends.items()}}[
+            strategy
+        ]
+        assert end0["start"] == {topic: expected}
+    r.stop()
+
+
+def test_max_offsets_per_trigger_bounds_each_batch_and_idle_returns_start_unchanged(kafka):
+    topic = new_topic(kafka.bootstrap, partitions=2)
+    produce(kafka.bootstrap, topic, range(1000))
+    r = reader(kafka.bootstrap, topic, maxOffsetsPerTrigger="300", startingOffsets="earliest")
+    assert r.getDefaultReadLimit() == ReadMaxRows(300)
+    start = r.initialOffset()
+    seen, batches = 0, 0
+    while True:
+        end = r.latestOffset(start, ReadMaxRows(300))
+        if end is start:
+            break
+        size = sum(off.end_positions(end).values()) - sum(off.start_positions(start, end).values())
+        assert 0 < size <= 301  # at most one extra offset from rounding a small share up
+        seen += len(read_all(r, start, end))
+        start, batches = json.loads(json.dumps(end)), batches + 1  # as Spark hands it back
+    assert (seen, batches) == (1000, 4)
+    r.stop()
+
+
+def test_deleted_offsets_fail_with_names_or_are_skipped_and_counted(kafka, tmp_path):
+    topic = new_topic(kafka.bootstrap, partitions=1)
+    produce(kafka.bootstrap, topic, range(100))
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+    admin.delete_records([TopicPartition(topic, 0, 50)])[TopicPartition(topic, 0, 50)].result(30)
+    restored = off.batch_offset({(topic, 0): 10})  # a checkpoint taken before retention ran
+
+    strict = reader(kafka.bootstrap, topic)
+    with pytest.raises(DataLossError, match=rf"{topic}-0: offsets 10\.\.49 were deleted"):
+        strict.latestOffset(restored, ReadAllAvailable())
+    (partition,) = strict.driver.plan_partitions(restored, off.batch_offset({(topic, 0): 100}))
+    with pytest.raises(DataLossError, match=rf"{topic}-0: offsets 10\.\.49 were deleted"):
+        list(read_range(partition))
+    strict.stop()
+
+    lenient = reader(
+        kafka.bootstrap, topic, failOnDataLoss="false", reportPath=str(tmp_path / "r.json")
+    )
+    end = lenient.latestOffset(restored, ReadAllAvailable())
+    rows = read_all(lenient, restored, end)
+    assert [json.loads(x["value"])["id"] for x in rows] == list(range(50, 100))
+    assert lenient.driver.table.snapshot().data_loss_skipped_offsets == 40
+    lenient.stop()
+    assert json.loads((tmp_path / "r.json").read_text())["dataLossSkippedOffsets"] == 40
+
+
+@pytest.mark.parametrize("isolation", ["read_committed", "read_uncommitted"])
+def test_ranges_end_by_position_across_transaction_markers_and_aborted_records(kafka, isolation):
+    topic = new_topic(kafka.bootstrap, partitions=1)
+    producer = Producer(
+        {"bootstrap.servers": kafka.bootstrap, "transactional.id": f"tx-{topic}-{isolation}"}
+    )
+    producer.init_transactions(30)
+    for ids, commit in ((range(0, 5), True), (range(5, 8), False), (range(8, 10), True)):
+        producer.begin_transaction()
+        for n in ids:
+            producer.produce(topic, value=json.dumps({"id": n}).encode())
+        producer.flush(30)  # aborted records must reach the log, not be purged locally
+        (producer.commit_transaction if commit else producer.abort_transaction)(30)
+    # 10 records + 3 transaction markers (written by the coordinator after EndTxn returns).
+    wait_until(lambda: log_end_offsets(kafka.bootstrap, topic)[0] == 13)
+    r = reader(kafka.bootstrap, topic, startingOffsets="earliest", isolationLevel=isolation)
+    end = r.latestOffset(r.initialOffset(), ReadAllAvailable())
+    assert end["offsets"][topic]["0"] == 13
+    ids = [json.loads(x["value"])["id"] for x in read_all(r, off.FRESH_START, end)]
+    expected = [0, 1, 2, 3, 4, 8, 9] if isolation == "read_committed" else list(range(10))
+    assert ids == expected
+    r.stop()
+
+
+def test_batches_are_arrow_with_sparks_exact_schema_and_headers(kafka):
+    topic = new_topic(kafka.bootstrap, partitions=1)
+    producer = Producer({"bootstrap.servers": kafka.bootstrap})
+    producer.produce(
+        topic, key=b"k", value=b"v", headers=[("h", b"1")], timestamp=1_700_000_000_123
+    )
+    producer.produce(topic, value=None)
+    producer.flush(10)
+    r = reader(kafka.bootstrap, topic, startingOffsets="earliest", includeHeaders="true")
+    end = r.latestOffset(r.initialOffset(), ReadAllAvailable())
+    (partition,) = r.partitions(off.FRESH_START, end)
+    (batch,) = list(r.read(partition))
+    assert batch.schema.equals(arrow_schema(True))
+    first, second = batch.to_pylist()
+    assert (first["key"], first["value"], first["headers"]) == (
+        b"k",
+        b"v",
+        [{"key": "h", "value": b"1"}],
+    )
+    assert first["timestamp"].timestamp() == pytest.approx(1_700_000_000.123)
+    assert (first["timestampType"], first["partition"], first["offset"]) == (0, 0, 0)
+    assert second["value"] is None and second["headers"] == []
+    r.stop()
