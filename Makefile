@@ -41,12 +41,17 @@ test-integration: toolchain ## Integration tests: real Kafka + Spark, real kube-
 	$(PY) -m pytest -m integration $(PYTEST_ARGS)
 
 .PHONY: test
-test: lint ## Every test tier (what CI runs)
+test: lint toolchain ## Every test tier (what CI runs)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+.PHONY: crd
+crd: ## Regenerate crds/streamingjob.yaml from the models (a unit test checks for drift)
+	$(PY) -m streamingjob_operator.crd > crds/streamingjob.yaml
+
 .PHONY: bench
-bench: ## Benchmarks; results in bench/results/
+bench: toolchain ## Benchmarks side by side; results in bench/results/
 	$(PY) bench/source_bench.py
+	$(PY) bench/operator_bench.py
 
 .PHONY: clean
 clean: ## Stop the local broker and remove local run data (the cache stays)

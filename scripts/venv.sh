@@ -1,16 +1,10 @@
 #!/usr/bin/env bash
 # Creates (once) the Python environment the project runs in and prints its path.
-# The venv is keyed by the hash of pyproject.toml, cached, and holds only the pinned
-# dependencies; the project itself is put on PYTHONPATH by the Makefile, so any clone can use it.
+# The venv is keyed by the pinned requirements, cached, and holds only those; the project
+# itself is put on PYTHONPATH by the Makefile, so any clone can use it.
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
-key=$( { sha256sum "$REPO_ROOT/pyproject.toml"; python3 --version; } | sha256sum | cut -c1-12)
-venv="$STREAMJOB_CACHE/venv/$key"
-if [ ! -x "$venv/bin/python" ] || [ ! -f "$venv/.complete" ]; then
-  log "creating $venv"
-  rm -rf "$venv"
-  python3 -m venv "$venv"
-  reqs=$(python3 - "$REPO_ROOT/pyproject.toml" <<'PY'
+reqs=$(python3 - "$REPO_ROOT/pyproject.toml" <<'PY'
 import sys, tomllib
 project = tomllib.load(open(sys.argv[1], "rb"))["project"]
 extras = project["optional-dependencies"]
@@ -20,6 +14,16 @@ for name in ("spark", "operator", "dev"):
 print("\n".join(reqs))
 PY
 )
+# Keyed by the pinned requirements only: editing tool settings must not rebuild it.
+key=$( { echo "$reqs"; python3 --version; } | sha256sum | cut -c1-12)
+venv="$STREAMJOB_CACHE/venv/$key"
+mkdir -p "$STREAMJOB_CACHE/venv"
+exec 9>"$STREAMJOB_CACHE/venv/.lock"
+flock 9  # concurrent callers wait for one build instead of racing
+if [ ! -x "$venv/bin/python" ] || [ ! -f "$venv/.complete" ]; then
+  log "creating $venv"
+  rm -rf "$venv"
+  python3 -m venv "$venv"
   "$venv/bin/pip" install -q --upgrade pip >&2
   # shellcheck disable=SC2086
   "$venv/bin/pip" install -q $reqs >&2

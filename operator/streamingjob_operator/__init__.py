@@ -1,0 +1,6 @@
+"""StreamingJob operator: keeps Spark Structured Streaming jobs that read Kafka running.
+
+`kopf run -m streamingjob_operator` imports this package, which registers the handlers.
+"""
+
+from . import handlers as handlers

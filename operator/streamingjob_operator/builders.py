@@ -1,0 +1,566 @@
+"""Pure builders of a job's children: plain dicts, no API calls, golden-tested.
+
+The driver pod runs the project's runner through `spark-submit` in client mode against the
+in-cluster API server; executors are pods the driver creates (owned by the driver pod, labelled
+with the job, epoch, attempt and driver name). Credentials reach containers only through
+`secretKeyRef`; they never appear in ConfigMaps, Spark confs or status.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from typing import Any
+
+import yaml
+
+from spark_app.manifest import CheckpointSpec
+
+from .errors import InvalidJobError
+from .models import API_GROUP, API_VERSION, KIND, StreamingJobSpec
+from .naming import (
+    LABEL_ATTEMPT,
+    LABEL_DRIVER,
+    LABEL_EPOCH,
+    LABEL_JOB,
+    LABEL_MANAGED_BY,
+    LABEL_ROLE,
+    MANAGED_BY,
+    driver_account_name,
+    job_configmap_name,
+    label_value,
+    report_configmap_name,
+    service_name,
+)
+
+CONFIG_DIR = "/etc/streamingjob"
+MANIFEST_PATH = f"{CONFIG_DIR}/job.yaml"
+EXECUTOR_TEMPLATE_PATH = f"{CONFIG_DIR}/executor-template.yaml"
+DRIVER_PORT = 7078
+BLOCK_MANAGER_PORT = 7079
+UI_PORT = 4040
+SPARK_UID = 185  # the spark user of Apache Spark images
+MASTER = "k8s://https://kubernetes.default.svc:443"
+
+# Spark confs the operator owns: fencing (names, labels, ports) and placement.
+RESERVED_CONF_KEYS = frozenset(
+    {
+        "spark.master",
+        "spark.submit.deployMode",
+        "spark.app.name",
+        "spark.kubernetes.namespace",
+        "spark.kubernetes.container.image",
+        "spark.kubernetes.container.image.pullPolicy",
+        "spark.kubernetes.driver.pod.name",
+        "spark.driver.host",
+        "spark.driver.port",
+        "spark.driver.blockManager.port",
+        "spark.driver.bindAddress",
+        "spark.executor.instances",
+        "spark.kubernetes.executor.podNamePrefix",
+        "spark.kubernetes.authenticate.executor.serviceAccountName",
+        "spark.kubernetes.executor.podTemplateFile",
+        "spark.kubernetes.executor.podTemplateContainerName",
+        "spark.kubernetes.executor.deleteOnTermination",
+        "spark.dynamicAllocation.enabled",
+        "spark.sql.streaming.checkpointLocation",
+    }
+)
+RESERVED_CONF_PREFIXES = (
+    "spark.kubernetes.executor.label.",
+    "spark.kubernetes.driver.",
+    "spark.kubernetes.executor.secretKeyRef.",
+    "spark.kubernetes.authenticate.",
+)
+
+ENV_USERNAME = "KAFKA_SASL_USERNAME"
+ENV_PASSWORD = "KAFKA_SASL_PASSWORD"
+
+
+def validate_spec(spec: StreamingJobSpec) -> list[InvalidJobError]:
+    """Problems the schema cannot express (no I/O): reserved Spark confs."""
+    problems = []
+    for key in sorted(spec.spark_conf):
+        if key in RESERVED_CONF_KEYS or key.startswith(RESERVED_CONF_PREFIXES):
+            problems.append(
+                InvalidJobError(
+                    f"spec.sparkConf[{key!r}]",
+                    "is set by the operator (fencing/placement) and cannot be overridden",
+                )
+            )
+    return problems
+
+
+def owner_reference(job: dict[str, Any]) -> dict[str, Any]:
+    meta = job["metadata"]
+    return {
+        "apiVersion": f"{API_GROUP}/{API_VERSION}",
+        "kind": KIND,
+        "name": meta["name"],
+        "uid": meta["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def base_labels(name: str) -> dict[str, str]:
+    return {LABEL_JOB: label_value(name), LABEL_MANAGED_BY: MANAGED_BY}
+
+
+def _meta(job: dict[str, Any], name: str, labels: dict[str, str] | None = None) -> dict:
+    job_name = job["metadata"]["name"]
+    return {
+        "name": name,
+        "namespace": job["metadata"]["namespace"],
+        "labels": {**base_labels(job_name), **(labels or {})},
+        "ownerReferences": [owner_reference(job)],
+    }
+
+
+def spark_memory_mib(value: str) -> int:
+    match = re.fullmatch(r"([0-9]+)([kmgtKMGT]?)", value)
+    if not match:
+        raise ValueError(f"not a Spark memory size: {value!r}")
+    number, unit = int(match.group(1)), match.group(2).lower()
+    factor = {"": 1 / (1024 * 1024), "k": 1 / 1024, "m": 1, "g": 1024, "t": 1024 * 1024}[unit]
+    return max(int(number * factor), 1)
+
+
+def _resources(cores: int, memory: str, overhead: str, cpu_limit: str | None) -> dict:
+    total = spark_memory_mib(memory) + spark_memory_mib(overhead)
+    limits: dict[str, str] = {"memory": f"{total}Mi"}
+    if cpu_limit:
+        limits["cpu"] = cpu_limit
+    return {"requests": {"cpu": str(cores), "memory": f"{total}Mi"}, "limits": limits}
+
+
+def _kafka_env(spec: StreamingJobSpec) -> list[dict[str, Any]]:
+    creds = spec.kafka_credentials
+    if creds is None:
+        return []
+    return [
+        {
+            "name": ENV_USERNAME,
+            "valueFrom": {"secretKeyRef": {"name": creds.secret_name, "key": creds.username_key}},
+        },
+        {
+            "name": ENV_PASSWORD,
+            "valueFrom": {"secretKeyRef": {"name": creds.secret_name, "key": creds.password_key}},
+        },
+        {"name": "KAFKA_SASL_MECHANISM", "value": creds.sasl_mechanism},
+        {"name": "KAFKA_SECURITY_PROTOCOL", "value": creds.security_protocol},
+    ]
+
+
+def _container_security() -> dict[str, Any]:
+    return {
+        "allowPrivilegeEscalation": False,
+        "runAsNonRoot": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+
+
+def _pod_security() -> dict[str, Any]:
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": SPARK_UID,
+        "runAsGroup": SPARK_UID,
+        "fsGroup": SPARK_UID,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def _merge_named(base: list[Any], ours: list[Any]) -> list[Any]:
+    """Merge lists of named objects (containers, env, volumes): ours wins per name."""
+    result = [copy.deepcopy(item) for item in base]
+    index = {item.get("name"): i for i, item in enumerate(result) if isinstance(item, dict)}
+    for item in ours:
+        name = item.get("name") if isinstance(item, dict) else None
+        if name is not None and name in index:
+            result[index[name]] = merge(result[index[name]], item)
+        else:
+            result.append(copy.deepcopy(item))
+    return result
+
+
+def merge(base: Any, ours: Any) -> Any:
+    """Deep-merge `ours` over a user template: dicts merge, named lists merge by name."""
+    if isinstance(base, dict) and isinstance(ours, dict):
+        out = copy.deepcopy(base)
+        for key, value in ours.items():
+            out[key] = merge(base[key], value) if key in base else copy.deepcopy(value)
+        return out
+    if isinstance(base, list) and isinstance(ours, list):
+        if all(isinstance(i, dict) and "name" in i for i in [*base, *ours]):
+            return _merge_named(base, ours)
+        return copy.deepcopy(ours) if ours else copy.deepcopy(base)
+    return copy.deepcopy(ours)
+
+
+def _tolerations(spec: StreamingJobSpec) -> list[dict[str, Any]]:
+    return [t.model_dump(by_alias=True, exclude_none=True) for t in spec.tolerations]
+
+
+def build_executor_template(spec: StreamingJobSpec, name: str) -> dict[str, Any]:
+    """The executor pod template Spark merges its executor pods from."""
+    ours = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"labels": base_labels(name)},
+        "spec": {
+            "securityContext": _pod_security(),
+            "tolerations": _tolerations(spec),
+            "nodeSelector": dict(spec.node_selector),
+            "volumes": copy.deepcopy(spec.volumes),
+            "containers": [
+                {
+                    "name": "executor",
+                    "env": [*_kafka_env(spec), *copy.deepcopy(spec.env)],
+                    "volumeMounts": copy.deepcopy(spec.volume_mounts),
+                    "securityContext": _container_security(),
+                }
+            ],
+        },
+    }
+    template = {
+        "metadata": spec.pod_template.metadata,
+        "spec": spec.pod_template.spec,
+    }
+    return merge(template, ours)
+
+
+def runner_manifest(job: dict[str, Any]) -> dict[str, Any]:
+    """The StreamingJob as the runner reads it: metadata trimmed, status dropped, and
+    spec.checkpoint limited to the runner's fields (the policy fields are the operator's)."""
+    spec = copy.deepcopy(job.get("spec") or {})
+    runner_keys = {f.alias or n for n, f in CheckpointSpec.model_fields.items()}
+    spec["checkpoint"] = {
+        k: v for k, v in (spec.get("checkpoint") or {}).items() if k in runner_keys
+    }
+    meta = job["metadata"]
+    return {
+        "apiVersion": f"{API_GROUP}/{API_VERSION}",
+        "kind": KIND,
+        "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
+        "spec": spec,
+    }
+
+
+def build_job_configmap(job: dict[str, Any], spec: StreamingJobSpec) -> dict[str, Any]:
+    name = job["metadata"]["name"]
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _meta(job, job_configmap_name(name)),
+        "data": {
+            "job.yaml": yaml.safe_dump(runner_manifest(job), sort_keys=False),
+            "executor-template.yaml": yaml.safe_dump(
+                build_executor_template(spec, name), sort_keys=False
+            ),
+        },
+    }
+
+
+def build_report_configmap(job: dict[str, Any]) -> dict[str, Any]:
+    name = job["metadata"]["name"]
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _meta(job, report_configmap_name(name)),
+        "data": {},
+    }
+
+
+def build_service(job: dict[str, Any]) -> dict[str, Any]:
+    """Headless Service so executors reach the current driver by a stable name."""
+    name = job["metadata"]["name"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _meta(job, service_name(name)),
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": {LABEL_JOB: label_value(name), LABEL_ROLE: "driver"},
+            "ports": [
+                {"name": "driver", "port": DRIVER_PORT, "targetPort": DRIVER_PORT},
+                {
+                    "name": "block-manager",
+                    "port": BLOCK_MANAGER_PORT,
+                    "targetPort": BLOCK_MANAGER_PORT,
+                },
+                {"name": "ui", "port": UI_PORT, "targetPort": UI_PORT},
+            ],
+        },
+    }
+
+
+def build_service_account(job: dict[str, Any]) -> dict[str, Any]:
+    name = job["metadata"]["name"]
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": _meta(job, driver_account_name(name)),
+    }
+
+
+def build_role(job: dict[str, Any]) -> dict[str, Any]:
+    """What the driver may do: manage its executors (pods, their config maps, services and
+    PVCs) in the namespace, and write only its own report ConfigMap."""
+    name = job["metadata"]["name"]
+    manage = ["create", "get", "list", "watch", "delete", "deletecollection"]
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": _meta(job, driver_account_name(name)),
+        "rules": [
+            {"apiGroups": [""], "resources": ["pods"], "verbs": [*manage, "patch"]},
+            {
+                "apiGroups": [""],
+                "resources": ["services", "configmaps", "persistentvolumeclaims"],
+                "verbs": manage,
+            },
+            {
+                "apiGroups": [""],
+                "resources": ["configmaps"],
+                "resourceNames": [report_configmap_name(name)],
+                "verbs": ["get", "patch", "update"],
+            },
+        ],
+    }
+
+
+def build_role_binding(job: dict[str, Any]) -> dict[str, Any]:
+    name = job["metadata"]["name"]
+    account = driver_account_name(name)
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": _meta(job, account),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": account},
+        "subjects": [
+            {"kind": "ServiceAccount", "name": account, "namespace": job["metadata"]["namespace"]}
+        ],
+    }
+
+
+def account_name(job: dict[str, Any], spec: StreamingJobSpec) -> str:
+    return spec.service_account_name or driver_account_name(job["metadata"]["name"])
+
+
+def spark_confs(
+    job: dict[str, Any], spec: StreamingJobSpec, driver_pod: str, epoch: int, attempt: int
+) -> dict[str, str]:
+    name = job["metadata"]["name"]
+    namespace = job["metadata"]["namespace"]
+    ex = spec.executor
+    confs = dict(spec.spark_conf)  # user first; ours below always win
+    confs.update(
+        {
+            "spark.kubernetes.namespace": namespace,
+            "spark.kubernetes.container.image": spec.image,
+            "spark.kubernetes.container.image.pullPolicy": spec.image_pull_policy,
+            "spark.kubernetes.driver.pod.name": driver_pod,
+            "spark.driver.host": f"{service_name(name)}.{namespace}.svc",
+            "spark.driver.port": str(DRIVER_PORT),
+            "spark.driver.blockManager.port": str(BLOCK_MANAGER_PORT),
+            "spark.driver.bindAddress": "0.0.0.0",
+            "spark.driver.memory": spec.driver.memory,
+            "spark.executor.instances": str(ex.instances),
+            "spark.executor.cores": str(ex.cores),
+            "spark.executor.memory": ex.memory,
+            "spark.executor.memoryOverhead": ex.memory_overhead,
+            "spark.dynamicAllocation.enabled": "false",
+            "spark.kubernetes.executor.podNamePrefix": driver_pod,
+            "spark.kubernetes.authenticate.executor.serviceAccountName": account_name(job, spec),
+            "spark.kubernetes.executor.podTemplateFile": EXECUTOR_TEMPLATE_PATH,
+            "spark.kubernetes.executor.podTemplateContainerName": "executor",
+            "spark.kubernetes.executor.deleteOnTermination": "true",
+            f"spark.kubernetes.executor.label.{LABEL_JOB}": label_value(name),
+            f"spark.kubernetes.executor.label.{LABEL_EPOCH}": str(epoch),
+            f"spark.kubernetes.executor.label.{LABEL_ATTEMPT}": str(attempt),
+            f"spark.kubernetes.executor.label.{LABEL_DRIVER}": driver_pod,
+            f"spark.kubernetes.executor.label.{LABEL_MANAGED_BY}": MANAGED_BY,
+        }
+    )
+    if ex.cpu_limit:
+        confs["spark.kubernetes.executor.limit.cores"] = ex.cpu_limit
+    return confs
+
+
+def driver_args(
+    job: dict[str, Any],
+    spec: StreamingJobSpec,
+    *,
+    driver_pod: str,
+    epoch: int,
+    attempt: int,
+    checkpoint_location: str,
+    entrypoint: str,
+) -> list[str]:
+    name = job["metadata"]["name"]
+    args = ["--master", MASTER, "--deploy-mode", "client", "--name", name]
+    for key, value in sorted(spark_confs(job, spec, driver_pod, epoch, attempt).items()):
+        args += ["--conf", f"{key}={value}"]
+    args += [
+        entrypoint,
+        "--manifest",
+        MANIFEST_PATH,
+        "--epoch",
+        str(epoch),
+        "--attempt",
+        str(attempt),
+        "--checkpoint-location",
+        checkpoint_location,
+        "--report-configmap",
+        report_configmap_name(name),
+    ]
+    return args
+
+
+def build_driver_pod(
+    job: dict[str, Any],
+    spec: StreamingJobSpec,
+    *,
+    driver_pod: str,
+    epoch: int,
+    attempt: int,
+    checkpoint_location: str,
+    entrypoint: str = "/opt/streamingjob/run_job.py",
+    spark_submit: str = "/opt/spark/bin/spark-submit",
+) -> dict[str, Any]:
+    name = job["metadata"]["name"]
+    labels = {
+        LABEL_ROLE: "driver",
+        LABEL_EPOCH: str(epoch),
+        LABEL_ATTEMPT: str(attempt),
+        LABEL_DRIVER: driver_pod,
+    }
+    env = [
+        {"name": "STREAMINGJOB_NAMESPACE", "value": job["metadata"]["namespace"]},
+        {"name": "STREAMINGJOB_NAME", "value": name},
+        {"name": "STREAMINGJOB_EPOCH", "value": str(epoch)},
+        {"name": "STREAMINGJOB_ATTEMPT", "value": str(attempt)},
+        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": "SPARK_USER", "value": "spark"},
+        *_kafka_env(spec),
+        *copy.deepcopy(spec.env),
+    ]
+    ours = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            **_meta(job, driver_pod, labels),
+            "annotations": {f"{API_GROUP}/checkpoint-location": checkpoint_location},
+        },
+        "spec": {
+            "restartPolicy": "Never",
+            "serviceAccountName": account_name(job, spec),
+            "automountServiceAccountToken": True,
+            "terminationGracePeriodSeconds": 30,
+            "securityContext": _pod_security(),
+            "tolerations": _tolerations(spec),
+            "nodeSelector": dict(spec.node_selector),
+            "volumes": [
+                {"name": "streamingjob-config", "configMap": {"name": job_configmap_name(name)}},
+                *copy.deepcopy(spec.volumes),
+            ],
+            "containers": [
+                {
+                    "name": "driver",
+                    "image": spec.image,
+                    "imagePullPolicy": spec.image_pull_policy,
+                    "command": [spark_submit],
+                    "args": driver_args(
+                        job,
+                        spec,
+                        driver_pod=driver_pod,
+                        epoch=epoch,
+                        attempt=attempt,
+                        checkpoint_location=checkpoint_location,
+                        entrypoint=entrypoint,
+                    ),
+                    "ports": [
+                        {"name": "driver", "containerPort": DRIVER_PORT},
+                        {"name": "block-manager", "containerPort": BLOCK_MANAGER_PORT},
+                        {"name": "ui", "containerPort": UI_PORT},
+                    ],
+                    "env": env,
+                    "resources": _resources(
+                        spec.driver.cores,
+                        spec.driver.memory,
+                        spec.driver.memory_overhead,
+                        spec.driver.cpu_limit,
+                    ),
+                    "volumeMounts": [
+                        {"name": "streamingjob-config", "mountPath": CONFIG_DIR, "readOnly": True},
+                        *copy.deepcopy(spec.volume_mounts),
+                    ],
+                    "securityContext": _container_security(),
+                }
+            ],
+        },
+    }
+    template = {"metadata": spec.pod_template.metadata, "spec": spec.pod_template.spec}
+    pod = merge(template, ours)
+    pod["apiVersion"], pod["kind"] = "v1", "Pod"
+    return pod
+
+
+def checkpoint_cleanup_path(spec: StreamingJobSpec, namespace: str, name: str) -> str | None:
+    """The local path of the job's checkpoints when they live on a mounted volume."""
+    location = spec.checkpoint.location
+    if location.startswith("file://"):
+        path = location[len("file://") :]
+    elif location.startswith("/"):
+        path = location
+    else:
+        return None
+    path = "/" + path.lstrip("/")
+    target = f"{path.rstrip('/')}/{namespace}/{name}"
+    for mount in spec.volume_mounts:
+        mount_path = str(mount.get("mountPath", "")).rstrip("/")
+        if mount_path and (target + "/").startswith(mount_path + "/") and target != mount_path:
+            return target
+    return None
+
+
+def build_cleanup_job(
+    job: dict[str, Any], spec: StreamingJobSpec, path: str, job_name: str
+) -> dict[str, Any]:
+    """A short-lived Job that deletes a file:// checkpoint directory on a volume. It is not
+    owned by the StreamingJob (which is going away); it deletes itself after it finished."""
+    meta = job["metadata"]
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": job_name,
+            "namespace": meta["namespace"],
+            "labels": base_labels(meta["name"]),
+        },
+        "spec": {
+            "ttlSecondsAfterFinished": 600,
+            "backoffLimit": 3,
+            "template": {
+                "metadata": {"labels": base_labels(meta["name"])},
+                "spec": {
+                    "restartPolicy": "OnFailure",
+                    "securityContext": _pod_security(),
+                    "tolerations": _tolerations(spec),
+                    "nodeSelector": dict(spec.node_selector),
+                    "volumes": copy.deepcopy(spec.volumes),
+                    "containers": [
+                        {
+                            "name": "cleanup",
+                            "image": spec.image,
+                            "imagePullPolicy": spec.image_pull_policy,
+                            "command": ["rm", "-rf", "--", path],
+                            "volumeMounts": copy.deepcopy(spec.volume_mounts),
+                            "securityContext": _container_security(),
+                        }
+                    ],
+                },
+            },
+        },
+    }

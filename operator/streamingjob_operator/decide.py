@@ -1,0 +1,523 @@
+"""The decision: a pure function (spec, status, observed) -> one step.
+
+Each call returns the status to record (always written before acting: status is a write-ahead
+log) and at most one action. The reconciler applies the step, observes again and calls this
+again until nothing is left to do, so a crash between any two steps resumes correctly.
+
+The state that matters lives in status: the target launch (epoch, attempt, driverPod,
+checkpointLocation, launchState) and the deployed markers (hashes of the spec fields that
+were deployed, the nonces acted on). The table of the architecture sketch, as implemented:
+
+| observed driver                  | spec vs deployed            | → step                       |
+|----------------------------------|-----------------------------|------------------------------|
+| none, never launched (epoch 0)    | -                           | target epoch 1 (fresh)       |
+| running                          | same                        | nothing (stable-run reset)   |
+| terminated (any exit code)       | same                        | attempt+1 after backoff      |
+| deleted / evicted / node lost    | same                        | attempt+1 after backoff      |
+| any                              | restartNonce changed        | attempt+1 now (restore)      |
+| any                              | restart-class field changed | attempt+1 now (restore)      |
+| any                              | job changed, stateless      | epoch+1 now (fresh)          |
+| any                              | job changed, last-state     | attempt+1 now (restore)      |
+| any                              | redeployNonce / ckpt base   | epoch+1 now (fresh)          |
+| any                              | suspend: true               | delete pods, keep epoch      |
+| none (suspended)                 | resume, stateless           | epoch+1 (fresh)              |
+| none (suspended)                 | resume, last-state          | attempt+1 (restore)          |
+| failed past maxRestarts           | -                           | Failed until a nonce/spec    |
+
+A new target makes every other pod of the job stale; stale pods are deleted and the launch
+waits (requeue) until they are gone: the old driver and its executors never overlap the new.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from spark_app.manifest import checkpoint_location
+
+from .models import StreamingJobSpec, StreamingJobStatus
+from .naming import driver_pod_name
+from .observed import Observed, PodInfo, iso, parse_time
+
+# How each spec field is treated when it changes (tested to cover every field).
+REDEPLOY = "redeploy"  # new epoch (stateless) or relaunch (last-state)
+RESTART = "restart"  # relaunch in the same epoch, restoring
+IGNORE = "ignore"  # read on demand, no relaunch
+SEPARATE = "separate"  # has its own rule (nonces, suspend, checkpoint base)
+
+FIELD_CLASSES: dict[str, str] = {
+    "image": REDEPLOY,
+    "job": REDEPLOY,
+    "spark_conf": REDEPLOY,
+    "checkpoint": SEPARATE,  # location → always a new epoch; the rest ignored
+    "image_pull_policy": RESTART,
+    "kafka_credentials": RESTART,
+    "driver": RESTART,
+    "executor": RESTART,
+    "env": RESTART,
+    "volumes": RESTART,
+    "volume_mounts": RESTART,
+    "tolerations": RESTART,
+    "node_selector": RESTART,
+    "service_account_name": RESTART,
+    "pod_template": RESTART,
+    "restart_policy": IGNORE,
+    "upgrade_mode": IGNORE,
+    "restart_nonce": SEPARATE,
+    "redeploy_nonce": SEPARATE,
+    "suspend": SEPARATE,
+}
+
+# The fixed vocabulary of Event reasons (also used in status.history).
+REASONS = (
+    "Launching",
+    "Launched",
+    "Running",
+    "DriverFailed",
+    "BackOff",
+    "Restarting",
+    "Redeploying",
+    "Stopping",
+    "Suspended",
+    "Resumed",
+    "StableRun",
+    "MaxRestartsExceeded",
+    "StaleCheckpoint",
+    "Completed",
+    "InvalidSpec",
+    "KafkaUnavailable",
+    "Deleting",
+    "CheckpointKept",
+    "CheckpointDeleted",
+)
+
+ActionKind = Literal["none", "delete", "launch", "wait"]
+
+
+@dataclass(frozen=True)
+class Event:
+    type: Literal["Normal", "Warning"]
+    reason: str
+    message: str
+
+
+@dataclass
+class Decision:
+    action: ActionKind
+    status: StreamingJobStatus
+    delete: tuple[str, ...] = ()
+    force_delete: tuple[str, ...] = ()
+    requeue_after: float | None = None
+    events: list[Event] = field(default_factory=list)
+    restart_reason: str | None = None  # set when an automatic restart was scheduled
+
+
+@dataclass(frozen=True)
+class DecideConfig:
+    node_lost_grace_seconds: float = 120.0
+    fencing_poll_seconds: float = 2.0
+    resync_seconds: float = 30.0
+    history_limit: int = 20
+
+
+def _hash(spec: StreamingJobSpec, klass: str) -> str:
+    data = spec.model_dump(mode="json", by_alias=True)
+    names = sorted(name for name, k in FIELD_CLASSES.items() if k == klass)
+    aliases = [StreamingJobSpec.model_fields[n].alias or n for n in names]
+    picked = {alias: data.get(alias) for alias in aliases}
+    return hashlib.sha256(json.dumps(picked, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def job_hash(spec: StreamingJobSpec) -> str:
+    return _hash(spec, REDEPLOY)
+
+
+def pod_hash(spec: StreamingJobSpec) -> str:
+    return _hash(spec, RESTART)
+
+
+def backoff_delay(spec: StreamingJobSpec, consecutive_failures: int) -> float:
+    """base * 2^(n-1), capped; n = consecutive failures including this one."""
+    backoff = spec.restart_policy.backoff
+    exponent = max(consecutive_failures - 1, 0)
+    if exponent > 60:
+        return backoff.cap_seconds
+    return min(backoff.cap_seconds, backoff.base_seconds * (2**exponent))
+
+
+def _record(st: StreamingJobStatus, now: datetime, reason: str, message: str, limit: int) -> None:
+    from .models import HistoryEntry
+
+    st.history = [
+        *st.history,
+        HistoryEntry(
+            time=iso(now), reason=reason, message=message, epoch=st.epoch, attempt=st.attempt
+        ),
+    ][-limit:]
+
+
+def _manual_trigger(spec: StreamingJobSpec, st: StreamingJobStatus) -> tuple[str, str, str] | None:
+    """(kind, reason, message) of a manual act: 'redeploy' (new epoch) or 'restart'."""
+    if st.epoch == 0:
+        return ("redeploy", "Launching", "first launch")
+    if st.suspended:
+        if spec.upgrade_mode == "stateless":
+            return ("redeploy", "Resumed", "resumed from suspend (stateless: new epoch)")
+        return ("restart", "Resumed", "resumed from suspend (last-state: restore)")
+    if spec.redeploy_nonce != st.deployed_redeploy_nonce:
+        return ("redeploy", "Redeploying", f"redeployNonce changed to {spec.redeploy_nonce}")
+    if st.deployed_checkpoint_base and spec.checkpoint.location != st.deployed_checkpoint_base:
+        return ("redeploy", "Redeploying", "checkpoint.location changed")
+    if st.deployed_job_hash and job_hash(spec) != st.deployed_job_hash:
+        if spec.upgrade_mode == "stateless":
+            return ("redeploy", "Redeploying", "job changed (upgradeMode stateless)")
+        return ("restart", "Restarting", "job changed (upgradeMode last-state: restore)")
+    if spec.restart_nonce != st.deployed_restart_nonce:
+        return ("restart", "Restarting", f"restartNonce changed to {spec.restart_nonce}")
+    if st.deployed_pod_hash and pod_hash(spec) != st.deployed_pod_hash:
+        return ("restart", "Restarting", "pod settings changed (restore)")
+    return None
+
+
+def _set_target(
+    spec: StreamingJobSpec,
+    st: StreamingJobStatus,
+    namespace: str,
+    name: str,
+    epoch: int,
+    attempt: int,
+) -> None:
+    st.epoch, st.attempt = epoch, attempt
+    st.driver_pod = driver_pod_name(name, epoch, attempt)
+    st.checkpoint_location = checkpoint_location(spec.checkpoint.location, namespace, name, epoch)
+    st.launch_state = "Pending"
+    st.launched_at = st.running_since = st.unknown_since = ""
+    st.start_path = st.start_detail = ""
+    st.restored_batch = None
+
+
+def _checkpoint_too_old(
+    spec: StreamingJobSpec, st: StreamingJobStatus, now: datetime
+) -> str | None:
+    max_age = spec.checkpoint.max_checkpoint_age_seconds
+    if not max_age or spec.checkpoint.force:
+        return None
+    last = parse_time(st.last_progress_time) or parse_time(st.running_since)
+    if last is None:
+        return None
+    age = (now - last).total_seconds()
+    if age <= max_age:
+        return None
+    return (
+        f"checkpoint {st.checkpoint_location} was last advanced at {iso(last)}, "
+        f"{int(age)}s ago, more than checkpoint.maxCheckpointAgeSeconds={max_age}; "
+        "set spec.checkpoint.force: true to restore it anyway, or bump spec.redeployNonce "
+        "to start fresh from the group's committed offsets"
+    )
+
+
+def _fail(d: Decision, now: datetime, reason: str, message: str, cfg: DecideConfig) -> Decision:
+    st = d.status
+    st.phase, st.message = "Failed", message
+    st.launch_state = ""
+    st.next_retry_time = ""
+    _record(st, now, reason, message, cfg.history_limit)
+    d.events.append(Event("Warning", reason, message))
+    return d
+
+
+def _is_lost(pod: PodInfo, st: StreamingJobStatus, now: datetime, cfg: DecideConfig) -> bool:
+    grace = timedelta(seconds=cfg.node_lost_grace_seconds)
+    since = pod.ready_unknown_since
+    if pod.phase == "Unknown":
+        since = since or parse_time(st.unknown_since) or now
+    return since is not None and now - since >= grace
+
+
+def _failure_of(pod: PodInfo | None) -> tuple[str, str, bool]:
+    """(reason, message, clean_exit) of a driver that is no longer running."""
+    if pod is None:
+        return ("DriverDeleted", "driver pod disappeared", False)
+    if pod.deleting_since is not None:
+        kind = "DriverEvicted" if pod.reason == "Evicted" else "DriverDeleted"
+        return (kind, f"driver pod {pod.name} is being deleted", False)
+    if pod.reason == "Evicted":
+        return ("DriverEvicted", f"driver pod {pod.name} was evicted", False)
+    if pod.phase == "Unknown" or pod.ready_unknown_since is not None:
+        return ("NodeLost", f"node of driver pod {pod.name} is unreachable", False)
+    term = pod.termination
+    if term is None:
+        return ("DriverExited", f"driver pod {pod.name} ended in phase {pod.phase}", False)
+    if term.reason == "OOMKilled":
+        return ("OOMKilled", f"driver pod {pod.name} was OOM-killed", False)
+    if term.exit_code == 0:
+        return ("DriverExited", f"driver pod {pod.name} exited 0: the stream stopped", True)
+    detail = f" ({term.reason})" if term.reason else ""
+    return ("DriverFailed", f"driver pod {pod.name} exited {term.exit_code}{detail}", False)
+
+
+def _on_driver_gone(
+    spec: StreamingJobSpec,
+    d: Decision,
+    namespace: str,
+    name: str,
+    pod: PodInfo | None,
+    now: datetime,
+    cfg: DecideConfig,
+) -> Decision:
+    st = d.status
+    reason, message, clean = _failure_of(pod)
+    policy = spec.restart_policy
+    if clean and spec.job.trigger.available_now and policy.type != "Always":
+        st.phase, st.message, st.launch_state = "Completed", "availableNow job finished", ""
+        _record(st, now, "Completed", st.message, cfg.history_limit)
+        d.events.append(Event("Normal", "Completed", st.message))
+        return d
+    d.events.append(Event("Warning", "DriverFailed", f"{reason}: {message}"))
+    st.consecutive_failures += 1
+    window_start = now - timedelta(seconds=policy.window_seconds)
+    recent = [t for t in st.recent_failures if (parse_time(t) or now) > window_start]
+    st.recent_failures = [*recent, iso(now)][-(policy.max_restarts + 1) :]
+    st.last_restart_reason, st.last_restart_time = reason, iso(now)
+    resume = (
+        "To resume, bump spec.restartNonce (restore from the checkpoint) or "
+        "spec.redeployNonce (fresh start from committed offsets)."
+    )
+    if policy.type == "Never":
+        return _fail(d, now, "DriverFailed", f"{message}; restartPolicy is Never. {resume}", cfg)
+    if len(recent) + 1 > policy.max_restarts:
+        return _fail(
+            d,
+            now,
+            "MaxRestartsExceeded",
+            f"{message}; {len(recent) + 1} failures within {policy.window_seconds}s exceed "
+            f"restartPolicy.maxRestarts={policy.max_restarts}. {resume}",
+            cfg,
+        )
+    if stale := _checkpoint_too_old(spec, st, now):
+        return _fail(d, now, "StaleCheckpoint", stale, cfg)
+    delay = backoff_delay(spec, st.consecutive_failures)
+    _set_target(spec, st, namespace, name, st.epoch, st.attempt + 1)
+    st.restarts += 1
+    st.next_retry_time = iso(now + timedelta(seconds=delay))
+    st.phase = "Restarting"
+    st.message = f"{message}; relaunching attempt {st.attempt} in {delay:g}s (restore)"
+    _record(st, now, "BackOff", st.message, cfg.history_limit)
+    d.events.append(Event("Normal", "BackOff", st.message))
+    d.restart_reason = reason
+    d.requeue_after = delay
+    return d
+
+
+def _apply_report(st: StreamingJobStatus, observed: Observed) -> None:
+    report = observed.report
+    if report is None or (report.epoch, report.attempt) != (st.epoch, st.attempt):
+        return  # a stale report of an earlier run is ignored
+    st.start_path = report.start_path
+    st.start_detail = report.start_detail
+    st.restored_batch = report.restored_batch
+    st.latest_batch = report.latest_batch
+    if report.last_progress_time:
+        st.last_progress_time = report.last_progress_time
+
+
+def decide(
+    spec: StreamingJobSpec,
+    status: StreamingJobStatus,
+    observed: Observed,
+    *,
+    namespace: str,
+    name: str,
+    cfg: DecideConfig | None = None,
+) -> Decision:
+    cfg = cfg or DecideConfig()
+    now = observed.now
+    st = status.model_copy(deep=True)
+    d = Decision(action="none", status=st, requeue_after=cfg.resync_seconds)
+    pods = observed.pods
+
+    # Suspend: stop everything, keep the epoch (and the checkpoint).
+    if spec.suspend:
+        if not st.suspended:
+            st.suspended = True
+            st.launch_state = ""
+            st.next_retry_time = ""
+            _record(st, now, "Stopping", "suspend requested", cfg.history_limit)
+        if pods:
+            return _delete(d, pods, st, now, cfg, phase="Stopping", msg="suspending")
+        if st.phase != "Suspended":
+            st.phase, st.message = "Suspended", "suspended; the epoch and checkpoint are kept"
+            _record(st, now, "Suspended", st.message, cfg.history_limit)
+            d.events.append(Event("Normal", "Suspended", st.message))
+        return d
+
+    # A manual act (first launch, resume, nonce, spec change) sets a new target now.
+    if trigger := _manual_trigger(spec, st):
+        kind, reason, message = trigger
+        if kind == "redeploy" or st.epoch == 0:
+            _set_target(spec, st, namespace, name, st.epoch + 1, 1)
+            path = "fresh start from committed offsets"
+        else:
+            if stale := _checkpoint_too_old(spec, st, now):
+                _mark_deployed(spec, st)
+                st.suspended = False
+                return _fail(d, now, "StaleCheckpoint", stale, cfg)
+            _set_target(spec, st, namespace, name, st.epoch, st.attempt + 1)
+            st.restarts += 1
+            st.last_restart_reason, st.last_restart_time = reason, iso(now)
+            path = "restore from checkpoint"
+        _mark_deployed(spec, st)
+        st.suspended = False
+        st.next_retry_time = ""
+        st.consecutive_failures = 0
+        st.recent_failures = []
+        st.phase = "Launching"
+        st.message = f"{message}: epoch {st.epoch} attempt {st.attempt} ({path})"
+        _record(st, now, reason, st.message, cfg.history_limit)
+        d.events.append(Event("Normal", reason, st.message))
+        d.requeue_after = 0
+        return d
+
+    if st.phase in ("Failed", "Completed") and not st.launch_state:
+        if pods:
+            return _delete(d, pods, st, now, cfg, phase=st.phase, msg=st.message)
+        return d
+
+    target = st.driver_pod if st.launch_state else ""
+    current = [
+        p
+        for p in pods
+        if target and (p.name == target or (p.role == "executor" and p.driver_pod == target))
+    ]
+    stale = [p for p in pods if p not in current]
+    if stale:
+        return _delete(d, stale, st, now, cfg, phase=None, msg=None)
+
+    driver = next((p for p in current if p.name == target), None)
+
+    if st.launch_state == "Pending":
+        retry_at = parse_time(st.next_retry_time)
+        if retry_at and now < retry_at and driver is None:
+            st.phase = "Restarting"
+            d.action = "wait"
+            d.requeue_after = max((retry_at - now).total_seconds(), 0.05)
+            return d
+        if observed.invalid is not None and driver is None:
+            message = str(observed.invalid)
+            if st.phase != "Invalid" or st.message != message:
+                st.phase, st.message = "Invalid", message
+                _record(st, now, "InvalidSpec", message, cfg.history_limit)
+                d.events.append(Event("Warning", "InvalidSpec", message))
+            return d
+        if driver is not None:
+            st.launch_state = "Created"
+            st.launched_at = iso(now)
+            st.next_retry_time = ""
+            st.phase = "Pending"
+            st.message = f"driver {target} created (epoch {st.epoch} attempt {st.attempt})"
+            _record(st, now, "Launched", st.message, cfg.history_limit)
+            d.events.append(Event("Normal", "Launched", st.message))
+            d.requeue_after = 0
+            return d
+        st.phase = "Launching"
+        d.action = "launch"
+        d.requeue_after = 0
+        return d
+
+    if st.launch_state != "Created":
+        return d  # nothing targeted (only reachable with a hand-edited status)
+
+    _apply_report(st, observed)
+    if (
+        driver is None
+        or driver.phase in ("Succeeded", "Failed")
+        or driver.deleting_since is not None
+        or driver.reason == "Evicted"
+        or _is_lost(driver, st, now, cfg)
+    ):
+        return _on_driver_gone(spec, d, namespace, name, driver, now, cfg)
+
+    if driver.phase == "Unknown" or driver.ready_unknown_since is not None:
+        if not st.unknown_since:
+            st.unknown_since = iso(driver.ready_unknown_since or now)
+        since = parse_time(st.unknown_since) or now
+        left = cfg.node_lost_grace_seconds - (now - since).total_seconds()
+        d.requeue_after = max(min(left, cfg.resync_seconds), 0.05)
+        return d
+    st.unknown_since = ""
+
+    if driver.phase == "Running":
+        if not st.running_since:
+            st.running_since = iso(now)
+            st.phase, st.message = "Running", f"driver {target} running"
+            _record(st, now, "Running", st.message, cfg.history_limit)
+        st.phase = "Running"
+        running_for = (now - (parse_time(st.running_since) or now)).total_seconds()
+        stable = spec.restart_policy.stable_run_seconds
+        if st.consecutive_failures or st.recent_failures:
+            if running_for >= stable:
+                st.consecutive_failures = 0
+                st.recent_failures = []
+                msg = f"driver ran {int(running_for)}s: failure counters reset"
+                _record(st, now, "StableRun", msg, cfg.history_limit)
+                d.events.append(Event("Normal", "StableRun", msg))
+            else:
+                d.requeue_after = min(cfg.resync_seconds, max(stable - running_for, 0.05))
+        return d
+
+    st.phase = "Pending"  # created, not running yet (scheduling, pulling the image)
+    return d
+
+
+def _mark_deployed(spec: StreamingJobSpec, st: StreamingJobStatus) -> None:
+    st.deployed_job_hash = job_hash(spec)
+    st.deployed_pod_hash = pod_hash(spec)
+    st.deployed_checkpoint_base = spec.checkpoint.location
+    st.deployed_restart_nonce = spec.restart_nonce
+    st.deployed_redeploy_nonce = spec.redeploy_nonce
+
+
+def _delete(
+    d: Decision,
+    pods: list[PodInfo] | tuple[PodInfo, ...],
+    st: StreamingJobStatus,
+    now: datetime,
+    cfg: DecideConfig,
+    *,
+    phase: str | None,
+    msg: str | None,
+) -> Decision:
+    """Delete pods that must be gone before anything new starts; wait while they go."""
+    grace = timedelta(seconds=cfg.node_lost_grace_seconds)
+    force = tuple(
+        p.name
+        for p in pods
+        if p.phase == "Unknown"
+        or p.ready_unknown_since is not None
+        or (p.deleting_since is not None and now - p.deleting_since >= grace)
+    )
+    d.action = "delete"
+    d.delete = tuple(p.name for p in pods if p.name not in force and p.deleting_since is None)
+    d.force_delete = force
+    if phase is not None:
+        st.phase = phase
+    elif st.launch_state == "Pending" and st.phase not in ("Restarting",):
+        st.phase = "Stopping"
+    if msg is not None:
+        st.message = msg
+    d.requeue_after = cfg.fencing_poll_seconds
+    return d
+
+
+def summarize(decision: Decision) -> dict[str, Any]:
+    """For logs and tests: the decision without the status body."""
+    return {
+        "action": decision.action,
+        "delete": list(decision.delete),
+        "force_delete": list(decision.force_delete),
+        "requeue_after": decision.requeue_after,
+        "events": [e.reason for e in decision.events],
+    }

@@ -1,0 +1,37 @@
+"""The operator's error types: the one place API and Kafka failures become kopf outcomes."""
+
+from __future__ import annotations
+
+import kopf
+
+
+class OperatorError(Exception):
+    """Base of the operator's own errors."""
+
+
+class TransientError(kopf.TemporaryError, OperatorError):
+    """Worth retrying: API server hiccups, conflicts, a child still terminating."""
+
+    def __init__(self, message: str, delay: float = 2.0) -> None:
+        super().__init__(message, delay=delay)
+
+
+class ConflictError(TransientError):
+    """The object changed under us (resourceVersion precondition failed)."""
+
+
+class NotFoundError(OperatorError):
+    """The object does not exist."""
+
+
+class FatalError(kopf.PermanentError, OperatorError):
+    """Retrying cannot help (forbidden, invalid object we built)."""
+
+
+class InvalidJobError(OperatorError):
+    """The spec is accepted by the schema but cannot run; `field` names the culprit."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message

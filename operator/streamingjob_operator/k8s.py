@@ -1,0 +1,310 @@
+"""The one module that talks to the Kubernetes API.
+
+Every call goes through here and every `ApiException` becomes one of the operator's error
+types (`errors.py`). Objects are plain dicts (camelCase, as the API server sends them).
+Reads of pods and the job are direct (quorum) reads, never a cache: fencing depends on them.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import logging
+import os
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from .errors import ConflictError, FatalError, NotFoundError, TransientError
+from .models import API_GROUP, API_VERSION, PLURAL
+from .naming import LABEL_JOB, MANAGED_BY, job_selector, label_value, selector_string
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+COMPONENT = MANAGED_BY
+
+
+def load_client_config() -> client.Configuration:
+    """In-cluster config when running in a pod, else $KUBECONFIG / ~/.kube/config."""
+    configuration = client.Configuration()
+    try:
+        config.load_incluster_config(client_configuration=configuration)
+    except config.ConfigException:
+        # $KUBECONFIG is read now, not when the kubernetes package was imported
+        config.load_kube_config(
+            config_file=os.environ.get("KUBECONFIG") or None,
+            client_configuration=configuration,
+        )
+    return configuration
+
+
+def _translate(exc: ApiException, what: str) -> Exception:
+    status = exc.status or 0
+    reason = exc.reason or ""
+    try:
+        message = json.loads(exc.body or "{}").get("message", reason)
+    except (ValueError, AttributeError):
+        message = reason
+    if status == 404:
+        return NotFoundError(f"{what}: not found")
+    if status == 409:
+        return ConflictError(f"{what}: conflict: {message}", delay=0.2)
+    if status in (401, 403):
+        return FatalError(f"{what}: forbidden: {message}")
+    if status == 422 or status == 400:
+        return FatalError(f"{what}: rejected: {message}")
+    return TransientError(f"{what}: API error {status} {message}", delay=2.0)
+
+
+class KubeApi:
+    """Thin typed facade over the Kubernetes client; all methods are blocking."""
+
+    def __init__(self, configuration: client.Configuration | None = None, timeout: float = 30):
+        self.api_client = client.ApiClient(configuration or load_client_config())
+        self.core = client.CoreV1Api(self.api_client)
+        self.custom = client.CustomObjectsApi(self.api_client)
+        self.rbac = client.RbacAuthorizationV1Api(self.api_client)
+        self.batch = client.BatchV1Api(self.api_client)
+        self.timeout = timeout
+
+    def close(self) -> None:
+        self.api_client.close()
+
+    def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        kwargs.setdefault("_request_timeout", self.timeout)
+        try:
+            return fn(*args, **kwargs)
+        except ApiException as exc:
+            raise _translate(exc, what) from None
+        except OSError as exc:  # connection refused/reset, timeouts (urllib3 errors)
+            raise TransientError(f"{what}: {type(exc).__name__}: {exc}") from None
+        except Exception as exc:
+            if type(exc).__module__.startswith("urllib3"):
+                raise TransientError(f"{what}: {type(exc).__name__}: {exc}") from None
+            raise
+
+    def _raw(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        response = self._call(what, fn, *args, _preload_content=False, **kwargs)
+        return json.loads(response.data)
+
+    # --- the StreamingJob ------------------------------------------------------------
+
+    def get_job(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            return self._call(
+                f"get StreamingJob {namespace}/{name}",
+                self.custom.get_namespaced_custom_object,
+                API_GROUP,
+                API_VERSION,
+                namespace,
+                PLURAL,
+                name,
+            )
+        except NotFoundError:
+            return None
+
+    def replace_status(self, job: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+        """PUT the status with the job's resourceVersion: fails (ConflictError) if the job
+        changed since it was read, so decisions are never recorded against stale state."""
+        meta = job["metadata"]
+        body = {**job, "status": status}
+        return self._call(
+            f"update status of {meta['namespace']}/{meta['name']}",
+            self.custom.replace_namespaced_custom_object_status,
+            API_GROUP,
+            API_VERSION,
+            meta["namespace"],
+            PLURAL,
+            meta["name"],
+            body,
+        )
+
+    # --- pods ------------------------------------------------------------------------
+
+    def list_job_pods(self, namespace: str, job: str) -> list[dict[str, Any]]:
+        result = self._raw(
+            f"list pods of {namespace}/{job}",
+            self.core.list_namespaced_pod,
+            namespace,
+            label_selector=selector_string(job_selector(job)),
+        )
+        return result.get("items") or []
+
+    def create_pod(self, pod: dict[str, Any]) -> bool:
+        """Creates the pod; False if a pod of that name already exists."""
+        meta = pod["metadata"]
+        try:
+            self._call(
+                f"create pod {meta['namespace']}/{meta['name']}",
+                self.core.create_namespaced_pod,
+                meta["namespace"],
+                pod,
+            )
+        except ConflictError:
+            return False
+        return True
+
+    def delete_pod(self, namespace: str, name: str, *, force: bool = False) -> None:
+        options = client.V1DeleteOptions(
+            grace_period_seconds=0 if force else None, propagation_policy="Background"
+        )
+        with contextlib.suppress(NotFoundError):
+            self._call(
+                f"delete pod {namespace}/{name}",
+                self.core.delete_namespaced_pod,
+                name,
+                namespace,
+                body=options,
+            )
+
+    # --- other children ----------------------------------------------------------------
+
+    def _kind_api(self, kind: str) -> tuple[Callable, Callable, Callable, Callable]:
+        if kind == "ConfigMap":
+            c = self.core
+            return (
+                c.create_namespaced_config_map,
+                c.replace_namespaced_config_map,
+                c.read_namespaced_config_map,
+                c.delete_namespaced_config_map,
+            )
+        if kind == "Service":
+            c = self.core
+            return (
+                c.create_namespaced_service,
+                c.patch_namespaced_service,
+                c.read_namespaced_service,
+                c.delete_namespaced_service,
+            )
+        if kind == "ServiceAccount":
+            c = self.core
+            return (
+                c.create_namespaced_service_account,
+                c.patch_namespaced_service_account,
+                c.read_namespaced_service_account,
+                c.delete_namespaced_service_account,
+            )
+        if kind == "Role":
+            r = self.rbac
+            return (
+                r.create_namespaced_role,
+                r.replace_namespaced_role,
+                r.read_namespaced_role,
+                r.delete_namespaced_role,
+            )
+        if kind == "RoleBinding":
+            r = self.rbac
+            return (
+                r.create_namespaced_role_binding,
+                r.replace_namespaced_role_binding,
+                r.read_namespaced_role_binding,
+                r.delete_namespaced_role_binding,
+            )
+        if kind == "Job":
+            b = self.batch
+            return (
+                b.create_namespaced_job,
+                b.patch_namespaced_job,
+                b.read_namespaced_job,
+                b.delete_namespaced_job,
+            )
+        raise ValueError(f"unsupported kind {kind}")
+
+    def apply(self, obj: dict[str, Any], *, replace: bool = True) -> None:
+        """Make the object exist with our content. replace=False: create only (keep an
+        existing one). Updates are tried first for objects that usually exist already, so a
+        relaunch costs one call per child."""
+        kind, meta = obj["kind"], obj["metadata"]
+        what = f"apply {kind} {meta['namespace']}/{meta['name']}"
+        create, update, _read, _delete = self._kind_api(kind)
+        if replace:
+            try:
+                self._call(what, update, meta["name"], meta["namespace"], obj)
+                return
+            except NotFoundError:
+                pass
+        try:
+            self._call(what, create, meta["namespace"], obj)
+        except ConflictError:
+            if replace:  # created concurrently: overwrite with ours
+                self._call(what, update, meta["name"], meta["namespace"], obj)
+
+    def get_configmap(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            return self._raw(
+                f"get ConfigMap {namespace}/{name}",
+                self.core.read_namespaced_config_map,
+                name,
+                namespace,
+            )
+        except NotFoundError:
+            return None
+
+    def delete(self, kind: str, namespace: str, name: str) -> None:
+        _c, _u, _r, delete = self._kind_api(kind)
+        with contextlib.suppress(NotFoundError):
+            self._call(
+                f"delete {kind} {namespace}/{name}",
+                delete,
+                name,
+                namespace,
+                body=client.V1DeleteOptions(propagation_policy="Background"),
+            )
+
+    def secret_data(self, namespace: str, name: str) -> dict[str, str] | None:
+        """Decoded Secret data, or None if the Secret does not exist. Callers must not log
+        or store the values."""
+        try:
+            secret = self._raw(
+                f"get Secret {namespace}/{name}", self.core.read_namespaced_secret, name, namespace
+            )
+        except NotFoundError:
+            return None
+        data = secret.get("data") or {}
+        out = {k: base64.b64decode(v).decode(errors="replace") for k, v in data.items()}
+        out.update(secret.get("stringData") or {})
+        return out
+
+    # --- events ------------------------------------------------------------------------
+
+    def post_event(self, job: dict[str, Any], type_: str, reason: str, message: str) -> None:
+        """A core/v1 Event on the StreamingJob. Failing to post is logged, never raised."""
+        meta = job["metadata"]
+        now = datetime.now(UTC)
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {
+                "generateName": f"{meta['name'][:200]}.",
+                "namespace": meta["namespace"],
+                "labels": {LABEL_JOB: label_value(meta["name"])},
+            },
+            "involvedObject": {
+                "apiVersion": f"{API_GROUP}/{API_VERSION}",
+                "kind": job.get("kind", "StreamingJob"),
+                "name": meta["name"],
+                "namespace": meta["namespace"],
+                "uid": meta.get("uid"),
+                "resourceVersion": meta.get("resourceVersion"),
+            },
+            "type": type_,
+            "reason": reason,
+            "message": message[:1024],
+            "source": {"component": COMPONENT},
+            "reportingComponent": COMPONENT,
+            "reportingInstance": COMPONENT,
+            "firstTimestamp": now.isoformat(),
+            "lastTimestamp": now.isoformat(),
+            "count": 1,
+        }
+        try:
+            self._call(
+                f"post event {reason}", self.core.create_namespaced_event, meta["namespace"], body
+            )
+        except Exception as exc:
+            log.warning("could not post event %s on %s: %s", reason, meta["name"], exc)

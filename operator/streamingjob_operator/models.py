@@ -1,0 +1,487 @@
+"""The StreamingJob API: spec and status models, the one source of truth for the CRD schema.
+
+The job part of the spec (`spec.job`, `spec.checkpoint.location`, `spec.sparkConf`) comes from
+`spark_app.manifest`, which the runner reads; everything else here is the operator's. Every field
+carries a description (it becomes `kubectl explain` text) and cross-field rules are mirrored as
+CEL rules in `x-kubernetes-validations` so the API server rejects what pydantic rejects.
+
+`python -m streamingjob_operator.crd` renders these models into `crds/streamingjob.yaml`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic.alias_generators import to_camel
+
+from spark_app.manifest import (
+    API_GROUP,
+    API_VERSION,
+    KIND,
+    CheckpointSpec,
+    JobSpec,
+    SpecModel,
+)
+
+__all__ = [
+    "API_GROUP",
+    "API_VERSION",
+    "KIND",
+    "PLURAL",
+    "SHORT_NAME",
+    "StreamingJob",
+    "StreamingJobSpec",
+    "StreamingJobStatus",
+]
+
+PLURAL = "streamingjobs"
+SINGULAR = "streamingjob"
+SHORT_NAME = "sj"
+
+# Spark memory strings as spark-submit accepts them: 512m, 2g, 1024k, 1t.
+_SPARK_MEMORY = r"^[0-9]+[kmgtKMGT]?$"
+_K8S_NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+_ENV_NAME = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
+
+
+def _free_form(description: str) -> Any:
+    """A Kubernetes object the operator passes through unchanged (kept unknown fields)."""
+    return Field(
+        default_factory=dict,
+        description=description,
+        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
+    )
+
+
+class KafkaCredentialsSpec(SpecModel):
+    """SASL credentials for the source (and a kafka sink), read from a Secret in the job's
+    namespace. The values reach the driver and executors only as environment variables
+    (KAFKA_SASL_USERNAME, KAFKA_SASL_PASSWORD) through secretKeyRef; they never appear in
+    the job ConfigMap, the status or the logs."""
+
+    secret_name: str = Field(
+        min_length=1,
+        max_length=253,
+        pattern=_K8S_NAME,
+        description="Name of the Secret in the job's namespace that holds the credentials.",
+    )
+    username_key: str = Field(
+        default="username",
+        min_length=1,
+        description="Key of the SASL user name in the Secret.",
+    )
+    password_key: str = Field(
+        default="password",
+        min_length=1,
+        description="Key of the SASL password in the Secret.",
+    )
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = Field(
+        default="PLAIN", description="SASL mechanism (sasl.mechanism)."
+    )
+    security_protocol: Literal["SASL_PLAINTEXT", "SASL_SSL"] = Field(
+        default="SASL_SSL", description="Kafka security protocol (security.protocol)."
+    )
+
+
+class CheckpointPolicySpec(CheckpointSpec):
+    """Where the job's state lives and how the operator treats it. Each deployment epoch gets
+    <location>/<namespace>/<name>/epoch-<n>; an automatic restart reuses the epoch's
+    directory (restore), a redeploy gets a new, empty one (fresh start)."""
+
+    max_checkpoint_age_seconds: int | None = Field(
+        default=None,
+        ge=1,
+        description="Refuse to restore a checkpoint whose last known batch is older than "
+        "this many seconds (the job goes to phase Failed with a message). Unset: any age. "
+        "Set force to restore anyway, or bump redeployNonce to start fresh instead.",
+    )
+    force: bool = Field(
+        default=False,
+        description="Restore even when the checkpoint is older than maxCheckpointAgeSeconds.",
+    )
+    delete_on_job_deletion: bool = Field(
+        default=False,
+        description="When the StreamingJob is deleted, also delete its checkpoint data. "
+        "Supported for file:// locations on a PVC listed in volumes (a short-lived cleanup "
+        "Job removes <location>/<namespace>/<name>); for remote stores (s3a://, gs://, ...) "
+        "the operator keeps the data and emits a CheckpointKept event: use the store's "
+        "lifecycle rules. Default false: checkpoints survive deletion.",
+    )
+
+
+class ResourcesSpec(SpecModel):
+    """CPU and memory of one Spark process (driver or executor)."""
+
+    cores: int = Field(default=1, ge=1, le=256, description="CPU cores (pod request).")
+    memory: str = Field(
+        default="1g",
+        pattern=_SPARK_MEMORY,
+        description="JVM heap as Spark writes it (512m, 2g).",
+    )
+    memory_overhead: str = Field(
+        default="512m",
+        pattern=_SPARK_MEMORY,
+        description="Off-heap memory added to the heap for the pod's memory request and "
+        "limit (Python workers, native buffers).",
+    )
+    cpu_limit: str | None = Field(
+        default=None,
+        pattern=r"^[0-9]+(\.[0-9]+)?m?$",
+        description="Optional CPU limit (Kubernetes quantity). Unset: no CPU limit.",
+    )
+
+
+class ExecutorSpec(ResourcesSpec):
+    """The executors: pods created by the driver, owned by the driver pod."""
+
+    instances: int = Field(default=1, ge=1, le=1000, description="Number of executors.")
+
+
+class TolerationSpec(SpecModel):
+    """A Kubernetes toleration for the driver and executor pods."""
+
+    key: str | None = Field(default=None, description="Taint key; unset matches all keys.")
+    operator: Literal["Exists", "Equal"] = Field(default="Equal", description="Exists or Equal.")
+    value: str | None = Field(default=None, description="Taint value for operator Equal.")
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = Field(
+        default=None, description="Taint effect; unset matches all effects."
+    )
+    toleration_seconds: int | None = Field(
+        default=None, description="How long a NoExecute taint is tolerated."
+    )
+
+
+class BackoffSpec(SpecModel):
+    """Exponential backoff between automatic restarts: base * 2^(consecutive failures - 1),
+    capped."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "(has(self.capSeconds) ? self.capSeconds : 300.0) >= "
+                    "(has(self.baseSeconds) ? self.baseSeconds : 10.0)",
+                    "message": "capSeconds must be >= baseSeconds",
+                }
+            ]
+        }
+    )
+
+    base_seconds: float = Field(
+        default=10, ge=0, description="Delay before the first automatic restart (seconds)."
+    )
+    cap_seconds: float = Field(default=300, ge=0, description="Upper bound of the delay (seconds).")
+
+    @model_validator(mode="after")
+    def _check(self) -> BackoffSpec:
+        if self.cap_seconds < self.base_seconds:
+            raise ValueError("capSeconds must be >= baseSeconds")
+        return self
+
+
+class RestartPolicySpec(SpecModel):
+    """When the operator relaunches a driver that stopped. A relaunch reuses the epoch's
+    checkpoint location, so Spark restores from the last complete batch."""
+
+    type: Literal["Always", "OnFailure", "Never"] = Field(
+        default="Always",
+        description="Always: relaunch after every driver termination. OnFailure: the same, "
+        "except that a clean exit of an availableNow job completes it. (A continuous job "
+        "that exits 0 has failed: a stream does not stop on its own.) Never: no automatic "
+        "relaunch; the job goes to phase Failed (or Completed).",
+    )
+    max_restarts: int = Field(
+        default=10,
+        ge=0,
+        description="Automatic restarts allowed within windowSeconds; one more failure "
+        "moves the job to phase Failed until restartNonce or redeployNonce is bumped.",
+    )
+    window_seconds: int = Field(
+        default=3600, ge=1, description="The window (seconds) that maxRestarts counts in."
+    )
+    backoff: BackoffSpec = Field(
+        default_factory=BackoffSpec, description="Delay between automatic restarts."
+    )
+    stable_run_seconds: int = Field(
+        default=600,
+        ge=1,
+        description="A driver that runs this long resets the consecutive-failure count "
+        "(backoff starts again at baseSeconds) and the window's restart count.",
+    )
+
+
+class PodTemplateSpec(SpecModel):
+    """Escape hatch: merged into the driver pod and the executor pod template. The operator's
+    own fields (names, labels it sets, the main container's command, ports and the restart
+    policy) win over the template."""
+
+    metadata: dict[str, Any] = _free_form("Labels and annotations added to the pods.")
+    spec: dict[str, Any] = _free_form(
+        "A partial PodSpec (affinity, priorityClassName, sidecars, securityContext, ...)."
+    )
+
+
+class StreamingJobSpec(SpecModel):
+    """The desired state of one Spark Structured Streaming job that reads Kafka."""
+
+    image: str = Field(
+        min_length=1,
+        description="Container image of the driver and executors; it contains Spark and the "
+        "project's runner at /opt/streamingjob/run_job.py. A change redeploys (new epoch, "
+        "fresh start) under upgradeMode stateless.",
+    )
+    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = Field(
+        default="IfNotPresent", description="Pull policy of the driver and executor images."
+    )
+    job: JobSpec = Field(description="What the job does: source, optional transform, sink.")
+    checkpoint: CheckpointPolicySpec = Field(
+        description="Where the job's state lives and how it is restored."
+    )
+    spark_conf: dict[str, str] = Field(
+        default_factory=dict,
+        description="Extra Spark configuration. Keys the operator uses for fencing and "
+        "placement (spark.master, spark.kubernetes.*pod.name, spark.driver.host/port, "
+        "spark.kubernetes.namespace, executor labels, ...) cannot be overridden.",
+    )
+    kafka_credentials: KafkaCredentialsSpec | None = Field(
+        default=None,
+        description="SASL credentials by Secret reference. Unset: no authentication.",
+    )
+    upgrade_mode: Literal["stateless", "last-state"] = Field(
+        default="stateless",
+        description="stateless: a change to the job (image, job, sparkConf) redeploys into "
+        "a new epoch with an empty checkpoint, starting from the group's committed offsets. "
+        "last-state: such a change relaunches in the same epoch and restores the checkpoint.",
+    )
+    restart_nonce: int = Field(
+        default=0,
+        description="Change (e.g. increment) to restart the driver in the same epoch: it "
+        "restores from the checkpoint. Also resumes a Failed job.",
+    )
+    redeploy_nonce: int = Field(
+        default=0,
+        description="Change to redeploy into a new epoch with a new, empty checkpoint: the "
+        "source starts from the group's committed offsets. Also resumes a Failed job.",
+    )
+    suspend: bool = Field(
+        default=False,
+        description="true deletes the driver and its executors and keeps the epoch and the "
+        "checkpoint. Back to false: stateless jobs redeploy (new epoch), last-state jobs "
+        "restore.",
+    )
+    restart_policy: RestartPolicySpec = Field(
+        default_factory=RestartPolicySpec, description="Automatic restarts."
+    )
+    driver: ResourcesSpec = Field(
+        default_factory=ResourcesSpec, description="Resources of the driver pod."
+    )
+    executor: ExecutorSpec = Field(
+        default_factory=ExecutorSpec, description="Number and resources of the executors."
+    )
+    env: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="Extra environment variables (Kubernetes EnvVar) of the driver and "
+        "executors. Put secrets in a Secret and use valueFrom.secretKeyRef.",
+        json_schema_extra={"items": {"x-kubernetes-preserve-unknown-fields": True}},
+    )
+    volumes: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="Extra volumes (Kubernetes Volume) of the driver and executors, e.g. the "
+        "PVC that holds file:// checkpoints.",
+        json_schema_extra={"items": {"x-kubernetes-preserve-unknown-fields": True}},
+    )
+    volume_mounts: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="Mounts (Kubernetes VolumeMount) of the volumes in the Spark containers.",
+        json_schema_extra={"items": {"x-kubernetes-preserve-unknown-fields": True}},
+    )
+    tolerations: list[TolerationSpec] = Field(
+        default_factory=list, description="Tolerations of the driver and executor pods."
+    )
+    node_selector: dict[str, str] = Field(
+        default_factory=dict, description="Node selector of the driver and executor pods."
+    )
+    service_account_name: str | None = Field(
+        default=None,
+        pattern=_K8S_NAME,
+        description="Service account of the driver. Unset: the operator creates "
+        "<job>-driver with a Role that manages only the job's executors and its report "
+        "ConfigMap. A named account must grant the same rights itself.",
+    )
+    pod_template: PodTemplateSpec = Field(
+        default_factory=PodTemplateSpec,
+        description="Escape hatch merged into the driver and executor pods.",
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> StreamingJobSpec:
+        mount_volumes = {m.get("name") for m in self.volume_mounts}
+        volume_names = {v.get("name") for v in self.volumes}
+        missing = sorted(str(n) for n in mount_volumes - volume_names)
+        if missing:
+            raise ValueError(f"volumeMounts name volumes that are not in volumes: {missing}")
+        return self
+
+
+# --- status -----------------------------------------------------------------------------
+
+
+class StatusModel(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+
+class Condition(StatusModel):
+    """A condition in the Kubernetes style."""
+
+    type: str = Field(description="Ready, Progressing or Degraded.")
+    status: Literal["True", "False", "Unknown"] = Field(description="True, False, Unknown.")
+    reason: str = Field(default="", description="One word, CamelCase.")
+    message: str = Field(default="", description="Human-readable detail.")
+    last_transition_time: str = Field(default="", description="When status last changed.")
+    observed_generation: int = Field(
+        default=0, description="metadata.generation the condition was computed for."
+    )
+
+
+class HistoryEntry(StatusModel):
+    """One transition of the job (bounded list, newest last)."""
+
+    time: str = Field(description="When it happened (RFC 3339).")
+    reason: str = Field(description="Event reason from the fixed vocabulary.")
+    message: str = Field(default="", description="What happened.")
+    epoch: int = Field(default=0, description="Deployment epoch at that time.")
+    attempt: int = Field(default=0, description="Attempt within the epoch at that time.")
+
+
+class StreamingJobStatus(StatusModel):
+    """Observed state of the job. The launch fields are written before the driver pod is
+    created (a write-ahead log), so a restarted operator knows what it was doing."""
+
+    phase: str = Field(
+        default="Pending",
+        description="Pending, Launching, Running, Restarting (backing off), Stopping, "
+        "Suspended, Failed, Completed or Invalid.",
+    )
+    message: str = Field(default="", description="Why the job is in this phase.")
+    observed_generation: int = Field(default=0, description="Last reconciled generation.")
+    conditions: list[Condition] = Field(
+        default_factory=list,
+        description="Ready, Progressing, Degraded.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+    )
+    epoch: int = Field(default=0, description="Deployment epoch (a new one = fresh start).")
+    attempt: int = Field(default=0, description="Attempt within the epoch (restores).")
+    driver_pod: str = Field(default="", description="Name of the current driver pod.")
+    checkpoint_location: str = Field(default="", description="Checkpoint location in use.")
+    launch_state: str = Field(
+        default="",
+        description="Pending: the launch is recorded but the pod may not exist yet. "
+        "Created: the driver pod was created.",
+    )
+    launched_at: str = Field(default="", description="When the current driver was created.")
+    running_since: str = Field(
+        default="", description="When the current driver was first seen running."
+    )
+    unknown_since: str = Field(
+        default="", description="When the current driver was first seen in phase Unknown."
+    )
+    suspended: bool = Field(default=False, description="The job is suspended.")
+    deployed_job_hash: str = Field(
+        default="", description="Hash of the redeploy-class spec fields last deployed."
+    )
+    deployed_pod_hash: str = Field(
+        default="", description="Hash of the restart-class spec fields last deployed."
+    )
+    deployed_checkpoint_base: str = Field(
+        default="", description="spec.checkpoint.location last deployed."
+    )
+    deployed_restart_nonce: int = Field(default=0, description="restartNonce last acted on.")
+    deployed_redeploy_nonce: int = Field(default=0, description="redeployNonce last acted on.")
+    restarts: int = Field(default=0, description="Restarts in this epoch and before.")
+    consecutive_failures: int = Field(
+        default=0, description="Failures since the last stable run (drives the backoff)."
+    )
+    recent_failures: list[str] = Field(
+        default_factory=list, description="Times of failures inside the restart window."
+    )
+    last_restart_reason: str = Field(default="", description="Why the last restart happened.")
+    last_restart_time: str = Field(default="", description="When the last restart happened.")
+    next_retry_time: str = Field(
+        default="", description="When the pending relaunch may happen (backoff)."
+    )
+    start_path: str = Field(
+        default="",
+        description="How the current run started: restored (from the checkpoint) or fresh "
+        "(committed offsets / reset strategy), as reported by the driver.",
+    )
+    start_detail: str = Field(
+        default="", description="e.g. restored from batch 41, or per-partition origins."
+    )
+    restored_batch: int | None = Field(default=None, description="Batch the run restored.")
+    latest_batch: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The driver's latest batch: batchId, numInputRows, timestamp.",
+        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
+    )
+    last_progress_time: str = Field(
+        default="", description="Time of the latest batch known (checkpoint age)."
+    )
+    committed_offsets: dict[str, dict[str, int]] = Field(
+        default_factory=dict,
+        description="The consumer group's committed offsets, read by the operator.",
+    )
+    lag: int | None = Field(
+        default=None, description="Sum over partitions of log end offset - committed offset."
+    )
+    offsets_time: str = Field(default="", description="When offsets and lag were read.")
+    history: list[HistoryEntry] = Field(
+        default_factory=list, description="The latest transitions, newest last (bounded)."
+    )
+
+
+class ObjectMeta(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    name: str
+    namespace: str = "default"
+    uid: str = ""
+    generation: int = 0
+    resource_version: str = Field(default="", alias="resourceVersion")
+    deletion_timestamp: str | None = Field(default=None, alias="deletionTimestamp")
+
+
+class StreamingJob(BaseModel):
+    """A whole StreamingJob object as the API server returns it."""
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+    api_version: str = Field(alias="apiVersion")
+    kind: Literal["StreamingJob"]
+    metadata: ObjectMeta
+    spec: StreamingJobSpec
+    status: StreamingJobStatus = Field(default_factory=StreamingJobStatus)
+
+
+class InvalidSpecError(ValueError):
+    """The spec failed validation; the message names each field path."""
+
+
+def parse_spec(spec: dict[str, Any]) -> StreamingJobSpec:
+    """Validates a spec; the error names every bad field as spec.<path>."""
+    try:
+        return StreamingJobSpec.model_validate(spec)
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            path = ".".join(["spec", *(str(part) for part in error["loc"])])
+            problems.append(f"{path}: {error['msg']}")
+        raise InvalidSpecError("; ".join(problems)) from None
+
+
+def parse_status(status: dict[str, Any] | None) -> StreamingJobStatus:
+    """Status is ours, but tolerate anything (older operator versions, hand edits)."""
+    try:
+        return StreamingJobStatus.model_validate(status or {})
+    except ValidationError:
+        return StreamingJobStatus()

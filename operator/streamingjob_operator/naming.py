@@ -1,0 +1,72 @@
+"""Deterministic names and labels of a job's children.
+
+Driver pods are named `<job>-e<epoch>-a<attempt>-driver`, so a relaunch in the same attempt can
+only ever produce the same name (the API server refuses a second create). Names longer than a
+DNS label are shortened with a hash of the full job name, keeping them unique.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from .models import API_GROUP
+
+MAX_LABEL = 63
+
+LABEL_JOB = f"{API_GROUP}/job"
+LABEL_EPOCH = f"{API_GROUP}/epoch"
+LABEL_ATTEMPT = f"{API_GROUP}/attempt"
+LABEL_DRIVER = f"{API_GROUP}/driver-pod"
+LABEL_ROLE = "spark-role"  # Spark's own label: driver | executor
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+MANAGED_BY = "streamingjob-operator"
+
+FINALIZER = f"{API_GROUP}/finalizer"
+
+
+def _fit(base: str, suffix: str, limit: int = MAX_LABEL) -> str:
+    """`base + suffix`, with base cut and hashed when the result would exceed `limit`."""
+    if len(base) + len(suffix) <= limit:
+        return base + suffix
+    digest = hashlib.sha256(base.encode()).hexdigest()[:8]
+    keep = limit - len(suffix) - len(digest) - 1
+    return f"{base[:keep].rstrip('-.')}-{digest}{suffix}"
+
+
+def driver_pod_name(job: str, epoch: int, attempt: int) -> str:
+    return _fit(job, f"-e{epoch}-a{attempt}-driver")
+
+
+def service_name(job: str) -> str:
+    # A Service name is a DNS-1035 label: it must start with a letter.
+    name = _fit(job, "-driver")
+    return name if name[0].isalpha() else _fit("j" + job, "-driver")
+
+
+def job_configmap_name(job: str) -> str:
+    return _fit(job, "-job", 253)
+
+
+def report_configmap_name(job: str) -> str:
+    return _fit(job, "-report", 253)
+
+
+def driver_account_name(job: str) -> str:
+    return _fit(job, "-driver", 253)
+
+
+def cleanup_job_name(job: str) -> str:
+    return _fit(job, "-ckpt-cleanup")
+
+
+def label_value(value: str) -> str:
+    """A label value (≤ 63 chars); long job names are hashed like resource names."""
+    return _fit(value, "")
+
+
+def job_selector(job: str) -> dict[str, str]:
+    return {LABEL_JOB: label_value(job)}
+
+
+def selector_string(labels: dict[str, str]) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))

@@ -1,0 +1,158 @@
+"""What the operator observed about one job, as plain values (input of the pure decision).
+
+`pod_info` and `parse_report` turn raw API objects into these values; they make no API calls.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from .errors import InvalidJobError
+from .naming import LABEL_ATTEMPT, LABEL_DRIVER, LABEL_EPOCH, LABEL_ROLE
+
+
+def iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_time(value: Any) -> datetime | None:
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    if not value or not isinstance(value, str):
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class Termination:
+    exit_code: int
+    reason: str = ""
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class PodInfo:
+    """One pod of the job: a driver (ours) or an executor (created by a driver)."""
+
+    name: str
+    role: str  # "driver" | "executor"
+    phase: str = "Pending"  # Pending | Running | Succeeded | Failed | Unknown
+    epoch: int | None = None
+    attempt: int | None = None
+    driver_pod: str = ""  # executors: the driver that owns them
+    termination: Termination | None = None
+    reason: str = ""  # pod.status.reason, e.g. Evicted
+    deleting_since: datetime | None = None
+    ready_unknown_since: datetime | None = None  # node lost: Ready=Unknown since
+
+
+@dataclass(frozen=True)
+class Report:
+    """The runner's report (`<job>-report` ConfigMap, key report.json)."""
+
+    epoch: int
+    attempt: int
+    start_path: str = ""
+    restored_batch: int | None = None
+    start_detail: str = ""
+    latest_batch: dict[str, Any] = field(default_factory=dict)
+    last_progress_time: str = ""
+
+
+@dataclass(frozen=True)
+class Observed:
+    now: datetime
+    pods: tuple[PodInfo, ...] = ()
+    report: Report | None = None
+    invalid: InvalidJobError | None = None
+
+
+def pod_info(pod: dict[str, Any]) -> PodInfo:
+    meta = pod.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    status = pod.get("status") or {}
+
+    def _int(value: Any) -> int | None:
+        try:
+            return int(value)
+        except (TypeError, ValueError):
+            return None
+
+    termination = None
+    for cs in status.get("containerStatuses") or []:
+        if cs.get("name") not in ("driver", "spark-kubernetes-driver", "executor"):
+            continue
+        term = (cs.get("state") or {}).get("terminated")
+        if term:
+            termination = Termination(
+                exit_code=int(term.get("exitCode", 0)),
+                reason=term.get("reason") or "",
+                message=(term.get("message") or "")[:200],
+            )
+    ready_unknown = None
+    for cond in status.get("conditions") or []:
+        if cond.get("type") == "Ready" and cond.get("status") == "Unknown":
+            ready_unknown = parse_time(cond.get("lastTransitionTime"))
+    return PodInfo(
+        name=meta.get("name", ""),
+        role=labels.get(LABEL_ROLE, "driver"),
+        phase=status.get("phase") or "Pending",
+        epoch=_int(labels.get(LABEL_EPOCH)),
+        attempt=_int(labels.get(LABEL_ATTEMPT)),
+        driver_pod=labels.get(LABEL_DRIVER, ""),
+        termination=termination,
+        reason=status.get("reason") or "",
+        deleting_since=parse_time(meta.get("deletionTimestamp")),
+        ready_unknown_since=ready_unknown,
+    )
+
+
+def _describe_start(data: dict[str, Any]) -> str:
+    if data.get("startPath") == "restored":
+        batch = data.get("restoredBatch")
+        return f"restored from checkpoint batch {batch}" if batch is not None else "restored"
+    origins: dict[str, list[str]] = {}
+    for topic, partitions in sorted((data.get("startOffsets") or {}).items()):
+        for partition, entry in sorted(partitions.items(), key=lambda kv: str(kv[0])):
+            origin = entry.get("from", "?") if isinstance(entry, dict) else "?"
+            origins.setdefault(origin, []).append(f"{topic}-{partition}")
+    if not origins:
+        return "fresh"
+    parts = []
+    for origin, tps in sorted(origins.items()):
+        shown = ", ".join(tps[:8]) + (f" (+{len(tps) - 8})" if len(tps) > 8 else "")
+        parts.append(f"{origin} for {shown}")
+    return "fresh: " + "; ".join(parts)
+
+
+def parse_report(configmap: dict[str, Any] | None) -> Report | None:
+    """The report, or None when absent or malformed (a driver may write garbage)."""
+    if not configmap:
+        return None
+    raw = (configmap.get("data") or {}).get("report.json")
+    if not raw:
+        return None
+    try:
+        data = json.loads(raw)
+        epoch, attempt = int(data["epoch"]), int(data["attempt"])
+    except (ValueError, KeyError, TypeError):
+        return None
+    latest = data.get("latestBatch") or {}
+    latest_view = {k: latest[k] for k in ("batchId", "numInputRows", "timestamp") if k in latest}
+    restored = data.get("restoredBatch")
+    return Report(
+        epoch=epoch,
+        attempt=attempt,
+        start_path=str(data.get("startPath") or ""),
+        restored_batch=restored if isinstance(restored, int) else None,
+        start_detail=_describe_start(data),
+        latest_batch=latest_view,
+        last_progress_time=str(latest.get("timestamp") or ""),
+    )

@@ -1,0 +1,68 @@
+"""Operator settings, typed and read from STREAMINGJOB_* environment variables.
+
+| variable | default | meaning |
+|---|---|---|
+| STREAMINGJOB_NAMESPACES | (all) | comma-separated namespaces to watch; empty = cluster-wide |
+| STREAMINGJOB_LOG_LEVEL | INFO | log level of the operator |
+| STREAMINGJOB_RESYNC_SECONDS | 30 | re-observe every job at least this often |
+| STREAMINGJOB_FENCING_POLL_SECONDS | 2 | re-check while old pods terminate |
+| STREAMINGJOB_NODE_LOST_GRACE_SECONDS | 120 | driver Unknown or stuck terminating: lost after |
+| STREAMINGJOB_KAFKA_TIMEOUT_SECONDS | 5 | timeout of each Kafka admin request |
+| STREAMINGJOB_KAFKA_POLL_SECONDS | 30 | how often committed offsets and lag are read |
+| STREAMINGJOB_KAFKA_WORKERS | 4 | threads that talk to Kafka (never the event loop) |
+| STREAMINGJOB_API_TIMEOUT_SECONDS | 30 | timeout of each Kubernetes API request |
+| STREAMINGJOB_WATCH_SERVER_TIMEOUT_SECONDS | 300 | kopf watch server timeout |
+| STREAMINGJOB_WORKERS | 16 | threads that run reconciles (blocking API calls) |
+| STREAMINGJOB_HISTORY_LIMIT | 20 | transitions kept in status.history |
+| STREAMINGJOB_METRICS_PORT | 9090 | Prometheus metrics port (0 = off) |
+| STREAMINGJOB_HEALTH_PORT | 8080 | liveness endpoint port /healthz (0 = off) |
+| STREAMINGJOB_DRIVER_ENTRYPOINT | /opt/streamingjob/run_job.py | runner path in the image |
+| STREAMINGJOB_SPARK_SUBMIT | /opt/spark/bin/spark-submit | spark-submit path in the image |
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+PREFIX = "STREAMINGJOB_"
+
+
+class OperatorSettings(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    namespaces: tuple[str, ...] = Field(default=(), description="Watched namespaces.")
+    log_level: str = "INFO"
+    resync_seconds: float = Field(default=30.0, gt=0)
+    fencing_poll_seconds: float = Field(default=2.0, gt=0)
+    node_lost_grace_seconds: float = Field(default=120.0, ge=0)
+    kafka_timeout_seconds: float = Field(default=5.0, gt=0)
+    kafka_poll_seconds: float = Field(default=30.0, gt=0)
+    kafka_workers: int = Field(default=4, ge=1)
+    api_timeout_seconds: float = Field(default=30.0, gt=0)
+    watch_server_timeout_seconds: int = Field(default=300, gt=0)
+    workers: int = Field(default=16, ge=1)
+    history_limit: int = Field(default=20, ge=1)
+    metrics_port: int = Field(default=9090, ge=0)
+    health_port: int = Field(default=8080, ge=0)
+    driver_entrypoint: str = "/opt/streamingjob/run_job.py"
+    spark_submit: str = "/opt/spark/bin/spark-submit"
+
+    @field_validator("namespaces", mode="before")
+    @classmethod
+    def _split(cls, value: object) -> object:
+        if isinstance(value, str):
+            return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> OperatorSettings:
+        env = os.environ if env is None else env
+        values = {
+            name: env[PREFIX + name.upper()]
+            for name in cls.model_fields
+            if PREFIX + name.upper() in env
+        }
+        return cls.model_validate(values)

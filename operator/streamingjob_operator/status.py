@@ -1,0 +1,104 @@
+"""Status as an API: conditions derived from the phase, offsets and lag, the patch body."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from .models import Condition, StreamingJobStatus
+from .observed import iso
+
+PROGRESSING_PHASES = ("Pending", "Launching", "Restarting", "Stopping")
+
+
+@dataclass(frozen=True)
+class KafkaView:
+    """The operator's own reading of the consumer group (None fields: not read yet)."""
+
+    committed: dict[str, dict[str, int]] | None = None
+    end: dict[str, dict[str, int]] | None = None
+    read_at: datetime | None = None
+    problem: str | None = None  # "<field>: <message>"
+
+
+def compute_lag(committed: dict[str, dict[str, int]], end: dict[str, dict[str, int]]) -> int:
+    """Sum of end - committed per partition; a partition without a commit counts whole."""
+    total = 0
+    for topic, partitions in end.items():
+        for partition, end_offset in partitions.items():
+            done = committed.get(topic, {}).get(partition)
+            total += max(end_offset - (done if done is not None and done >= 0 else 0), 0)
+    return total
+
+
+def apply_kafka(st: StreamingJobStatus, kafka: KafkaView | None) -> None:
+    if kafka is None or kafka.read_at is None or kafka.committed is None:
+        return
+    st.committed_offsets = kafka.committed
+    if kafka.end is not None:
+        st.lag = compute_lag(kafka.committed, kafka.end)
+    st.offsets_time = iso(kafka.read_at)
+
+
+def _condition(
+    previous: dict[str, Condition],
+    kind: str,
+    ok: bool,
+    reason: str,
+    message: str,
+    generation: int,
+    now: datetime,
+) -> Condition:
+    value = "True" if ok else "False"
+    old = previous.get(kind)
+    changed = old is None or old.status != value
+    return Condition(
+        type=kind,
+        status=value,
+        reason=reason,
+        message=message,
+        last_transition_time=iso(now) if changed else old.last_transition_time,
+        observed_generation=generation,
+    )
+
+
+def set_conditions(
+    st: StreamingJobStatus, generation: int, now: datetime, kafka: KafkaView | None = None
+) -> None:
+    prev = {c.type: c for c in st.conditions}
+    phase = st.phase
+    ready = phase == "Running"
+    progressing = phase in PROGRESSING_PHASES
+    if phase == "Invalid":
+        degraded, d_reason = True, "InvalidSpec"
+    elif phase == "Failed":
+        degraded, d_reason = True, st.history[-1].reason if st.history else "Failed"
+    elif kafka is not None and kafka.problem:
+        degraded, d_reason = True, "KafkaUnavailable"
+    elif st.consecutive_failures:
+        degraded, d_reason = True, st.last_restart_reason or "DriverFailed"
+    else:
+        degraded, d_reason = False, "AsExpected"
+    if degraded and d_reason == "KafkaUnavailable" and kafka is not None:
+        d_message = kafka.problem or ""
+    elif degraded and phase not in ("Invalid", "Failed"):
+        d_message = f"{st.consecutive_failures} consecutive failure(s), last: " + (
+            st.last_restart_reason or "?"
+        )
+    else:
+        d_message = st.message if degraded else ""
+    st.conditions = [
+        _condition(prev, "Ready", ready, phase, st.message if ready else "", generation, now),
+        _condition(prev, "Progressing", progressing, phase, st.message, generation, now),
+        _condition(prev, "Degraded", degraded, d_reason, d_message, generation, now),
+    ]
+    st.observed_generation = generation
+
+
+def status_body(st: StreamingJobStatus) -> dict[str, Any]:
+    """The whole status as a merge-patch body: every list/map is ours and replaced whole."""
+    body = st.model_dump(mode="json", by_alias=True)
+    if body.get("restoredBatch") is None:
+        body["restoredBatch"] = None  # explicit null clears it in a merge patch
+    return body

@@ -1,0 +1,222 @@
+"""Helpers for the operator's API-server tests: install the CRD, run the operator, play the
+kubelet (pod phases and exit codes), and poll with deadlines instead of sleeping."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import kopf.testing
+import yaml
+from kubernetes import client, config
+
+from streamingjob_operator.models import API_GROUP, API_VERSION, PLURAL
+
+REPO = Path(__file__).resolve().parents[3]
+CRD_FILE = REPO / "crds" / "streamingjob.yaml"
+T = TypeVar("T")
+
+# Fast loops for tests: the same code paths, shorter waits.
+OPERATOR_ENV = {
+    "STREAMINGJOB_RESYNC_SECONDS": "1",
+    "STREAMINGJOB_FENCING_POLL_SECONDS": "0.2",
+    "STREAMINGJOB_NODE_LOST_GRACE_SECONDS": "2",
+    "STREAMINGJOB_KAFKA_TIMEOUT_SECONDS": "2",
+    "STREAMINGJOB_KAFKA_POLL_SECONDS": "1",
+    "STREAMINGJOB_METRICS_PORT": "0",
+    "STREAMINGJOB_WORKERS": "8",
+    "STREAMINGJOB_LOG_LEVEL": "INFO",
+}
+
+
+def wait_for(
+    fn: Callable[[], T], timeout: float = 30.0, what: str = "condition", interval: float = 0.1
+) -> T:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = fn()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last value: {last!r}")
+
+
+class Kube:
+    def __init__(self, kubeconfig: Path) -> None:
+        cfg = client.Configuration()
+        config.load_kube_config(config_file=str(kubeconfig), client_configuration=cfg)
+        self.api_client = client.ApiClient(cfg)
+        self.core = client.CoreV1Api(self.api_client)
+        self.custom = client.CustomObjectsApi(self.api_client)
+        self.rbac = client.RbacAuthorizationV1Api(self.api_client)
+        self.ext = client.ApiextensionsV1Api(self.api_client)
+
+    def install_crd(self) -> None:
+        crd = yaml.safe_load(CRD_FILE.read_text())
+        try:
+            self.ext.create_custom_resource_definition(crd)
+        except client.ApiException as exc:
+            if exc.status != 409:
+                raise
+
+        def established() -> bool:
+            obj = self.ext.read_custom_resource_definition(crd["metadata"]["name"])
+            return any(
+                c.type == "Established" and c.status == "True"
+                for c in (obj.status.conditions or [])
+            )
+
+        wait_for(established, 30, "CRD established")
+        # discovery of the new resource can lag a moment behind Established
+        wait_for(lambda: self._list_ok(), 30, "CRD served")
+
+    def _list_ok(self) -> bool:
+        try:
+            self.custom.list_cluster_custom_object(API_GROUP, API_VERSION, PLURAL)
+            return True
+        except client.ApiException:
+            return False
+
+    def namespace(self) -> str:
+        name = f"t-{uuid.uuid4().hex[:8]}"
+        self.core.create_namespace({"metadata": {"name": name}})
+        return name
+
+    # --- jobs ---
+    def create_job(self, ns: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+        body = {
+            "apiVersion": f"{API_GROUP}/{API_VERSION}",
+            "kind": "StreamingJob",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": spec,
+        }
+        return self.custom.create_namespaced_custom_object(API_GROUP, API_VERSION, ns, PLURAL, body)
+
+    def job(self, ns: str, name: str) -> dict[str, Any] | None:
+        try:
+            return self.custom.get_namespaced_custom_object(
+                API_GROUP, API_VERSION, ns, PLURAL, name
+            )
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def status(self, ns: str, name: str) -> dict[str, Any]:
+        return (self.job(ns, name) or {}).get("status") or {}
+
+    def patch_spec(self, ns: str, name: str, patch: dict[str, Any]) -> None:
+        self.custom.patch_namespaced_custom_object(
+            API_GROUP, API_VERSION, ns, PLURAL, name, {"spec": patch}
+        )
+
+    def delete_job(self, ns: str, name: str) -> None:
+        self.custom.delete_namespaced_custom_object(API_GROUP, API_VERSION, ns, PLURAL, name)
+
+    # --- pods ---
+    def pods(self, ns: str, role: str | None = None) -> list[client.V1Pod]:
+        selector = f"spark-role={role}" if role else None
+        return self.core.list_namespaced_pod(ns, label_selector=selector).items
+
+    def driver_names(self, ns: str) -> list[str]:
+        return sorted(p.metadata.name for p in self.pods(ns, "driver"))
+
+    def set_running(self, ns: str, pod: str) -> None:
+        self._status(
+            ns,
+            pod,
+            {"phase": "Running", "containerStatuses": [_cs({"running": {"startedAt": _now()}})]},
+        )
+
+    def set_terminated(self, ns: str, pod: str, exit_code: int, reason: str = "Error") -> None:
+        phase = "Succeeded" if exit_code == 0 else "Failed"
+        state = {
+            "terminated": {
+                "exitCode": exit_code,
+                "reason": reason,
+                "startedAt": _now(),
+                "finishedAt": _now(),
+            }
+        }
+        self._status(ns, pod, {"phase": phase, "containerStatuses": [_cs(state)]})
+
+    def set_unknown(self, ns: str, pod: str) -> None:
+        self._status(ns, pod, {"phase": "Unknown"})
+
+    def _status(self, ns: str, pod: str, status: dict[str, Any]) -> None:
+        self.core.patch_namespaced_pod_status(pod, ns, {"status": status})
+
+    def delete_pod(self, ns: str, pod: str) -> None:
+        with contextlib.suppress(client.ApiException):
+            self.core.delete_namespaced_pod(pod, ns, grace_period_seconds=0)
+
+    def events(self, ns: str) -> list[client.CoreV1Event]:
+        return self.core.list_namespaced_event(ns).items
+
+
+def _cs(state: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "name": "driver",
+        "ready": "running" in state,
+        "restartCount": 0,
+        "image": "img",
+        "imageID": "",
+        "state": state,
+    }
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def job_spec(**overrides: Any) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "image": "repo/streamingjob:test",
+        "job": {
+            "source": {
+                "bootstrapServers": "127.0.0.1:1",
+                "subscribe": ["orders"],
+                "groupId": "orders-group",
+            },
+            "sink": {"format": "noop"},
+        },
+        "checkpoint": {"location": "s3a://ckpt/base"},
+        "restartPolicy": {
+            "maxRestarts": 20,
+            "windowSeconds": 600,
+            "backoff": {"baseSeconds": 1, "capSeconds": 2},
+            "stableRunSeconds": 600,
+        },
+    }
+    spec.update(overrides)
+    return spec
+
+
+@contextlib.contextmanager
+def operator_env(kubeconfig: Path, **extra: str) -> Iterator[dict[str, str]]:
+    env = {**OPERATOR_ENV, "KUBECONFIG": str(kubeconfig), **extra}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield env
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+@contextlib.contextmanager
+def running_operator(kubeconfig: Path, **extra: str) -> Iterator[kopf.testing.KopfRunner]:
+    """The operator in-process (kopf.testing.KopfRunner), cluster-wide, standalone."""
+    with operator_env(kubeconfig, **extra):
+        args = ["run", "-m", "streamingjob_operator", "-A", "--standalone"]
+        with kopf.testing.KopfRunner(args, timeout=60) as runner:
+            yield runner

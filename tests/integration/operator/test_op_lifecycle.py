@@ -1,0 +1,244 @@
+"""The operator against a real kube-apiserver + etcd; the tests play the kubelet."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from kubernetes import client
+
+from tests.integration.operator.kube_helpers import Kube, job_spec, wait_for
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+
+
+def _annotation(pod: client.V1Pod) -> str:
+    return pod.metadata.annotations["sparkkafka.dev/checkpoint-location"]
+
+
+def _driver(kube: Kube, ns: str, name: str, timeout: float = 30) -> client.V1Pod:
+    return wait_for(
+        lambda: next((p for p in kube.pods(ns, "driver") if p.metadata.name == name), None),
+        timeout,
+        f"driver pod {name}",
+    )
+
+
+def _only_driver(kube: Kube, ns: str, name: str, timeout: float = 30) -> client.V1Pod:
+    """Waits until `name` is the one and only driver pod of the namespace."""
+    wait_for(lambda: kube.driver_names(ns) == [name], timeout, f"{name} as the only driver")
+    return _driver(kube, ns, name)
+
+
+def test_launch_failure_restore_and_children(kube: Kube, ns: str, operator: object):
+    kube.create_job(ns, "orders", job_spec())
+    pod = _only_driver(kube, ns, "orders-e1-a1-driver")
+    loc1 = f"s3a://ckpt/base/{ns}/orders/epoch-1"
+    assert _annotation(pod) == loc1
+    st = wait_for(
+        lambda: (
+            kube.status(ns, "orders").get("launchState") == "Created" and kube.status(ns, "orders")
+        ),
+        20,
+        "status Created",
+    )
+    assert (st["epoch"], st["attempt"], st["checkpointLocation"]) == (1, 1, loc1)
+    # children: service, job + report config maps, driver RBAC; all owned by the job
+    uid = kube.job(ns, "orders")["metadata"]["uid"]
+    svc = kube.core.read_namespaced_service("orders-driver", ns)
+    assert svc.spec.cluster_ip == "None"
+    for cm in ("orders-job", "orders-report"):
+        obj = kube.core.read_namespaced_config_map(cm, ns)
+        assert obj.metadata.owner_references[0].uid == uid
+    role = kube.rbac.read_namespaced_role("orders-driver", ns)
+    assert any(r.resource_names == ["orders-report"] for r in role.rules)
+    kube.core.read_namespaced_service_account("orders-driver", ns)
+    kube.rbac.read_namespaced_role_binding("orders-driver", ns)
+
+    kube.set_running(ns, pod.metadata.name)
+    wait_for(lambda: kube.status(ns, "orders").get("phase") == "Running", 20, "Running")
+
+    # an executor of the first driver (Spark would create it) must go before the relaunch
+    kube.core.create_namespaced_pod(
+        ns,
+        {
+            "metadata": {
+                "name": "orders-e1-a1-driver-exec-1",
+                "labels": {
+                    "sparkkafka.dev/job": "orders",
+                    "spark-role": "executor",
+                    "sparkkafka.dev/driver-pod": "orders-e1-a1-driver",
+                },
+            },
+            "spec": {"containers": [{"name": "executor", "image": "x"}]},
+        },
+    )
+    failed_at = time.monotonic()
+    kube.set_terminated(ns, pod.metadata.name, 1)
+    pod2 = _only_driver(kube, ns, "orders-e1-a2-driver")
+    assert time.monotonic() - failed_at >= 0.9  # backoff base 1s
+    assert _annotation(pod2) == loc1  # same location: restore
+    assert not [p for p in kube.pods(ns, "executor")]
+    st = kube.status(ns, "orders")
+    assert st["restarts"] == 1 and st["lastRestartReason"] == "DriverFailed"
+
+    # OOM kill → attempt 3, same location
+    kube.set_terminated(ns, pod2.metadata.name, 137, "OOMKilled")
+    pod3 = _only_driver(kube, ns, "orders-e1-a3-driver")
+    assert _annotation(pod3) == loc1
+    assert kube.status(ns, "orders")["lastRestartReason"] == "OOMKilled"
+
+    # deleted by someone else → attempt 4
+    kube.delete_pod(ns, pod3.metadata.name)
+    _only_driver(kube, ns, "orders-e1-a4-driver")
+    st = kube.status(ns, "orders")
+    assert st["lastRestartReason"] == "DriverDeleted" and st["restarts"] == 3
+
+    # a streaming driver that exits 0 has failed too
+    kube.set_terminated(ns, "orders-e1-a4-driver", 0, "Completed")
+    _only_driver(kube, ns, "orders-e1-a5-driver")
+    assert kube.status(ns, "orders")["lastRestartReason"] == "DriverExited"
+    reasons = {e.reason for e in kube.events(ns)}
+    assert {"Launching", "Launched", "DriverFailed", "BackOff"} <= reasons
+
+
+def test_spec_change_and_nonces(kube: Kube, ns: str, operator: object):
+    kube.create_job(ns, "clicks", job_spec())
+    _only_driver(kube, ns, "clicks-e1-a1-driver")
+    # a job change under upgradeMode stateless → new epoch, new location
+    kube.patch_spec(ns, "clicks", {"job": {"sink": {"format": "console"}}})
+    pod = _only_driver(kube, ns, "clicks-e2-a1-driver")
+    assert _annotation(pod) == f"s3a://ckpt/base/{ns}/clicks/epoch-2"
+    # redeployNonce → new epoch
+    kube.patch_spec(ns, "clicks", {"redeployNonce": 1})
+    _only_driver(kube, ns, "clicks-e3-a1-driver")
+    # restartNonce → same epoch, next attempt, same location
+    kube.patch_spec(ns, "clicks", {"restartNonce": 1})
+    pod = _only_driver(kube, ns, "clicks-e3-a2-driver")
+    assert _annotation(pod) == f"s3a://ckpt/base/{ns}/clicks/epoch-3"
+    # upgradeMode last-state: a job change keeps the epoch
+    kube.patch_spec(ns, "clicks", {"upgradeMode": "last-state"})
+    kube.patch_spec(ns, "clicks", {"image": "repo/streamingjob:v2"})
+    pod = _only_driver(kube, ns, "clicks-e3-a3-driver")
+    assert pod.spec.containers[0].image == "repo/streamingjob:v2"
+    history = [h["reason"] for h in kube.status(ns, "clicks")["history"]]
+    assert history.count("Redeploying") == 2 and history.count("Restarting") == 2
+
+
+def test_suspend_and_resume(kube: Kube, ns: str, operator: object):
+    kube.create_job(ns, "sus", job_spec())
+    _only_driver(kube, ns, "sus-e1-a1-driver")
+    kube.patch_spec(ns, "sus", {"suspend": True})
+    wait_for(lambda: kube.status(ns, "sus").get("phase") == "Suspended", 20, "Suspended")
+    assert kube.driver_names(ns) == []
+    assert kube.status(ns, "sus")["epoch"] == 1
+    kube.patch_spec(ns, "sus", {"suspend": False})
+    _only_driver(kube, ns, "sus-e2-a1-driver")  # stateless resume = new epoch
+
+
+def test_max_restarts_fails_and_nonce_resumes(kube: Kube, ns: str, operator: object):
+    spec = job_spec()
+    spec["restartPolicy"]["maxRestarts"] = 1
+    kube.create_job(ns, "flaky", spec)
+    _only_driver(kube, ns, "flaky-e1-a1-driver")
+    kube.set_terminated(ns, "flaky-e1-a1-driver", 1)
+    _only_driver(kube, ns, "flaky-e1-a2-driver")
+    kube.set_terminated(ns, "flaky-e1-a2-driver", 1)
+    st = wait_for(
+        lambda: kube.status(ns, "flaky").get("phase") == "Failed" and kube.status(ns, "flaky"),
+        20,
+        "Failed",
+    )
+    assert "restartNonce" in st["message"] and "maxRestarts=1" in st["message"]
+    degraded = next(c for c in st["conditions"] if c["type"] == "Degraded")
+    assert degraded["status"] == "True" and degraded["reason"] == "MaxRestartsExceeded"
+    wait_for(lambda: kube.driver_names(ns) == [], 20, "failed driver removed")
+    time.sleep(0)  # no relaunch is checked below after a resync period
+    wait_for(lambda: kube.status(ns, "flaky").get("phase") == "Failed", 5, "still Failed")
+    kube.patch_spec(ns, "flaky", {"restartNonce": 1})
+    _only_driver(kube, ns, "flaky-e1-a3-driver")
+
+
+def test_node_lost_relaunches_after_grace(kube: Kube, ns: str, operator: object):
+    kube.create_job(ns, "lost", job_spec())
+    _only_driver(kube, ns, "lost-e1-a1-driver")
+    kube.set_running(ns, "lost-e1-a1-driver")
+    kube.set_unknown(ns, "lost-e1-a1-driver")
+    _only_driver(kube, ns, "lost-e1-a2-driver", timeout=30)
+    assert kube.status(ns, "lost")["lastRestartReason"] == "NodeLost"
+
+
+def test_deletion_removes_children(kube: Kube, ns: str, operator: object):
+    kube.create_job(ns, "gone", job_spec())
+    _only_driver(kube, ns, "gone-e1-a1-driver")
+    kube.delete_job(ns, "gone")
+    wait_for(lambda: kube.job(ns, "gone") is None, 30, "job deleted (finalizer released)")
+    assert kube.pods(ns) == []
+    assert [
+        c.metadata.name
+        for c in kube.core.list_namespaced_config_map(ns).items
+        if c.metadata.name.startswith("gone")
+    ] == []
+    assert kube.core.list_namespaced_service(ns).items == []
+    assert kube.rbac.list_namespaced_role(ns).items == []
+    assert kube.rbac.list_namespaced_role_binding(ns).items == []
+
+
+def test_unknown_secret_is_degraded_and_does_not_stall_others(
+    kube: Kube, ns: str, operator: object
+):
+    bad = job_spec(kafkaCredentials={"secretName": "missing-creds"})
+    kube.create_job(ns, "bad", bad)
+    kube.create_job(ns, "good", job_spec())
+    _only_driver(kube, ns, "good-e1-a1-driver")
+    st = wait_for(
+        lambda: kube.status(ns, "bad").get("phase") == "Invalid" and kube.status(ns, "bad"),
+        20,
+        "Invalid",
+    )
+    degraded = next(c for c in st["conditions"] if c["type"] == "Degraded")
+    assert degraded["status"] == "True" and degraded["reason"] == "InvalidSpec"
+    assert "spec.kafkaCredentials.secretName" in degraded["message"]
+    wait_for(
+        lambda: any(
+            e.reason == "InvalidSpec" and e.involved_object.name == "bad" for e in kube.events(ns)
+        ),
+        10,
+        "InvalidSpec event",
+    )
+    assert kube.driver_names(ns) == ["good-e1-a1-driver"]
+    # the fix: create the Secret → the job launches on the next resync
+    kube.core.create_namespaced_secret(
+        ns,
+        {"metadata": {"name": "missing-creds"}, "stringData": {"username": "u", "password": "p"}},
+    )
+    pod = _driver(kube, ns, "bad-e1-a1-driver")
+    env = {e.name: e for e in pod.spec.containers[0].env}
+    assert env["KAFKA_SASL_PASSWORD"].value is None
+    assert env["KAFKA_SASL_PASSWORD"].value_from.secret_key_ref.name == "missing-creds"
+    cm = kube.core.read_namespaced_config_map("bad-job", ns)
+    assert "p" not in {v for v in cm.data.values()}  # no secret values in config maps
+
+
+def test_driver_rbac_patches_only_its_report(kube: Kube, ns: str, operator: object, apiserver):
+    kube.create_job(ns, "rbac", job_spec())
+    _only_driver(kube, ns, "rbac-e1-a1-driver")
+    token = kube.core.create_namespaced_service_account_token(
+        "rbac-driver", ns, {"spec": {"expirationSeconds": 600}}
+    ).status.token
+    cfg = client.Configuration()
+    cfg.host = apiserver.url
+    cfg.ssl_ca_cert = str(apiserver.workdir / "certs" / "apiserver.crt")
+    cfg.api_key = {"authorization": f"Bearer {token}"}
+    as_driver = client.CoreV1Api(client.ApiClient(cfg))
+    report = {"data": {"report.json": '{"epoch": 1, "attempt": 1, "startPath": "fresh"}'}}
+    as_driver.patch_namespaced_config_map("rbac-report", ns, report)
+    with pytest.raises(client.ApiException) as denied:
+        as_driver.patch_namespaced_config_map("rbac-job", ns, {"data": {"job.yaml": "x"}})
+    assert denied.value.status == 403
+    with pytest.raises(client.ApiException) as denied:
+        as_driver.list_namespaced_secret(ns)
+    assert denied.value.status == 403
+    as_driver.list_namespaced_pod(ns)  # it manages its executors
+    # the operator shows the report of the current run
+    wait_for(lambda: kube.status(ns, "rbac").get("startPath") == "fresh", 20, "start path")

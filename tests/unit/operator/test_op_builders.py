@@ -1,0 +1,280 @@
+"""Pure builders: golden-ish assertions on the children of one job."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from spark_app.manifest import load_manifest
+from streamingjob_operator.builders import (
+    BLOCK_MANAGER_PORT,
+    DRIVER_PORT,
+    build_cleanup_job,
+    build_driver_pod,
+    build_executor_template,
+    build_job_configmap,
+    build_report_configmap,
+    build_role,
+    build_role_binding,
+    build_service,
+    checkpoint_cleanup_path,
+    merge,
+    spark_confs,
+    spark_memory_mib,
+    validate_spec,
+)
+from streamingjob_operator.naming import (
+    LABEL_ATTEMPT,
+    LABEL_EPOCH,
+    LABEL_JOB,
+    driver_pod_name,
+    service_name,
+)
+from tests.unit.operator.helpers_operator import BASE_SPEC, make_spec
+
+pytestmark = pytest.mark.unit
+
+JOB = {
+    "apiVersion": "sparkkafka.dev/v1alpha1",
+    "kind": "StreamingJob",
+    "metadata": {"name": "orders", "namespace": "team", "uid": "uid-1", "generation": 3},
+    "spec": {
+        **BASE_SPEC,
+        "checkpoint": {"location": "s3a://ckpt/base", "maxCheckpointAgeSeconds": 60},
+        "kafkaCredentials": {"secretName": "kafka-creds"},
+    },
+    "status": {"epoch": 1},
+}
+SPEC = make_spec(
+    kafkaCredentials={"secretName": "kafka-creds"},
+    env=[{"name": "TZ", "value": "UTC"}],
+    volumes=[{"name": "ckpt", "persistentVolumeClaim": {"claimName": "c"}}],
+    volumeMounts=[{"name": "ckpt", "mountPath": "/mnt/ckpt"}],
+    tolerations=[{"key": "spark", "operator": "Exists", "effect": "NoSchedule"}],
+    nodeSelector={"pool": "spark"},
+    driver={"cores": 2, "memory": "2g", "memoryOverhead": "512m"},
+    executor={"instances": 3, "cores": 2, "memory": "4g"},
+)
+POD_NAME = driver_pod_name("orders", 2, 3)
+LOC = "s3a://ckpt/base/team/orders/epoch-2"
+
+
+def pod(spec=SPEC):
+    return build_driver_pod(
+        JOB, spec, driver_pod=POD_NAME, epoch=2, attempt=3, checkpoint_location=LOC
+    )
+
+
+def _owned(obj):
+    (ref,) = obj["metadata"]["ownerReferences"]
+    assert ref == {
+        "apiVersion": "sparkkafka.dev/v1alpha1",
+        "kind": "StreamingJob",
+        "name": "orders",
+        "uid": "uid-1",
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def test_driver_pod_identity_labels_and_owner():
+    p = pod()
+    assert p["metadata"]["name"] == "orders-e2-a3-driver"
+    labels = p["metadata"]["labels"]
+    assert labels[LABEL_JOB] == "orders" and labels["spark-role"] == "driver"
+    assert labels[LABEL_EPOCH] == "2" and labels[LABEL_ATTEMPT] == "3"
+    _owned(p)
+    assert p["spec"]["restartPolicy"] == "Never"
+
+
+def test_driver_runs_spark_submit_client_mode_with_runner_contract():
+    (c,) = pod()["spec"]["containers"]
+    args = c["args"]
+    assert args[:6] == [
+        "--master",
+        "k8s://https://kubernetes.default.svc:443",
+        "--deploy-mode",
+        "client",
+        "--name",
+        "orders",
+    ]
+    tail = args[args.index("/opt/streamingjob/run_job.py") :]
+    assert tail == [
+        "/opt/streamingjob/run_job.py",
+        "--manifest",
+        "/etc/streamingjob/job.yaml",
+        "--epoch",
+        "2",
+        "--attempt",
+        "3",
+        "--checkpoint-location",
+        LOC,
+        "--report-configmap",
+        "orders-report",
+    ]
+    confs = dict(a.split("=", 1) for a in args[1::2] if "=" in a and a.startswith("spark."))
+    assert confs["spark.kubernetes.driver.pod.name"] == POD_NAME
+    assert confs["spark.kubernetes.executor.podNamePrefix"] == POD_NAME
+    assert confs["spark.driver.host"] == f"{service_name('orders')}.team.svc"
+    assert confs["spark.driver.port"] == str(DRIVER_PORT)
+    assert confs["spark.driver.blockManager.port"] == str(BLOCK_MANAGER_PORT)
+    assert confs["spark.driver.bindAddress"] == "0.0.0.0"
+    assert confs["spark.executor.instances"] == "3"
+    assert confs["spark.kubernetes.namespace"] == "team"
+    assert confs["spark.kubernetes.authenticate.executor.serviceAccountName"] == "orders-driver"
+    assert confs[f"spark.kubernetes.executor.label.{LABEL_EPOCH}"] == "2"
+
+
+def test_ports_resources_and_security():
+    p = pod()
+    (c,) = p["spec"]["containers"]
+    assert {port["containerPort"] for port in c["ports"]} == {7078, 7079, 4040}
+    assert c["resources"]["requests"] == {"cpu": "2", "memory": "2560Mi"}
+    assert c["resources"]["limits"] == {"memory": "2560Mi"}
+    assert p["spec"]["securityContext"]["runAsNonRoot"] is True
+    assert p["spec"]["securityContext"]["runAsUser"] == 185
+    assert c["securityContext"]["allowPrivilegeEscalation"] is False
+    assert c["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+
+
+def test_secrets_only_through_secret_key_refs():
+    p = pod()
+    (c,) = p["spec"]["containers"]
+    env = {e["name"]: e for e in c["env"]}
+    assert env["KAFKA_SASL_USERNAME"]["valueFrom"]["secretKeyRef"] == {
+        "name": "kafka-creds",
+        "key": "username",
+    }
+    assert "value" not in env["KAFKA_SASL_PASSWORD"]
+    assert env["KAFKA_SASL_MECHANISM"]["value"] == "PLAIN"
+    assert env["TZ"]["value"] == "UTC"
+    for item in c["env"]:
+        if item["name"] in ("KAFKA_SASL_USERNAME", "KAFKA_SASL_PASSWORD"):
+            assert set(item) == {"name", "valueFrom"}
+
+
+def test_volumes_tolerations_node_selector_and_config_mount():
+    p = pod()
+    names = [v["name"] for v in p["spec"]["volumes"]]
+    assert names == ["streamingjob-config", "ckpt"]
+    (c,) = p["spec"]["containers"]
+    mounts = {m["mountPath"] for m in c["volumeMounts"]}
+    assert mounts == {"/etc/streamingjob", "/mnt/ckpt"}
+    assert p["spec"]["tolerations"] == [
+        {"key": "spark", "operator": "Exists", "effect": "NoSchedule"}
+    ]
+    assert p["spec"]["nodeSelector"] == {"pool": "spark"}
+
+
+def test_pod_template_merges_but_operator_fields_win():
+    spec = make_spec(
+        podTemplate={
+            "metadata": {"labels": {"team": "x", "spark-role": "hijack"}},
+            "spec": {
+                "priorityClassName": "high",
+                "restartPolicy": "Always",
+                "containers": [{"name": "driver", "image": "evil", "stdin": True}],
+            },
+        }
+    )
+    p = pod(spec)
+    assert p["metadata"]["labels"]["team"] == "x"
+    assert p["metadata"]["labels"]["spark-role"] == "driver"
+    assert p["spec"]["priorityClassName"] == "high"
+    assert p["spec"]["restartPolicy"] == "Never"
+    (c,) = p["spec"]["containers"]
+    assert c["image"] == "repo/streamingjob:1" and c["stdin"] is True
+
+
+def test_merge_named_lists():
+    base = {"env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]}
+    ours = {"env": [{"name": "B", "value": "x"}, {"name": "C", "value": "3"}]}
+    assert merge(base, ours)["env"] == [
+        {"name": "A", "value": "1"},
+        {"name": "B", "value": "x"},
+        {"name": "C", "value": "3"},
+    ]
+
+
+def test_job_configmap_holds_a_manifest_the_runner_accepts():
+    cm = build_job_configmap(JOB, SPEC)
+    _owned(cm)
+    manifest = yaml.safe_load(cm["data"]["job.yaml"])
+    assert "status" not in manifest
+    assert manifest["spec"]["checkpoint"] == {"location": "s3a://ckpt/base"}
+    parsed = load_manifest(manifest)
+    assert parsed.metadata.name == "orders"
+    template = yaml.safe_load(cm["data"]["executor-template.yaml"])
+    assert template == build_executor_template(SPEC, "orders")
+    (c,) = template["spec"]["containers"]
+    assert c["name"] == "executor"
+    assert any(e["name"] == "KAFKA_SASL_PASSWORD" and "valueFrom" in e for e in c["env"])
+    assert template["spec"]["volumes"] == [
+        {"name": "ckpt", "persistentVolumeClaim": {"claimName": "c"}}
+    ]
+
+
+def test_service_selects_the_current_driver_headless():
+    svc = build_service(JOB)
+    _owned(svc)
+    assert svc["spec"]["clusterIP"] == "None"
+    assert svc["spec"]["selector"] == {LABEL_JOB: "orders", "spark-role": "driver"}
+    assert {p["port"] for p in svc["spec"]["ports"]} == {7078, 7079, 4040}
+
+
+def test_role_limits_patch_to_the_report_configmap():
+    role = build_role(JOB)
+    _owned(role)
+    patchers = [r for r in role["rules"] if "patch" in r["verbs"]]
+    cm_patch = [r for r in patchers if "configmaps" in r["resources"]]
+    assert cm_patch == [
+        {
+            "apiGroups": [""],
+            "resources": ["configmaps"],
+            "resourceNames": ["orders-report"],
+            "verbs": ["get", "patch", "update"],
+        }
+    ]
+    assert all("secrets" not in r["resources"] for r in role["rules"])
+    binding = build_role_binding(JOB)
+    assert binding["subjects"][0]["name"] == "orders-driver"
+    assert build_report_configmap(JOB)["data"] == {}
+
+
+def test_reserved_spark_confs_are_rejected_by_name():
+    spec = make_spec(sparkConf={"spark.kubernetes.driver.pod.name": "x", "spark.ok": "1"})
+    (problem,) = validate_spec(spec)
+    assert problem.field == "spec.sparkConf['spark.kubernetes.driver.pod.name']"
+    user = make_spec(sparkConf={"spark.sql.shuffle.partitions": "4"})
+    assert spark_confs(JOB, user, POD_NAME, 1, 1)["spark.sql.shuffle.partitions"] == "4"
+
+
+def test_long_names_fit_dns_labels():
+    long = "a" * 100
+    name = driver_pod_name(long, 123, 45)
+    assert len(name) <= 63 and name.endswith("-e123-a45-driver")
+    assert driver_pod_name(long, 1, 1) != driver_pod_name("a" * 99, 1, 1)
+    assert len(service_name(long)) <= 63
+
+
+def test_spark_memory():
+    assert spark_memory_mib("512m") == 512
+    assert spark_memory_mib("2g") == 2048
+    assert spark_memory_mib("1048576k") == 1024
+
+
+def test_checkpoint_cleanup_only_for_mounted_file_paths():
+    spec = make_spec(
+        checkpoint={"location": "file:///mnt/ckpt/jobs"},
+        volumes=[{"name": "ckpt", "persistentVolumeClaim": {"claimName": "c"}}],
+        volumeMounts=[{"name": "ckpt", "mountPath": "/mnt/ckpt"}],
+    )
+    path = checkpoint_cleanup_path(spec, "team", "orders")
+    assert path == "/mnt/ckpt/jobs/team/orders"
+    job = build_cleanup_job(JOB, spec, path, "orders-ckpt-cleanup")
+    assert "ownerReferences" not in job["metadata"]
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    assert container["command"] == ["rm", "-rf", "--", path]
+    assert checkpoint_cleanup_path(make_spec(), "team", "orders") is None
+    unmounted = make_spec(checkpoint={"location": "file:///elsewhere"})
+    assert checkpoint_cleanup_path(unmounted, "team", "orders") is None

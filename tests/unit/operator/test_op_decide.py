@@ -1,0 +1,459 @@
+"""The decision table of docs/operator.md (and architecture.md), row by row."""
+
+from __future__ import annotations
+
+import pytest
+
+from spark_app.manifest import checkpoint_location
+from streamingjob_operator.decide import (
+    FIELD_CLASSES,
+    IGNORE,
+    REDEPLOY,
+    RESTART,
+    SEPARATE,
+    backoff_delay,
+)
+from streamingjob_operator.errors import InvalidJobError
+from streamingjob_operator.models import StreamingJobSpec, StreamingJobStatus
+from streamingjob_operator.observed import PodInfo, Report, iso
+from tests.unit.operator.helpers_operator import (
+    CFG,
+    NAME,
+    NS,
+    T0,
+    driver,
+    executor,
+    exited,
+    later,
+    launched,
+    make_spec,
+    run,
+)
+
+pytestmark = pytest.mark.unit
+
+LOC1 = checkpoint_location("s3a://ckpt/base", NS, NAME, 1)
+LOC2 = checkpoint_location("s3a://ckpt/base", NS, NAME, 2)
+
+
+def test_every_spec_field_is_classified():
+    assert set(FIELD_CLASSES) == set(StreamingJobSpec.model_fields)
+    assert set(FIELD_CLASSES.values()) <= {REDEPLOY, RESTART, IGNORE, SEPARATE}
+
+
+# --- row: none, never launched → launch epoch 1 (fresh) -------------------------------
+
+
+def test_first_launch_records_target_before_launching():
+    spec = make_spec()
+    d = run(spec, StreamingJobStatus())
+    st = d.status
+    assert d.action == "none" and d.requeue_after == 0  # recorded first (write-ahead)
+    assert (st.epoch, st.attempt, st.launch_state) == (1, 1, "Pending")
+    assert st.driver_pod == "orders-e1-a1-driver"
+    assert st.checkpoint_location == LOC1
+    assert st.phase == "Launching"
+    d2 = run(spec, st)
+    assert d2.action == "launch"
+
+
+def test_launch_pending_with_existing_pod_is_adopted_not_recreated():
+    spec = make_spec()
+    st = run(spec, StreamingJobStatus()).status
+    d = run(spec, st, [driver("orders-e1-a1-driver", "Pending")])
+    assert d.action == "none"
+    assert d.status.launch_state == "Created"
+    assert [e.reason for e in d.events] == ["Launched"]
+
+
+# --- row: running, same → nothing --------------------------------------------------------
+
+
+def test_running_driver_same_spec_does_nothing():
+    spec = make_spec()
+    st = launched(spec)
+    d = run(spec, st, [driver(st.driver_pod), executor("x-exec-1", st.driver_pod)], later(5))
+    assert d.action == "none"
+    assert d.status.phase == "Running"
+    assert d.status.epoch == 1 and d.status.attempt == 1
+
+
+# --- rows: driver terminated / deleted / evicted / node lost → restore after backoff ----
+
+
+@pytest.mark.parametrize(
+    ("pod", "reason"),
+    [
+        (exited("orders-e1-a1-driver", 1, "Error"), "DriverFailed"),
+        (exited("orders-e1-a1-driver", 0, "Completed"), "DriverExited"),
+        (exited("orders-e1-a1-driver", 137, "OOMKilled"), "OOMKilled"),
+        (driver("orders-e1-a1-driver", "Failed", reason="Evicted"), "DriverEvicted"),
+        (None, "DriverDeleted"),
+        (driver("orders-e1-a1-driver", "Unknown", ready_unknown_since=T0), "NodeLost"),
+        (driver("orders-e1-a1-driver", "Running", deleting_since=T0), "DriverDeleted"),
+    ],
+)
+def test_driver_gone_relaunches_same_epoch_after_backoff(pod, reason):
+    spec = make_spec()
+    st = launched(spec)
+    pods = [pod] if pod else []
+    now = later(100)
+    d = run(spec, st, pods, now)
+    new = d.status
+    assert d.restart_reason == reason
+    assert (new.epoch, new.attempt) == (1, 2)
+    assert new.checkpoint_location == LOC1  # same location: Spark restores
+    assert new.driver_pod == "orders-e1-a2-driver"
+    assert new.launch_state == "Pending" and new.phase == "Restarting"
+    assert new.next_retry_time == iso(later(110))  # base 10s
+    assert new.restarts == 1 and new.consecutive_failures == 1
+    assert new.last_restart_reason == reason
+    assert {"DriverFailed", "BackOff"} <= {e.reason for e in d.events}
+
+
+def test_backoff_then_fencing_then_launch():
+    spec = make_spec()
+    st = launched(spec)
+    old = exited("orders-e1-a1-driver", 1)
+    ex = executor("orders-e1-a1-driver-exec-1", "orders-e1-a1-driver")
+    st = run(spec, st, [old, ex], later(100)).status
+    # old pods are stale: deleted first, even during backoff
+    d = run(spec, st, [old, ex], later(101))
+    assert d.action == "delete"
+    assert set(d.delete) == {old.name, ex.name}
+    # gone, but backoff not over → wait until nextRetryTime
+    d = run(spec, st, [], later(105))
+    assert d.action == "wait" and d.requeue_after == pytest.approx(5)
+    # backoff over → launch
+    d = run(spec, st, [], later(110))
+    assert d.action == "launch"
+    assert d.status.driver_pod == "orders-e1-a2-driver"
+
+
+def test_node_lost_only_after_grace_period_then_forced():
+    spec = make_spec()
+    st = launched(spec)
+    unknown = driver(st.driver_pod, "Unknown")
+    d = run(spec, st, [unknown], later(10))
+    assert d.action == "none" and d.status.unknown_since == iso(later(10))
+    d = run(spec, d.status, [unknown], later(30))
+    assert d.status.attempt == 1  # still within grace
+    d = run(spec, d.status, [unknown], later(71))
+    assert d.restart_reason == "NodeLost" and d.status.attempt == 2
+    d = run(spec, d.status, [unknown], later(72))
+    assert d.action == "delete" and d.force_delete == (unknown.name,)
+
+
+def test_stuck_terminating_pod_is_force_deleted_after_grace():
+    spec = make_spec()
+    st = launched(spec)
+    stuck = driver(st.driver_pod, "Running", deleting_since=later(1))
+    st = run(spec, st, [stuck], later(2)).status
+    d = run(spec, st, [stuck], later(30))
+    assert d.action == "delete" and d.delete == () and d.force_delete == ()  # waiting
+    d = run(spec, st, [stuck], later(62))
+    assert d.force_delete == (stuck.name,)
+
+
+def test_backoff_is_exponential_with_cap():
+    spec = make_spec()
+    assert [backoff_delay(spec, n) for n in (1, 2, 3, 4, 5, 9)] == [10, 20, 40, 60, 60, 60]
+    assert backoff_delay(spec, 500) == 60
+
+
+def test_consecutive_failures_grow_backoff_and_stable_run_resets():
+    spec = make_spec(restartPolicy__maxRestarts=10)
+    st = launched(spec)
+    now = 0.0
+    delays = []
+    for _ in range(3):
+        now += 1
+        d = run(spec, st, [exited(st.driver_pod, 1)], later(now))
+        delays.append(d.requeue_after)
+        st = d.status
+        now += d.requeue_after
+        d = run(spec, st, [], later(now))
+        assert d.action == "launch"
+        st = run(spec, st, [driver(st.driver_pod)], later(now)).status
+        st = run(spec, st, [driver(st.driver_pod)], later(now)).status
+    assert delays == [10, 20, 40]
+    assert st.consecutive_failures == 3
+    # runs stably for stableRunSeconds → counters reset, next failure backs off from base
+    d = run(spec, st, [driver(st.driver_pod)], later(now + 121))
+    assert d.status.consecutive_failures == 0 and d.status.recent_failures == []
+    assert [e.reason for e in d.events] == ["StableRun"]
+    d = run(spec, d.status, [exited(st.driver_pod, 1)], later(now + 130))
+    assert d.requeue_after == 10
+    assert d.status.restarts == 4  # the total keeps counting
+
+
+# --- row: failed past maxRestarts → Failed until a nonce ----------------------------------
+
+
+def test_max_restarts_in_window_fails_with_resume_hint_and_nonce_resumes():
+    spec = make_spec()  # maxRestarts 3 within 600s
+    st = launched(spec)
+    t = 0.0
+    for i in range(3):
+        t += 20
+        st = run(spec, st, [exited(st.driver_pod, 1)], later(t)).status
+        assert st.phase == "Restarting", i
+        t += 70
+        st = run(spec, st, [], later(t)).status  # launch decision (status unchanged)
+        st = run(spec, st, [driver(st.driver_pod, "Pending")], later(t)).status
+    d = run(spec, st, [exited(st.driver_pod, 1)], later(t + 10))
+    assert d.status.phase == "Failed"
+    assert "restartNonce" in d.status.message and "redeployNonce" in d.status.message
+    assert "maxRestarts=3" in d.status.message
+    assert [e.reason for e in d.events][-1] == "MaxRestartsExceeded"
+    failed = d.status
+    # no relaunch: the failed pod is cleaned up, then nothing
+    d = run(spec, failed, [exited(st.driver_pod, 1)], later(t + 11))
+    assert d.action == "delete"
+    d = run(spec, failed, [], later(t + 1000))
+    assert d.action == "none" and d.status.phase == "Failed"
+    # an ignored field (restartPolicy) does not resume
+    d = run(make_spec(restartPolicy__maxRestarts=50), failed, [], later(t + 1001))
+    assert d.status.phase == "Failed"
+    # restartNonce resumes, restoring (same epoch)
+    d = run(make_spec(restartNonce=1), failed, [], later(t + 1002))
+    assert d.status.phase == "Launching"
+    assert (d.status.epoch, d.status.attempt) == (1, st.attempt + 1)
+    assert d.status.consecutive_failures == 0
+
+
+def test_failures_outside_window_do_not_count():
+    spec = make_spec()  # 3 in 600s
+    st = launched(spec)
+    st = st.model_copy(update={"recent_failures": [iso(later(-5000))] * 3})
+    d = run(spec, st, [exited(st.driver_pod, 1)], later(10))
+    assert d.status.phase == "Restarting"
+    assert d.status.recent_failures == [iso(later(10))]
+
+
+def test_restart_policy_never_fails_at_first_exit():
+    spec = make_spec(restartPolicy__type="Never")
+    st = launched(spec)
+    d = run(spec, st, [exited(st.driver_pod, 1)], later(10))
+    assert d.status.phase == "Failed" and "Never" in d.status.message
+
+
+def test_streaming_driver_exit_zero_is_a_failure_even_with_on_failure():
+    spec = make_spec(restartPolicy__type="OnFailure")
+    st = launched(spec)
+    d = run(spec, st, [exited(st.driver_pod, 0)], later(10))
+    assert d.status.phase == "Restarting" and d.restart_reason == "DriverExited"
+
+
+def test_available_now_clean_exit_completes_under_on_failure():
+    spec = make_spec(restartPolicy__type="OnFailure", job__trigger={"availableNow": True})
+    st = launched(spec)
+    d = run(spec, st, [exited(st.driver_pod, 0)], later(10))
+    assert d.status.phase == "Completed" and d.restart_reason is None
+
+
+# --- rows: manual acts ---------------------------------------------------------------------
+
+
+def test_restart_nonce_restores_in_same_epoch_without_backoff():
+    spec = make_spec()
+    st = launched(spec)
+    running = driver(st.driver_pod)
+    d = run(make_spec(restartNonce=7), st, [running], later(10))
+    assert (d.status.epoch, d.status.attempt) == (1, 2)
+    assert d.status.checkpoint_location == LOC1
+    assert d.status.next_retry_time == "" and d.requeue_after == 0
+    assert d.status.deployed_restart_nonce == 7
+    d = run(make_spec(restartNonce=7), d.status, [running], later(11))
+    assert d.action == "delete" and d.delete == (running.name,)  # stop before relaunch
+    d = run(make_spec(restartNonce=7), d.status, [], later(12))
+    assert d.action == "launch"
+
+
+def test_job_change_stateless_redeploys_into_new_epoch():
+    spec = make_spec()
+    st = launched(spec)
+    changed = make_spec(job__sink={"format": "json", "path": "s3a://lake/orders-json"})
+    d = run(changed, st, [driver(st.driver_pod)], later(10))
+    assert (d.status.epoch, d.status.attempt) == (2, 1)
+    assert d.status.checkpoint_location == LOC2
+    assert [e.reason for e in d.events] == ["Redeploying"]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{"image": "repo/streamingjob:2"}, {"sparkConf": {"spark.sql.shuffle.partitions": "4"}}],
+)
+def test_image_and_spark_conf_are_job_changes(change):
+    spec = make_spec()
+    st = launched(spec)
+    key, value = next(iter(change.items()))
+    d = run(make_spec(**{key: value}), st, [driver(st.driver_pod)], later(10))
+    assert d.status.epoch == 2
+
+
+def test_job_change_last_state_restores_in_same_epoch():
+    spec = make_spec(upgradeMode="last-state")
+    st = launched(spec)
+    changed = make_spec(upgradeMode="last-state", image="repo/streamingjob:2")
+    d = run(changed, st, [driver(st.driver_pod)], later(10))
+    assert (d.status.epoch, d.status.attempt) == (1, 2)
+    assert d.status.checkpoint_location == LOC1
+
+
+def test_restart_class_change_restores_in_same_epoch():
+    spec = make_spec()
+    st = launched(spec)
+    d = run(make_spec(executor={"instances": 4}), st, [driver(st.driver_pod)], later(10))
+    assert (d.status.epoch, d.status.attempt) == (1, 2)
+
+
+def test_ignored_fields_change_nothing():
+    spec = make_spec()
+    st = launched(spec)
+    d = run(
+        make_spec(restartPolicy__maxRestarts=99, upgradeMode="last-state"),
+        st,
+        [driver(st.driver_pod)],
+        later(10),
+    )
+    assert d.action == "none" and (d.status.epoch, d.status.attempt) == (1, 1)
+
+
+def test_redeploy_nonce_starts_new_epoch():
+    spec = make_spec()
+    st = launched(spec)
+    d = run(make_spec(redeployNonce=1), st, [driver(st.driver_pod)], later(10))
+    assert (d.status.epoch, d.status.attempt) == (2, 1)
+    assert d.status.checkpoint_location == LOC2
+
+
+def test_checkpoint_base_change_always_starts_new_epoch():
+    spec = make_spec(upgradeMode="last-state")
+    st = launched(spec)
+    moved = make_spec(upgradeMode="last-state", checkpoint={"location": "s3a://other"})
+    d = run(moved, st, [driver(st.driver_pod)], later(10))
+    assert d.status.epoch == 2
+    assert d.status.checkpoint_location == checkpoint_location("s3a://other", NS, NAME, 2)
+
+
+# --- rows: suspend / resume -----------------------------------------------------------------
+
+
+def test_suspend_stops_and_keeps_epoch():
+    spec = make_spec()
+    st = launched(spec)
+    suspended = make_spec(suspend=True)
+    pods = [driver(st.driver_pod), executor("e-1", st.driver_pod)]
+    d = run(suspended, st, pods, later(10))
+    assert d.action == "delete" and set(d.delete) == {st.driver_pod, "e-1"}
+    assert d.status.suspended and d.status.phase == "Stopping"
+    d = run(suspended, d.status, [], later(11))
+    assert d.status.phase == "Suspended" and d.status.epoch == 1
+    assert [e.reason for e in d.events] == ["Suspended"]
+    d = run(suspended, d.status, [], later(12))
+    assert d.action == "none" and d.events == []
+
+
+@pytest.mark.parametrize(("mode", "expected"), [("stateless", (2, 1)), ("last-state", (1, 2))])
+def test_resume(mode, expected):
+    spec = make_spec(upgradeMode=mode)
+    st = launched(spec)
+    st = run(make_spec(upgradeMode=mode, suspend=True), st, [], later(10)).status
+    d = run(make_spec(upgradeMode=mode, suspend=False), st, [], later(20))
+    assert (d.status.epoch, d.status.attempt) == expected
+    assert not d.status.suspended
+    assert [e.reason for e in d.events] == ["Resumed"]
+
+
+# --- fencing ------------------------------------------------------------------------------
+
+
+def test_never_launch_while_any_other_pod_of_the_job_exists():
+    spec = make_spec()
+    st = launched(spec)
+    st = run(make_spec(redeployNonce=1), st, [driver(st.driver_pod)], later(1)).status
+    leftovers = [
+        driver("orders-e1-a1-driver", "Running", deleting_since=later(1)),
+        executor("orders-e1-a1-driver-exec-2", "orders-e1-a1-driver"),
+    ]
+    d = run(make_spec(redeployNonce=1), st, leftovers, later(2))
+    assert d.action == "delete"
+    assert d.delete == ("orders-e1-a1-driver-exec-2",)  # the driver is already deleting
+    d = run(make_spec(redeployNonce=1), st, leftovers[:1], later(3))
+    assert d.action == "delete"  # still waiting: no launch
+    assert run(make_spec(redeployNonce=1), st, [], later(4)).action == "launch"
+
+
+def test_executors_of_the_current_driver_are_not_stale():
+    spec = make_spec()
+    st = launched(spec)
+    pods = [driver(st.driver_pod), executor("ex-1", st.driver_pod)]
+    assert run(spec, st, pods, later(1)).action == "none"
+
+
+# --- report, invalid spec, stale checkpoints ----------------------------------------------
+
+
+def test_report_of_current_run_is_shown_and_stale_report_ignored():
+    spec = make_spec()
+    st = launched(spec)
+    stale = Report(epoch=1, attempt=0, start_path="restored", restored_batch=3)
+    d = run(spec, st, [driver(st.driver_pod)], later(1), report=stale)
+    assert d.status.start_path == ""
+    current = Report(
+        epoch=1,
+        attempt=1,
+        start_path="fresh",
+        start_detail="fresh: committed for orders-0",
+        last_progress_time="2026-01-01T12:00:05Z",
+    )
+    d = run(spec, st, [driver(st.driver_pod)], later(1), report=current)
+    assert d.status.start_path == "fresh"
+    assert d.status.start_detail == "fresh: committed for orders-0"
+    assert d.status.last_progress_time == "2026-01-01T12:00:05Z"
+
+
+def test_invalid_spec_blocks_launch_with_event_once():
+    spec = make_spec()
+    st = run(spec, StreamingJobStatus()).status
+    problem = InvalidJobError("spec.kafkaCredentials.secretName", "Secret 'x' not found")
+    d = run(spec, st, invalid=problem)
+    assert d.action == "none" and d.status.phase == "Invalid"
+    assert "spec.kafkaCredentials.secretName" in d.status.message
+    assert [e.reason for e in d.events] == ["InvalidSpec"]
+    again = run(spec, d.status, invalid=problem)
+    assert again.events == []
+    assert run(spec, d.status).action == "launch"  # fixed → launches
+
+
+def test_stale_checkpoint_is_refused_unless_forced():
+    spec = make_spec(checkpoint={"location": "s3a://ckpt/base", "maxCheckpointAgeSeconds": 60})
+    st = launched(spec)
+    st = st.model_copy(update={"last_progress_time": iso(later(0))})
+    d = run(spec, st, [exited(st.driver_pod, 1)], later(500))
+    assert d.status.phase == "Failed"
+    assert "force" in d.status.message and "redeployNonce" in d.status.message
+    forced = make_spec(
+        checkpoint={"location": "s3a://ckpt/base", "maxCheckpointAgeSeconds": 60, "force": True}
+    )
+    d = run(forced, st, [exited(st.driver_pod, 1)], later(500))
+    assert d.status.phase == "Restarting"
+
+
+def test_history_is_bounded():
+    spec = make_spec(restartPolicy__maxRestarts=1000)
+    st = launched(spec)
+    for i in range(30):
+        st = run(spec, st, [exited(st.driver_pod, 1)], later(i * 1000)).status
+        st = st.model_copy(update={"launch_state": "Created"})
+    assert len(st.history) == CFG.history_limit
+
+
+def test_decide_is_pure():
+    spec = make_spec()
+    st = launched(spec)
+    before = st.model_dump()
+    pods = (PodInfo(name=st.driver_pod, role="driver", phase="Failed"),)
+    run(spec, st, pods, later(5))
+    assert st.model_dump() == before
