@@ -360,8 +360,12 @@ def supervise(query, reporter: Reporter, stop_requested: threading.Event) -> int
         if ran and progress.get("batchId") != seen_batch:
             seen_batch = progress.get("batchId")
             line, batch = progress_line(progress)
+            report = reporter.update(latestBatch=batch)
+            # The group trails by one batch: it gets a batch's offsets once it is durable.
+            committed = (report.get("commits") or {}).get("lastCommitted")
+            if committed:
+                line += f", group offsets {json.dumps(committed, separators=(',', ':'))}"
             print(line, flush=True)
-            reporter.update(latestBatch=batch)
         else:
             reporter.update()
         if finished:

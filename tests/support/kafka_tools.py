@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Iterable
 
@@ -63,5 +64,28 @@ def log_end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
             p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
             for p in partitions
         }
+    finally:
+        consumer.close()
+
+
+def consume_values(bootstrap: str, topic: str) -> list[bytes]:
+    """Every value in the topic, read from the beginning to the current log end."""
+    ends = log_end_offsets(bootstrap, topic)
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": f"{topic}-reader", "enable.auto.commit": False}
+    )
+    consumer.assign([TopicPartition(topic, p, 0) for p in ends])
+    values: list[bytes] = []
+    remaining = sum(ends.values())
+    deadline = time.monotonic() + 60
+    try:
+        while remaining > 0:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{remaining} records of {topic} not read within 60s")
+            for message in consumer.consume(1000, 1.0):
+                if message.error() is None:
+                    values.append(message.value())
+                    remaining -= 1
+        return values
     finally:
         consumer.close()

@@ -5,6 +5,7 @@ Every test reads the sink's committed output and the group's offsets from Kafka 
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 from collections import Counter
@@ -16,6 +17,7 @@ from tests.support.file_sink import committed_rows
 from tests.support.kafka_broker import KafkaBroker, free_port
 from tests.support.kafka_tools import (
     add_partitions,
+    consume_values,
     group_offsets,
     log_end_offsets,
     new_topic,
@@ -232,3 +234,16 @@ def test_an_invalid_manifest_names_every_bad_field(tmp_path):
     assert "spec.job.source.maxOffsetsPerTrigger: Input should be greater than or equal to 1" in (
         output
     )
+
+
+def test_a_transform_and_the_kafka_sink_deliver_every_record(kafka, tmp_path):
+    source, target = (new_topic(kafka.bootstrap, partitions=2) for _ in range(2))
+    manifest = job_manifest("tokafka", kafka.bootstrap, source, tmp_path)
+    manifest["spec"]["job"]["transform"] = "tests.support.transforms:even_ids"
+    manifest["spec"]["job"]["sink"] = {"format": "kafka", "topic": target}
+    produce(kafka.bootstrap, source, range(2000))
+    runner = RunnerProcess(manifest, tmp_path).start()
+    wait_for_all(runner, kafka.bootstrap, source)
+    assert runner.terminate() == 0
+    ids = Counter(json.loads(value)["id"] for value in consume_values(kafka.bootstrap, target))
+    assert ids == Counter(range(0, 2000, 2))  # no kills: at-least-once is exactly once here
