@@ -247,3 +247,14 @@ def test_a_transform_and_the_kafka_sink_deliver_every_record(kafka, tmp_path):
     assert runner.terminate() == 0
     ids = Counter(json.loads(value)["id"] for value in consume_values(kafka.bootstrap, target))
     assert ids == Counter(range(0, 2000, 2))  # no kills: at-least-once is exactly once here
+
+
+def test_available_now_reads_the_backlog_in_bounded_batches_and_stops(kafka, tmp_path):
+    topic = new_topic(kafka.bootstrap, partitions=2)
+    manifest = job_manifest("backfill", kafka.bootstrap, topic, tmp_path)
+    manifest["spec"]["job"]["trigger"] = {"availableNow": True}
+    produce(kafka.bootstrap, topic, range(5000))
+    runner = RunnerProcess(manifest, tmp_path).start()
+    assert runner.wait(180) == 0  # finished, not failed
+    assert_exactly_once(tmp_path / "output", range(5000))
+    assert runner.report()["latestBatch"]["batchId"] >= 3  # 5000 offsets, 1500 per batch

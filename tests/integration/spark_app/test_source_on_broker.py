@@ -209,3 +209,20 @@ def test_batches_are_arrow_with_sparks_exact_schema_and_headers(kafka):
     assert (first["timestampType"], first["partition"], first["offset"]) == (0, 0, 0)
     assert second["value"] is None and second["headers"] == []
     r.stop()
+
+
+def test_timestamp_start_on_a_real_broker(kafka):
+    topic = new_topic(kafka.bootstrap, partitions=1)
+    producer = Producer({"bootstrap.servers": kafka.bootstrap})
+    base = 1_700_000_000_000
+    for n in range(10):
+        producer.produce(topic, value=json.dumps({"id": n}).encode(), timestamp=base + n * 1000)
+    producer.flush(10)
+    at_five = reader(kafka.bootstrap, topic, startingOffsets=f"timestamp:{base + 4500}")
+    end = at_five.latestOffset(at_five.initialOffset(), ReadAllAvailable())
+    assert end["start"] == {topic: {"0": 5}}  # the first record at or after the timestamp
+    after_all = reader(kafka.bootstrap, topic, startingOffsets=f"timestamp:{base + 60_000}")
+    end = after_all.latestOffset(after_all.initialOffset(), ReadAllAvailable())
+    assert end["start"] == {topic: {"0": 10}}  # none that late: start at the end
+    at_five.stop()
+    after_all.stop()
