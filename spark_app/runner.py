@@ -189,6 +189,7 @@ def build_session(manifest: RunnerManifest, master: str | None):
         builder = builder.master(master or conf.pop("spark.master", "local[2]"))
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         conf.setdefault("spark.ui.enabled", "false")
+        conf.setdefault("spark.ui.showConsoleProgress", "false")
         conf.setdefault("spark.sql.shuffle.partitions", "2")
     for key, value in conf.items():
         builder = builder.config(key, value)
