@@ -32,8 +32,12 @@ lint: ## ruff lint + format check
 toolchain: ## Build (once, cached) kube-apiserver, etcd and kubectl from Go modules
 	bash scripts/k8s-toolchain.sh apiserver >/dev/null
 
+.PHONY: helm
+helm: ## Build (once, cached) helm from Go modules (chart tests)
+	bash scripts/k8s-toolchain.sh helm >/dev/null
+
 .PHONY: test-unit
-test-unit: ## Unit tests (seconds, no services)
+test-unit: helm ## Unit tests (seconds, no services)
 	$(PY) -m pytest -m unit $(PYTEST_ARGS)
 
 .PHONY: test-integration
@@ -41,12 +45,13 @@ test-integration: toolchain ## Integration tests: real Kafka + Spark, real kube-
 	$(PY) -m pytest -m integration $(PYTEST_ARGS)
 
 .PHONY: test
-test: lint toolchain ## Every test tier (what CI runs)
+test: lint toolchain helm ## Every test tier (what CI runs)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 .PHONY: crd
 crd: ## Regenerate crds/streamingjob.yaml from the models (a unit test checks for drift)
 	$(PY) -m streamingjob_operator.crd > crds/streamingjob.yaml
+	cp crds/streamingjob.yaml charts/streamingjob-operator/crds/streamingjob.yaml
 
 .PHONY: bench
 bench: toolchain ## Benchmarks side by side; results in bench/results/

@@ -1,12 +1,10 @@
 """`python -m streamingjob_operator`: run the operator with the namespaces from settings.
 
 Equivalent to `kopf run -m streamingjob_operator -A` (or `--namespace=...` per watched
-namespace) plus a liveness endpoint on :8080/healthz.
+namespace) plus a liveness endpoint on :<STREAMINGJOB_HEALTH_PORT>/healthz.
 """
 
 from __future__ import annotations
-
-import os
 
 import kopf
 
@@ -16,11 +14,11 @@ from .settings import OperatorSettings
 
 def main() -> None:
     config = OperatorSettings.from_env()
-    liveness = os.environ.get("STREAMINGJOB_LIVENESS", "http://0.0.0.0:8080/healthz")
+    liveness = f"http://0.0.0.0:{config.health_port}/healthz" if config.health_port else None
     kopf.run(
         clusterwide=not config.namespaces,
         namespaces=list(config.namespaces),
-        liveness_endpoint=liveness or None,
+        liveness_endpoint=liveness,
         standalone=True,
     )
 

@@ -69,6 +69,7 @@ def configure_kopf(settings: kopf.OperatorSettings, config: OperatorSettings) ->
     settings.networking.request_timeout = config.api_timeout_seconds
     settings.execution.max_workers = config.workers
     settings.peering.standalone = True
+    settings.scanning.disabled = True  # no cluster-wide CRD/namespace scans: least-privilege RBAC
 
 
 @kopf.on.login()

@@ -1,0 +1,137 @@
+{{/*
+Names and labels of the chart's objects.
+*/}}
+
+{{/* The chart name, or nameOverride. */}}
+{{- define "streamingjob-operator.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Full name of the release's objects: fullnameOverride, else <release>-<chart> (or just the
+release name when it already contains the chart name). */}}
+{{- define "streamingjob-operator.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "streamingjob-operator.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "streamingjob-operator.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "streamingjob-operator.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "streamingjob-operator.labels" -}}
+helm.sh/chart: {{ include "streamingjob-operator.chart" . }}
+{{ include "streamingjob-operator.selectorLabels" . }}
+app.kubernetes.io/version: {{ include "streamingjob-operator.imageTag" . | quote }}
+app.kubernetes.io/component: operator
+app.kubernetes.io/part-of: streamingjob
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{- define "streamingjob-operator.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "streamingjob-operator.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* The image tag: image.tag, else the chart's appVersion; `latest` is refused. */}}
+{{- define "streamingjob-operator.imageTag" -}}
+{{- $tag := default .Chart.AppVersion .Values.image.tag | toString }}
+{{- if eq $tag "latest" }}
+{{- fail "image.tag: use an explicit version, not latest" }}
+{{- end }}
+{{- $tag }}
+{{- end }}
+
+{{/* A value as an environment variable: whole numbers without an exponent (YAML numbers
+arrive as float64, and 1000000 would print as 1e+06, which an int setting rejects). */}}
+{{- define "streamingjob-operator.envValue" -}}
+{{- if and (kindIs "float64" .) (eq (floor .) .) }}
+{{- int64 . }}
+{{- else }}
+{{- toString . }}
+{{- end }}
+{{- end }}
+
+{{/* The watched namespaces, rendered (entries may be templates), as a list. Empty: all. */}}
+{{- define "streamingjob-operator.watchNamespaces" -}}
+{{- $out := list }}
+{{- range .Values.watchNamespaces }}
+{{- $out = append $out (tpl . $) }}
+{{- end }}
+{{- $out | uniq | toJson }}
+{{- end }}
+
+{{/*
+The operator's RBAC rules, the same for the ClusterRole (all namespaces) and for each Role
+(watchNamespaces). Two parts:
+1. the operator's own API calls (operator/streamingjob_operator/k8s.py and kopf);
+2. what it grants to each job's driver Role (builders.build_role): Kubernetes refuses to create
+   a Role or RoleBinding granting permissions the creator does not hold (RBAC escalation
+   prevention), and holding them is narrower than the `escalate`/`bind` verbs.
+tests/unit/test_chart.py asserts the union is exactly the expected set.
+*/}}
+{{- define "streamingjob-operator.rules" -}}
+# 1. The operator's own calls.
+# StreamingJobs: kopf lists/watches them and patches finalizers + annotations; the reconcile
+# reads one job and PUTs its status; `finalizers` update lets children carry an owner reference
+# with blockOwnerDeletion where OwnerReferencesPermissionEnforcement is enabled.
+- apiGroups: ["sparkkafka.dev"]
+  resources: ["streamingjobs"]
+  verbs: ["get", "list", "watch", "patch"]
+- apiGroups: ["sparkkafka.dev"]
+  resources: ["streamingjobs/status", "streamingjobs/finalizers"]
+  verbs: ["update"]
+# Driver pods: kopf watches them, the reconcile lists, creates and deletes them.
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["list", "watch", "create", "delete"]
+# Job/report ConfigMaps (the report is read), the headless driver Service.
+- apiGroups: [""]
+  resources: ["configmaps"]
+  verbs: ["get", "create", "update", "delete"]
+- apiGroups: [""]
+  resources: ["services"]
+  verbs: ["create", "patch", "delete"]
+# The driver's ServiceAccount, Role and RoleBinding.
+- apiGroups: [""]
+  resources: ["serviceaccounts"]
+  verbs: ["create", "delete"]
+- apiGroups: ["rbac.authorization.k8s.io"]
+  resources: ["roles", "rolebindings"]
+  verbs: ["create", "update", "delete"]
+# Kafka credentials are checked (never stored); Events on jobs; the checkpoint cleanup Job.
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get"]
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["create"]
+- apiGroups: ["batch"]
+  resources: ["jobs"]
+  verbs: ["create"]
+# 2. Granted to drivers for their executors (the driver Role, builders.build_role).
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["create", "get", "list", "watch", "delete", "deletecollection", "patch"]
+- apiGroups: [""]
+  resources: ["services", "configmaps", "persistentvolumeclaims"]
+  verbs: ["create", "get", "list", "watch", "delete", "deletecollection"]
+- apiGroups: [""]
+  resources: ["configmaps"]
+  verbs: ["get", "patch", "update"]
+{{- end }}

@@ -1,0 +1,368 @@
+"""The Helm chart: its CRD copy, `helm lint`, and the rendered manifests (`helm template`).
+
+helm comes from `scripts/k8s-toolchain.sh helm` (built once from the Go module proxy, cached;
+after that the call costs well under a second), so these tests never skip for a missing helm.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+import subprocess
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from streamingjob_operator.builders import build_role
+from streamingjob_operator.models import API_GROUP, PLURAL
+from streamingjob_operator.settings import PREFIX, OperatorSettings
+
+pytestmark = pytest.mark.unit
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "charts" / "streamingjob-operator"
+RELEASE, RELEASE_NS = "sj", "streamingjob-system"
+SCHEMA_ERROR = "values don't meet the specifications of the schema"
+
+# The operator's own API calls (operator/streamingjob_operator/k8s.py, plus kopf's watches and
+# patches), as (apiGroup, resource, verb):
+OPERATOR_CALLS = {
+    *((API_GROUP, PLURAL, v) for v in ("get", "list", "watch", "patch")),
+    (API_GROUP, f"{PLURAL}/status", "update"),  # KubeApi.replace_status (PUT)
+    (API_GROUP, f"{PLURAL}/finalizers", "update"),  # blockOwnerDeletion on children
+    *(("", "pods", v) for v in ("list", "watch", "create", "delete")),
+    *(("", "configmaps", v) for v in ("get", "create", "update", "delete")),
+    *(("", "services", v) for v in ("create", "patch", "delete")),  # apply() patches Services
+    *(("", "serviceaccounts", v) for v in ("create", "delete")),  # create-only apply
+    *(
+        ("rbac.authorization.k8s.io", r, v)
+        for r in ("roles", "rolebindings")
+        for v in ("create", "update", "delete")
+    ),
+    ("", "secrets", "get"),
+    ("", "events", "create"),
+    ("batch", "jobs", "create"),  # the checkpoint cleanup Job, create-only
+}  # fmt: skip
+
+
+def _driver_grants() -> set[tuple[str, str, str]]:
+    """What the operator grants each driver (builders.build_role): RBAC escalation prevention
+    means it must hold all of it itself, for any job name (so without resourceNames)."""
+    job = {"metadata": {"name": "any", "namespace": "ns", "uid": "u"}}
+    return {
+        (group, resource, verb)
+        for rule in build_role(job)["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+
+
+EXPECTED_RULES = OPERATOR_CALLS | _driver_grants()
+
+
+@functools.cache
+def helm_binary() -> str:
+    out = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "k8s-toolchain.sh"), "helm"],
+        check=True,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    return str(Path(out.stdout.strip().splitlines()[-1]) / "helm")
+
+
+def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([helm_binary(), *args], capture_output=True, text=True, timeout=120)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"helm {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def render(*args: str, namespace: str = RELEASE_NS) -> list[dict[str, Any]]:
+    """`helm template` of the chart, parsed; extra args are helm flags (--set, -f, ...)."""
+    out = helm("template", RELEASE, str(CHART), "--namespace", namespace, *args).stdout
+    return [doc for doc in yaml.safe_load_all(out) if doc]
+
+
+def of_kind(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [d for d in docs if d["kind"] == kind]
+
+
+def one(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    found = of_kind(docs, kind)
+    assert len(found) == 1, f"expected one {kind}, got {len(found)}"
+    return found[0]
+
+
+def rule_set(rules: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
+    for rule in rules:
+        assert "resourceNames" not in rule and "nonResourceURLs" not in rule, rule
+        for key in ("apiGroups", "resources", "verbs"):
+            assert "*" not in rule[key], f"wildcard in {rule}"
+    return {
+        (g, r, v)
+        for rule in rules
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
+        for v in rule["verbs"]
+    }
+
+
+def assert_least_privilege(rules: list[dict[str, Any]]) -> None:
+    got = rule_set(rules)
+    assert got == EXPECTED_RULES, (
+        f"RBAC rules differ from the operator's calls + driver grants; "
+        f"extra: {sorted(got - EXPECTED_RULES)}; missing: {sorted(EXPECTED_RULES - got)}"
+    )
+
+
+def container(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    (c,) = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"]
+    return c
+
+
+def env_of(docs: list[dict[str, Any]]) -> dict[str, str]:
+    return {e["name"]: e.get("value") for e in container(docs)["env"]}
+
+
+# --- the CRD copy, lint, metadata ----------------------------------------------------------
+
+
+def test_chart_crd_is_a_byte_copy_of_the_generated_crd():
+    source = (ROOT / "crds" / "streamingjob.yaml").read_bytes()
+    copy = (CHART / "crds" / "streamingjob.yaml").read_bytes()
+    assert copy == source, (
+        "charts/streamingjob-operator/crds/streamingjob.yaml differs from crds/streamingjob.yaml; "
+        "run `make crd` (regenerates and copies it into the chart) or copy it: "
+        "cp crds/streamingjob.yaml charts/streamingjob-operator/crds/streamingjob.yaml"
+    )
+    assert [p.name for p in (CHART / "crds").iterdir()] == ["streamingjob.yaml"]
+
+
+@pytest.mark.parametrize(
+    "values", [[], ["--set-json", 'watchNamespaces=["team-a","team-b"]']], ids=["all", "ns"]
+)
+def test_helm_lint_strict(values: list[str]):
+    helm("lint", "--strict", str(CHART), "--namespace", RELEASE_NS, *values)
+
+
+def test_app_version_is_the_project_version_and_the_default_tag():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert chart["appVersion"] == project["version"]
+    image = container(render())["image"]
+    assert image == f"streamingjob/operator:{project['version']}"
+    assert container(render("--set", "image.tag=0.2.0-rc1"))["image"].endswith(":0.2.0-rc1")
+
+
+def test_every_value_has_a_helm_docs_comment():
+    """Each leaf value (or an ancestor mapping documented as a whole) has a `# --` comment."""
+    lines = (CHART / "values.yaml").read_text().splitlines()
+    keys: list[tuple[int, str, bool, bool]] = []  # indent, key, documented, is_leaf
+    comment: list[str] = []
+    for line in lines:
+        stripped = line.strip()
+        if stripped.startswith("#"):
+            comment.append(stripped)
+            continue
+        match = re.match(r"^( *)([A-Za-z][\w.-]*):(.*)$", line)
+        if match:
+            indent, key, rest = len(match.group(1)), match.group(2), match.group(3).strip()
+            keys.append((indent, key, any(c.startswith("# --") for c in comment), rest != ""))
+        comment = []
+    undocumented, stack = [], []  # stack: (indent, documented)
+    for indent, key, documented, is_leaf in keys:
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        covered = documented or any(d for _, d in stack)
+        if is_leaf and not covered:
+            undocumented.append(key)
+        stack.append((indent, covered))
+    assert not undocumented, f"values without a `# --` comment: {undocumented}"
+
+
+# --- the Deployment --------------------------------------------------------------------------
+
+
+def test_deployment_defaults():
+    docs = render()
+    deployment = one(docs, "Deployment")
+    assert deployment["metadata"]["namespace"] == RELEASE_NS
+    assert deployment["spec"]["replicas"] == 1
+    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == one(docs, "ServiceAccount")["metadata"]["name"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] != 0
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+
+    c = container(docs)
+    sc = c["securityContext"]
+    assert sc["runAsNonRoot"] is True
+    assert sc["readOnlyRootFilesystem"] is True
+    assert sc["allowPrivilegeEscalation"] is False
+    assert sc["capabilities"] == {"drop": ["ALL"]}
+    assert sc["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert not sc.get("privileged")
+    assert {m["mountPath"] for m in c["volumeMounts"]} == {"/tmp"}
+
+    tag = c["image"].rpartition(":")[2]
+    assert tag and tag != "latest" and "@" not in c["image"]
+    assert c["imagePullPolicy"] == "IfNotPresent"
+    assert c["resources"]["requests"] and c["resources"]["limits"]["memory"]
+
+    ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+    assert ports == {"health": 8080, "metrics": 9090}
+    probe = c["livenessProbe"]
+    assert probe["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert c["args"][:5] == ["kopf", "run", "-m", "streamingjob_operator", "--standalone"]
+    assert "--liveness=http://0.0.0.0:8080/healthz" in c["args"]
+    assert "--all-namespaces" in c["args"]
+    assert not [a for a in c["args"] if a.startswith("--namespace")]
+
+
+def test_env_sets_every_operator_setting():
+    env = env_of(render())
+    assert set(env) == {PREFIX + field.upper() for field in OperatorSettings.model_fields}
+    assert env["STREAMINGJOB_NAMESPACES"] == ""
+    assert env["STREAMINGJOB_METRICS_PORT"] == "9090"
+    # the chart's defaults are the operator's defaults, and they parse
+    parsed = OperatorSettings.from_env(env)
+    assert parsed == OperatorSettings()
+
+
+def test_env_values_parse_as_settings():
+    args = ["--set", "config.workers=1000000", "--set", "config.fencingPollSeconds=0.25"]
+    args += ["--set", "metrics.enabled=false", "--set", "config.logLevel=DEBUG"]
+    docs = render(*args)
+    parsed = OperatorSettings.from_env(env_of(docs))
+    assert (parsed.workers, parsed.fencing_poll_seconds) == (1_000_000, 0.25)
+    assert (parsed.metrics_port, parsed.log_level) == (0, "DEBUG")
+    assert not of_kind(docs, "Service")
+    assert "metrics" not in {p["name"] for p in container(docs)["ports"]}
+
+
+# --- RBAC ------------------------------------------------------------------------------------
+
+
+def test_cluster_rbac_is_exactly_the_least_privilege_set():
+    docs = render()
+    role = one(docs, "ClusterRole")
+    assert_least_privilege(role["rules"])
+    binding = one(docs, "ClusterRoleBinding")
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": role["metadata"]["name"],
+    }
+    account = one(docs, "ServiceAccount")["metadata"]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": account["name"], "namespace": RELEASE_NS}
+    ]
+    assert not of_kind(docs, "Role") and not of_kind(docs, "RoleBinding")
+
+
+def test_watch_namespaces_gives_namespaced_roles_only():
+    docs = render(
+        "--set-json",
+        'watchNamespaces=["team-a","team-b","{{ .Release.Namespace }}"]',
+    )
+    assert not of_kind(docs, "ClusterRole") and not of_kind(docs, "ClusterRoleBinding")
+    watched = ["team-a", "team-b", RELEASE_NS]
+    roles = {r["metadata"]["namespace"]: r for r in of_kind(docs, "Role")}
+    bindings = {b["metadata"]["namespace"]: b for b in of_kind(docs, "RoleBinding")}
+    assert sorted(roles) == sorted(bindings) == sorted(watched)
+    account = one(docs, "ServiceAccount")["metadata"]["name"]
+    for ns in watched:
+        assert_least_privilege(roles[ns]["rules"])
+        assert bindings[ns]["roleRef"]["kind"] == "Role"
+        assert bindings[ns]["roleRef"]["name"] == roles[ns]["metadata"]["name"]
+        assert bindings[ns]["subjects"] == [
+            {"kind": "ServiceAccount", "name": account, "namespace": RELEASE_NS}
+        ]
+    args = container(docs)["args"]
+    assert [a for a in args if a.startswith("--namespace")] == [f"--namespace={n}" for n in watched]
+    assert "--all-namespaces" not in args
+    assert env_of(docs)["STREAMINGJOB_NAMESPACES"] == ",".join(watched)
+
+
+def test_rbac_and_service_account_can_be_left_to_the_user():
+    docs = render(
+        "--set", "rbac.create=false", "--set", "serviceAccount.create=false",
+        "--set", "serviceAccount.name=existing",
+    )  # fmt: skip
+    assert not {d["kind"] for d in docs} & {"ClusterRole", "Role", "ServiceAccount"}
+    assert one(docs, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"] == "existing"
+
+
+# --- metrics ---------------------------------------------------------------------------------
+
+
+def test_metrics_service_and_no_service_monitor_by_default():
+    docs = render()
+    assert not of_kind(docs, "ServiceMonitor")
+    service = one(docs, "Service")
+    assert service["spec"]["ports"] == [
+        {"name": "metrics", "port": 9090, "targetPort": "metrics", "protocol": "TCP"}
+    ]
+    pod_labels = one(docs, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= pod_labels.items()
+
+
+def test_service_monitor_when_enabled():
+    docs = render(
+        "--set", "metrics.serviceMonitor.enabled=true",
+        "--set", "metrics.serviceMonitor.labels.release=prometheus",
+    )  # fmt: skip
+    monitor = one(docs, "ServiceMonitor")
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    assert monitor["metadata"]["labels"]["release"] == "prometheus"
+    assert monitor["spec"]["endpoints"][0]["port"] == "metrics"
+    service_labels = one(docs, "Service")["metadata"]["labels"]
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service_labels.items()
+
+
+# --- values.schema.json ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--set", "replicaCount=-1"],
+        ["--set", "replicaCount=2"],  # no peering: never two operators
+        ["--set", "replicaCount=one"],
+        ["--set", "image.tag=latest"],
+        ["--set", "image.pullPolicy=Sometimes"],
+        ["--set", "config.workers=many"],
+        ["--set", "config.fencingPollSeconds=0"],
+        ["--set-json", 'watchNamespaces="team-a"'],
+        ["--set", "metrics.port=70000"],
+        ["--set", "replicas=1"],  # a typo of replicaCount: unknown keys are rejected
+    ],
+    ids=lambda a: a[1],
+)
+def test_schema_rejects_bad_values(args: list[str]):
+    proc = helm("template", RELEASE, str(CHART), *args, check=False)
+    assert proc.returncode != 0, f"helm template accepted {args}"
+    assert SCHEMA_ERROR in proc.stderr, proc.stderr
+
+
+def test_schema_is_valid_json_with_every_top_level_value():
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert set(values) <= set(schema["properties"])
+    assert schema["additionalProperties"] is False
+
+
+def test_latest_is_refused_even_past_the_schema():
+    """The template refuses `latest` too (e.g. with --skip-schema-validation)."""
+    proc = helm(
+        "template", RELEASE, str(CHART), "--set", "image.tag=latest",
+        "--skip-schema-validation", check=False,
+    )  # fmt: skip
+    assert proc.returncode != 0 and "not latest" in proc.stderr
