@@ -83,7 +83,7 @@ def builtin_kafka_jars() -> list[str]:
             check=True,
         )
         (target / ".complete").touch()
-    wanted = ("spark-sql-kafka", "kafka-clients", "commons-pool2")
+    wanted = ("spark-sql-kafka", "spark-token-provider", "kafka-clients", "commons-pool2")
     return sorted(str(p) for p in target.glob("*.jar") if p.name.startswith(wanted))
 
 
@@ -98,6 +98,7 @@ def spark_session(jars: list[str]):
         SparkSession.builder.master("local[2]")
         .appName("source-bench")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.jars", ",".join(jars))
         .getOrCreate()
