@@ -61,6 +61,18 @@ def _translate(exc: ApiException, what: str) -> Exception:
     return TransientError(f"{what}: API error {status} {message}", delay=2.0)
 
 
+# Children the operator applies: API client, method suffix, and how an existing object is
+# updated (replace where our content is the whole object, patch where the server adds fields).
+_CHILD_APIS = {
+    "ConfigMap": ("core", "config_map", "replace"),
+    "Service": ("core", "service", "patch"),
+    "ServiceAccount": ("core", "service_account", "patch"),
+    "Role": ("rbac", "role", "replace"),
+    "RoleBinding": ("rbac", "role_binding", "replace"),
+    "Job": ("batch", "job", "patch"),
+}
+
+
 class KubeApi:
     """Thin typed facade over the Kubernetes client; all methods are blocking."""
 
@@ -165,55 +177,13 @@ class KubeApi:
     # --- other children ----------------------------------------------------------------
 
     def _kind_api(self, kind: str) -> tuple[Callable, Callable, Callable, Callable]:
-        if kind == "ConfigMap":
-            c = self.core
-            return (
-                c.create_namespaced_config_map,
-                c.replace_namespaced_config_map,
-                c.read_namespaced_config_map,
-                c.delete_namespaced_config_map,
-            )
-        if kind == "Service":
-            c = self.core
-            return (
-                c.create_namespaced_service,
-                c.patch_namespaced_service,
-                c.read_namespaced_service,
-                c.delete_namespaced_service,
-            )
-        if kind == "ServiceAccount":
-            c = self.core
-            return (
-                c.create_namespaced_service_account,
-                c.patch_namespaced_service_account,
-                c.read_namespaced_service_account,
-                c.delete_namespaced_service_account,
-            )
-        if kind == "Role":
-            r = self.rbac
-            return (
-                r.create_namespaced_role,
-                r.replace_namespaced_role,
-                r.read_namespaced_role,
-                r.delete_namespaced_role,
-            )
-        if kind == "RoleBinding":
-            r = self.rbac
-            return (
-                r.create_namespaced_role_binding,
-                r.replace_namespaced_role_binding,
-                r.read_namespaced_role_binding,
-                r.delete_namespaced_role_binding,
-            )
-        if kind == "Job":
-            b = self.batch
-            return (
-                b.create_namespaced_job,
-                b.patch_namespaced_job,
-                b.read_namespaced_job,
-                b.delete_namespaced_job,
-            )
-        raise ValueError(f"unsupported kind {kind}")
+        """(create, update, read, delete) of a child kind."""
+        if kind not in _CHILD_APIS:
+            raise ValueError(f"unsupported kind {kind}")
+        client, suffix, update = _CHILD_APIS[kind]
+        api = getattr(self, client)
+        verbs = ("create", update, "read", "delete")
+        return tuple(getattr(api, f"{verb}_namespaced_{suffix}") for verb in verbs)  # type: ignore[return-value]
 
     def apply(self, obj: dict[str, Any], *, replace: bool = True) -> None:
         """Make the object exist with our content. replace=False: create only (keep an
