@@ -27,7 +27,11 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from spark_app.partition_reader import KafkaInputPartition, read_range  # noqa: E402
+from spark_app.partition_reader import (  # noqa: E402
+    FETCH_DEFAULTS,
+    KafkaInputPartition,
+    read_range,
+)
 from tests.support.kafka_broker import CACHE, KafkaBroker  # noqa: E402
 from tests.support.kafka_tools import log_end_offsets, new_topic  # noqa: E402
 
@@ -145,6 +149,7 @@ def _raw_consume(
             "group.id": "bench-raw",
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
+            **FETCH_DEFAULTS,  # our executors' fetch settings: the client's ceiling
         }
     )
     consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
