@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# Builds the project's images with the legacy builder and no registry, and prints their tags on
+# stdout (one per line; logs and timings go to stderr):
+#   streamingjob/spark:<version>      JRE 17 + pyspark + the project's spark_app (drivers, executors)
+#   streamingjob/operator:<version>   kopf + the project's operator
+#   streamingjob/kafka:<kafka>-<version>  single-node KRaft broker for in-cluster tests
+# <version> is the project version in pyproject.toml. Everything builds FROM the debootstrapped
+# base (images/base/build.sh). Python packages come from a wheelhouse built on the host
+# ($STREAMJOB_CACHE/wheelhouse, keyed by the pinned requirements) and are installed with
+# `pip install --no-index` in the image; Kafka's jars come from Maven (scripts/kafka/pom.xml).
+#
+#   images/build.sh [spark] [operator] [kafka]      (default: all three)
+# Idempotent: docker's layer cache makes an unchanged rebuild take seconds.
+set -euo pipefail
+source "$(dirname "$0")/../scripts/common.sh"
+exec 3>&1 1>&2
+export DOCKER_BUILDKIT=0
+
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(spark operator kafka)
+for t in "${targets[@]}"; do
+  case "$t" in spark | operator | kafka) ;; *) die "unknown image '$t' (spark, operator, kafka)" ;; esac
+done
+
+docker info >/dev/null 2>&1 || bash "$REPO_ROOT/scripts/kind/docker-setup.sh"
+timings=()
+timed() { # timed LABEL CMD...: runs CMD, records its wall time
+  local label=$1 start=$SECONDS
+  shift
+  "$@"
+  timings+=("$label $((SECONDS - start))s")
+}
+
+pyproject_get() { # pyproject_get EXPR: evaluates EXPR with `p` = the [project] table
+  python3 - "$REPO_ROOT/pyproject.toml" "$1" <<'PY'
+import sys, tomllib
+p = tomllib.load(open(sys.argv[1], "rb"))["project"]
+print(eval(sys.argv[2]))
+PY
+}
+VERSION=$(pyproject_get 'p["version"]')
+# Requirements per image: the runtime pins plus the matching extra.
+req_spark=$(pyproject_get '"\n".join(p["dependencies"] + p["optional-dependencies"]["spark"])')
+req_operator=$(pyproject_get '"\n".join(p["dependencies"] + p["optional-dependencies"]["operator"])')
+
+BASE_IMAGE=$(bash "$REPO_ROOT/images/base/build.sh")
+log "base image $BASE_IMAGE, project version $VERSION"
+
+# The wheelhouse must match the image's Python (Debian bookworm: CPython 3.11, glibc 2.36).
+# `pip wheel` on a host with the same minor version gives exactly the wheels the image needs
+# (and builds the sdist-only packages such as pyspark once).
+wheelhouse() {
+  local venv py key
+  venv=$(bash "$REPO_ROOT/scripts/venv.sh")
+  py=$("$venv/bin/python" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
+  [ "$py" = 3.11 ] || die "the wheelhouse needs a Python 3.11 host (bookworm's python3); found $py"
+  key=$(printf '%s\n%s\n%s\n' "$req_spark" "$req_operator" "$py" | sha256sum | cut -c1-12)
+  WHEELS="$STREAMJOB_CACHE/wheelhouse/$key"
+  [ -f "$WHEELS/.complete" ] && return 0
+  log "building the wheelhouse $WHEELS (PyPI through the host's pip configuration)"
+  rm -rf "$WHEELS.tmp" && mkdir -p "$WHEELS.tmp"
+  # shellcheck disable=SC2086
+  "$venv/bin/pip" wheel -q --wheel-dir "$WHEELS.tmp" $req_spark $req_operator
+  rm -rf "$WHEELS" && mv "$WHEELS.tmp" "$WHEELS" && touch "$WHEELS/.complete"
+}
+
+# context NAME: a fresh build context under the cache with the image's own files.
+context() {
+  CTX="$STREAMJOB_CACHE/images/context/$1"
+  rm -rf "$CTX" && mkdir -p "$CTX"
+  cp -a "$REPO_ROOT/images/$1/." "$CTX/"
+}
+
+# python_sources DIR: the project's two packages, without bytecode caches.
+python_sources() {
+  mkdir -p "$1"
+  tar -C "$REPO_ROOT" --exclude=__pycache__ --exclude='*.pyc' -c spark_app | tar -C "$1" -x
+  tar -C "$REPO_ROOT/operator" --exclude=__pycache__ --exclude='*.pyc' -c streamingjob_operator | tar -C "$1" -x
+}
+
+build() { # build TAG: docker build of $CTX
+  docker build -q --build-arg "BASE_IMAGE=$BASE_IMAGE" \
+    --label "org.opencontainers.image.version=$VERSION" -t "$1" "$CTX" >/dev/null
+  BUILT+=("$1")
+}
+
+BUILT=()
+for t in "${targets[@]}"; do
+  case "$t" in
+    spark | operator)
+      timed wheelhouse wheelhouse
+      context "$t"
+      # Hard links: the wheelhouse and the context live in the same cache directory.
+      cp -al "$WHEELS" "$CTX/wheels" 2>/dev/null || cp -a "$WHEELS" "$CTX/wheels"
+      rm -f "$CTX/wheels/.complete"
+      reqs=req_$t
+      printf '%s\n' "${!reqs}" >"$CTX/requirements.txt"
+      python_sources "$CTX/python"
+      log "building streamingjob/$t:$VERSION"
+      timed "$t" build "streamingjob/$t:$VERSION"
+      ;;
+    kafka)
+      libs=$(cd "$REPO_ROOT" && PYTHONPATH="$REPO_ROOT" python3 -m tests.support.kafka_broker fetch)
+      kafka_version=$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$REPO_ROOT/scripts/kafka/pom.xml")
+      context kafka
+      cp -al "$libs" "$CTX/libs" 2>/dev/null || cp -a "$libs" "$CTX/libs"
+      rm -f "$CTX/libs/.complete"
+      log "building streamingjob/kafka:$kafka_version-$VERSION"
+      timed kafka build "streamingjob/kafka:$kafka_version-$VERSION"
+      ;;
+  esac
+done
+
+for tag in "${BUILT[@]}"; do
+  log "$(docker image inspect --format '{{.Size}}' "$tag" | awk -v t="$tag" '{printf "%-40s %5.0f MB", t, $1/1e6}')"
+done
+log "timings: ${timings[*]}"
+printf '%s\n' "${BUILT[@]}" >&3

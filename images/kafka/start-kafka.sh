@@ -1,0 +1,70 @@
+#!/bin/bash
+# Starts a single-node Kafka broker in KRaft mode (broker and controller in one process).
+#
+# Configuration by environment:
+#   KAFKA_PORT                 client listener port (default 9092), bound on all interfaces
+#   KAFKA_ADVERTISED_HOST      host name clients are told to use (default: the pod's IP; in a
+#                              cluster set it to the Service name, e.g. kafka.<ns>.svc)
+#   KAFKA_ADVERTISED_LISTENERS overrides the advertised listeners entirely
+#   KAFKA_CONTROLLER_PORT      controller listener port on loopback (default 9093)
+#   KAFKA_NODE_ID              node id (default 1)
+#   KAFKA_CLUSTER_ID           cluster id used when the storage is formatted (default: random)
+#   KAFKA_DATA_DIR             log directory (default /var/lib/kafka/data); formatted once, so a
+#                              restart with the same volume keeps topics and offsets
+#   KAFKA_HEAP                 JVM heap (default 512m)
+#   KAFKA_LOG_LEVEL            root log level (default INFO)
+#   KAFKA_CFG_<NAME>           any broker property: KAFKA_CFG_NUM_PARTITIONS=3 -> num.partitions=3
+# Kubernetes' service links put variables such as KAFKA_PORT=tcp://10.96.0.10:9092 into every pod
+# of a namespace with a Service named "kafka": port variables that are not plain numbers are
+# ignored for that reason (pods can also set enableServiceLinks: false).
+set -euo pipefail
+
+number_or() { if [[ ${1:-} =~ ^[0-9]+$ ]]; then echo "$1"; else echo "$2"; fi; }
+port=$(number_or "${KAFKA_PORT:-}" 9092)
+controller_port=$(number_or "${KAFKA_CONTROLLER_PORT:-}" 9093)
+node_id=${KAFKA_NODE_ID:-1}
+data_dir=${KAFKA_DATA_DIR:-/var/lib/kafka/data}
+advertised_host=${KAFKA_ADVERTISED_HOST:-$(hostname -i | awk '{print $1}')}
+advertised=${KAFKA_ADVERTISED_LISTENERS:-PLAINTEXT://$advertised_host:$port}
+config_dir=${KAFKA_CONFIG_DIR:-/tmp/kafka-config}
+mkdir -p "$config_dir" "$data_dir"
+props="$config_dir/server.properties"
+
+# Defaults first; later lines (KAFKA_CFG_*) win because Java's Properties keeps the last value.
+cat >"$props" <<PROPS
+process.roles=broker,controller
+node.id=$node_id
+controller.quorum.voters=$node_id@127.0.0.1:$controller_port
+listeners=PLAINTEXT://0.0.0.0:$port,CONTROLLER://127.0.0.1:$controller_port
+advertised.listeners=$advertised
+controller.listener.names=CONTROLLER
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+inter.broker.listener.name=PLAINTEXT
+log.dirs=$data_dir
+num.partitions=1
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=4
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+group.initial.rebalance.delay.ms=0
+auto.create.topics.enable=false
+PROPS
+while IFS='=' read -r name value; do
+  key=$(tr 'A-Z_' 'a-z.' <<<"${name#KAFKA_CFG_}")
+  printf '%s=%s\n' "$key" "$value" >>"$props"
+done < <(env | grep -E '^KAFKA_CFG_[A-Z0-9_]+=' | grep -vE '=(tcp|udp|sctp)://' || true)
+
+java=("${JAVA_HOME:+$JAVA_HOME/bin/}java" "-Xms${KAFKA_HEAP:-512m}" "-Xmx${KAFKA_HEAP:-512m}"
+  -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -Djava.awt.headless=true
+  "-Dlog4j2.configurationFile=/opt/kafka/log4j2.properties" -cp "/opt/kafka/libs/*")
+
+if [ ! -f "$data_dir/meta.properties" ]; then
+  # 22 characters of URL-safe base64 = the 16 random bytes of a Kafka Uuid.
+  cluster_id=${KAFKA_CLUSTER_ID:-$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')}
+  echo "formatting $data_dir for cluster $cluster_id"
+  "${java[@]}" kafka.tools.StorageTool format --ignore-formatted -t "$cluster_id" -c "$props"
+fi
+echo "starting Kafka: listeners PLAINTEXT://0.0.0.0:$port, advertised $advertised"
+exec "${java[@]}" kafka.Kafka "$props"

@@ -1,0 +1,86 @@
+#!/bin/bash
+# Entrypoint of the StreamingJob Spark image (written for this project).
+#
+# Spark on Kubernetes starts pods from this image in three ways:
+#   executor   Spark's driver creates executor pods with the single argument `executor` and the
+#              SPARK_* environment of BasicExecutorFeatureStep (SPARK_DRIVER_URL,
+#              SPARK_EXECUTOR_ID, SPARK_EXECUTOR_CORES, SPARK_EXECUTOR_MEMORY,
+#              SPARK_APPLICATION_ID, SPARK_EXECUTOR_POD_IP, SPARK_EXECUTOR_POD_NAME,
+#              SPARK_RESOURCE_PROFILE_ID, SPARK_CLASSPATH, SPARK_CONF_DIR and the JVM options as
+#              SPARK_JAVA_OPT_0, SPARK_JAVA_OPT_1, ...); this starts KubernetesExecutorBackend.
+#   driver     `spark-submit` in cluster mode creates a driver pod with `driver <submit args>`;
+#              the driver then runs spark-submit in client mode inside the pod.
+#   anything   else is executed as given (the operator's driver pods run `spark-submit ...` or
+#              `python /opt/streamingjob/run_job.py ...` themselves).
+set -eo pipefail
+
+SPARK_HOME=${SPARK_HOME:-/opt/spark}
+JAVA=${JAVA_HOME:+$JAVA_HOME/bin/}java
+
+# A uid without a passwd entry (e.g. a random uid forced by the cluster) leaves the JVM and
+# Hadoop without a user name; give them one.
+if ! id -un >/dev/null 2>&1; then
+  export HADOOP_USER_NAME=${HADOOP_USER_NAME:-${SPARK_USER:-spark}}
+  export HOME=${HOME:-/tmp}
+fi
+
+classpath() {
+  local cp="$SPARK_HOME/jars/*"
+  [ -n "${SPARK_CONF_DIR:-}" ] && [ -d "$SPARK_CONF_DIR" ] && cp="$SPARK_CONF_DIR:$cp"
+  [ -n "${SPARK_CLASSPATH:-}" ] && cp="$SPARK_CLASSPATH:$cp"
+  [ -n "${SPARK_DIST_CLASSPATH:-}" ] && cp="$cp:$SPARK_DIST_CLASSPATH"
+  printf '%s' "$cp"
+}
+
+# SPARK_JAVA_OPT_<n> in numeric order of <n>, each one JVM argument, taken verbatim.
+java_opts() {
+  local name
+  JAVA_OPTS=()
+  while read -r name; do
+    JAVA_OPTS+=("${!name}")
+  done < <(compgen -e | grep -E '^SPARK_JAVA_OPT_[0-9]+$' | sort -t_ -k4,4n)
+}
+
+require() {
+  local name
+  for name in "$@"; do
+    [ -n "${!name:-}" ] || { echo "entrypoint: $name must be set for '$mode'" >&2; exit 64; }
+  done
+}
+
+mode=${1:-}
+case "$mode" in
+  executor)
+    shift
+    require SPARK_DRIVER_URL SPARK_EXECUTOR_ID SPARK_EXECUTOR_CORES SPARK_EXECUTOR_MEMORY \
+      SPARK_APPLICATION_ID SPARK_EXECUTOR_POD_IP
+    java_opts
+    args=(
+      --driver-url "$SPARK_DRIVER_URL"
+      --executor-id "$SPARK_EXECUTOR_ID"
+      --cores "$SPARK_EXECUTOR_CORES"
+      --app-id "$SPARK_APPLICATION_ID"
+      --hostname "$SPARK_EXECUTOR_POD_IP"
+      --resourceProfileId "${SPARK_RESOURCE_PROFILE_ID:-0}"
+    )
+    [ -n "${SPARK_EXECUTOR_POD_NAME:-}" ] && args+=(--podName "$SPARK_EXECUTOR_POD_NAME")
+    exec "$JAVA" "${JAVA_OPTS[@]}" \
+      -Xms"$SPARK_EXECUTOR_MEMORY" -Xmx"$SPARK_EXECUTOR_MEMORY" \
+      -cp "$(classpath)" \
+      org.apache.spark.scheduler.cluster.k8s.KubernetesExecutorBackend "${args[@]}" "$@"
+    ;;
+  driver)
+    shift
+    submit=("$SPARK_HOME/bin/spark-submit")
+    [ -n "${SPARK_DRIVER_BIND_ADDRESS:-}" ] &&
+      submit+=(--conf "spark.driver.bindAddress=$SPARK_DRIVER_BIND_ADDRESS")
+    exec "${submit[@]}" --deploy-mode client "$@"
+    ;;
+  "")
+    echo "usage: executor | driver <spark-submit args> | <command> [args...]" >&2
+    exit 64
+    ;;
+  *)
+    exec "$@"
+    ;;
+esac

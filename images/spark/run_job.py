@@ -1,0 +1,5 @@
+import sys
+
+from spark_app.runner import main
+
+sys.exit(main())

@@ -1,0 +1,3 @@
+module streamingjob.local/pause
+
+go 1.24

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# Brings up the single-node kind cluster of the end-to-end tests, offline, and loads the
+# project's images into it. Prints the kubeconfig path on stdout; logs and timings on stderr.
+#
+#   scripts/kind/up.sh            docker (+ capability shim where needed), node image (built or
+#                                 loaded from $STREAMJOB_CACHE/kind), cluster, images
+# Environment:
+#   STREAMJOB_KIND_CLUSTER       cluster name (default streamingjob-e2e)
+#   STREAMJOB_KIND_NODE_IMAGE    a node image to use instead of building one, e.g.
+#                                kindest/node:v1.34.0 on a machine that can pull it; the value
+#                                `official` means kind's own default image. Such images bring
+#                                kind's default CNI, so the baked CNI is not needed.
+#   STREAMJOB_KIND_SKIP_IMAGES=1 do not build/load the project's images
+# Idempotent: a healthy cluster of the same node image is reused, images are loaded only when
+# the node does not have that image ID yet.
+set -euo pipefail
+source "$(dirname "$0")/../common.sh"
+exec 3>&1 1>&2
+HERE="$REPO_ROOT/scripts/kind"
+total=$SECONDS
+
+CLUSTER=${STREAMJOB_KIND_CLUSTER:-streamingjob-e2e}
+STATE="$STREAMJOB_CACHE/kind"
+KUBECONFIG_OUT="$STATE/$CLUSTER.kubeconfig"
+TIMINGS="$STATE/timings.log"
+mkdir -p "$STATE"
+timing() { log "timing: $1 $2s"; printf '%s %s %s %ss\n' "$(date -u +%FT%TZ)" "$CLUSTER" "$1" "$2" >>"$TIMINGS"; }
+
+bash "$HERE/docker-setup.sh"
+K8S_BIN=$(bash "$REPO_ROOT/scripts/k8s-toolchain.sh" all)
+KIND="$K8S_BIN/kind"
+KUBECTL=("$K8S_BIN/kubectl" --kubeconfig "$KUBECONFIG_OUT")
+
+# cold: the node image had to be built; warm: it came from docker or the cache tarball.
+t=$SECONDS
+temperature=warm
+case "${STREAMJOB_KIND_NODE_IMAGE:-}" in
+  "")
+    before=$(ls "$STATE"/node-*.tar.zst 2>/dev/null || true)
+    NODE_IMAGE=$(bash "$HERE/node-image.sh")
+    tag=${NODE_IMAGE##*:}
+    grep -qF "node-$tag.tar.zst" <<<"$before" || temperature=cold
+    OWN_NODE=1
+    ;;
+  official) NODE_IMAGE='' OWN_NODE=0 ;;
+  *) NODE_IMAGE=$STREAMJOB_KIND_NODE_IMAGE OWN_NODE=0 ;;
+esac
+timing "node-image-$temperature" $((SECONDS - t))
+
+config="$STATE/$CLUSTER.yaml"
+{
+  echo "kind: Cluster"
+  echo "apiVersion: kind.x-k8s.io/v1alpha4"
+  echo "networking:"
+  echo "  podSubnet: 10.244.0.0/16"
+  # Our node image has its own CNI configuration baked in (scripts/kind/node/files/etc/cni).
+  [ "$OWN_NODE" = 0 ] || echo "  disableDefaultCNI: true"
+  echo "nodes:"
+  echo "- role: control-plane"
+  [ -z "$NODE_IMAGE" ] || echo "  image: $NODE_IMAGE"
+} >"$config"
+
+node="$CLUSTER-control-plane"
+healthy() {
+  [ "$(docker inspect --format '{{.State.Running}}' "$node" 2>/dev/null)" = true ] &&
+    { [ -z "$NODE_IMAGE" ] || [ "$(docker inspect --format '{{.Config.Image}}' "$node")" = "$NODE_IMAGE" ]; } &&
+    "${KUBECTL[@]}" get --raw /readyz >/dev/null 2>&1
+}
+if "$KIND" get clusters 2>/dev/null | grep -qx "$CLUSTER"; then
+  [ -s "$KUBECONFIG_OUT" ] || "$KIND" export kubeconfig --name "$CLUSTER" --kubeconfig "$KUBECONFIG_OUT" >&2 || true
+  if healthy; then
+    log "reusing cluster $CLUSTER"
+  else
+    log "cluster $CLUSTER is stale or unhealthy: recreating it"
+    "$KIND" delete cluster --name "$CLUSTER" >&2
+  fi
+fi
+if ! "$KIND" get clusters 2>/dev/null | grep -qx "$CLUSTER"; then
+  t=$SECONDS
+  "$KIND" create cluster --name "$CLUSTER" --config "$config" --kubeconfig "$KUBECONFIG_OUT" --wait 240s >&2
+  timing "cluster-create-$temperature" $((SECONDS - t))
+fi
+"${KUBECTL[@]}" wait --for=condition=Ready node --all --timeout=180s >&2
+"${KUBECTL[@]}" -n kube-system rollout status deployment/coredns --timeout=180s >&2
+
+if [ "${STREAMJOB_KIND_SKIP_IMAGES:-0}" != 1 ]; then
+  t=$SECONDS
+  mapfile -t images < <(bash "$REPO_ROOT/images/build.sh")
+  timing images-build $((SECONDS - t))
+  t=$SECONDS
+  # The node remembers which image ID it got for each tag (in its /var volume).
+  docker exec "$node" mkdir -p /var/lib/streamingjob-images
+  for image in "${images[@]}"; do
+    id=$(docker image inspect --format '{{.Id}}' "$image")
+    mark="/var/lib/streamingjob-images/$(tr '/:' '__' <<<"$image")"
+    if [ "$(docker exec "$node" cat "$mark" 2>/dev/null)" = "$id" ]; then
+      log "$image already loaded"
+      continue
+    fi
+    log "loading $image into $CLUSTER"
+    "$KIND" load docker-image --name "$CLUSTER" "$image" >&2
+    docker exec "$node" sh -c "echo '$id' > '$mark'"
+  done
+  timing images-load $((SECONDS - t))
+fi
+timing "up-total-$temperature" $((SECONDS - total))
+echo "$KUBECONFIG_OUT" >&3
