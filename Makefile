@@ -45,8 +45,9 @@ test-integration: toolchain ## Integration tests: real Kafka + Spark, real kube-
 	$(PY) -m pytest -m integration $(PYTEST_ARGS)
 
 .PHONY: test
-test: lint toolchain helm ## Every test tier that is complete (what CI runs)
+test: lint toolchain helm ## Every test tier: unit, integration, then e2e on kind (what CI runs)
 	$(PY) -m pytest -m "not e2e" $(PYTEST_ARGS)
+	$(MAKE) --no-print-directory e2e
 
 .PHONY: images
 images: ## Build the Spark, operator and Kafka images (docker, no registry needed)

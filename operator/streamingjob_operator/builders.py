@@ -56,6 +56,7 @@ RESERVED_CONF_KEYS = frozenset(
         "spark.driver.port",
         "spark.driver.blockManager.port",
         "spark.driver.bindAddress",
+        "spark.kubernetes.executor.useDriverPodIP",
         "spark.executor.instances",
         "spark.kubernetes.executor.podNamePrefix",
         "spark.kubernetes.authenticate.executor.serviceAccountName",
@@ -126,12 +127,15 @@ def spark_memory_mib(value: str) -> int:
     return max(int(number * factor), 1)
 
 
-def _resources(cores: int, memory: str, overhead: str, cpu_limit: str | None) -> dict:
+def _resources(
+    cores: int, memory: str, overhead: str, cpu_limit: str | None, cpu_request: str | None = None
+) -> dict:
     total = spark_memory_mib(memory) + spark_memory_mib(overhead)
     limits: dict[str, str] = {"memory": f"{total}Mi"}
     if cpu_limit:
         limits["cpu"] = cpu_limit
-    return {"requests": {"cpu": str(cores), "memory": f"{total}Mi"}, "limits": limits}
+    requests = {"cpu": cpu_request or str(cores), "memory": f"{total}Mi"}
+    return {"requests": requests, "limits": limits}
 
 
 def _kafka_env(spec: StreamingJobSpec) -> list[dict[str, Any]]:
@@ -365,6 +369,9 @@ def spark_confs(
             "spark.driver.port": str(DRIVER_PORT),
             "spark.driver.blockManager.port": str(BLOCK_MANAGER_PORT),
             "spark.driver.bindAddress": "0.0.0.0",
+            # Spark 4.1 makes executors dial the bind address (0.0.0.0 here) unless this is
+            # off; they must reach the driver through the headless Service above.
+            "spark.kubernetes.executor.useDriverPodIP": "false",
             "spark.driver.memory": spec.driver.memory,
             "spark.executor.instances": str(ex.instances),
             "spark.executor.cores": str(ex.cores),
@@ -385,6 +392,8 @@ def spark_confs(
     )
     if ex.cpu_limit:
         confs["spark.kubernetes.executor.limit.cores"] = ex.cpu_limit
+    if ex.cpu_request:
+        confs["spark.kubernetes.executor.request.cores"] = ex.cpu_request
     return confs
 
 
@@ -491,6 +500,7 @@ def build_driver_pod(
                         spec.driver.memory,
                         spec.driver.memory_overhead,
                         spec.driver.cpu_limit,
+                        spec.driver.cpu_request,
                     ),
                     "volumeMounts": [
                         {"name": "streamingjob-config", "mountPath": CONFIG_DIR, "readOnly": True},

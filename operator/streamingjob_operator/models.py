@@ -125,6 +125,12 @@ class ResourcesSpec(SpecModel):
         description="Off-heap memory added to the heap for the pod's memory request and "
         "limit (Python workers, native buffers).",
     )
+    cpu_request: str | None = Field(
+        default=None,
+        pattern=r"^[0-9]+(\.[0-9]+)?m?$",
+        description="Optional CPU request of the pod (Kubernetes quantity, e.g. 250m) when it "
+        "should differ from cores (small clusters). Unset: cores.",
+    )
     cpu_limit: str | None = Field(
         default=None,
         pattern=r"^[0-9]+(\.[0-9]+)?m?$",

@@ -136,3 +136,217 @@ def namespace(kube: Kube) -> Iterator[str]:
     kube.run("create", "namespace", name)
     yield name
     kube.run("delete", "namespace", name, "--wait=false")
+
+
+# -- the operator, Kafka and a client pod, shared by the scenarios ------------------------------
+
+CLUSTER = os.environ.get("STREAMJOB_KIND_CLUSTER", "streamingjob-e2e")
+NODE = f"{CLUSTER}-control-plane"
+OPERATOR_NAMESPACE = "streamingjob-system"
+RELEASE = "streamingjob"
+CHART = REPO_ROOT / "charts" / "streamingjob-operator"
+KAFKA_NAMESPACE = "kafka"  # examples/kind/kafka.yaml
+BOOTSTRAP = "kafka.kafka.svc.cluster.local:9092"
+NODE_DATA = "/var/lib/streamingjob"  # the hostPath of examples/kind/orders-job.yaml
+
+
+def wait_for(what: str, probe, timeout: float = 180, interval: float = 0.5):
+    """Polls `probe` until it returns something truthy (returned) or the deadline passes."""
+    deadline = time.monotonic() + timeout
+    last: object = None
+    while time.monotonic() < deadline:
+        last = probe()
+        if last:
+            return last
+        time.sleep(interval)
+    raise TimeoutError(f"{what}: not reached within {timeout}s (last: {last!r})")
+
+
+def node_exec(*command: str, check: bool = True) -> str:
+    """A command on the kind node (its filesystem holds the hostPath volumes)."""
+    done = subprocess.run(["docker", "exec", NODE, *command], capture_output=True, text=True)
+    if check and done.returncode != 0:
+        raise RuntimeError(f"docker exec {' '.join(command)}: {done.stderr.strip()}")
+    return done.stdout
+
+
+class Helm:
+    def __init__(self, helm: str, kubeconfig: str):
+        self.base = [helm, "--kubeconfig", kubeconfig]
+
+    def run(self, *args: str, timeout: float = 300) -> str:
+        done = subprocess.run([*self.base, *args], capture_output=True, text=True, timeout=timeout)
+        if done.returncode != 0:
+            raise RuntimeError(f"helm {' '.join(args)} failed: {done.stderr.strip()}")
+        return done.stdout
+
+
+@pytest.fixture(scope="session")
+def helm(kubeconfig: str) -> Helm:
+    bin_dir = _script("scripts/k8s-toolchain.sh", "helm")
+    return Helm(str(Path(bin_dir) / "helm"), kubeconfig)
+
+
+# Values of the e2e install: the image loaded by up.sh, never pulled, and short polls.
+OPERATOR_VALUES = [
+    "--set", "image.pullPolicy=Never",
+    "--set", "config.kafkaPollSeconds=5",
+    "--set", "config.resyncSeconds=10",
+    "--set", "config.fencingPollSeconds=1",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def operator_release(kube: Kube, helm: Helm, images: Images) -> Iterator[str]:
+    """`helm install` of the chart (a release left by a kept cluster is uninstalled first)."""
+    if RELEASE in helm.run("list", "-n", OPERATOR_NAMESPACE, "-q"):
+        helm.run("uninstall", RELEASE, "-n", OPERATOR_NAMESPACE, "--wait")
+    # Helm never upgrades crds/: a CRD left by an older run is replaced like the README says.
+    kube.run("apply", "--server-side", "--force-conflicts", "-f", str(CHART / "crds"))
+    tag = images.operator.rsplit(":", 1)[1]
+    helm.run(
+        "install", RELEASE, str(CHART), "-n", OPERATOR_NAMESPACE, "--create-namespace",
+        "--set", f"image.tag={tag}", *OPERATOR_VALUES, "--wait", "--timeout", "180s",
+    )  # fmt: skip
+    yield RELEASE
+    helm.run("uninstall", RELEASE, "-n", OPERATOR_NAMESPACE, "--wait")
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(kube: Kube) -> str:
+    """The broker of examples/kind/kafka.yaml; its bootstrap address inside the cluster."""
+    kube.run("apply", "-f", str(REPO_ROOT / "examples" / "kind" / "kafka.yaml"))
+    kube.run(
+        "rollout", "status", "deployment/kafka", "-n", KAFKA_NAMESPACE, "--timeout=240s",
+        timeout=270,
+    )  # fmt: skip
+    return BOOTSTRAP
+
+
+KAFKA_TOOL = r"""
+import json, os, sys, time
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+command, bootstrap, topic, *rest = sys.argv[1:]
+
+def produce_ids(producer, ids):
+    for n in ids:
+        producer.produce(topic, key=str(n).encode(), value=json.dumps({"id": n}).encode())
+        producer.poll(0)
+
+def partitions(consumer):
+    return sorted(consumer.list_topics(topic, timeout=20).topics[topic].partitions)
+
+if command == "create-topic":
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, int(rest[0]), 1)])[topic].result(60)
+elif command == "produce":
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    produce_ids(producer, range(int(rest[0]), int(rest[1])))
+    assert producer.flush(60) == 0
+elif command == "produce-loop":  # start, rate/s, stop file: prints the id after the last one
+    start, rate, stop = int(rest[0]), float(rest[1]), rest[2]
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    n, began = start, time.monotonic()
+    while not os.path.exists(stop):
+        due = start + int((time.monotonic() - began) * rate)
+        produce_ids(producer, range(n, max(n, due)))
+        n = max(n, due)
+        time.sleep(0.02)
+    assert producer.flush(60) == 0
+    print("PRODUCED", n, flush=True)
+elif command == "offsets":  # {"group": {p: o|None}, "end": {p: o}}
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": rest[0]})
+    tps = [TopicPartition(topic, p) for p in partitions(consumer)]
+    group = {tp.partition: (tp.offset if tp.offset >= 0 else None)
+             for tp in consumer.committed(tps, timeout=20)}
+    end = {tp.partition: consumer.get_watermark_offsets(tp, timeout=20)[1] for tp in tps}
+    consumer.close()
+    print(json.dumps({"group": group, "end": end}))
+"""
+
+
+class KafkaClient:
+    """Kafka from inside the cluster: `kubectl exec` into a long-running client pod of the
+    Spark image (it has confluent-kafka); the broker advertises its Service name only."""
+
+    POD = "kafka-client"
+
+    def __init__(self, kube: Kube, bootstrap: str):
+        self.kube, self.bootstrap = kube, bootstrap
+
+    def command(self, *args: str) -> list[str]:
+        return [
+            *self.kube.base, "exec", "-n", KAFKA_NAMESPACE, self.POD, "--",
+            "python", "-c", KAFKA_TOOL, *args,
+        ]  # fmt: skip
+
+    def run(self, *args: str, timeout: float = 120) -> str:
+        done = subprocess.run(self.command(*args), capture_output=True, text=True, timeout=timeout)
+        if done.returncode != 0:
+            raise RuntimeError(f"kafka tool {args[:3]} failed: {done.stderr.strip()}")
+        return done.stdout
+
+    def create_topic(self, topic: str, partitions: int = 3) -> None:
+        self.run("create-topic", self.bootstrap, topic, str(partitions))
+
+    def produce(self, topic: str, start: int, stop: int) -> None:
+        self.run("produce", self.bootstrap, topic, str(start), str(stop))
+
+    def offsets(self, topic: str, group: str) -> tuple[dict[int, int | None], dict[int, int]]:
+        answer = json.loads(self.run("offsets", self.bootstrap, topic, group))
+        group_offsets = {int(p): o for p, o in answer["group"].items()}
+        return group_offsets, {int(p): o for p, o in answer["end"].items()}
+
+
+class ProducerLoop:
+    """Produces ids start, start+1, ... at a steady rate until stopped; stop() returns the
+    id after the last one produced (all of them flushed)."""
+
+    def __init__(self, client: KafkaClient, topic: str, start: int, rate: float = 20):
+        self.client = client
+        self.stop_file = f"/tmp/stop-{uuid.uuid4().hex[:8]}"
+        args = ("produce-loop", client.bootstrap, topic, str(start), str(rate), self.stop_file)
+        self.process = subprocess.Popen(
+            client.command(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+
+    def stop(self) -> int:
+        self.client.kube.run(
+            "exec", "-n", KAFKA_NAMESPACE, KafkaClient.POD, "--", "touch", self.stop_file
+        )
+        out, err = self.process.communicate(timeout=120)
+        match = re.search(r"PRODUCED (\d+)", out)
+        assert match, f"producer loop failed: {out}\n{err}"
+        return int(match.group(1))
+
+
+@pytest.fixture(scope="session")
+def kafka_client(kube: Kube, kafka_broker: str, images: Images) -> KafkaClient:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": KafkaClient.POD, "namespace": KAFKA_NAMESPACE},
+        "spec": {
+            "enableServiceLinks": False,
+            "terminationGracePeriodSeconds": 0,
+            "containers": [
+                {
+                    "name": "client",
+                    "image": images.spark,
+                    "imagePullPolicy": "Never",
+                    "command": ["sleep", "infinity"],
+                }
+            ],
+        },
+    }
+    kube.apply(json.dumps(pod), KAFKA_NAMESPACE)
+    kube.wait_ready(KafkaClient.POD, KAFKA_NAMESPACE)
+    return KafkaClient(kube, kafka_broker)
+
+
+@pytest.fixture(scope="session")
+def node_data() -> str:
+    """The node directory behind the jobs' hostPath volume, writable by the Spark uid."""
+    node_exec("sh", "-c", f"mkdir -p {NODE_DATA} && chown 185:185 {NODE_DATA}")
+    return NODE_DATA

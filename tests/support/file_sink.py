@@ -13,7 +13,9 @@ from urllib.parse import unquote, urlparse
 import pyarrow.parquet as pq
 
 
-def committed_files(output: Path) -> list[Path]:
+def committed_files(output: Path, mounted_as: str | None = None) -> list[Path]:
+    """Committed files of one sink directory. `mounted_as`: the directory's path as the
+    writer saw it (its log holds absolute paths), when it is read from elsewhere (a copy)."""
     added: set[str] = set()
     removed: set[str] = set()
     log_dir = output / "_spark_metadata"
@@ -26,16 +28,23 @@ def committed_files(output: Path) -> list[Path]:
             record = json.loads(line)
             path = unquote(urlparse(record["path"]).path)
             (added if record["action"] == "add" else removed).add(path)
-    return sorted(Path(p) for p in added - removed)
+    paths = sorted(added - removed)
+    if mounted_as is not None:
+        prefix = mounted_as.rstrip("/") + "/"
+        paths = [str(output / p[len(prefix) :]) if p.startswith(prefix) else p for p in paths]
+    return [Path(p) for p in paths]
 
 
-def committed_rows(output: Path) -> list[dict]:
-    """Rows of every epoch's directory (<output>/epoch-<n>), each read through its log."""
+def committed_rows(output: Path, mounted_as: str | None = None) -> list[dict]:
+    """Rows of every epoch's directory (<output>/epoch-<n>), each read through its log; each
+    row also names its epoch directory. `mounted_as`: `output` as the writer saw it."""
     rows: list[dict] = []
-    files = [f for epoch in sorted(output.glob("epoch-*")) for f in committed_files(epoch)]
-    for path in files:
-        table = pq.read_table(path, columns=["value", "topic", "partition", "offset"])
-        for row in table.to_pylist():
-            row["id"] = json.loads(row.pop("value"))["id"]
-            rows.append(row)
+    for epoch in sorted(output.glob("epoch-*")):
+        seen_as = f"{mounted_as.rstrip('/')}/{epoch.name}" if mounted_as else None
+        for path in committed_files(epoch, seen_as):
+            table = pq.read_table(path, columns=["value", "topic", "partition", "offset"])
+            for row in table.to_pylist():
+                row["id"] = json.loads(row.pop("value"))["id"]
+                row["epoch"] = epoch.name
+                rows.append(row)
     return rows

@@ -98,7 +98,7 @@ def _operator_as_deployed(
     problems = [
         line
         for line in runner.output.splitlines()
-        if re.search(r"forbidden|403|permission", line, re.IGNORECASE)
+        if re.search(r"forbidden|(?<![,.:\d])\b403\b|permission", line, re.IGNORECASE)
     ]
     assert not problems, f"the operator hit RBAC denials ({SCANNING_HINT}?):\n" + "\n".join(
         line[:400] for line in problems

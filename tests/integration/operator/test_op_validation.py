@@ -67,7 +67,7 @@ def test_examples_are_accepted(kube: Kube, ns: str):
 
     from tests.integration.operator.kube_helpers import REPO
 
-    for path in sorted((REPO / "examples").glob("*.yaml")):
+    for path in sorted((REPO / "examples").rglob("*.yaml")):
         for doc in yaml.safe_load_all(path.read_text()):
             if doc and doc.get("kind") == "StreamingJob":
                 kube.create_job(kube.namespace(), doc["metadata"]["name"], doc["spec"])

@@ -119,6 +119,7 @@ def test_driver_runs_spark_submit_client_mode_with_runner_contract():
     assert confs["spark.driver.port"] == str(DRIVER_PORT)
     assert confs["spark.driver.blockManager.port"] == str(BLOCK_MANAGER_PORT)
     assert confs["spark.driver.bindAddress"] == "0.0.0.0"
+    assert confs["spark.kubernetes.executor.useDriverPodIP"] == "false"  # via the Service
     assert confs["spark.executor.instances"] == "3"
     assert confs["spark.kubernetes.namespace"] == "team"
     assert confs["spark.kubernetes.authenticate.executor.serviceAccountName"] == "orders-driver"
@@ -135,6 +136,19 @@ def test_ports_resources_and_security():
     assert p["spec"]["securityContext"]["runAsUser"] == 185
     assert c["securityContext"]["allowPrivilegeEscalation"] is False
     assert c["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+
+
+def test_cpu_request_overrides_cores_for_the_pods_only():
+    spec = make_spec(
+        driver={"cores": 1, "cpuRequest": "100m"},
+        executor={"cores": 2, "cpuRequest": "250m"},
+    )
+    (c,) = pod(spec)["spec"]["containers"]
+    assert c["resources"]["requests"]["cpu"] == "100m"
+    confs = spark_confs(JOB, spec, POD_NAME, 2, 3)
+    assert confs["spark.kubernetes.executor.request.cores"] == "250m"
+    assert confs["spark.executor.cores"] == "2"  # Spark's task slots stay whole cores
+    assert "spark.kubernetes.executor.request.cores" not in spark_confs(JOB, SPEC, POD_NAME, 2, 3)
 
 
 def test_secrets_only_through_secret_key_refs():

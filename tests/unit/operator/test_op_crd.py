@@ -71,10 +71,12 @@ def test_crd_metadata_columns_and_rules():
 
 
 def _examples():
-    for path in sorted((ROOT / "examples").glob("*.yaml")):
+    for path in sorted((ROOT / "examples").rglob("*.yaml")):
         for doc in yaml.safe_load_all(path.read_text()):
             if doc and doc.get("kind") == "StreamingJob":
-                yield pytest.param(doc, id=f"{path.name}:{doc['metadata']['name']}")
+                yield pytest.param(
+                    doc, id=f"{path.relative_to(ROOT / 'examples')}:{doc['metadata']['name']}"
+                )
 
 
 @pytest.mark.parametrize("doc", list(_examples()))

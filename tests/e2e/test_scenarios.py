@@ -1,0 +1,488 @@
+"""The operator on a real cluster (issue 4, "Scenarios"): one `helm install` of the chart, the
+broker of examples/kind/kafka.yaml and one StreamingJob (examples/kind/orders-job.yaml) walked
+through install → driver kills → redeploy → operator upgrade → suspend/resume/delete, then
+invalid manifests. The tests share the job and run in file order; each reads real output (the
+parquet sink on the node, through its `_spark_metadata` log) and the group's offsets.
+
+Writes bench/results/e2e.json: driver killed → first restored batch committed, and the cluster
+create times that scripts/kind/up.sh logged.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+import subprocess
+import tempfile
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.e2e.conftest import (
+    NODE,
+    OPERATOR_NAMESPACE,
+    OPERATOR_VALUES,
+    RELEASE,
+    REPO_ROOT,
+    Helm,
+    KafkaClient,
+    Kube,
+    ProducerLoop,
+    wait_for,
+)
+from tests.support.file_sink import committed_rows
+
+pytestmark = pytest.mark.e2e
+
+EXAMPLE = REPO_ROOT / "examples" / "kind" / "orders-job.yaml"
+RESULTS = REPO_ROOT / "bench" / "results" / "e2e.json"
+JOB_LABEL = "sparkkafka.dev/job"
+KILLS = ["delete", "delete", "process", "delete", "delete", "process"]
+
+
+@dataclass
+class Job:
+    """The scenarios' StreamingJob and what the tests know about it."""
+
+    kube: Kube
+    kafka: KafkaClient
+    namespace: str
+    node_data: str
+    name: str = "orders"
+    topic: str = ""
+    group: str = ""
+    manifest: dict = field(default_factory=dict)
+    next_id: int = 0  # ids 0 .. next_id-1 were produced (and must be in the sink once)
+    kill_samples: list[dict] = field(default_factory=list)
+
+    @property
+    def sink_path(self) -> str:
+        return f"/data/output/{self.namespace}/{self.name}"  # inside the pods
+
+    def apply(self) -> None:
+        self.kube.run("apply", "-n", self.namespace, "-f", "-", input=yaml.safe_dump(self.manifest))
+
+    def patch(self, spec: dict) -> None:
+        self.kube.run(
+            "patch", "streamingjob", self.name, "-n", self.namespace, "--type", "merge",
+            "-p", json.dumps({"spec": spec}),
+        )  # fmt: skip
+
+    def status(self) -> dict:
+        return self.kube.get("streamingjob", self.name, self.namespace).get("status") or {}
+
+    def report(self) -> dict:
+        """The runner's report (ConfigMap <job>-report), {} before the first one."""
+        cm = self.kube.get("configmap", f"{self.name}-report", self.namespace)
+        raw = (cm.get("data") or {}).get("report.json")
+        return json.loads(raw) if raw else {}
+
+    def pods(self, selector: str = "") -> list[dict]:
+        labels = f"{JOB_LABEL}={self.name}" + (f",{selector}" if selector else "")
+        out = self.kube.run("get", "pods", "-n", self.namespace, "-l", labels, "-o", "json")
+        return json.loads(out)["items"]
+
+    def running_batch(self, epoch: int, attempt: int) -> dict | None:
+        """The report once the run (epoch, attempt) committed a batch after its start."""
+        report = self.report()
+        if (report.get("epoch"), report.get("attempt")) != (epoch, attempt):
+            return None
+        batch = report.get("latestBatch") or {}
+        restored = report.get("restoredBatch")
+        if batch.get("batchId") is None or batch["batchId"] <= (
+            -1 if restored is None else restored
+        ):
+            return None
+        return report
+
+    def sink_rows(self) -> list[dict]:
+        """Committed rows of every epoch, copied from the node and read through the log."""
+        with tempfile.TemporaryDirectory() as tmp:
+            source = f"{NODE}:{self.node_data}/output/{self.namespace}/{self.name}"
+            done = subprocess.run(
+                ["docker", "cp", source, tmp], capture_output=True, text=True, check=False
+            )
+            if done.returncode != 0:
+                return []
+            return committed_rows(Path(tmp) / self.name, mounted_as=self.sink_path)
+
+    def wait_sink_has_all(self, timeout: float = 180) -> list[dict]:
+        expected = set(range(self.next_id))
+
+        def complete() -> list[dict] | None:
+            rows = self.sink_rows()
+            return rows if {r["id"] for r in rows} >= expected else None
+
+        return wait_for(f"ids 0..{self.next_id - 1} in the sink", complete, timeout, 2)
+
+    def assert_exactly_once(self, rows: list[dict]) -> None:
+        counts = Counter(r["id"] for r in rows)
+        assert set(counts) == set(range(self.next_id)), "records lost or unexpected ids"
+        twice = sorted(i for i, n in counts.items() if n > 1)
+        assert not twice, f"{len(twice)} records written more than once: {twice[:20]}"
+
+    def wait_caught_up(self, timeout: float = 120) -> dict[int, int]:
+        """Waits until the group's committed offsets reach the log end; returns them."""
+
+        def caught_up() -> dict[int, int] | None:
+            group, end = self.kafka.offsets(self.topic, self.group)
+            return dict(end) if group == end else None
+
+        return wait_for("group offsets at the log end", caught_up, timeout, 1)
+
+
+@pytest.fixture(scope="module")
+def job(
+    kube: Kube, operator_release: str, kafka_client: KafkaClient, node_data: str
+) -> Iterator[Job]:
+    namespace = f"e2e-{uuid.uuid4().hex[:8]}"
+    kube.run("create", "namespace", namespace)
+    suffix = uuid.uuid4().hex[:6]
+    state = Job(kube, kafka_client, namespace, node_data, topic=f"orders-{suffix}")
+    state.group = f"orders-{suffix}"
+    manifest = yaml.safe_load(EXAMPLE.read_text())
+    source = manifest["spec"]["job"]["source"]
+    source["subscribe"], source["groupId"] = [state.topic], state.group
+    manifest["spec"]["job"]["sink"]["path"] = f"file://{state.sink_path}"
+    state.manifest = manifest
+    kafka_client.create_topic(state.topic, 3)
+    yield state
+    kube.run("delete", "namespace", namespace, "--wait=false")
+
+
+def _phase(job: Job, *phases: str) -> dict | None:
+    status = job.status()
+    return status if status.get("phase") in phases else None
+
+
+def test_install_apply_and_records_flow_to_the_sink(job: Job, kube: Kube, helm: Helm) -> None:
+    """Scenario 1: helm install (fixture) → Running/Ready → records in the sink → kubectl get."""
+    assert RELEASE in helm.run("list", "-n", OPERATOR_NAMESPACE, "-q")
+    kube.run(
+        "rollout", "status", f"deployment/{RELEASE}-streamingjob-operator", "-n",
+        OPERATOR_NAMESPACE, "--timeout=120s", timeout=150,
+    )  # fmt: skip
+    job.apply()
+    status = wait_for("phase Running", lambda: _phase(job, "Running"), 300, 1)
+    assert status["epoch"] == 1 and status["attempt"] == 1
+    ready = {c["type"]: c["status"] for c in status.get("conditions", [])}
+    assert ready.get("Ready") == "True", status
+    job.kube.run(
+        "get", "pod", status["driverPod"], "-n", job.namespace
+    )  # the driver exists under the recorded name
+
+    job.kafka.produce(job.topic, 0, 200)
+    job.next_id = 200
+    rows = job.wait_sink_has_all(240)
+    job.assert_exactly_once(rows)
+    assert {r["topic"] for r in rows} == {job.topic}
+
+    end_offsets = job.kafka.offsets(job.topic, job.group)[1]
+    assert sum(end_offsets.values()) == 200
+
+    def columns() -> dict | None:
+        # The operator's Kafka view (every kafkaPollSeconds) has caught up with the output.
+        committed = job.status().get("committedOffsets", {}).get(job.topic, {})
+        if {int(p): o for p, o in committed.items()} != end_offsets:
+            return None
+        values = _columns(job)
+        ok = values.get("PHASE") == "Running" and values.get("START") == "fresh"
+        return values if ok and values.get("LAG") == "0" else None
+
+    values = wait_for("kubectl get sj: Running, fresh, lag 0", columns, 90, 1)
+    assert values["RESTARTS"] == "0" and values["EPOCH"] == "1"
+    assert job.status()["startPath"] == "fresh"
+
+
+def _columns(job: Job) -> dict[str, str]:
+    """`kubectl get sj <job>` as {column: value} (NAME PHASE EPOCH RESTARTS START LAG AGE)."""
+    out = job.kube.run("get", "sj", job.name, "-n", job.namespace)
+    header, row = out.splitlines()[:2]
+    return dict(zip(header.split(), row.split(), strict=False))
+
+
+def _kill(job: Job, pod: str, method: str) -> None:
+    if method == "delete":
+        job.kube.run(
+            "delete", "pod", pod, "-n", job.namespace, "--force", "--grace-period=0",
+            "--wait=false",
+        )  # fmt: skip
+    else:  # SIGKILL the job's Python process; spark-submit's JVM (pid 1) then exits non-zero
+        job.kube.run(
+            "exec", pod, "-n", job.namespace, "--", "sh", "-c",
+            "kill -9 $(pgrep -f '^/opt/venv/bin/python.*run_job.py')",
+        )  # fmt: skip
+
+
+def test_driver_kills_restore_from_the_checkpoint_exactly_once(job: Job) -> None:
+    """Scenario 2: force-deleted drivers and a SIGKILLed job process → attempt+1 in the same
+    epoch, restored from the checkpoint; every record in the sink exactly once."""
+    producer = ProducerLoop(job.kafka, job.topic, job.next_id, rate=20)
+    try:
+        for method in KILLS:
+            status = job.status()
+            epoch, attempt = status["epoch"], status["attempt"]
+            wait_for(
+                f"attempt {attempt} committing batches",
+                lambda e=epoch, a=attempt: job.running_batch(e, a),
+                240,
+            )
+            pod = job.status()["driverPod"]
+            started = time.monotonic()
+            _kill(job, pod, method)
+            report = wait_for(
+                f"attempt {attempt + 1}: first restored batch committed",
+                lambda e=epoch, a=attempt: job.running_batch(e, a + 1),
+                240,
+                0.25,
+            )
+            seconds = round(time.monotonic() - started, 2)
+            assert report["startPath"] == "restored", report
+            job.kill_samples.append(
+                {"method": method, "seconds": seconds, "restoredBatch": report["restoredBatch"]}
+            )
+            status = wait_for(
+                "status shows the restored attempt",
+                lambda a=attempt: (
+                    (s := job.status()).get("attempt") == a + 1
+                    and s.get("startPath") == "restored"
+                    and s
+                ),
+                60,
+            )
+            assert status["epoch"] == epoch
+            assert status["driverPod"] != pod
+    finally:
+        job.next_id = producer.stop()
+    _write_results(job.kill_samples)
+    rows = job.wait_sink_has_all(240)
+    job.assert_exactly_once(rows)
+    assert {r["epoch"] for r in rows} == {"epoch-1"}
+    status = job.status()
+    assert status["restarts"] == len(KILLS)
+    assert status["lastRestartReason"] in ("DriverFailed", "DriverDeleted")
+    values = _columns(job)
+    assert (values["PHASE"], values["RESTARTS"], values["START"]) == (
+        "Running",
+        str(len(KILLS)),
+        "restored",
+    ), values
+
+
+def _timings() -> dict:
+    """The newest cluster create and up.sh totals of each temperature from timings.log."""
+    import os
+
+    cache = Path(os.environ.get("STREAMJOB_CACHE", Path.home() / ".cache" / "streamingjob"))
+    found: dict = {}
+    log = cache / "kind" / "timings.log"
+    for line in log.read_text().splitlines() if log.exists() else []:
+        match = re.fullmatch(
+            r"(\S+) \S+ (cluster-create|up-total|node-image)-(cold|warm) (\d+)s", line
+        )
+        if match:
+            found[f"{match.group(2)}-{match.group(3)}"] = {
+                "seconds": int(match.group(4)),
+                "at": match.group(1),
+            }
+    return found
+
+
+def _write_results(samples: list[dict]) -> None:
+    seconds = [s["seconds"] for s in samples]
+    timings = _timings()
+    result = {
+        "driver_killed_to_first_restored_batch_committed": {
+            "description": "kill (kubectl delete pod --force --grace-period=0, or SIGKILL of the "
+            "job's Python process in the driver) until the runner's report shows a committed "
+            "batch of the next attempt, restored from the checkpoint",
+            "samples": samples,
+            "p50_seconds": statistics.median(seconds),
+            "max_seconds": max(seconds),
+            "target_p50_seconds": 15,
+        },
+        "cluster_create_seconds": {
+            "cold": (timings.get("cluster-create-cold") or {}).get("seconds"),
+            "warm": (timings.get("cluster-create-warm") or {}).get("seconds"),
+        },
+        "up_total_seconds": {
+            "cold": (timings.get("up-total-cold") or {}).get("seconds"),
+            "warm": (timings.get("up-total-warm") or {}).get("seconds"),
+        },
+        "timings_source": "$STREAMJOB_CACHE/kind/timings.log (scripts/kind/up.sh)",
+        "timings": timings,
+    }
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+
+
+def test_redeploy_starts_a_new_epoch_from_the_committed_offsets(job: Job) -> None:
+    """Scenario 3: redeployNonce + a job change → epoch+1, fresh from the group's offsets."""
+    committed = job.wait_caught_up()
+    status = job.status()
+    epoch = status["epoch"]
+    job.patch(
+        {
+            "redeployNonce": int(job.manifest["spec"].get("redeployNonce", 0)) + 1,
+            "job": {"source": {"maxOffsetsPerTrigger": 4000}},
+        }
+    )
+    report = wait_for(
+        f"epoch {epoch + 1} planned its start",
+        lambda: (r := job.report()).get("epoch") == epoch + 1 and r.get("startOffsets") and r,
+        300,
+    )
+    assert report["startPath"] == "fresh" and report["attempt"] == 1
+    starts = report["startOffsets"][job.topic]
+    assert {int(p): e["from"] for p, e in starts.items()} == dict.fromkeys(committed, "committed")
+    status = wait_for(
+        "status of the new epoch",
+        lambda: (s := job.status()).get("epoch") == epoch + 1 and s.get("startPath") and s,
+        60,
+    )
+    assert status["startPath"] == "fresh" and "committed" in status["startDetail"], status
+
+    first, job.next_id = job.next_id, job.next_id + 300
+    job.kafka.produce(job.topic, first, job.next_id)
+    rows = job.wait_sink_has_all(240)
+    job.assert_exactly_once(rows)  # the group was at the log end: nothing is read twice
+    new = [r for r in rows if r["epoch"] == f"epoch-{epoch + 1}"]
+    assert {r["id"] for r in new} == set(range(first, job.next_id))
+    for partition, offset in committed.items():
+        offsets = [r["offset"] for r in new if r["partition"] == partition]
+        assert offsets and min(offsets) == offset, (partition, offset, sorted(offsets)[:5])
+
+
+def test_helm_upgrade_mid_stream_keeps_the_driver(job: Job, kube: Kube, helm: Helm) -> None:
+    """Scenario 5: an operator upgrade that restarts its pod → the job keeps running, and no
+    second driver ever exists (pods watched during the upgrade)."""
+    status = job.status()
+    epoch, attempt, driver = status["epoch"], status["attempt"], status["driverPod"]
+    restarts = status["restarts"]
+    producer = ProducerLoop(job.kafka, job.topic, job.next_id, rate=20)
+    watch = subprocess.Popen(
+        [
+            *kube.base, "get", "pods", "-n", job.namespace, "-l",
+            f"{JOB_LABEL}={job.name},spark-role=driver", "--watch", "--no-headers",
+            "-o", "custom-columns=NAME:.metadata.name,PHASE:.status.phase",
+        ],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        before = wait_for("a batch before the upgrade", lambda: job.running_batch(epoch, attempt))
+        operator_pods = kube.run(
+            "get", "pods", "-n", OPERATOR_NAMESPACE, "-o", "name",
+            "-l", "app.kubernetes.io/instance=" + RELEASE,
+        ).split()  # fmt: skip
+        helm.run(
+            "upgrade", RELEASE, str(REPO_ROOT / "charts" / "streamingjob-operator"),
+            "-n", OPERATOR_NAMESPACE, "--reuse-values", *OPERATOR_VALUES,
+            "--set", "config.resyncSeconds=5", "--wait", "--timeout", "180s",
+        )  # fmt: skip
+        upgraded = time.time()
+        after_pods = kube.run(
+            "get", "pods", "-n", OPERATOR_NAMESPACE, "-o", "name",
+            "-l", "app.kubernetes.io/instance=" + RELEASE,
+            "--field-selector=status.phase=Running",
+        ).split()  # fmt: skip
+        assert after_pods and not set(after_pods) & set(operator_pods), "operator not restarted"
+
+        # The new operator has observed the job (it refreshed the Kafka view) ...
+        def observed_by_new_operator() -> dict | None:
+            s = job.status()
+            when = s.get("offsetsTime") or ""
+            stamp = time.mktime(time.strptime(when[:19], "%Y-%m-%dT%H:%M:%S")) if when else 0
+            return s if stamp - time.timezone > upgraded else None
+
+        wait_for("the new operator's status update", observed_by_new_operator, 120, 1)
+        # ... and batches keep coming from the same driver.
+        wait_for(
+            "batches after the upgrade",
+            lambda: (
+                (r := job.running_batch(epoch, attempt))
+                and r["latestBatch"]["batchId"] >= before["latestBatch"]["batchId"] + 3
+            ),
+            120,
+        )
+    finally:
+        job.next_id = producer.stop()
+        watch.terminate()
+        seen, _ = watch.communicate(timeout=30)
+    status = job.status()
+    assert (status["epoch"], status["attempt"], status["driverPod"]) == (epoch, attempt, driver)
+    assert status["restarts"] == restarts and status["phase"] == "Running"
+    names = {line.split()[0] for line in seen.splitlines() if line.strip()}
+    assert names == {driver}, f"driver pods seen during the upgrade: {seen}"
+    assert [p["metadata"]["name"] for p in job.pods("spark-role=driver")] == [driver]
+    job.assert_exactly_once(job.wait_sink_has_all(240))
+
+
+CHILDREN = "pods,services,configmaps,serviceaccounts,roles,rolebindings"
+
+
+def test_suspend_resume_and_delete_keep_the_checkpoint(job: Job, kube: Kube) -> None:
+    """Scenario 4: suspend → no driver, epoch kept; resume → running; delete → children gone,
+    checkpoint data still on the node."""
+    epoch = job.status()["epoch"]
+    job.patch({"suspend": True})
+    status = wait_for("phase Suspended", lambda: _phase(job, "Suspended"), 180, 1)
+    wait_for("job pods gone", lambda: not job.pods(), 120, 1)
+    assert status["epoch"] == epoch and status.get("suspended")
+    assert kube.run("get", "configmap", f"{job.name}-job", "-n", job.namespace)
+
+    job.patch({"suspend": False})  # stateless: a new epoch from the committed offsets
+    status = wait_for("phase Running again", lambda: _phase(job, "Running"), 240, 1)
+    assert status["epoch"] == epoch + 1
+    first, job.next_id = job.next_id, job.next_id + 10
+    job.kafka.produce(job.topic, first, job.next_id)
+    wait_for("a batch after the resume", lambda: job.running_batch(epoch + 1, 1), 240)
+
+    kube.run("delete", "sj", job.name, "-n", job.namespace, "--timeout=180s", timeout=200)
+    left = kube.run(
+        "get", CHILDREN, "-n", job.namespace, "-l", f"{JOB_LABEL}={job.name}", "-o", "name"
+    )
+    assert not left.strip(), f"children left after deletion: {left}"
+    executors = kube.run("get", "pods", "-n", job.namespace, "-o", "name")
+    assert not executors.strip(), executors
+    # Checkpoints are kept (deleteOnJobDeletion is false): both epochs' commit logs.
+    for e in (epoch, epoch + 1):
+        path = f"{job.node_data}/checkpoints/{job.namespace}/{job.name}/epoch-{e}/commits"
+        listing = subprocess.run(
+            ["docker", "exec", NODE, "ls", path], capture_output=True, text=True, check=False
+        )
+        assert listing.returncode == 0 and listing.stdout.split(), f"{path} gone"
+
+
+INVALID = {
+    "both subscribe and subscribePattern": (
+        {"subscribe": ["a"], "subscribePattern": "a.*"},
+        ["spec.job.source", "subscribePattern"],
+    ),
+    "maxOffsetsPerTrigger 0": ({"maxOffsetsPerTrigger": 0}, ["maxOffsetsPerTrigger"]),
+}
+
+
+@pytest.mark.parametrize("case", list(INVALID), ids=list(INVALID))
+def test_invalid_manifests_are_rejected_naming_the_field(
+    case: str, kube: Kube, operator_release: str
+) -> None:
+    """Scenario 6: the API server rejects the manifest and names the field."""
+    source_change, fields = INVALID[case]
+    manifest = yaml.safe_load(EXAMPLE.read_text())
+    manifest["metadata"]["name"] = "invalid"
+    manifest["spec"]["job"]["source"].update(source_change)
+    with pytest.raises(RuntimeError) as rejected:
+        kube.run("apply", "-n", "default", "-f", "-", input=yaml.safe_dump(manifest))
+    message = str(rejected.value)
+    assert 'StreamingJob "invalid" is invalid' in message, message
+    for name in fields:
+        assert name in message, message
+    with pytest.raises(RuntimeError, match=r"NotFound|not found"):
+        kube.run("get", "sj", "invalid", "-n", "default")
