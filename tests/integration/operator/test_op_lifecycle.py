@@ -153,8 +153,21 @@ def test_max_restarts_fails_and_nonce_resumes(kube: Kube, ns: str, operator: obj
     degraded = next(c for c in st["conditions"] if c["type"] == "Degraded")
     assert degraded["status"] == "True" and degraded["reason"] == "MaxRestartsExceeded"
     wait_for(lambda: kube.driver_names(ns) == [], 20, "failed driver removed")
-    time.sleep(0)  # no relaunch is checked below after a resync period
-    wait_for(lambda: kube.status(ns, "flaky").get("phase") == "Failed", 5, "still Failed")
+    # An ignored field change makes the operator reconcile again: it must stay Failed.
+    kube.patch_spec(ns, "flaky", {"restartPolicy": {"maxRestarts": 1, "stableRunSeconds": 7}})
+    generation = kube.job(ns, "flaky")["metadata"]["generation"]
+    st = wait_for(
+        lambda: (
+            all(
+                c["observedGeneration"] == generation
+                for c in kube.status(ns, "flaky").get("conditions", [])
+            )
+            and kube.status(ns, "flaky")
+        ),
+        20,
+        "the spec change observed",
+    )
+    assert st["phase"] == "Failed" and kube.driver_names(ns) == []
     kube.patch_spec(ns, "flaky", {"restartNonce": 1})
     _only_driver(kube, ns, "flaky-e1-a3-driver")
 
