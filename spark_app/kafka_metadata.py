@@ -130,6 +130,7 @@ class KafkaMetadata:
             KafkaError._TRANSPORT,
             KafkaError._ALL_BROKERS_DOWN,
             KafkaError._TIMED_OUT,
+            KafkaError._NOENT,  # "No leaders found": partitions without a leader for a moment
         }
         deadline = time.monotonic() + self.timeout_s
         delay = 0.05
