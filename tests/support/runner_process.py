@@ -10,7 +10,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import yaml
 
@@ -42,6 +42,8 @@ def job_manifest(name: str, bootstrap: str, topic: str, workdir: Path, **source:
 
 
 class RunnerProcess:
+    started: ClassVar[list[RunnerProcess]] = []  # killed by the tests' teardown
+
     def __init__(self, manifest: dict, workdir: Path, epoch: int = 1):
         self.workdir = workdir
         self.manifest_path = workdir / f"job-epoch{epoch}.yaml"
@@ -72,7 +74,16 @@ class RunnerProcess:
                 start_new_session=True,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
             )
+        RunnerProcess.started.append(self)
         return self
+
+    @classmethod
+    def kill_all(cls) -> None:
+        """No runner outlives its test, whatever the test's outcome."""
+        for runner in cls.started:
+            if runner.process is not None and runner.process.poll() is None:
+                runner.kill()
+        cls.started.clear()
 
     def report(self) -> dict:
         try:

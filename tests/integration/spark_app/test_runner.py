@@ -51,22 +51,21 @@ def test_sigkill_at_random_points_then_restore_is_exactly_once(kafka, tmp_path):
     topic = new_topic(kafka.bootstrap, partitions=3)
     manifest = job_manifest("kills", kafka.bootstrap, topic, tmp_path)
     total, chunk = 12_000, 2_000
-    produce(kafka.bootstrap, topic, range(chunk))
     runner = RunnerProcess(manifest, tmp_path)
     rng = random.Random(7)
-    produced = chunk
+    produced = 0
     for kill in range(5):
+        # New records before every start: each run has a batch to do (and to be killed in).
+        produce(kafka.bootstrap, topic, range(produced, produced + chunk))
+        produced += chunk
         runner.start()
         report = runner.wait_for_batch(0 if kill == 0 else 1)
         if kill:
             assert report["startPath"] == "restored"
-        if produced < total:
-            produce(kafka.bootstrap, topic, range(produced, produced + chunk))
-            produced += chunk
         # Kill while batches run: somewhere in the next 0-3 s of processing.
         threading.Event().wait(rng.uniform(0.0, 3.0))
         runner.kill()
-    assert produced == total
+    produce(kafka.bootstrap, topic, range(produced, total))
     runner.start()
     report = wait_for_all(runner, kafka.bootstrap, topic)
     assert report["startPath"] == "restored" and report["restoredBatch"] is not None
