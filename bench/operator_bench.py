@@ -18,7 +18,6 @@ import json
 import os
 import signal
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -30,7 +29,11 @@ sys.path[:0] = [str(REPO), str(REPO / "operator")]
 
 from kubernetes import watch  # noqa: E402
 
-from tests.integration.operator.kube_helpers import Kube, job_spec  # noqa: E402
+from tests.integration.operator.kube_helpers import (  # noqa: E402
+    Kube,
+    job_spec,
+    spawn_operator,
+)
 from tests.support.kube_apiserver import KubeAPIServer  # noqa: E402
 
 
@@ -60,30 +63,13 @@ def main() -> None:
         kube = Kube(server.kubeconfig)
         kube.install_crd()
         ns = kube.namespace()
-        env = {
-            **os.environ,
-            "KUBECONFIG": str(server.kubeconfig),
-            "PYTHONPATH": f"{REPO}:{REPO / 'operator'}",
-            "STREAMINGJOB_METRICS_PORT": "0",
-            "STREAMINGJOB_KAFKA_POLL_SECONDS": "3600",  # Kafka is not what is measured here
-            "STREAMINGJOB_LOG_LEVEL": "WARNING",
-        }
-        operator = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "kopf",
-                "run",
-                "-m",
-                "streamingjob_operator",
-                "-A",
-                "--standalone",
-                "--quiet",
-            ],
-            env=env,
-            stdout=subprocess.DEVNULL,
+        operator = spawn_operator(
+            server.kubeconfig,
             stderr=open("/tmp/operator-bench.log", "wb"),  # noqa: SIM115
-            start_new_session=True,
+            settings={},  # the operator's production defaults
+            STREAMINGJOB_METRICS_PORT="0",
+            STREAMINGJOB_KAFKA_POLL_SECONDS="3600",  # Kafka is not what is measured here
+            STREAMINGJOB_LOG_LEVEL="WARNING",
         )
         created_at: dict[str, float] = {}
         lock = threading.Lock()

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -220,3 +222,28 @@ def running_operator(kubeconfig: Path, **extra: str) -> Iterator[kopf.testing.Ko
         args = ["run", "-m", "streamingjob_operator", "-A", "--standalone"]
         with kopf.testing.KopfRunner(args, timeout=60) as runner:
             yield runner
+
+
+def spawn_operator(
+    kubeconfig: Path,
+    stderr=subprocess.DEVNULL,
+    settings: dict[str, str] = OPERATOR_ENV,
+    **extra_env: str,
+):
+    """The operator as a real `kopf run` process (its own session, so it can be SIGKILLed).
+    `settings` defaults to the tests' fast loops; the benchmark passes {} (production)."""
+    env = {
+        **os.environ,
+        **settings,
+        "KUBECONFIG": str(kubeconfig),
+        "PYTHONPATH": f"{REPO}:{REPO / 'operator'}",
+        **extra_env,
+    }
+    command = ["kopf", "run", "-m", "streamingjob_operator", "-A", "--standalone", "--quiet"]
+    return subprocess.Popen(
+        [sys.executable, "-m", *command],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=stderr,
+        start_new_session=True,
+    )

@@ -10,12 +10,9 @@ from __future__ import annotations
 import os
 import random
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections import defaultdict
-from pathlib import Path
 
 import pytest
 from kubernetes import watch
@@ -24,12 +21,11 @@ from streamingjob_operator.k8s import KubeApi
 from streamingjob_operator.reconcile import Reconciler
 from streamingjob_operator.settings import OperatorSettings
 from tests.integration.operator.kube_helpers import (
-    OPERATOR_ENV,
-    REPO,
     Kube,
     job_spec,
     operator_env,
     running_operator,
+    spawn_operator,
     wait_for,
 )
 
@@ -153,32 +149,6 @@ def test_crash_during_relaunch(kube: Kube, apiserver, method, after):
     assert w.created == ["r-e1-a1-driver", "r-e1-a2-driver"]
 
 
-def _spawn(kubeconfig: Path) -> subprocess.Popen[bytes]:
-    env = {
-        **os.environ,
-        **OPERATOR_ENV,
-        "KUBECONFIG": str(kubeconfig),
-        "PYTHONPATH": f"{REPO}:{REPO / 'operator'}",
-    }
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "kopf",
-            "run",
-            "-m",
-            "streamingjob_operator",
-            "-A",
-            "--standalone",
-            "--quiet",
-        ],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-
-
 def test_sigkill_at_random_moments_never_two_drivers(kube: Kube, apiserver):
     ns = kube.namespace()
     jobs = [f"k{i}" for i in range(6)]
@@ -187,7 +157,7 @@ def test_sigkill_at_random_moments_never_two_drivers(kube: Kube, apiserver):
         for job in jobs:
             kube.create_job(ns, job, job_spec())
         for _round in range(6):
-            proc = _spawn(apiserver.kubeconfig)
+            proc = spawn_operator(apiserver.kubeconfig)
             try:
                 deadline = time.monotonic() + rng.uniform(1.5, 4.0)
                 while time.monotonic() < deadline:  # play the kubelet: drivers keep failing
@@ -198,7 +168,7 @@ def test_sigkill_at_random_moments_never_two_drivers(kube: Kube, apiserver):
             finally:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
-        proc = _spawn(apiserver.kubeconfig)
+        proc = spawn_operator(apiserver.kubeconfig)
         try:
 
             def settled() -> bool:
