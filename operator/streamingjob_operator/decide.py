@@ -76,6 +76,7 @@ REASONS = (
     "Launching",
     "Launched",
     "Running",
+    "DriverNotStarting",
     "DriverFailed",
     "BackOff",
     "Restarting",
@@ -267,9 +268,10 @@ def _on_driver_gone(
     pod: PodInfo | None,
     now: datetime,
     cfg: DecideConfig,
+    failure: tuple[str, str, bool] | None = None,
 ) -> Decision:
     st = d.status
-    reason, message, clean = _failure_of(pod)
+    reason, message, clean = failure or _failure_of(pod)
     policy = spec.restart_policy
     if clean and spec.job.trigger.available_now and policy.type != "Always":
         st.phase, st.message, st.launch_state = "Completed", "availableNow job finished", ""
@@ -469,7 +471,68 @@ def decide(
         return d
 
     st.phase = "Pending"  # created, not running yet (scheduling, pulling the image)
+    return _while_starting(spec, d, namespace, name, driver, now, cfg)
+
+
+def _while_starting(
+    spec: StreamingJobSpec,
+    d: Decision,
+    namespace: str,
+    name: str,
+    driver: PodInfo,
+    now: datetime,
+    cfg: DecideConfig,
+) -> Decision:
+    """A created driver that is not running yet: say why it waits (once per attempt, in
+    history and an Event; the status message follows the kubelet), and count it as a failed
+    attempt after restartPolicy.startTimeoutSeconds, so no job waits forever."""
+    st = d.status
+    timeout = spec.restart_policy.start_timeout_seconds
+    waited = (now - (parse_time(st.launched_at) or now)).total_seconds()
+    if waited >= timeout:
+        why = f": {driver.not_starting}" if driver.not_starting else ""
+        message = (
+            f"driver pod {driver.name} did not start within "
+            f"restartPolicy.startTimeoutSeconds={timeout}{why}"
+        )
+        return _on_driver_gone(
+            spec, d, namespace, name, driver, now, cfg, failure=("StartTimeout", message, False)
+        )
+    if driver.not_starting:
+        st.message = (
+            f"driver {driver.name} cannot start: {driver.not_starting}; "
+            f"{_start_hint(driver.not_starting)}"
+        )
+        last = st.history[-1] if st.history else None
+        if last is None or (last.reason, last.attempt) != ("DriverNotStarting", st.attempt):
+            _record(st, now, "DriverNotStarting", st.message, cfg.history_limit)
+            d.events.append(Event("Warning", "DriverNotStarting", st.message))
+    d.requeue_after = max(min(cfg.resync_seconds, timeout - waited), 0.05)
     return d
+
+
+_IMAGE_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
+
+
+def _start_hint(not_starting: str) -> str:
+    """Which spec fields to look at for the kubelet's or scheduler's reason."""
+    reason = not_starting.split(":", 1)[0]
+    if reason in _IMAGE_REASONS:
+        return (
+            "check spec.image and spec.imagePullPolicy (pull secrets go in "
+            "spec.podTemplate.spec.imagePullSecrets)"
+        )
+    if reason == "CreateContainerConfigError":
+        return (
+            "a Secret or ConfigMap the pod references is missing: check "
+            "spec.kafkaCredentials, spec.env and spec.volumes"
+        )
+    if reason == "Unschedulable":
+        return (
+            "no node fits: check spec.driver resources, spec.nodeSelector, spec.tolerations "
+            "and spec.podTemplate"
+        )
+    return "kubectl describe pod shows the details"
 
 
 def _mark_deployed(spec: StreamingJobSpec, st: StreamingJobStatus) -> None:

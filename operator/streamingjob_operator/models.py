@@ -215,6 +215,14 @@ class RestartPolicySpec(SpecModel):
         description="A driver that runs this long resets the consecutive-failure count "
         "(backoff starts again at baseSeconds) and the window's restart count.",
     )
+    start_timeout_seconds: int = Field(
+        default=600,
+        ge=1,
+        description="A driver pod that has not started running this long after it was "
+        "created (unschedulable, image pull failing, a referenced Secret missing) counts as "
+        "a failed attempt: it is deleted and relaunched after backoff, within maxRestarts. "
+        "While it waits, the job is Degraded with the kubelet's or scheduler's reason.",
+    )
 
 
 class PodTemplateSpec(SpecModel):

@@ -51,6 +51,9 @@ class PodInfo:
     reason: str = ""  # pod.status.reason, e.g. Evicted
     deleting_since: datetime | None = None
     ready_unknown_since: datetime | None = None  # node lost: Ready=Unknown since
+    # why a pod that is not running yet cannot start: "<reason>: <message>" of the scheduler
+    # (Unschedulable) or of the main container's waiting state (ImagePullBackOff, ...)
+    not_starting: str = ""
 
 
 @dataclass(frozen=True)
@@ -86,9 +89,13 @@ def pod_info(pod: dict[str, Any]) -> PodInfo:
             return None
 
     termination = None
+    not_starting = ""
     for cs in status.get("containerStatuses") or []:
         if cs.get("name") not in ("driver", "spark-kubernetes-driver", "executor"):
             continue
+        waiting = (cs.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason") and waiting["reason"] not in NORMAL_WAITING_REASONS:
+            not_starting = _reason_message(waiting)
         term = (cs.get("state") or {}).get("terminated")
         if term:
             termination = Termination(
@@ -100,6 +107,8 @@ def pod_info(pod: dict[str, Any]) -> PodInfo:
     for cond in status.get("conditions") or []:
         if cond.get("type") == "Ready" and cond.get("status") == "Unknown":
             ready_unknown = parse_time(cond.get("lastTransitionTime"))
+        if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+            not_starting = not_starting or _reason_message(cond)
     return PodInfo(
         name=meta.get("name", ""),
         role=labels.get(LABEL_ROLE, "driver"),
@@ -111,7 +120,17 @@ def pod_info(pod: dict[str, Any]) -> PodInfo:
         reason=status.get("reason") or "",
         deleting_since=parse_time(meta.get("deletionTimestamp")),
         ready_unknown_since=ready_unknown,
+        not_starting=not_starting,
     )
+
+
+# A container waits for these on every start; any other waiting reason is a problem.
+NORMAL_WAITING_REASONS = ("ContainerCreating", "PodInitializing")
+
+
+def _reason_message(state: dict[str, Any]) -> str:
+    reason, message = state.get("reason") or "", (state.get("message") or "")[:300]
+    return f"{reason}: {message}" if message else reason
 
 
 def _describe_start(data: dict[str, Any]) -> str:

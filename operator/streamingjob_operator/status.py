@@ -76,13 +76,15 @@ def set_conditions(
         degraded, d_reason = True, st.history[-1].reason if st.history else "Failed"
     elif kafka is not None and kafka.problem:
         degraded, d_reason = True, "KafkaUnavailable"
+    elif phase == "Pending" and st.history and st.history[-1].reason == "DriverNotStarting":
+        degraded, d_reason = True, "DriverNotStarting"
     elif st.consecutive_failures:
         degraded, d_reason = True, st.last_restart_reason or "DriverFailed"
     else:
         degraded, d_reason = False, "AsExpected"
     if degraded and d_reason == "KafkaUnavailable" and kafka is not None:
         d_message = kafka.problem or ""
-    elif degraded and phase not in ("Invalid", "Failed"):
+    elif degraded and phase not in ("Invalid", "Failed") and d_reason != "DriverNotStarting":
         d_message = f"{st.consecutive_failures} consecutive failure(s), last: " + (
             st.last_restart_reason or "?"
         )

@@ -148,6 +148,10 @@ class Kube:
         }
         self._status(ns, pod, {"phase": phase, "containerStatuses": [_cs(state)]})
 
+    def set_waiting(self, ns: str, pod: str, reason: str, message: str) -> None:
+        state = {"waiting": {"reason": reason, "message": message}}
+        self._status(ns, pod, {"phase": "Pending", "containerStatuses": [_cs(state)]})
+
     def set_unknown(self, ns: str, pod: str) -> None:
         self._status(ns, pod, {"phase": "Unknown"})
 

@@ -181,6 +181,37 @@ def test_node_lost_relaunches_after_grace(kube: Kube, ns: str, operator: object)
     assert kube.status(ns, "lost")["lastRestartReason"] == "NodeLost"
 
 
+def test_driver_that_cannot_start_is_degraded_then_relaunched(
+    kube: Kube, ns: str, operator: object
+):
+    kube.create_job(ns, "stuck", job_spec())
+    kube.set_waiting(
+        ns,
+        _only_driver(kube, ns, "stuck-e1-a1-driver").metadata.name,
+        "ImagePullBackOff",
+        'Back-off pulling image "repo/streamingjob:test"',
+    )
+
+    def degraded() -> dict | None:
+        conditions = kube.status(ns, "stuck").get("conditions") or []
+        found = next((c for c in conditions if c["type"] == "Degraded"), None)
+        return found if found and found["status"] == "True" else None
+
+    condition = wait_for(degraded, 20, "Degraded while the image cannot be pulled")
+    assert condition["reason"] == "DriverNotStarting"
+    assert "ImagePullBackOff" in condition["message"] and "spec.image" in condition["message"]
+    assert kube.status(ns, "stuck")["phase"] == "Pending"
+    assert any(
+        e.reason == "DriverNotStarting" and e.involved_object.name == "stuck"
+        for e in kube.events(ns)
+    )
+    # A start timeout (lowered now, which relaunches nothing by itself) makes it a failure.
+    kube.patch_spec(ns, "stuck", {"restartPolicy": {"startTimeoutSeconds": 1}})
+    _only_driver(kube, ns, "stuck-e1-a2-driver")
+    st = kube.status(ns, "stuck")
+    assert st["lastRestartReason"] == "StartTimeout" and st["consecutiveFailures"] == 1
+
+
 def test_deletion_removes_children(kube: Kube, ns: str, operator: object):
     kube.create_job(ns, "gone", job_spec())
     _only_driver(kube, ns, "gone-e1-a1-driver")

@@ -144,6 +144,52 @@ def test_node_lost_only_after_grace_period_then_forced():
     assert d.action == "delete" and d.force_delete == (unknown.name,)
 
 
+def _created(spec):
+    """Status right after the first driver was created (launchedAt = T0), not running yet."""
+    st = run(spec, StreamingJobStatus()).status
+    st = run(spec, st, [driver(st.driver_pod, "Pending")]).status
+    assert st.launch_state == "Created"
+    return st
+
+
+def test_driver_that_cannot_start_says_why_once_per_attempt():
+    spec = make_spec(restartPolicy__startTimeoutSeconds=300)
+    st = _created(spec)
+    pulling = driver(st.driver_pod, "Pending", not_starting="ImagePullBackOff: Back-off")
+    d = run(spec, st, [pulling], later(20))
+    assert d.action == "none" and d.status.phase == "Pending"
+    assert "ImagePullBackOff" in d.status.message and "spec.image" in d.status.message
+    assert [e.reason for e in d.events] == ["DriverNotStarting"]
+    assert d.status.history[-1].reason == "DriverNotStarting"
+    assert d.requeue_after == 30  # resync, well before the timeout
+    again = run(spec, d.status, [pulling], later(40))
+    assert again.events == [] and len(again.status.history) == len(d.status.history)
+
+
+def test_driver_not_started_within_timeout_is_a_failed_attempt():
+    spec = make_spec(restartPolicy__startTimeoutSeconds=300)
+    st = _created(spec)
+    unschedulable = driver(st.driver_pod, "Pending", not_starting="Unschedulable: 0/3 nodes")
+    d = run(spec, st, [unschedulable], later(290))
+    assert d.status.attempt == 1 and d.requeue_after == pytest.approx(10)
+    assert "spec.nodeSelector" in d.status.message
+    d = run(spec, d.status, [unschedulable], later(300))
+    assert d.restart_reason == "StartTimeout" and d.status.attempt == 2
+    assert "startTimeoutSeconds=300" in d.status.message
+    assert "Unschedulable: 0/3 nodes" in d.status.message
+    assert d.status.consecutive_failures == 1 and d.status.phase == "Restarting"
+    # the pod that never started is stale now: deleted before the next launch
+    d = run(spec, d.status, [unschedulable], later(301))
+    assert d.action == "delete" and d.delete == (unschedulable.name,)
+
+
+def test_driver_pending_without_a_problem_only_waits():
+    spec = make_spec()
+    st = _created(spec)
+    d = run(spec, st, [driver(st.driver_pod, "Pending")], later(5))
+    assert d.action == "none" and d.events == [] and d.status.phase == "Pending"
+
+
 def test_stuck_terminating_pod_is_force_deleted_after_grace():
     spec = make_spec()
     st = launched(spec)

@@ -7,7 +7,12 @@ import json
 import pytest
 
 from streamingjob_operator.kafka import KafkaTarget, read_offsets
-from streamingjob_operator.models import InvalidSpecError, StreamingJobStatus, parse_spec
+from streamingjob_operator.models import (
+    HistoryEntry,
+    InvalidSpecError,
+    StreamingJobStatus,
+    parse_spec,
+)
 from streamingjob_operator.observed import iso, parse_report, pod_info
 from streamingjob_operator.settings import OperatorSettings
 from streamingjob_operator.status import KafkaView, apply_kafka, compute_lag, set_conditions
@@ -45,6 +50,42 @@ def test_degraded_reasons():
     set_conditions(st, 1, T0, KafkaView(problem="spec.job.source.bootstrapServers: down"))
     d = conditions(st)["Degraded"]
     assert d.reason == "KafkaUnavailable" and "bootstrapServers" in d.message
+
+
+def test_driver_not_starting_is_degraded_until_it_runs():
+    st = StreamingJobStatus(phase="Pending", message="driver x cannot start: ErrImagePull")
+    st.history = [HistoryEntry(time=iso(T0), reason="DriverNotStarting", message=st.message)]
+    set_conditions(st, 1, T0)
+    d = conditions(st)["Degraded"]
+    assert (d.status, d.reason, d.message) == ("True", "DriverNotStarting", st.message)
+    st.phase = "Running"
+    set_conditions(st, 1, later(1))
+    assert conditions(st)["Degraded"].status == "False"
+
+
+def test_pod_info_reads_why_a_pod_cannot_start():
+    waiting = {"waiting": {"reason": "ImagePullBackOff", "message": "Back-off pulling image"}}
+    pod = {
+        "metadata": {"name": "p"},
+        "status": {"phase": "Pending", "containerStatuses": [{"name": "driver", "state": waiting}]},
+    }
+    assert pod_info(pod).not_starting == "ImagePullBackOff: Back-off pulling image"
+    waiting["waiting"] = {"reason": "ContainerCreating"}  # every start waits for this
+    assert pod_info(pod).not_starting == ""
+    pod["status"] = {
+        "phase": "Pending",
+        "conditions": [
+            {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": "0/1 nodes are available: 1 Insufficient cpu.",
+            }
+        ],
+    }
+    assert (
+        pod_info(pod).not_starting == "Unschedulable: 0/1 nodes are available: 1 Insufficient cpu."
+    )
 
 
 def test_lag_and_offsets():
