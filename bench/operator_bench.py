@@ -77,12 +77,17 @@ def main() -> None:
 
         def follow() -> None:
             w = watch.Watch()
+            # plain JSON events: model objects would cost CPU the operator competes for
             for event in w.stream(
-                kube.core.list_namespaced_pod, ns, label_selector="spark-role=driver"
+                kube.core.list_namespaced_pod,
+                ns,
+                label_selector="spark-role=driver",
+                deserialize=False,
             ):
                 if event["type"] == "ADDED":
+                    name = event["object"]["metadata"]["name"]
                     with lock:
-                        created_at.setdefault(event["object"].metadata.name, time.monotonic())
+                        created_at.setdefault(name, time.monotonic())
                 if stop.is_set():
                     w.stop()
 

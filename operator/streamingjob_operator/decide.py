@@ -424,7 +424,8 @@ def decide(
             d.events.append(Event("Normal", "Launched", st.message))
             d.requeue_after = 0
             return d
-        st.phase = "Launching"
+        if st.phase != "Restarting":  # an automatic restart stays Restarting until created
+            st.phase = "Launching"  # (one status write less per relaunch)
         d.action = "launch"
         d.requeue_after = 0
         return d

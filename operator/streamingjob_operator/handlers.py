@@ -2,8 +2,13 @@
 
 * a daemon per StreamingJob runs `Reconciler.reconcile` in a worker thread, then sleeps until
   the time the reconcile asked for (backoff expiry, fencing poll, resync) or until woken;
-* spec updates and driver pod events wake that daemon (a job's reconciles never overlap);
+* spec changes (a new metadata.generation) and driver pod events wake that daemon (a job's
+  reconciles never overlap), unless the reconcile has already observed exactly that state
+  (`reconcile.Seen`: the echoes of the operator's own writes wake nothing);
 * deletion runs the finalizer (children removed, checkpoint kept unless asked otherwise).
+
+kopf writes only its finalizer on a StreamingJob: no handler reacts to diffs (spec changes are
+seen by generation, deletion by its timestamp), so no diff-base annotation is stored.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from .kafka import KafkaMonitor
 from .metrics import Metrics
 from .models import API_GROUP, API_VERSION, KIND, PLURAL
 from .naming import FINALIZER, LABEL_MANAGED_BY, LABEL_ROLE, MANAGED_BY
-from .reconcile import Finalizer, Reconciler
+from .reconcile import Finalizer, Reconciler, Seen
 from .settings import OperatorSettings
 
 log = logging.getLogger(__name__)
@@ -42,7 +47,13 @@ class Runtime:
             max_age=config.kafka_poll_seconds,
         )
         self.executor = ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="rec")
-        self.reconciler = Reconciler(api, config, kafka=self.kafka, metrics=metrics)
+        # Plain resyncs (nothing pending, nothing observed to change) get threads of their own:
+        # a wave of them never delays a reaction or a launch.
+        self.resync_executor = ThreadPoolExecutor(
+            max_workers=resync_workers(config), thread_name_prefix="resync"
+        )
+        self.seen = Seen()
+        self.reconciler = Reconciler(api, config, kafka=self.kafka, metrics=metrics, seen=self.seen)
         self.finalizer = Finalizer(api, config)
         self.wakeups: dict[tuple[str, str], asyncio.Event] = {}
 
@@ -54,15 +65,33 @@ class Runtime:
     def close(self) -> None:
         self.kafka.close()
         self.executor.shutdown(wait=False, cancel_futures=True)
+        self.resync_executor.shutdown(wait=False, cancel_futures=True)
         self.api.close()
+
+
+class NoDiffBase(kopf.DiffBaseStorage):
+    """No diff-base: no handler here compares old and new bodies (on.delete needs none), and
+    storing one would cost a PATCH per job plus the watch event it causes. Nor is the essence
+    of every event built (a deep copy of the body) only to be dropped."""
+
+    def build(self, *, body: kopf.Body, extra_fields: Any = None) -> Any:
+        return {}
+
+    def fetch(self, *, body: kopf.Body) -> None:
+        return None
+
+    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: Any) -> None:
+        return None
+
+
+def resync_workers(config: OperatorSettings) -> int:
+    return max(1, config.workers // 2)
 
 
 def configure_kopf(settings: kopf.OperatorSettings, config: OperatorSettings) -> None:
     settings.persistence.finalizer = FINALIZER
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=API_GROUP)
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-        prefix=API_GROUP, key="last-handled-configuration"
-    )
+    settings.persistence.diffbase_storage = NoDiffBase()
     settings.posting.enabled = False  # our own Events, with a fixed reason vocabulary
     settings.watching.server_timeout = config.watch_server_timeout_seconds
     settings.watching.client_timeout = config.watch_server_timeout_seconds + 30
@@ -87,7 +116,9 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     if config.metrics_port and config.metrics_port not in _metrics_started:
         metrics.serve(config.metrics_port)
         _metrics_started.add(config.metrics_port)
-    memo.runtime = Runtime(config, KubeApi(timeout=config.api_timeout_seconds), metrics)
+    threads = config.workers + resync_workers(config)
+    api = KubeApi(timeout=config.api_timeout_seconds, connections=threads + 1)
+    memo.runtime = Runtime(config, api, metrics)
 
 
 @kopf.on.cleanup()
@@ -103,41 +134,94 @@ def probe(memo: kopf.Memo, **_: Any) -> int:
     return len(runtime.wakeups) if runtime is not None else 0
 
 
+FINALIZER_WAIT_SECONDS = 2.0  # then reconcile anyway
+
+
 @kopf.daemon(API_GROUP, API_VERSION, PLURAL, id="reconcile", cancellation_timeout=5.0)
-async def keep_reconciled(namespace: str, name: str, memo: kopf.Memo, **_: Any) -> None:
+async def keep_reconciled(
+    namespace: str, name: str, body: kopf.Body, memo: kopf.Memo, **_: Any
+) -> None:
     runtime: Runtime = memo.runtime
     key = (namespace, name)
     wake = runtime.wakeups.setdefault(key, asyncio.Event())
     loop = asyncio.get_running_loop()
     try:
+        # kopf adds its finalizer in the cycle that starts this daemon: the first status write
+        # would race that PATCH (a conflict, and a second try), so let it land first (the
+        # job's events wake this daemon until a reconcile has read the job).
+        deadline = loop.time() + FINALIZER_WAIT_SECONDS
+        while FINALIZER not in (body.metadata.get("finalizers") or []):
+            left = deadline - loop.time()
+            if left <= 0:
+                break
+            wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(wake.wait(), timeout=left)
+        resync = False  # the first reconcile, a wake-up, a pending step: the main pool
         while True:
             wake.clear()
-            delay = await loop.run_in_executor(
-                runtime.executor, runtime.reconciler.reconcile, namespace, name
-            )
+            delay = await _reconcile(runtime, wake, namespace, name, resync=resync)
             if delay is None:
                 delay = runtime.config.resync_seconds
-            with contextlib.suppress(TimeoutError):
+            try:
                 await asyncio.wait_for(wake.wait(), timeout=max(delay, 0.01))
+                resync = False
+            except TimeoutError:
+                resync = delay >= runtime.config.resync_seconds
     finally:
         runtime.wakeups.pop(key, None)
+        runtime.seen.forget(namespace, name)
         runtime.kafka.forget(key)
 
 
-@kopf.on.update(API_GROUP, API_VERSION, PLURAL, field="spec")
-async def spec_changed(namespace: str, name: str, memo: kopf.Memo, **_: Any) -> None:
-    memo.runtime.poke(namespace, name)
+async def _reconcile(
+    runtime: Runtime, wake: asyncio.Event, namespace: str, name: str, *, resync: bool
+) -> float | None:
+    """One reconcile in a worker thread. A resync still queued when the job is woken is
+    withdrawn and run on the main pool at once (a started one is never doubled)."""
+    reconcile = runtime.reconciler.reconcile
+    if not resync:
+        return await asyncio.wrap_future(runtime.executor.submit(reconcile, namespace, name))
+    queued = runtime.resync_executor.submit(reconcile, namespace, name)
+    done = asyncio.wrap_future(queued)
+    woken = asyncio.ensure_future(wake.wait())
+    try:
+        await asyncio.wait({done, woken}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        woken.cancel()
+    if not done.done() and queued.cancel():
+        wake.clear()
+        return await asyncio.wrap_future(runtime.executor.submit(reconcile, namespace, name))
+    return await done
+
+
+@kopf.on.event(API_GROUP, API_VERSION, PLURAL)
+async def job_event(namespace: str, name: str, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    """A spec change (new generation) wakes the job; status and metadata writes do not."""
+    runtime = memo.get("runtime")
+    if runtime is not None and runtime.seen.job_is_news(
+        namespace, name, body.metadata.get("generation")
+    ):
+        runtime.poke(namespace, name)
 
 
 @kopf.on.event("", "v1", "pods", labels={LABEL_ROLE: "driver", LABEL_MANAGED_BY: MANAGED_BY})
-async def driver_pod_event(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+async def driver_pod_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     runtime = memo.get("runtime")
     if runtime is None:
         return
     meta = body.get("metadata") or {}
     for owner in meta.get("ownerReferences") or []:
         if owner.get("kind") == KIND and owner.get("apiVersion", "").startswith(API_GROUP):
-            runtime.poke(meta.get("namespace", ""), owner.get("name", ""))
+            namespace, job = meta.get("namespace", ""), owner.get("name", "")
+            if runtime.seen.pod_is_news(
+                namespace,
+                job,
+                meta.get("name", ""),
+                meta.get("resourceVersion"),
+                type,
+            ):
+                runtime.poke(namespace, job)
 
 
 @kopf.on.delete(API_GROUP, API_VERSION, PLURAL)

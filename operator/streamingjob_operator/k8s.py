@@ -20,7 +20,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from .errors import ConflictError, FatalError, NotFoundError, TransientError
-from .models import API_GROUP, API_VERSION, PLURAL
+from .models import API_GROUP, API_VERSION, KIND, PLURAL
 from .naming import LABEL_JOB, MANAGED_BY, job_selector, label_value, selector_string
 
 log = logging.getLogger(__name__)
@@ -76,8 +76,19 @@ _CHILD_APIS = {
 class KubeApi:
     """Thin typed facade over the Kubernetes client; all methods are blocking."""
 
-    def __init__(self, configuration: client.Configuration | None = None, timeout: float = 30):
-        self.api_client = client.ApiClient(configuration or load_client_config())
+    def __init__(
+        self,
+        configuration: client.Configuration | None = None,
+        timeout: float = 30,
+        connections: int = 0,
+    ):
+        """`connections`: keep-alive connections kept open, at least one per thread that
+        calls (fewer, and the surplus connections are opened and closed on every call)."""
+        configuration = configuration or load_client_config()
+        configuration.connection_pool_maxsize = max(
+            configuration.connection_pool_maxsize, connections
+        )
+        self.api_client = client.ApiClient(configuration)
         self.core = client.CoreV1Api(self.api_client)
         self.custom = client.CustomObjectsApi(self.api_client)
         self.rbac = client.RbacAuthorizationV1Api(self.api_client)
@@ -101,14 +112,22 @@ class KubeApi:
             raise
 
     def _raw(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """The answer as plain JSON (no client model objects: they cost more than the call)."""
+        return json.loads(self._send(what, fn, *args, **kwargs)[1])
+
+    def _send(
+        self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any
+    ) -> tuple[int, bytes]:
+        """(HTTP status, body bytes), the body left unparsed; reading it releases the
+        connection to the pool."""
         response = self._call(what, fn, *args, _preload_content=False, **kwargs)
-        return json.loads(response.data)
+        return response.status, response.data
 
     # --- the StreamingJob ------------------------------------------------------------
 
     def get_job(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
-            return self._call(
+            return self._raw(
                 f"get StreamingJob {namespace}/{name}",
                 self.custom.get_namespaced_custom_object,
                 API_GROUP,
@@ -124,8 +143,18 @@ class KubeApi:
         """PUT the status with the job's resourceVersion: fails (ConflictError) if the job
         changed since it was read, so decisions are never recorded against stale state."""
         meta = job["metadata"]
-        body = {**job, "status": status}
-        return self._call(
+        # the status subresource takes only status from the body (and checks resourceVersion)
+        body = {
+            "apiVersion": f"{API_GROUP}/{API_VERSION}",
+            "kind": job.get("kind", KIND),
+            "metadata": {
+                "name": meta["name"],
+                "namespace": meta["namespace"],
+                "resourceVersion": meta.get("resourceVersion"),
+            },
+            "status": status,
+        }
+        return self._raw(
             f"update status of {meta['namespace']}/{meta['name']}",
             self.custom.replace_namespaced_custom_object_status,
             API_GROUP,
@@ -147,32 +176,38 @@ class KubeApi:
         )
         return result.get("items") or []
 
-    def create_pod(self, pod: dict[str, Any]) -> bool:
-        """Creates the pod; False if a pod of that name already exists."""
+    def create_pod(self, pod: dict[str, Any]) -> dict[str, Any] | None:
+        """Creates the pod and returns it as the API server stored it; None if a pod of that
+        name already exists."""
         meta = pod["metadata"]
         try:
-            self._call(
+            return self._raw(
                 f"create pod {meta['namespace']}/{meta['name']}",
                 self.core.create_namespaced_pod,
                 meta["namespace"],
                 pod,
             )
         except ConflictError:
-            return False
-        return True
+            return None
 
-    def delete_pod(self, namespace: str, name: str, *, force: bool = False) -> None:
+    def delete_pod(self, namespace: str, name: str, *, force: bool = False) -> bool:
+        """Deletes the pod; True when it is gone now (the API server answered 200: deleted
+        at once, as unscheduled and finished pods are, or already absent), False while a
+        graceful deletion is still under way (202)."""
         options = client.V1DeleteOptions(
             grace_period_seconds=0 if force else None, propagation_policy="Background"
         )
-        with contextlib.suppress(NotFoundError):
-            self._call(
+        try:
+            status, _ = self._send(
                 f"delete pod {namespace}/{name}",
                 self.core.delete_namespaced_pod,
                 name,
                 namespace,
                 body=options,
             )
+        except NotFoundError:
+            return True
+        return status == 200
 
     # --- other children ----------------------------------------------------------------
 
@@ -185,24 +220,25 @@ class KubeApi:
         verbs = ("create", update, "read", "delete")
         return tuple(getattr(api, f"{verb}_namespaced_{suffix}") for verb in verbs)  # type: ignore[return-value]
 
-    def apply(self, obj: dict[str, Any], *, replace: bool = True) -> None:
+    def apply(self, obj: dict[str, Any], *, replace: bool = True, exists: bool = False) -> None:
         """Make the object exist with our content. replace=False: create only (keep an
-        existing one). Updates are tried first for objects that usually exist already, so a
-        relaunch costs one call per child."""
+        existing one). `exists` says which call is likely to succeed first: an update when
+        the object was applied before, a create when it is new (the other one follows only
+        on 404 / 409), so either way one call is the usual cost."""
         kind, meta = obj["kind"], obj["metadata"]
         what = f"apply {kind} {meta['namespace']}/{meta['name']}"
         create, update, _read, _delete = self._kind_api(kind)
-        if replace:
+        if replace and exists:
             try:
-                self._call(what, update, meta["name"], meta["namespace"], obj)
+                self._send(what, update, meta["name"], meta["namespace"], obj)
                 return
             except NotFoundError:
                 pass
         try:
-            self._call(what, create, meta["namespace"], obj)
+            self._send(what, create, meta["namespace"], obj)
         except ConflictError:
-            if replace:  # created concurrently: overwrite with ours
-                self._call(what, update, meta["name"], meta["namespace"], obj)
+            if replace:  # it exists already (or was created concurrently): overwrite with ours
+                self._send(what, update, meta["name"], meta["namespace"], obj)
 
     def get_configmap(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
@@ -218,7 +254,7 @@ class KubeApi:
     def delete(self, kind: str, namespace: str, name: str) -> None:
         _c, _u, _r, delete = self._kind_api(kind)
         with contextlib.suppress(NotFoundError):
-            self._call(
+            self._send(
                 f"delete {kind} {namespace}/{name}",
                 delete,
                 name,
@@ -273,7 +309,7 @@ class KubeApi:
             "count": 1,
         }
         try:
-            self._call(
+            self._send(
                 f"post event {reason}", self.core.create_namespaced_event, meta["namespace"], body
             )
         except Exception as exc:

@@ -3,6 +3,15 @@
 `Reconciler.reconcile(namespace, name)` is the only entry point; handlers call nothing else.
 It loops over single decision steps (each recorded in status before it is acted on) until a
 step leaves nothing to do, and returns when to look again.
+
+Within one reconcile a step does not read again what the previous step already knows first
+hand: the job as the API server returned it from our own status write, and the job's pods as
+listed, minus the pods our deletes removed at once, plus the pod our create returned. Anything
+else (a conflict, a graceful deletion, a new reconcile) starts again from direct reads. The
+fencing read right before a driver create is always a direct list.
+
+Events are posted when the reconcile ends (in order, also when it fails): they are a record
+for people, so the next action does not wait for them.
 """
 
 from __future__ import annotations
@@ -10,7 +19,9 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import threading
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,8 +35,8 @@ from .builders import (
     build_service_account,
     validate_spec,
 )
-from .decide import DecideConfig, Decision, decide
-from .errors import InvalidJobError, TransientError
+from .decide import DecideConfig, Decision, Event, decide
+from .errors import ConflictError, InvalidJobError, TransientError
 from .k8s import KubeApi
 from .kafka import KafkaMonitor, KafkaTarget
 from .metrics import Metrics
@@ -40,6 +51,95 @@ log = logging.getLogger(__name__)
 MAX_STEPS = 8
 
 
+class Seen:
+    """What the reconciles last observed of each job: its generation and its pods' resource
+    versions. A watch event that shows nothing new (most often the echo of the operator's own
+    write) need not wake the job's reconcile; anything else does. Written by reconciles
+    (worker threads, one at a time per job), read by the handlers (event loop); a job's pod
+    snapshot is replaced, never changed in place.
+
+    A pod snapshot maps names to resourceVersions, or to CREATING / DELETING while this
+    operator's own create or delete of that pod is under way: their echoes wake nothing. A
+    deletion the API server did not complete at once (graceful) leaves the pod with an
+    unknown version, so its later events wake the job; the reconcile that deleted it also
+    looks again after fencingPollSeconds by itself.
+    """
+
+    CREATING = "+"
+    DELETING = "-"
+
+    def __init__(self) -> None:
+        self._generations: dict[tuple[str, str], int] = {}
+        self._pods: dict[tuple[str, str], dict[str, str]] = {}
+        self._lock = threading.Lock()
+
+    # --- written by reconciles -----------------------------------------------------------
+
+    def saw_job(self, namespace: str, name: str, job: dict[str, Any]) -> None:
+        with self._lock:
+            self._generations[(namespace, name)] = int(job["metadata"].get("generation") or 0)
+
+    def saw_pods(self, namespace: str, name: str, pods: list[dict[str, Any]]) -> None:
+        """A list of the job's pods (replaces what was known)."""
+        snapshot = {p["metadata"]["name"]: _rv(p) for p in pods}
+        with self._lock:
+            self._pods[(namespace, name)] = snapshot
+
+    def mark(self, namespace: str, name: str, pod: str, state: str | None) -> None:
+        """One pod: a resourceVersion, CREATING, DELETING, or None (gone / unknown)."""
+        with self._lock:
+            snapshot = dict(self._pods.get((namespace, name)) or {})
+            if state is None:
+                snapshot.pop(pod, None)
+            else:
+                snapshot[pod] = state
+            self._pods[(namespace, name)] = snapshot
+
+    def forget(self, namespace: str, name: str) -> None:
+        with self._lock:
+            self._generations.pop((namespace, name), None)
+            self._pods.pop((namespace, name), None)
+
+    # --- read by handlers ----------------------------------------------------------------
+
+    def job_is_news(self, namespace: str, name: str, generation: Any) -> bool:
+        """A StreamingJob event: news unless its generation (spec) was already observed."""
+        return self._generations.get((namespace, name)) != int(generation or 0)
+
+    def pod_is_news(
+        self, namespace: str, job: str, pod: str, resource_version: Any, event_type: str | None
+    ) -> bool:
+        """A pod event (ADDED, MODIFIED, DELETED, or None when kopf lists): news unless the
+        last observation already showed it. A MODIFIED pod that the last list did not show
+        was deleted before that list (a stale event), or its ADDED event woke the job."""
+        snapshot = self._pods.get((namespace, job))
+        if snapshot is None:
+            return True
+        known = snapshot.get(pod)
+        if known == self.DELETING:
+            return False
+        if event_type == "DELETED":
+            return known is not None
+        if known is None:
+            return event_type != "MODIFIED"
+        if known == self.CREATING:
+            return event_type == "MODIFIED"
+        return known != str(resource_version or "")
+
+
+def _rv(obj: dict[str, Any]) -> str:
+    return str(obj["metadata"].get("resourceVersion") or "")
+
+
+@dataclass
+class _Known:
+    """What the next step of this reconcile may use without reading it again (see top)."""
+
+    job: dict[str, Any] | None = None
+    pods: list[dict[str, Any]] | None = None
+    report: dict[str, Any] | None = None
+
+
 class Reconciler:
     def __init__(
         self,
@@ -48,11 +148,13 @@ class Reconciler:
         *,
         kafka: KafkaMonitor | None = None,
         metrics: Metrics | None = None,
+        seen: Seen | None = None,
     ) -> None:
         self.api = api
         self.settings = settings
         self.kafka = kafka
         self.metrics = metrics or Metrics()
+        self.seen = seen or Seen()
         self.cfg = DecideConfig(
             node_lost_grace_seconds=settings.node_lost_grace_seconds,
             fencing_poll_seconds=settings.fencing_poll_seconds,
@@ -68,12 +170,28 @@ class Reconciler:
     def reconcile(self, namespace: str, name: str) -> float | None:
         """Returns seconds until the next look, or None when the job is gone."""
         started = time.monotonic()
+        events: list[tuple[dict[str, Any], Event]] = []
+        delay = self._reconcile(namespace, name, events)
+        for job, event in events:
+            self.api.post_event(job, event.type, event.reason, event.message)
+        self.metrics.reconcile_seconds.observe(time.monotonic() - started)
+        return delay
+
+    def _reconcile(
+        self, namespace: str, name: str, events: list[tuple[dict[str, Any], Event]]
+    ) -> float | None:
         try:
+            known = _Known()
             for _ in range(MAX_STEPS):
-                job = self.api.get_job(namespace, name)
+                job = known.job or self.api.get_job(namespace, name)
                 if job is None or job["metadata"].get("deletionTimestamp"):
                     return None
-                again, delay = self._step(job)
+                self.seen.saw_job(namespace, name, job)
+                try:
+                    again, delay, known = self._step(job, known, events)
+                except ConflictError:  # the job changed since it was read: read it again
+                    known = _Known()
+                    continue
                 if not again:
                     self.metrics.reconciles.labels("ok").inc()
                     return delay
@@ -89,12 +207,12 @@ class Reconciler:
             self.metrics.errors.labels(type(exc).__name__).inc()
             log.exception("reconcile %s/%s failed", namespace, name)
             return self.settings.resync_seconds
-        finally:
-            self.metrics.reconcile_seconds.observe(time.monotonic() - started)
 
     # --- one step ----------------------------------------------------------------------
 
-    def _step(self, job: dict[str, Any]) -> tuple[bool, float | None]:
+    def _step(
+        self, job: dict[str, Any], known: _Known, events: list[tuple[dict[str, Any], Event]]
+    ) -> tuple[bool, float | None, _Known]:
         meta = job["metadata"]
         namespace, name = meta["namespace"], meta["name"]
         now = datetime.now(UTC)
@@ -102,9 +220,16 @@ class Reconciler:
         try:
             spec = parse_spec(job.get("spec") or {})
         except InvalidSpecError as exc:
-            return self._record_invalid_spec(job, old_status, str(exc), now)
+            again, delay = self._record_invalid_spec(job, old_status, str(exc), now, events)
+            return again, delay, _Known()
 
-        observed = self._observe(job, spec, old_status, now)
+        pods, report = self._observe_pods(job, old_status, known)
+        observed = Observed(
+            now=now,
+            pods=tuple(pod_info(p) for p in pods),
+            report=parse_report(report),
+            invalid=self._invalid(namespace, spec, old_status),
+        )
         decision = decide(spec, old_status, observed, namespace=namespace, name=name, cfg=self.cfg)
         new_status = decision.status
         kafka_view = self._kafka_view(job, spec, old_status, now)
@@ -117,47 +242,62 @@ class Reconciler:
 
         changed = status_body(new_status) != status_body(old_status)
         if changed:  # write-ahead: the decision is recorded before it is acted on
-            self.api.replace_status(job, status_body(new_status))
-        for event in decision.events:
-            self.api.post_event(job, event.type, event.reason, event.message)
+            job = self.api.replace_status(job, status_body(new_status))
+        events.extend((job, event) for event in decision.events)
         if decision.restart_reason:
             self.metrics.restarts.labels(decision.restart_reason).inc()
 
-        self._act(job, spec, decision)
-        # A launch, or a recorded transition that asks for an immediate next step, continues
-        # in this reconcile; deletions are given time (fencingPollSeconds) to complete.
-        if decision.action == "launch" or (
-            decision.action == "none" and changed and decision.requeue_after == 0
-        ):
-            return True, 0.0
-        return False, decision.requeue_after
+        pods_after = self._act(job, spec, decision, pods)
+        known = _Known(job=job, pods=pods_after, report=report)
+        # A launch, a deletion that completed at once, or a recorded transition that asks for
+        # an immediate next step continues in this reconcile; deletions still under way are
+        # given time (fencingPollSeconds) to complete.
+        if decision.action == "launch":
+            return True, 0.0, known
+        if decision.action == "delete":
+            return pods_after is not None, decision.requeue_after, known
+        if decision.action == "none" and changed and decision.requeue_after == 0:
+            return True, 0.0, known
+        return False, decision.requeue_after, known
 
-    def _record_invalid_spec(self, job: dict[str, Any], status: Any, message: str, now: datetime):
+    def _record_invalid_spec(
+        self,
+        job: dict[str, Any],
+        status: Any,
+        message: str,
+        now: datetime,
+        events: list[tuple[dict[str, Any], Event]],
+    ) -> tuple[bool, float | None]:
         st = status.model_copy(deep=True)
         if st.phase != "Invalid" or st.message != message:
             st.phase, st.message = "Invalid", message
             set_conditions(st, int(job["metadata"].get("generation") or 0), now)
-            self.api.replace_status(job, status_body(st))
-            self.api.post_event(job, "Warning", "InvalidSpec", message)
+            job = self.api.replace_status(job, status_body(st))
+            events.append((job, Event("Warning", "InvalidSpec", message)))
         return False, self.settings.resync_seconds
 
     # --- observe & validate -------------------------------------------------------------
 
-    def _observe(
-        self, job: dict[str, Any], spec: StreamingJobSpec, status: Any, now: datetime
-    ) -> Observed:
+    def _observe_pods(
+        self, job: dict[str, Any], status: Any, known: _Known
+    ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+        """The job's pods (direct list) and, once a driver was created, the runner's report
+        ConfigMap; what this reconcile already knows first hand is not read again."""
+        if known.pods is not None:
+            return known.pods, known.report
         meta = job["metadata"]
-        pods = tuple(pod_info(p) for p in self.api.list_job_pods(meta["namespace"], meta["name"]))
+        pods = self.api.list_job_pods(meta["namespace"], meta["name"])
+        self.seen.saw_pods(meta["namespace"], meta["name"], pods)
         report = None
         if status.launch_state == "Created":
-            report = parse_report(
-                self.api.get_configmap(meta["namespace"], report_configmap_name(meta["name"]))
-            )
-        invalid = None
-        if status.launch_state != "Created":  # only a launch needs the checks with I/O
-            problems = self._validate(meta["namespace"], spec)
-            invalid = problems[0] if problems else None
-        return Observed(now=now, pods=pods, report=report, invalid=invalid)
+            report = self.api.get_configmap(meta["namespace"], report_configmap_name(meta["name"]))
+        return pods, report
+
+    def _invalid(self, namespace: str, spec: StreamingJobSpec, status: Any):
+        if status.launch_state == "Created":  # only a launch needs the checks with I/O
+            return None
+        problems = self._validate(namespace, spec)
+        return problems[0] if problems else None
 
     def _validate(self, namespace: str, spec: StreamingJobSpec) -> list[InvalidJobError]:
         problems = validate_spec(spec)
@@ -218,19 +358,43 @@ class Reconciler:
 
     # --- act ---------------------------------------------------------------------------
 
-    def _act(self, job: dict[str, Any], spec: StreamingJobSpec, decision: Decision) -> None:
-        namespace = job["metadata"]["namespace"]
+    def _act(
+        self,
+        job: dict[str, Any],
+        spec: StreamingJobSpec,
+        decision: Decision,
+        pods: list[dict[str, Any]],
+    ) -> list[dict[str, Any]] | None:
+        """Acts; returns the job's pods afterwards when that is known first hand (None: a
+        deletion is still under way, list again)."""
         if decision.action == "delete":
-            for pod in decision.force_delete:
-                self.api.delete_pod(namespace, pod, force=True)
-            for pod in decision.delete:
-                self.api.delete_pod(namespace, pod)
-        elif decision.action == "launch":
-            self._launch(job, spec, decision)
+            gone = [self._delete_pod(job, pod, force=True) for pod in decision.force_delete]
+            gone += [self._delete_pod(job, pod) for pod in decision.delete]
+            if not gone or not all(gone):
+                return None
+            removed = {*decision.force_delete, *decision.delete}
+            return [p for p in pods if p["metadata"]["name"] not in removed]
+        if decision.action == "launch":
+            return self._launch(job, spec, decision)
+        return pods
 
-    def _launch(self, job: dict[str, Any], spec: StreamingJobSpec, decision: Decision) -> None:
+    def _delete_pod(self, job: dict[str, Any], pod: str, *, force: bool = False) -> bool:
+        namespace, name = job["metadata"]["namespace"], job["metadata"]["name"]
+        self.seen.mark(namespace, name, pod, Seen.DELETING)
+        gone = False
+        try:
+            gone = self.api.delete_pod(namespace, pod, force=force)
+        finally:
+            self.seen.mark(namespace, name, pod, None if gone else "")
+        return gone
+
+    def _launch(
+        self, job: dict[str, Any], spec: StreamingJobSpec, decision: Decision
+    ) -> list[dict[str, Any]] | None:
         st = decision.status
         meta = job["metadata"]
+        # children of a job launched before exist, most likely: update first, else create first
+        relaunch = (st.epoch, st.attempt) != (1, 1)
         children = [build_service(job), build_report_configmap(job)]
         if spec.service_account_name is None:
             children += [build_service_account(job), build_role(job), build_role_binding(job)]
@@ -239,15 +403,16 @@ class Reconciler:
             digest = hashlib.sha256(json.dumps(child, sort_keys=True).encode()).hexdigest()
             if self._applied.get(key) != digest:
                 keep = child["kind"] in ("ConfigMap", "ServiceAccount")  # report, account
-                self.api.apply(child, replace=not keep)
+                self.api.apply(child, replace=not keep, exists=key in self._applied or relaunch)
                 self._applied[key] = digest
-        self.api.apply(build_job_configmap(job, spec))  # this launch's manifest, always
+        manifest = build_job_configmap(job, spec)  # this launch's manifest, always
+        key = (meta["uid"], manifest["kind"], manifest["metadata"]["name"])
+        self.api.apply(manifest, exists=key in self._applied or relaunch)
+        self._applied[key] = ""
         # Fencing, checked again right before the create: no other pod of the job exists.
-        others = [
-            p["metadata"]["name"]
-            for p in self.api.list_job_pods(meta["namespace"], meta["name"])
-            if p["metadata"]["name"] != st.driver_pod
-        ]
+        pods = self.api.list_job_pods(meta["namespace"], meta["name"])
+        self.seen.saw_pods(meta["namespace"], meta["name"], pods)
+        others = [p["metadata"]["name"] for p in pods if p["metadata"]["name"] != st.driver_pod]
         if others:
             raise TransientError(
                 f"not launching {st.driver_pod}: pods still present: {', '.join(others)}",
@@ -263,21 +428,28 @@ class Reconciler:
             entrypoint=self.settings.driver_entrypoint,
             spark_submit=self.settings.spark_submit,
         )
-        if self.api.create_pod(pod):
-            self.metrics.launches.labels("fresh" if st.attempt == 1 else "restore").inc()
-            log.info(
-                "launched %s/%s epoch %d attempt %d at %s",
-                meta["namespace"],
-                st.driver_pod,
-                st.epoch,
-                st.attempt,
-                iso(datetime.now(UTC)),
-            )
+        self.seen.mark(meta["namespace"], meta["name"], st.driver_pod, Seen.CREATING)
+        created = None
+        try:
+            created = self.api.create_pod(pod)
+        finally:
+            state = _rv(created) if created is not None else None
+            self.seen.mark(meta["namespace"], meta["name"], st.driver_pod, state)
+        if created is None:
+            return None  # it exists already: the next step lists again and adopts it
+        self.metrics.launches.labels("fresh" if st.attempt == 1 else "restore").inc()
+        log.info(
+            "launched %s/%s epoch %d attempt %d at %s",
+            meta["namespace"],
+            st.driver_pod,
+            st.epoch,
+            st.attempt,
+            iso(datetime.now(UTC)),
+        )
+        return [*pods, created]
 
 
-def _warning(reason: str, message: str):
-    from .decide import Event
-
+def _warning(reason: str, message: str) -> Event:
     return Event("Warning", reason, message)
 
 

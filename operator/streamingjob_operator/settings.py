@@ -12,7 +12,7 @@
 | STREAMINGJOB_KAFKA_WORKERS | 4 | threads that talk to Kafka (never the event loop) |
 | STREAMINGJOB_API_TIMEOUT_SECONDS | 30 | timeout of each Kubernetes API request |
 | STREAMINGJOB_WATCH_SERVER_TIMEOUT_SECONDS | 300 | kopf watch server timeout |
-| STREAMINGJOB_WORKERS | 16 | threads that run reconciles (blocking API calls) |
+| STREAMINGJOB_WORKERS | 16 | reconcile threads (blocking API calls); resyncs get WORKERS/2 more |
 | STREAMINGJOB_HISTORY_LIMIT | 20 | transitions kept in status.history |
 | STREAMINGJOB_METRICS_PORT | 9090 | Prometheus metrics port (0 = off) |
 | STREAMINGJOB_HEALTH_PORT | 8080 | liveness endpoint port /healthz (0 = off) |

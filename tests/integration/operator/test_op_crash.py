@@ -159,6 +159,11 @@ def test_sigkill_at_random_moments_never_two_drivers(kube: Kube, apiserver):
         for _round in range(6):
             proc = spawn_operator(apiserver.kubeconfig)
             try:
+                # The random moment counts from the operator's first launch: starting a Python
+                # process alone can take seconds on a loaded machine.
+                created, started = len(w.created), time.monotonic()
+                while len(w.created) == created and time.monotonic() - started < 30:
+                    time.sleep(0.05)
                 deadline = time.monotonic() + rng.uniform(1.5, 4.0)
                 while time.monotonic() < deadline:  # play the kubelet: drivers keep failing
                     for pod in kube.pods(ns, "driver"):
