@@ -2,12 +2,15 @@
 
 (a) our `kafka_checkpointed` source in a local[2] query, (b) Spark's built-in `kafka`
 source in the same query, (c) a raw confluent-kafka consume loop (two processes, one per
-core). Then a profile of the executor-side read path, to show where the time goes.
-Writes bench/results/source.json; BENCH_RECORDS overrides the record count (default 5 M).
+core). Then a profile of the executor-side read path, to show where the time goes, and for each
+query the CPU seconds its processes used (Spark's JVM, its Python workers, the broker).
+Writes bench/results/source.json (unless --no-write); BENCH_RECORDS or --records overrides
+the record count (default 5 M).
 """
 
 from __future__ import annotations
 
+import argparse
 import cProfile
 import io
 import json
@@ -35,7 +38,7 @@ from spark_app.partition_reader import (  # noqa: E402
 from tests.support.kafka_broker import CACHE, KafkaBroker  # noqa: E402
 from tests.support.kafka_tools import log_end_offsets, new_topic  # noqa: E402
 
-RECORDS = int(os.environ.get("BENCH_RECORDS", 5_000_000))
+RECORDS = int(os.environ.get("BENCH_RECORDS", 5_000_000))  # --records sets it too
 PARTITIONS = 8
 VALUE = b"v" * 100
 RESULTS = REPO / "bench" / "results" / "source.json"
@@ -110,6 +113,43 @@ def spark_session(jars: list[str]):
     spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(KafkaCheckpointedDataSource)
     return spark
+
+
+_CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_by_role(spark_pid: int, broker_pid: int | None) -> dict[str, float]:
+    """CPU seconds used so far by Spark's JVM, the Python processes it started (workers,
+    daemon, source runner; exited children included through the parents' counters) and the
+    broker: where a query's cycles go on a shared machine."""
+    children: dict[int, list[int]] = {}
+    ticks: dict[int, tuple[int, int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        pid, ppid = int(entry), int(fields[1])
+        children.setdefault(ppid, []).append(pid)
+        own = int(fields[11]) + int(fields[12])
+        waited = int(fields[13]) + int(fields[14])
+        ticks[pid] = (own, waited)
+
+    def tree(pid: int) -> float:
+        own, waited = ticks.get(pid, (0, 0))
+        return own + waited + sum(tree(c) for c in children.get(pid, []))
+
+    jvm = ticks.get(spark_pid, (0, 0))[0]
+    result = {
+        "spark_jvm": jvm / _CLK_TCK,
+        "spark_python": (tree(spark_pid) - jvm) / _CLK_TCK,
+    }
+    if broker_pid is not None:
+        result["broker"] = tree(broker_pid) / _CLK_TCK
+    return result
 
 
 def time_query(spark, fmt: str, options: dict[str, str]) -> float:
@@ -201,7 +241,22 @@ def profile_read_path(bootstrap: str, topic: str) -> tuple[float, str]:
     return rows / elapsed, text.getvalue()
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    global RECORDS
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--records", type=int, default=RECORDS)
+    parser.add_argument(
+        "--runs", type=int, default=2, help="alternating runs of each; the best one counts"
+    )
+    parser.add_argument(
+        "--skip",
+        default="",
+        help="comma-separated parts to leave out: builtin, raw, profile (for quick comparisons)",
+    )
+    parser.add_argument("--no-write", action="store_true", help=f"do not write {RESULTS}")
+    args = parser.parse_args(argv)
+    RECORDS = args.records
+    skip = {s.strip() for s in args.skip.split(",") if s.strip()}
     workdir = Path(tempfile.mkdtemp(prefix="source-bench-"))
     with KafkaBroker(workdir / "broker") as broker:
         topic = new_topic(broker.bootstrap, partitions=PARTITIONS, prefix="bench")
@@ -209,6 +264,15 @@ def main() -> None:
         print(f"produced {RECORDS:,} x {len(VALUE)} B records in {produce_s:.1f}s", flush=True)
         jars = builtin_kafka_jars()
         spark = spark_session(jars)
+        spark_pid = spark.sparkContext._gateway.proc.pid
+        broker_pid = broker.process.pid if broker.process else None
+
+        def measured(fmt: str, options: dict[str, str]) -> tuple[float, dict[str, float]]:
+            before = cpu_by_role(spark_pid, broker_pid)
+            elapsed = time_query(spark, fmt, options)
+            after = cpu_by_role(spark_pid, broker_pid)
+            return elapsed, {k: round(after[k] - before.get(k, 0.0), 1) for k in after}
+
         ours_options = {
             "kafka.bootstrap.servers": broker.bootstrap,
             "subscribe": topic,
@@ -221,21 +285,31 @@ def main() -> None:
             "startingOffsets": "earliest",
         }
         runs: dict[str, list[float]] = {"ours": [], "builtin": [], "raw": []}
-        builtin_error = None
-        for _ in range(2):  # alternate, keep the better run of each (a warm JVM for both)
-            runs["ours"].append(time_query(spark, "kafka_checkpointed", ours_options))
-            print(f"  ours: {RECORDS / runs['ours'][-1]:,.0f} rows/s", flush=True)
+        cpu: dict[str, dict[str, float]] = {}  # CPU seconds of the best run of each query
+        builtin_error = "skipped" if "builtin" in skip else None
+        for _ in range(args.runs):  # alternate, keep the better run of each (a warm JVM for both)
+            elapsed, used = measured("kafka_checkpointed", ours_options)
+            if not runs["ours"] or elapsed < min(runs["ours"]):
+                cpu["ours"] = used
+            runs["ours"].append(elapsed)
+            print(f"  ours: {RECORDS / elapsed:,.0f} rows/s, CPU s {used}", flush=True)
             if builtin_error is None:
                 try:
-                    runs["builtin"].append(time_query(spark, "kafka", builtin_options))
-                    print(f"  builtin: {RECORDS / runs['builtin'][-1]:,.0f} rows/s", flush=True)
+                    elapsed, used = measured("kafka", builtin_options)
+                    if not runs["builtin"] or elapsed < min(runs["builtin"]):
+                        cpu["builtin"] = used
+                    runs["builtin"].append(elapsed)
+                    print(f"  builtin: {RECORDS / elapsed:,.0f} rows/s, CPU s {used}", flush=True)
                 except Exception as exc:
                     builtin_error = str(exc).splitlines()[0][:500]
                     print(f"  builtin failed: {builtin_error}", flush=True)
-            runs["raw"].append(time_raw_loop(broker.bootstrap, topic))
-            print(f"  raw loop: {RECORDS / runs['raw'][-1]:,.0f} msg/s", flush=True)
+            if "raw" not in skip:
+                runs["raw"].append(time_raw_loop(broker.bootstrap, topic))
+                print(f"  raw loop: {RECORDS / runs['raw'][-1]:,.0f} msg/s", flush=True)
         spark.stop()
-        read_rate, profile = profile_read_path(broker.bootstrap, topic)
+        read_rate, profile = (
+            (None, "") if "profile" in skip else profile_read_path(broker.bootstrap, topic)
+        )
 
     rates = {name: (RECORDS / min(times) if times else None) for name, times in runs.items()}
     result = {
@@ -248,22 +322,26 @@ def main() -> None:
         "rates_per_s": {
             "a_kafka_checkpointed_local2": round(rates["ours"]),
             "b_spark_builtin_kafka_local2": round(rates["builtin"]) if rates["builtin"] else None,
-            "c_raw_confluent_consume_2proc": round(rates["raw"]),
-            "executor_read_path_alone_1partition": round(read_rate),
+            "c_raw_confluent_consume_2proc": round(rates["raw"]) if rates["raw"] else None,
+            "executor_read_path_alone_1partition": round(read_rate) if read_rate else None,
         },
         "ratios": {
             "a_over_b": round(rates["ours"] / rates["builtin"], 3) if rates["builtin"] else None,
-            "a_over_c": round(rates["ours"] / rates["raw"], 3),
+            "a_over_c": round(rates["ours"] / rates["raw"], 3) if rates["raw"] else None,
         },
         "targets": {"a_over_b": ">= 1.0", "a_over_c": ">= 0.6"},
         "builtinSource": {"jars": [Path(j).name for j in jars], "error": builtin_error},
         "runs_s": {k: [round(t, 2) for t in v] for k, v in runs.items()},
+        "cpu_s_best_run": cpu,
+        "loadavg_1m_at_end": round(os.getloadavg()[0], 2),
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    if not args.no_write:
+        RESULTS.parent.mkdir(parents=True, exist_ok=True)
+        RESULTS.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
-    print("profile of the executor read path (one partition, in-process):")
-    print(profile)
+    if profile:
+        print("profile of the executor read path (one partition, in-process):")
+        print(profile)
     shutil.rmtree(workdir, ignore_errors=True)
 
 

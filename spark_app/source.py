@@ -30,7 +30,6 @@ from pyspark.sql.types import StructType
 from spark_app import offsets as off
 from spark_app.committer import OffsetCommitter
 from spark_app.kafka_metadata import KafkaMetadata, group_committer
-from spark_app.manifest import parse_starting_offsets
 from spark_app.offsets import Positions, StartDecision, TopicPartition
 from spark_app.options import SourceOptions
 from spark_app.partition_reader import DataLossError, KafkaInputPartition, spark_schema
@@ -207,6 +206,8 @@ class DriverSide:
     def _resolve_fresh_start(self, latest: Positions) -> Positions:
         """Resolves the start once per process; batch 0's end offset pins it for replays."""
         if self._fresh_start is None:
+            from spark_app.manifest import parse_starting_offsets
+
             mode = parse_starting_offsets(self.options.starting_offsets)
             tps = sorted(latest)
             committed = (
