@@ -10,18 +10,18 @@ This module must not import pyspark: the operator imports it too.
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
+
+from spark_app.offsets import parse_starting_offsets
 
 API_GROUP = "sparkkafka.dev"
 API_VERSION = "v1alpha1"
 KIND = "StreamingJob"
 
 # A start mode for a fresh query: named, a timestamp, or per-partition JSON.
-_TIMESTAMP_START = re.compile(r"^timestamp:(\d+)$")
 _TRANSFORM_REF = r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$"
 _FILE_SINK_FORMATS = ("parquet", "json", "csv", "orc")
 
@@ -315,35 +315,3 @@ def epoch_sink_path(path: str, epoch: int) -> str:
     skips any batch id it has seen. A redeploy starts a new checkpoint at batch 0, so in the
     same directory its batches would be silently dropped; each epoch writes its own."""
     return f"{path.rstrip('/')}/epoch-{epoch}"
-
-
-def parse_starting_offsets(value: str) -> str | int | dict[str, dict[str, int]]:
-    """Validates a start mode: a name, a timestamp in ms, or {"topic": {"partition": offset}}."""
-    import json
-
-    if value in ("committed", "earliest", "latest"):
-        return value
-    if match := _TIMESTAMP_START.match(value):
-        return int(match.group(1))
-    try:
-        parsed = json.loads(value)
-    except json.JSONDecodeError:
-        parsed = None
-    if not isinstance(parsed, dict) or not parsed:
-        raise ValueError(
-            f"startingOffsets {value!r} is not committed, earliest, latest, "
-            'timestamp:<epoch-ms> or JSON like {"topic":{"0":42}}'
-        )
-    result: dict[str, dict[str, int]] = {}
-    for topic, partitions in parsed.items():
-        if not isinstance(partitions, dict):
-            raise ValueError(f"startingOffsets[{topic!r}] must map partition to offset")
-        result[topic] = {}
-        for partition, offset in partitions.items():
-            if not str(partition).isdigit() or not isinstance(offset, int) or offset < -2:
-                raise ValueError(
-                    f"startingOffsets[{topic!r}][{partition!r}]={offset!r}: partitions are "
-                    "non-negative integers, offsets >= 0 or -2 (earliest) / -1 (latest)"
-                )
-            result[topic][str(int(partition))] = offset
-    return result

@@ -12,7 +12,9 @@ so these dicts ARE the checkpoint (semantics rule 1). Shapes:
 
 from __future__ import annotations
 
+import json
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -151,3 +153,36 @@ def rate_limit(start: Positions, latest: Positions, max_offsets: int) -> Positio
 
 def lag(end: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int]) -> int:
     return sum(max(0, latest[tp] - end.get(tp, 0)) for tp in latest)
+
+
+_TIMESTAMP_START = re.compile(r"^timestamp:(\d+)$")
+
+
+def parse_starting_offsets(value: str) -> str | int | dict[str, dict[str, int]]:
+    """Validates a start mode: a name, a timestamp in ms, or {"topic": {"partition": offset}}."""
+    if value in ("committed", "earliest", "latest"):
+        return value
+    if match := _TIMESTAMP_START.match(value):
+        return int(match.group(1))
+    try:
+        parsed = json.loads(value)
+    except json.JSONDecodeError:
+        parsed = None
+    if not isinstance(parsed, dict) or not parsed:
+        raise ValueError(
+            f"startingOffsets {value!r} is not committed, earliest, latest, "
+            'timestamp:<epoch-ms> or JSON like {"topic":{"0":42}}'
+        )
+    result: dict[str, dict[str, int]] = {}
+    for topic, partitions in parsed.items():
+        if not isinstance(partitions, dict):
+            raise ValueError(f"startingOffsets[{topic!r}] must map partition to offset")
+        result[topic] = {}
+        for partition, offset in partitions.items():
+            if not str(partition).isdigit() or not isinstance(offset, int) or offset < -2:
+                raise ValueError(
+                    f"startingOffsets[{topic!r}][{partition!r}]={offset!r}: partitions are "
+                    "non-negative integers, offsets >= 0 or -2 (earliest) / -1 (latest)"
+                )
+            result[topic][str(int(partition))] = offset
+    return result

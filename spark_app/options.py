@@ -11,6 +11,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from spark_app.offsets import parse_starting_offsets
+
 _RESET_STRATEGIES = ("earliest", "latest", "error")
 _ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
 # Client properties this source sets itself: letting a user override them would break
@@ -118,9 +120,6 @@ class SourceOptions:
                 raise OptionError(f"option subscribePattern={pattern!r}: {exc}") from None
 
         starting = options.get("startingoffsets", "committed").strip()
-        # Imported here: manifest pulls in pydantic (~0.2 s), which executors never need.
-        from spark_app.manifest import parse_starting_offsets
-
         try:
             parse_starting_offsets(starting)
         except ValueError as exc:

@@ -206,9 +206,7 @@ class DriverSide:
     def _resolve_fresh_start(self, latest: Positions) -> Positions:
         """Resolves the start once per process; batch 0's end offset pins it for replays."""
         if self._fresh_start is None:
-            from spark_app.manifest import parse_starting_offsets
-
-            mode = parse_starting_offsets(self.options.starting_offsets)
+            mode = off.parse_starting_offsets(self.options.starting_offsets)
             tps = sorted(latest)
             committed = (
                 self.metadata.committed(tps) if self.options.group_id else dict.fromkeys(tps)

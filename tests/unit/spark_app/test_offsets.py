@@ -5,7 +5,6 @@ import json
 import pytest
 
 from spark_app import offsets as off
-from spark_app.manifest import parse_starting_offsets
 
 pytestmark = pytest.mark.unit
 
@@ -39,7 +38,9 @@ def test_batch_zero_pins_its_start_so_a_replay_starts_at_the_same_place():
     ],
 )
 def test_fresh_start_follows_flinks_rules(mode, reset, committed, expected):
-    decision = off.resolve_start(TP, parse_starting_offsets(mode), reset, 10, 100, committed, None)
+    decision = off.resolve_start(
+        TP, off.parse_starting_offsets(mode), reset, 10, 100, committed, None
+    )
     assert decision == expected
 
 
@@ -49,7 +50,7 @@ def test_reset_strategy_error_names_the_partition_and_the_fix():
 
 
 def test_timestamp_start_uses_the_first_offset_at_or_after_it_else_the_end():
-    mode = parse_starting_offsets("timestamp:1700000000000")
+    mode = off.parse_starting_offsets("timestamp:1700000000000")
     assert off.resolve_start(TP, mode, "earliest", 0, 100, None, 33) == off.StartDecision(
         33, "timestamp"
     )
@@ -59,7 +60,7 @@ def test_timestamp_start_uses_the_first_offset_at_or_after_it_else_the_end():
 
 
 def test_specific_offsets_with_unnamed_partitions_falling_back_to_committed():
-    mode = parse_starting_offsets('{"orders": {"0": 20, "1": -2, "2": -1}}')
+    mode = off.parse_starting_offsets('{"orders": {"0": 20, "1": -2, "2": -1}}')
     assert off.resolve_start(("orders", 0), mode, "earliest", 0, 90, 5, None).offset == 20
     assert off.resolve_start(("orders", 1), mode, "earliest", 3, 90, 5, None).origin == "earliest"
     assert off.resolve_start(("orders", 2), mode, "earliest", 3, 90, 5, None).offset == 90
@@ -73,7 +74,7 @@ def test_specific_offsets_with_unnamed_partitions_falling_back_to_committed():
 )
 def test_malformed_starting_offsets_are_rejected_with_the_accepted_forms(value):
     with pytest.raises(ValueError, match="startingOffsets"):
-        parse_starting_offsets(value)
+        off.parse_starting_offsets(value)
 
 
 def test_rate_limit_splits_by_backlog_and_stays_within_bounds():
