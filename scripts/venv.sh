@@ -29,4 +29,9 @@ if [ ! -x "$venv/bin/python" ] || [ ! -f "$venv/.complete" ]; then
   "$venv/bin/pip" install -q $reqs >&2
   touch "$venv/.complete"
 fi
+# Spark's Python processes import pyspark from its zip: compile it once (the script says why).
+if [ ! -f "$venv/.pyspark-bytecode" ]; then
+  "$venv/bin/python" "$REPO_ROOT/scripts/pyspark_zip_bytecode.py"
+  touch "$venv/.pyspark-bytecode"
+fi
 echo "$venv"
