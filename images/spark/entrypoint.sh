@@ -24,9 +24,19 @@ if ! id -un >/dev/null 2>&1; then
   export HOME=${HOME:-/tmp}
 fi
 
+# The class path starts like spark-submit's (slf4j-api, then every Spark jar): the image's
+# class-data-sharing archive (Dockerfile) is only used by a JVM whose class path starts exactly
+# like the one it was trained with. The conf directory (log4j2 and Hadoop files mounted by the
+# driver) follows; no Spark jar has such a file at its root, so nothing shadows it. User jars
+# (spark.executor.extraClassPath) stay in front and win, at the price of running without the
+# archive.
 classpath() {
-  local cp="$SPARK_HOME/jars/*"
-  [ -n "${SPARK_CONF_DIR:-}" ] && [ -d "$SPARK_CONF_DIR" ] && cp="$SPARK_CONF_DIR:$cp"
+  local cp="$SPARK_HOME/jars/*" slf4j
+  for slf4j in "$SPARK_HOME"/jars/slf4j-api-*.jar; do
+    [ -f "$slf4j" ] && cp="$slf4j:$cp"
+    break
+  done
+  [ -n "${SPARK_CONF_DIR:-}" ] && [ -d "$SPARK_CONF_DIR" ] && cp="$cp:$SPARK_CONF_DIR"
   [ -n "${SPARK_CLASSPATH:-}" ] && cp="$SPARK_CLASSPATH:$cp"
   [ -n "${SPARK_DIST_CLASSPATH:-}" ] && cp="$cp:$SPARK_DIST_CLASSPATH"
   printf '%s' "$cp"
