@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import ssl
+import time
 import urllib.request
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+HEARTBEAT_S = 30.0
 
 
 def now_iso() -> str:
@@ -66,15 +68,20 @@ class Reporter:
         self.path = path
         self.publisher = publisher
         self.source_report = source_report
-        self._last = ""
+        self._last = ""  # the last written report, without its "updated" time
+        self._written_at = 0.0
 
     def update(self, **fields: Any) -> dict[str, Any]:
+        """Writes the report when it changed, and every HEARTBEAT_S anyway ("updated" tells
+        that the runner is alive): a write per poll would be an API write per second per job."""
         self.report.update(fields)
         self._merge_source_report()
-        self.report["updated"] = now_iso()
-        text = json.dumps(self.report, sort_keys=True)
-        if text != self._last:
-            self._last = text
+        content = json.dumps({**self.report, "updated": None}, sort_keys=True)
+        now = time.monotonic()
+        if content != self._last or now - self._written_at >= HEARTBEAT_S:
+            self._last, self._written_at = content, now
+            self.report["updated"] = now_iso()
+            text = json.dumps(self.report, sort_keys=True)
             if self.path is not None:
                 tmp = self.path.with_suffix(".tmp")
                 tmp.write_text(text)

@@ -39,6 +39,7 @@ log = logging.getLogger("spark_app.runner")
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
 STOP_GRACE_S = 25.0  # below Kubernetes' default 30 s termination grace period
+POLL_S = 0.2  # how soon a finished batch is printed and reported (a local py4j call each)
 # Credentials come from a Secret as environment variables, never from the manifest.
 CREDENTIAL_ENV = {
     "KAFKA_SECURITY_PROTOCOL": "security.protocol",
@@ -353,7 +354,7 @@ def supervise(query, reporter: Reporter, stop_requested: threading.Event) -> int
     stop_deadline = None
     while True:
         try:
-            finished = query.awaitTermination(0.5)
+            finished = query.awaitTermination(POLL_S)
         except Exception:
             finished = True
         progress = query.lastProgress
