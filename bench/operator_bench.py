@@ -77,19 +77,23 @@ def main() -> None:
 
         def follow() -> None:
             w = watch.Watch()
-            # plain JSON events: model objects would cost CPU the operator competes for
-            for event in w.stream(
-                kube.core.list_namespaced_pod,
-                ns,
-                label_selector="spark-role=driver",
-                deserialize=False,
-            ):
-                if event["type"] == "ADDED":
-                    name = event["object"]["metadata"]["name"]
-                    with lock:
-                        created_at.setdefault(name, time.monotonic())
-                if stop.is_set():
-                    w.stop()
+            try:
+                # plain JSON events: model objects would cost CPU the operator competes for
+                for event in w.stream(
+                    kube.core.list_namespaced_pod,
+                    ns,
+                    label_selector="spark-role=driver",
+                    deserialize=False,
+                ):
+                    if event["type"] == "ADDED":
+                        name = event["object"]["metadata"]["name"]
+                        with lock:
+                            created_at.setdefault(name, time.monotonic())
+                    if stop.is_set():
+                        w.stop()
+            except Exception:
+                if not stop.is_set():  # the API server going away at the end is expected
+                    raise
 
         threading.Thread(target=follow, daemon=True).start()
         try:
