@@ -80,8 +80,9 @@ python_sources() {
   tar -C "$REPO_ROOT/operator" --exclude=__pycache__ --exclude='*.pyc' -c streamingjob_operator | tar -C "$1" -x
 }
 
+BUILT_BY=dev.sparkkafka.built-by=streamingjob-images
 build() { # build TAG: docker build of $CTX
-  docker build -q --build-arg "BASE_IMAGE=$BASE_IMAGE" \
+  docker build -q --build-arg "BASE_IMAGE=$BASE_IMAGE" --label "$BUILT_BY" \
     --label "org.opencontainers.image.version=$VERSION" -t "$1" "$CTX" >/dev/null
   BUILT+=("$1")
 }
@@ -114,6 +115,8 @@ for t in "${targets[@]}"; do
   esac
 done
 
+# Earlier builds of our images, left untagged by this one.
+docker image prune -f --filter "label=$BUILT_BY" >/dev/null
 for tag in "${BUILT[@]}"; do
   log "$(docker image inspect --format '{{.Size}}' "$tag" | awk -v t="$tag" '{printf "%-40s %5.0f MB", t, $1/1e6}')"
 done
