@@ -10,8 +10,9 @@
 #              SPARK_JAVA_OPT_0, SPARK_JAVA_OPT_1, ...); this starts KubernetesExecutorBackend.
 #   driver     `spark-submit` in cluster mode creates a driver pod with `driver <submit args>`;
 #              the driver then runs spark-submit in client mode inside the pod.
-#   anything   else is executed as given (the operator's driver pods run `spark-submit ...` or
-#              `python /opt/streamingjob/run_job.py ...` themselves).
+#   submit     the operator's driver pods: `submit <spark-submit> <args>` runs spark-submit in
+#              client mode and hands the pod's SIGTERM to the job's Python runner (below).
+#   anything   else is executed as given.
 set -eo pipefail
 
 SPARK_HOME=${SPARK_HOME:-/opt/spark}
@@ -86,8 +87,27 @@ case "$mode" in
       submit+=(--conf "spark.driver.bindAddress=$SPARK_DRIVER_BIND_ADDRESS")
     exec "${submit[@]}" --deploy-mode client "$@"
     ;;
+  submit)
+    # spark-submit's JVM runs the Python runner as its first child and exits with the runner's
+    # code. The kubelet's SIGTERM (pod deletion, node drain) goes to the runner only, which
+    # stops the query between batches and exits 0; delivered to the JVM, its shutdown hook
+    # would stop the SparkContext under a running batch, and to the JVM's later children (the
+    # Python source runner, workers) it would fail that batch. tini (pid 1) forwards it here.
+    shift
+    set +e
+    "$@" &
+    jvm=$!
+    trap 'pkill -TERM -o -P "$jvm" || kill -TERM "$jvm"' TERM INT
+    wait "$jvm"
+    rc=$?
+    while kill -0 "$jvm" 2>/dev/null; do  # a trapped signal ends `wait` early
+      wait "$jvm"
+      rc=$?
+    done
+    exit "$rc"
+    ;;
   "")
-    echo "usage: executor | driver <spark-submit args> | <command> [args...]" >&2
+    echo "usage: executor | driver <spark-submit args> | submit <spark-submit> <args> | <command> [args...]" >&2
     exit 64
     ;;
   *)

@@ -479,16 +479,21 @@ def build_driver_pod(
                     "name": "driver",
                     "image": spec.image,
                     "imagePullPolicy": spec.image_pull_policy,
-                    "command": [spark_submit],
-                    "args": driver_args(
-                        job,
-                        spec,
-                        driver_pod=driver_pod,
-                        epoch=epoch,
-                        attempt=attempt,
-                        checkpoint_location=checkpoint_location,
-                        entrypoint=entrypoint,
-                    ),
+                    # the image's entrypoint (tini → entrypoint.sh submit) runs spark-submit
+                    # and hands the pod's SIGTERM to the job's runner: a clean stop
+                    "args": [
+                        "submit",
+                        spark_submit,
+                        *driver_args(
+                            job,
+                            spec,
+                            driver_pod=driver_pod,
+                            epoch=epoch,
+                            attempt=attempt,
+                            checkpoint_location=checkpoint_location,
+                            entrypoint=entrypoint,
+                        ),
+                    ],
                     "ports": [
                         {"name": "driver", "containerPort": DRIVER_PORT},
                         {"name": "block-manager", "containerPort": BLOCK_MANAGER_PORT},

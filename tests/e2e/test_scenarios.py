@@ -214,7 +214,7 @@ def _kill(job: Job, pod: str, method: str) -> None:
             "delete", "pod", pod, "-n", job.namespace, "--force", "--grace-period=0",
             "--wait=false",
         )  # fmt: skip
-    else:  # SIGKILL the job's Python process; spark-submit's JVM (pid 1) then exits non-zero
+    else:  # SIGKILL the job's Python process; spark-submit's JVM then exits non-zero
         job.kube.run(
             "exec", pod, "-n", job.namespace, "--", "sh", "-c",
             "kill -9 $(pgrep -f '^/opt/venv/bin/python.*run_job.py')",
@@ -259,6 +259,7 @@ def test_driver_kills_restore_from_the_checkpoint_exactly_once(job: Job) -> None
             )
             assert status["epoch"] == epoch
             assert status["driverPod"] != pod
+        _graceful_delete_stops_between_batches(job)
     finally:
         job.next_id = producer.stop()
     _write_results(job.kill_samples)
@@ -266,14 +267,38 @@ def test_driver_kills_restore_from_the_checkpoint_exactly_once(job: Job) -> None
     job.assert_exactly_once(rows)
     assert {r["epoch"] for r in rows} == {"epoch-1"}
     status = job.status()
-    assert status["restarts"] == len(KILLS)
-    assert status["lastRestartReason"] in ("DriverFailed", "DriverDeleted")
+    assert status["restarts"] == len(KILLS) + 1
+    assert status["lastRestartReason"] == "DriverDeleted"
     values = _columns(job)
     assert (values["PHASE"], values["RESTARTS"], values["START"]) == (
         "Running",
-        str(len(KILLS)),
+        str(len(KILLS) + 1),
         "restored",
     ), values
+
+
+def _graceful_delete_stops_between_batches(job: Job) -> None:
+    """`kubectl delete pod` (a drain does the same): the kubelet's SIGTERM reaches the job's
+    runner, which stops the query between batches and reports "stopped"; then the operator
+    relaunches, restoring from the checkpoint."""
+    status = job.status()
+    epoch, attempt = status["epoch"], status["attempt"]
+    wait_for(
+        f"attempt {attempt} committing batches", lambda: job.running_batch(epoch, attempt), 240
+    )
+    job.kube.run("delete", "pod", status["driverPod"], "-n", job.namespace, "--wait=false")
+    wait_for(
+        "the runner stopped the query on SIGTERM",
+        lambda: (r := job.report()).get("attempt") == attempt and r.get("state") == "stopped",
+        60,
+        0.25,
+    )
+    report = wait_for(
+        f"attempt {attempt + 1}: restored after the graceful stop",
+        lambda: job.running_batch(epoch, attempt + 1),
+        240,
+    )
+    assert report["startPath"] == "restored", report
 
 
 def _timings() -> dict:

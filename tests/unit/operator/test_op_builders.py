@@ -89,7 +89,9 @@ def test_driver_pod_identity_labels_and_owner():
 
 def test_driver_runs_spark_submit_client_mode_with_runner_contract():
     (c,) = pod()["spec"]["containers"]
-    args = c["args"]
+    assert "command" not in c  # the image's entrypoint: tini → entrypoint.sh submit
+    assert c["args"][:2] == ["submit", "/opt/spark/bin/spark-submit"]
+    args = c["args"][2:]
     assert args[:6] == [
         "--master",
         "k8s://https://kubernetes.default.svc:443",
