@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import polling
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -151,15 +153,8 @@ NODE_DATA = "/var/lib/streamingjob"  # the hostPath of examples/kind/orders-job.
 
 
 def wait_for(what: str, probe, timeout: float = 180, interval: float = 0.5):
-    """Polls `probe` until it returns something truthy (returned) or the deadline passes."""
-    deadline = time.monotonic() + timeout
-    last: object = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(interval)
-    raise TimeoutError(f"{what}: not reached within {timeout}s (last: {last!r})")
+    """`tests.support.polling.wait_for` with the scenarios' argument order and pace."""
+    return polling.wait_for(probe, timeout, what, interval)
 
 
 def node_exec(*command: str, check: bool = True) -> str:

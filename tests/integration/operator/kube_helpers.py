@@ -9,19 +9,19 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import kopf.testing
 import yaml
 from kubernetes import client, config
 
 from streamingjob_operator.models import API_GROUP, API_VERSION, PLURAL
+from tests.support.polling import wait_for
 
 REPO = Path(__file__).resolve().parents[3]
 CRD_FILE = REPO / "crds" / "streamingjob.yaml"
-T = TypeVar("T")
 
 # Fast loops for tests: the same code paths, shorter waits.
 OPERATOR_ENV = {
@@ -34,19 +34,6 @@ OPERATOR_ENV = {
     "STREAMINGJOB_WORKERS": "8",
     "STREAMINGJOB_LOG_LEVEL": "INFO",
 }
-
-
-def wait_for(
-    fn: Callable[[], T], timeout: float = 30.0, what: str = "condition", interval: float = 0.1
-) -> T:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = fn()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last value: {last!r}")
 
 
 class Kube:
