@@ -63,6 +63,7 @@ java=("${JAVA_HOME:+$JAVA_HOME/bin/}java" "-Xms${KAFKA_HEAP:-512m}" "-Xmx${KAFKA
 if [ ! -f "$data_dir/meta.properties" ]; then
   # 22 characters of URL-safe base64 = the 16 random bytes of a Kafka Uuid.
   cluster_id=${KAFKA_CLUSTER_ID:-$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')}
+  cluster_id=${cluster_id/#-/A}  # a leading "-" would be read as an option (1 in 64)
   echo "formatting $data_dir for cluster $cluster_id"
   "${java[@]}" kafka.tools.StorageTool format --ignore-formatted -t "$cluster_id" -c "$props"
 fi

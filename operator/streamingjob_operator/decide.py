@@ -24,8 +24,9 @@ were deployed, the nonces acted on). The table of the architecture sketch, as im
 | none (suspended)                 | resume, last-state          | attempt+1 (restore)          |
 | failed past maxRestarts           | -                           | Failed until a nonce/spec    |
 
-A new target makes every other pod of the job stale; stale pods are deleted and the launch
-waits (requeue) until they are gone: the old driver and its executors never overlap the new.
+A new target makes every other pod of the job stale; stale drivers are deleted, their
+executors removed once their driver is gone or finished, and the launch waits (requeue) until
+all are gone: the old driver and its executors never overlap the new.
 """
 
 from __future__ import annotations
@@ -238,6 +239,12 @@ def _is_lost(pod: PodInfo, st: StreamingJobStatus, now: datetime, cfg: DecideCon
     return since is not None and now - since >= grace
 
 
+def _has_ended(pod: PodInfo) -> bool:
+    """The pod's process has exited. Its container's terminated state comes about a second
+    before the terminal phase, which the kubelet sets only after cleaning up the pod."""
+    return pod.phase in ("Succeeded", "Failed") or pod.termination is not None
+
+
 def _failure_of(pod: PodInfo | None) -> tuple[str, str, bool]:
     """(reason, message, clean_exit) of a driver that is no longer running."""
     if pod is None:
@@ -436,7 +443,7 @@ def decide(
     _apply_report(st, observed)
     if (
         driver is None
-        or driver.phase in ("Succeeded", "Failed")
+        or _has_ended(driver)
         or driver.deleting_since is not None
         or driver.reason == "Evicted"
         or _is_lost(driver, st, now, cfg)
@@ -554,18 +561,35 @@ def _delete(
     phase: str | None,
     msg: str | None,
 ) -> Decision:
-    """Delete pods that must be gone before anything new starts; wait while they go."""
+    """Delete pods that must be gone before anything new starts; wait while they go.
+
+    A running driver is deleted gracefully (its runner stops between batches); one whose
+    process has ended is removed at once, as is one whose node is lost or that outlived the
+    grace. Executors go with their driver, which may still need them to finish a batch; once
+    the driver is gone or has ended they are removed at once: nothing can use them any more,
+    and waiting out their termination (or a replacement that a dying driver still requested)
+    would only delay the next launch."""
     grace = timedelta(seconds=cfg.node_lost_grace_seconds)
-    force = tuple(
+
+    def lost(p: PodInfo) -> bool:
+        stuck = p.deleting_since is not None and now - p.deleting_since >= grace
+        return p.phase == "Unknown" or p.ready_unknown_since is not None or stuck
+
+    drivers = [p for p in pods if p.role == "driver"]
+    force = {p.name for p in drivers if lost(p) or _has_ended(p)}
+    live_drivers = {p.name for p in drivers} - force
+    force |= {
         p.name
         for p in pods
-        if p.phase == "Unknown"
-        or p.ready_unknown_since is not None
-        or (p.deleting_since is not None and now - p.deleting_since >= grace)
-    )
+        if p.role == "executor" and (lost(p) or p.driver_pod not in live_drivers)
+    }
     d.action = "delete"
-    d.delete = tuple(p.name for p in pods if p.name not in force and p.deleting_since is None)
-    d.force_delete = force
+    d.delete = tuple(
+        p.name
+        for p in pods
+        if p.role == "driver" and p.name not in force and p.deleting_since is None
+    )
+    d.force_delete = tuple(p.name for p in pods if p.name in force)
     if phase is not None:
         st.phase = phase
     elif st.launch_state == "Pending" and st.phase not in ("Restarting",):

@@ -58,6 +58,14 @@ config="$STATE/$CLUSTER.yaml"
   echo "nodes:"
   echo "- role: control-plane"
   [ -z "$NODE_IMAGE" ] || echo "  image: $NODE_IMAGE"
+  # One node, one replica of each: leader election only adds a way to fail. On a saturated
+  # 2-core machine a missed lease renewal restarts the controller manager or the scheduler,
+  # and their successor waits out the lease (15 s) before it deletes or schedules anything.
+  echo "  kubeadmConfigPatches:"
+  echo "  - |"
+  echo "    kind: ClusterConfiguration"
+  echo "    controllerManager: {extraArgs: {leader-elect: \"false\"}}"
+  echo "    scheduler: {extraArgs: {leader-elect: \"false\"}}"
 } >"$config"
 
 node="$CLUSTER-control-plane"

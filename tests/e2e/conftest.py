@@ -9,21 +9,24 @@ STREAMJOB_E2E_KEEP=1 to keep it for the next run).
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import subprocess
 import time
 import tomllib
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
 from tests.support import polling
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+T = TypeVar("T")
 
 
 def _script(*args: str) -> str:
@@ -70,6 +73,7 @@ class Kube:
     def __init__(self, kubectl: str, kubeconfig: str):
         self.base = [kubectl, "--kubeconfig", kubeconfig]
         self.kubeconfig = kubeconfig
+        self._core = None
 
     def run(self, *args: str, input: str | None = None, timeout: float = 120) -> str:
         done = subprocess.run(
@@ -101,6 +105,46 @@ class Kube:
             f"pod {namespace}/{pod} still {phase} after {timeout}s:\n"
             + self.run("describe", "pod", pod, "-n", namespace)
         )
+
+    def wait_configmap(
+        self,
+        name: str,
+        namespace: str,
+        accept: Callable[[dict], T | None],
+        timeout: float,
+        what: str,
+    ) -> T:
+        """The first truthy `accept(data)` of the ConfigMap, on a watch instead of a poll: the
+        scenarios time restarts that are CPU-bound on a small machine, and a kubectl process
+        per poll would compete with them (and add its own latency to the measurement)."""
+        from kubernetes import client, config, watch
+
+        if self._core is None:
+            self._core = client.CoreV1Api(config.new_client_from_config(self.kubeconfig))
+        selector = f"metadata.name={name}"
+        deadline = time.monotonic() + timeout
+        last: dict | None = None
+        while (remaining := deadline - time.monotonic()) > 0:
+            listed = self._core.list_namespaced_config_map(namespace, field_selector=selector)
+            for item in listed.items:
+                last = item.data or {}
+                if found := accept(last):
+                    return found
+            stream = watch.Watch().stream(
+                self._core.list_namespaced_config_map, namespace, field_selector=selector,
+                resource_version=listed.metadata.resource_version,
+                timeout_seconds=max(1, math.ceil(remaining)),
+            )  # fmt: skip
+            try:
+                for event in stream:
+                    if event["type"] in ("ADDED", "MODIFIED"):
+                        last = event["object"].data or {}
+                        if found := accept(last):
+                            return found
+            except client.ApiException as exc:
+                if exc.status != 410:  # 410: the resourceVersion expired; list again
+                    raise
+        raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last}")
 
     def wait_ready(self, pod: str, namespace: str, timeout: float = 240) -> None:
         try:
@@ -155,6 +199,17 @@ NODE_DATA = "/var/lib/streamingjob"  # the hostPath of examples/kind/orders-job.
 def wait_for(what: str, probe, timeout: float = 180, interval: float = 0.5):
     """`tests.support.polling.wait_for` with the scenarios' argument order and pace."""
     return polling.wait_for(probe, timeout, what, interval)
+
+
+def committed_batch(report: dict, epoch: int, attempt: int) -> dict | None:
+    """The report if the run (epoch, attempt) committed a batch after its start."""
+    if (report.get("epoch"), report.get("attempt")) != (epoch, attempt):
+        return None
+    batch = report.get("latestBatch") or {}
+    restored = report.get("restoredBatch")
+    if batch.get("batchId") is None or batch["batchId"] <= (-1 if restored is None else restored):
+        return None
+    return report
 
 
 def node_exec(*command: str, check: bool = True) -> str:

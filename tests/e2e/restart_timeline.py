@@ -22,6 +22,8 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from tests.e2e.conftest import Kube, committed_batch
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 JOB_LABEL = "sparkkafka.dev/job"
 
@@ -57,8 +59,8 @@ def parse_ts(stamp: str) -> float:
 
 
 class Timeline:
-    def __init__(self, kubectl: list[str], namespace: str, job: str):
-        self.kubectl, self.namespace, self.job = kubectl, namespace, job
+    def __init__(self, kube: Kube, namespace: str, job: str):
+        self.kube, self.kubectl, self.namespace, self.job = kube, kube.base, namespace, job
         self.rows: list[tuple[float, str]] = []
         self.lock = threading.Lock()
 
@@ -83,12 +85,22 @@ class Timeline:
             if "deletionTimestamp" not in p["metadata"]
         }
 
-    def report(self) -> dict:
-        cm = json.loads(
-            self.run("get", "configmap", f"{self.job}-report", "-n", self.namespace, "-o", "json")
+    def wait_restored_batch(self, epoch: int, attempt: int) -> dict:
+        """Watches the report (a poll would compete for the CPU the restart needs) until the
+        run (epoch, attempt) committed a batch; rows for its first report and that batch."""
+        seen = False
+
+        def accept(data: dict) -> dict | None:
+            nonlocal seen
+            report = json.loads(data.get("report.json") or "{}")
+            if (report.get("epoch"), report.get("attempt")) == (epoch, attempt) and not seen:
+                seen = True
+                self.add(time.time(), f"report: attempt {attempt} {report.get('state')}")
+            return committed_batch(report, epoch, attempt)
+
+        return self.kube.wait_configmap(
+            f"{self.job}-report", self.namespace, accept, 240, f"attempt {attempt} committing"
         )
-        raw = (cm.get("data") or {}).get("report.json")
-        return json.loads(raw) if raw else {}
 
     def watch_pods(self, stop: threading.Event) -> None:
         proc = subprocess.Popen(
@@ -186,21 +198,7 @@ def kill_once(t: Timeline, method: str) -> float:
             "kill -9 $(pgrep -f '^/opt/venv/bin/python.*run_job.py')",
         )  # fmt: skip
     t.add(started, f"KILL ({method}) {pod}")
-    seen_attempt = False
-    report: dict = {}
-    while time.time() - started < 240:
-        report = t.report()
-        if (report.get("epoch"), report.get("attempt")) == (epoch, attempt + 1):
-            if not seen_attempt:
-                seen_attempt = True
-                t.add(time.time(), f"report: attempt {attempt + 1} {report.get('state')}")
-            batch = report.get("latestBatch") or {}
-            restored = report.get("restoredBatch")
-            if batch.get("batchId") is not None and batch["batchId"] > (
-                -1 if restored is None else restored
-            ):
-                break
-        time.sleep(0.1)
+    report = t.wait_restored_batch(epoch, attempt + 1)
     done = time.time()
     cpu = t.cpu_seconds()
     t.add(done, f"report: batch {report.get('latestBatch', {}).get('batchId')} committed "
@@ -248,7 +246,7 @@ def main() -> None:
         ).stdout.strip().splitlines()[-1]
         + "/kubectl"
     )  # fmt: skip
-    t = Timeline([kubectl, "--kubeconfig", args.kubeconfig], args.namespace, args.job)
+    t = Timeline(Kube(kubectl, args.kubeconfig), args.namespace, args.job)
     totals = []
     for n in range(args.kills):
         if n:

@@ -18,7 +18,7 @@ import tempfile
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,6 +35,8 @@ from tests.e2e.conftest import (
     KafkaClient,
     Kube,
     ProducerLoop,
+    T,
+    committed_batch,
     wait_for,
 )
 from tests.support.file_sink import committed_rows
@@ -78,29 +80,30 @@ class Job:
     def status(self) -> dict:
         return self.kube.get("streamingjob", self.name, self.namespace).get("status") or {}
 
-    def report(self) -> dict:
-        """The runner's report (ConfigMap <job>-report), {} before the first one."""
-        cm = self.kube.get("configmap", f"{self.name}-report", self.namespace)
-        raw = (cm.get("data") or {}).get("report.json")
-        return json.loads(raw) if raw else {}
+    def wait_report(self, what: str, accept: Callable[[dict], T | None], timeout: float = 180) -> T:
+        """The first truthy `accept(report)` of the runner's report (ConfigMap <job>-report;
+        {} before the first one), watched."""
+
+        def accept_data(data: dict) -> T | None:
+            raw = data.get("report.json")
+            return accept(json.loads(raw) if raw else {})
+
+        return self.kube.wait_configmap(
+            f"{self.name}-report", self.namespace, accept_data, timeout, what
+        )
+
+    def wait_batch(self, epoch: int, attempt: int, timeout: float = 180, what: str = "") -> dict:
+        """The report once the run (epoch, attempt) committed a batch after its start."""
+        return self.wait_report(
+            what or f"epoch {epoch} attempt {attempt} committing batches",
+            lambda report: committed_batch(report, epoch, attempt),
+            timeout,
+        )
 
     def pods(self, selector: str = "") -> list[dict]:
         labels = f"{JOB_LABEL}={self.name}" + (f",{selector}" if selector else "")
         out = self.kube.run("get", "pods", "-n", self.namespace, "-l", labels, "-o", "json")
         return json.loads(out)["items"]
-
-    def running_batch(self, epoch: int, attempt: int) -> dict | None:
-        """The report once the run (epoch, attempt) committed a batch after its start."""
-        report = self.report()
-        if (report.get("epoch"), report.get("attempt")) != (epoch, attempt):
-            return None
-        batch = report.get("latestBatch") or {}
-        restored = report.get("restoredBatch")
-        if batch.get("batchId") is None or batch["batchId"] <= (
-            -1 if restored is None else restored
-        ):
-            return None
-        return report
 
     def sink_rows(self) -> list[dict]:
         """Committed rows of every epoch, copied from the node and read through the log."""
@@ -229,19 +232,12 @@ def test_driver_kills_restore_from_the_checkpoint_exactly_once(job: Job) -> None
         for method in KILLS:
             status = job.status()
             epoch, attempt = status["epoch"], status["attempt"]
-            wait_for(
-                f"attempt {attempt} committing batches",
-                lambda e=epoch, a=attempt: job.running_batch(e, a),
-                240,
-            )
+            job.wait_batch(epoch, attempt, 240)
             pod = job.status()["driverPod"]
             started = time.monotonic()
             _kill(job, pod, method)
-            report = wait_for(
-                f"attempt {attempt + 1}: first restored batch committed",
-                lambda e=epoch, a=attempt: job.running_batch(e, a + 1),
-                240,
-                0.25,
+            report = job.wait_batch(
+                epoch, attempt + 1, 240, f"attempt {attempt + 1}: first restored batch committed"
             )
             seconds = round(time.monotonic() - started, 2)
             assert report["startPath"] == "restored", report
@@ -283,20 +279,15 @@ def _graceful_delete_stops_between_batches(job: Job) -> None:
     relaunches, restoring from the checkpoint."""
     status = job.status()
     epoch, attempt = status["epoch"], status["attempt"]
-    wait_for(
-        f"attempt {attempt} committing batches", lambda: job.running_batch(epoch, attempt), 240
-    )
+    job.wait_batch(epoch, attempt, 240)
     job.kube.run("delete", "pod", status["driverPod"], "-n", job.namespace, "--wait=false")
-    wait_for(
+    job.wait_report(
         "the runner stopped the query on SIGTERM",
-        lambda: (r := job.report()).get("attempt") == attempt and r.get("state") == "stopped",
+        lambda r: r.get("attempt") == attempt and r.get("state") == "stopped",
         60,
-        0.25,
     )
-    report = wait_for(
-        f"attempt {attempt + 1}: restored after the graceful stop",
-        lambda: job.running_batch(epoch, attempt + 1),
-        240,
+    report = job.wait_batch(
+        epoch, attempt + 1, 240, f"attempt {attempt + 1}: restored after the graceful stop"
     )
     assert report["startPath"] == "restored", report
 
@@ -359,9 +350,9 @@ def test_redeploy_starts_a_new_epoch_from_the_committed_offsets(job: Job) -> Non
             "job": {"source": {"maxOffsetsPerTrigger": 4000}},
         }
     )
-    report = wait_for(
+    report = job.wait_report(
         f"epoch {epoch + 1} planned its start",
-        lambda: (r := job.report()).get("epoch") == epoch + 1 and r.get("startOffsets") and r,
+        lambda r: r.get("epoch") == epoch + 1 and r.get("startOffsets") and r,
         300,
     )
     assert report["startPath"] == "fresh" and report["attempt"] == 1
@@ -401,7 +392,7 @@ def test_helm_upgrade_mid_stream_keeps_the_driver(job: Job, kube: Kube, helm: He
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
-        before = wait_for("a batch before the upgrade", lambda: job.running_batch(epoch, attempt))
+        before = job.wait_batch(epoch, attempt, what="a batch before the upgrade")
         operator_pods = kube.run(
             "get", "pods", "-n", OPERATOR_NAMESPACE, "-o", "name",
             "-l", "app.kubernetes.io/instance=" + RELEASE,
@@ -428,10 +419,10 @@ def test_helm_upgrade_mid_stream_keeps_the_driver(job: Job, kube: Kube, helm: He
 
         wait_for("the new operator's status update", observed_by_new_operator, 120, 1)
         # ... and batches keep coming from the same driver.
-        wait_for(
+        job.wait_report(
             "batches after the upgrade",
-            lambda: (
-                (r := job.running_batch(epoch, attempt))
+            lambda r: (
+                committed_batch(r, epoch, attempt)
                 and r["latestBatch"]["batchId"] >= before["latestBatch"]["batchId"] + 3
             ),
             120,
@@ -467,7 +458,7 @@ def test_suspend_resume_and_delete_keep_the_checkpoint(job: Job, kube: Kube) -> 
     assert status["epoch"] == epoch + 1
     first, job.next_id = job.next_id, job.next_id + 10
     job.kafka.produce(job.topic, first, job.next_id)
-    wait_for("a batch after the resume", lambda: job.running_batch(epoch + 1, 1), 240)
+    job.wait_batch(epoch + 1, 1, 240, "a batch after the resume")
 
     kube.run("delete", "sj", job.name, "-n", job.namespace, "--timeout=180s", timeout=200)
     left = kube.run(

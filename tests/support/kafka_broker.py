@@ -136,7 +136,9 @@ class KafkaBroker:
         (self.workdir / "log4j2.properties").write_text(
             _LOG4J2.format(log_file=self.log_file, level=self.log_level)
         )
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        cluster_id = "-"
+        while cluster_id.startswith("-"):  # the tool would read "-..." as an option (1 in 64)
+            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         self._java(
             "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props), wait=True
         )

@@ -15,7 +15,7 @@ from streamingjob_operator.decide import (
 )
 from streamingjob_operator.errors import InvalidJobError
 from streamingjob_operator.models import StreamingJobSpec, StreamingJobStatus
-from streamingjob_operator.observed import PodInfo, Report, iso
+from streamingjob_operator.observed import PodInfo, Report, Termination, iso
 from tests.unit.operator.helpers_operator import (
     CFG,
     NAME,
@@ -120,7 +120,7 @@ def test_backoff_then_fencing_then_launch():
     # old pods are stale: deleted first, even during backoff
     d = run(spec, st, [old, ex], later(101))
     assert d.action == "delete"
-    assert set(d.delete) == {old.name, ex.name}
+    assert (d.delete, d.force_delete) == ((), (old.name, ex.name))  # nothing left running
     # gone, but backoff not over → wait until nextRetryTime
     d = run(spec, st, [], later(105))
     assert d.action == "wait" and d.requeue_after == pytest.approx(5)
@@ -392,8 +392,8 @@ def test_suspend_stops_and_keeps_epoch():
     suspended = make_spec(suspend=True)
     pods = [driver(st.driver_pod), executor("e-1", st.driver_pod)]
     d = run(suspended, st, pods, later(10))
-    assert d.action == "delete" and set(d.delete) == {st.driver_pod, "e-1"}
-    assert d.status.suspended and d.status.phase == "Stopping"
+    assert d.action == "delete" and (d.delete, d.force_delete) == ((st.driver_pod,), ())
+    assert d.status.suspended and d.status.phase == "Stopping"  # e-1 goes with its driver
     d = run(suspended, d.status, [], later(11))
     assert d.status.phase == "Suspended" and d.status.epoch == 1
     assert [e.reason for e in d.events] == ["Suspended"]
@@ -424,11 +424,49 @@ def test_never_launch_while_any_other_pod_of_the_job_exists():
         executor("orders-e1-a1-driver-exec-2", "orders-e1-a1-driver"),
     ]
     d = run(make_spec(redeployNonce=1), st, leftovers, later(2))
-    assert d.action == "delete"
-    assert d.delete == ("orders-e1-a1-driver-exec-2",)  # the driver is already deleting
+    assert d.action == "delete"  # waiting: the driver is deleting, its executor goes with it
+    assert (d.delete, d.force_delete) == ((), ())
     d = run(make_spec(redeployNonce=1), st, leftovers[:1], later(3))
     assert d.action == "delete"  # still waiting: no launch
-    assert run(make_spec(redeployNonce=1), st, [], later(4)).action == "launch"
+    d = run(make_spec(redeployNonce=1), st, leftovers[1:], later(4))
+    assert d.action == "delete"  # the driver is gone: its executor is removed at once
+    assert (d.delete, d.force_delete) == ((), ("orders-e1-a1-driver-exec-2",))
+    assert run(make_spec(redeployNonce=1), st, [], later(5)).action == "launch"
+
+
+def test_a_driver_whose_container_ended_is_gone_before_its_phase_says_so():
+    """The kubelet sets the terminal phase only after cleaning up the pod, about a second
+    after the container's terminated state: the restart starts from the latter."""
+    spec = make_spec()
+    st = launched(spec)
+    ended = driver(st.driver_pod, "Running", termination=Termination(exit_code=137))
+    ex = executor("orders-e1-a1-driver-exec-1", st.driver_pod)
+    d = run(spec, st, [ended, ex], later(100))
+    assert d.restart_reason == "DriverFailed" and d.status.attempt == 2
+    d = run(spec, d.status, [ended, ex], later(101))
+    assert d.action == "delete"
+    assert (d.delete, d.force_delete) == ((), (ended.name, ex.name))  # no process to wait for
+
+
+@pytest.mark.parametrize(
+    "old_driver",
+    [
+        None,  # force-deleted: gone from the API server at once
+        driver("orders-e1-a1-driver", "Failed"),  # its process was killed
+        driver("orders-e1-a1-driver", "Unknown"),  # node lost past the grace: forced too
+    ],
+    ids=["gone", "finished", "lost"],
+)
+def test_executors_of_a_gone_or_finished_driver_are_removed_at_once(old_driver):
+    spec = make_spec()
+    st = launched(spec)
+    st = run(spec, st, [], later(1)).status  # driver gone → attempt 2, the old pods are stale
+    old = [executor(f"orders-e1-a1-driver-exec-{n}", "orders-e1-a1-driver") for n in (1, 2)]
+    d = run(spec, st, [*old, *([old_driver] if old_driver else [])], later(200))
+    assert d.action == "delete"
+    assert set(d.force_delete) == {p.name for p in old} | (
+        {old_driver.name} if old_driver else set()
+    )
 
 
 def test_executors_of_the_current_driver_are_not_stale():
