@@ -27,6 +27,9 @@ from tests.support import polling
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 T = TypeVar("T")
+# A watch is re-established (after a fresh list) this often: a stalled watch stream costs at
+# most this long instead of the whole wait.
+WATCH_RELIST_S = 5
 
 
 def _script(*args: str) -> str:
@@ -133,7 +136,7 @@ class Kube:
             stream = watch.Watch().stream(
                 self._core.list_namespaced_config_map, namespace, field_selector=selector,
                 resource_version=listed.metadata.resource_version,
-                timeout_seconds=max(1, math.ceil(remaining)),
+                timeout_seconds=max(1, math.ceil(min(remaining, WATCH_RELIST_S))),
             )  # fmt: skip
             try:
                 for event in stream:
