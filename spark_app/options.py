@@ -82,6 +82,7 @@ class SourceOptions:
     min_fetch_interval_ms: int
     max_records_per_batch: int
     report_path: str | None
+    drain_path: str | None
     client_config: dict[str, str] = field(default_factory=dict)
 
     def __repr__(self) -> str:  # never print credentials passed through kafka.*
@@ -155,6 +156,7 @@ class SourceOptions:
             min_fetch_interval_ms=_int(options, "minFetchIntervalMs", 100, 0) or 0,
             max_records_per_batch=_int(options, "maxRecordsPerBatch", 10_000, 1) or 10_000,
             report_path=options.get("reportpath"),
+            drain_path=options.get("drainpath"),
             client_config=client,
         )
 

@@ -38,6 +38,7 @@ from spark_app.report import ConfigMapPublisher, Reporter, now_iso
 log = logging.getLogger("spark_app.runner")
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
+SOURCE_REPORT, DRAIN_FILE = "source-report.json", "drain"  # in the run's work directory
 STOP_GRACE_S = 25.0  # below Kubernetes' default 30 s termination grace period
 POLL_S = 0.2  # how soon a finished batch is printed and reported (a local py4j call each)
 # Credentials come from a Secret as environment variables, never from the manifest.
@@ -115,14 +116,13 @@ def load_transform(reference: str):
     return function
 
 
-def start_query(
-    spark, job: JobSpec, name: str, epoch: int, location: str, source_report: Path | None
-):
+def start_query(spark, job: JobSpec, name: str, epoch: int, location: str, workdir: Path):
+    """The query; its source reports to and takes drain requests from files in `workdir`."""
     from spark_app.source import FORMAT
 
     options = source_options(job.source)
-    if source_report is not None:
-        options["reportPath"] = str(source_report)
+    options["reportPath"] = str(workdir / SOURCE_REPORT)
+    options["drainPath"] = str(workdir / DRAIN_FILE)
     frame = spark.readStream.format(FORMAT).options(**options).load()
     if job.transform:
         frame = load_transform(job.transform)(frame)
@@ -322,7 +322,7 @@ def run(manifest: RunnerManifest, args: argparse.Namespace, location: str) -> in
         },
         args.report_file,
         publisher,
-        workdir / "source-report.json",
+        workdir / SOURCE_REPORT,
     )
     stop_requested = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop_requested.set())
@@ -336,7 +336,7 @@ def run(manifest: RunnerManifest, args: argparse.Namespace, location: str) -> in
             meta.name,
             args.epoch,
             location,
-            workdir / "source-report.json",
+            workdir,
         )
     except (AnalysisException, IllegalArgumentException) as exc:
         log.error("invalid job: spec.job: Spark rejected the query: %s", exc)
@@ -345,39 +345,60 @@ def run(manifest: RunnerManifest, args: argparse.Namespace, location: str) -> in
         log.error("invalid job: %s", exc)
         return EXIT_INVALID
     reporter.update(state="running")
-    return supervise(query, reporter, stop_requested)
+    return supervise(query, reporter, stop_requested, workdir / DRAIN_FILE)
 
 
-def supervise(query, reporter: Reporter, stop_requested: threading.Event) -> int:
-    """Prints a line per batch and stops between batches on SIGTERM (no half-written batch)."""
+def supervise(query, reporter: Reporter, stop_requested: threading.Event, drain_file: Path) -> int:
+    """Prints a line per batch and stops between batches on SIGTERM (no half-written batch):
+    the drain file tells the source to plan no new batch, and the query is stopped once the
+    batch in flight has ended."""
     seen_batch = None
     stop_deadline = None
+
+    def report_progress() -> None:
+        nonlocal seen_batch
+        progress = query.lastProgress
+        ran = progress and "addBatch" in (progress.get("durationMs") or {})  # not idle
+        if not ran or progress.get("batchId") == seen_batch:
+            reporter.update()
+            return
+        seen_batch = progress.get("batchId")
+        line, batch = progress_line(progress)
+        report = reporter.update(latestBatch=batch)
+        # The group trails by one batch: it gets a batch's offsets once it is durable.
+        committed = (report.get("commits") or {}).get("lastCommitted")
+        if committed:
+            line += f", group offsets {json.dumps(committed, separators=(',', ':'))}"
+        print(line, flush=True)
+
+    def stopped() -> bool:
+        nonlocal stop_deadline
+        if stop_deadline is None:
+            stop_deadline = time.monotonic() + STOP_GRACE_S
+            drain_file.touch()
+            log.info("stop requested: finishing the batch in flight")
+        if not query.status.get("isTriggerActive"):
+            log.info("stopping the query between batches")
+        elif time.monotonic() > stop_deadline:
+            log.warning(
+                "the batch in flight did not end within %gs: interrupting it (a restart "
+                "re-runs it from the checkpoint)",
+                STOP_GRACE_S,
+            )
+        else:
+            return False
+        query.stop()
+        return True
+
     while True:
         try:
             finished = query.awaitTermination(POLL_S)
         except Exception:
             finished = True
-        progress = query.lastProgress
-        ran = progress and "addBatch" in (progress.get("durationMs") or {})  # not idle
-        if ran and progress.get("batchId") != seen_batch:
-            seen_batch = progress.get("batchId")
-            line, batch = progress_line(progress)
-            report = reporter.update(latestBatch=batch)
-            # The group trails by one batch: it gets a batch's offsets once it is durable.
-            committed = (report.get("commits") or {}).get("lastCommitted")
-            if committed:
-                line += f", group offsets {json.dumps(committed, separators=(',', ':'))}"
-            print(line, flush=True)
-        else:
-            reporter.update()
-        if finished:
+        report_progress()
+        if finished or (stop_requested.is_set() and stopped()):
             break
-        if stop_requested.is_set():
-            stop_deadline = stop_deadline or time.monotonic() + STOP_GRACE_S
-            if not query.status.get("isTriggerActive") or time.monotonic() > stop_deadline:
-                log.info("stop requested: stopping the query between batches")
-                query.stop()
-                break
+    report_progress()  # a batch that ended after the last look
     error = query.exception()
     if error is not None:
         message = str(error.desc if hasattr(error, "desc") else error).strip().splitlines()

@@ -129,6 +129,7 @@ class DriverSide:
         self._loss_seen: set[tuple[TopicPartition, int]] = set()
         self._closed = threading.Event()
         self._reported_version: tuple | None = None
+        self._draining = False
         self._refresh(discover=True)
         self._discovery = None
         if options.partition_discovery_interval_ms > 0:
@@ -187,6 +188,8 @@ class DriverSide:
             # Spark calls latestOffset(start=end of batch N) only after commits/N is
             # written: the earliest moment batch N is known durable (rule 3).
             self.checkpoint_complete(off.end_positions(start))
+        if self._drain_requested():
+            return start  # no new batch: the runner stops the query between batches
         latest = self._latest()
         begin = self._resolve_fresh_start(latest) if fresh else off.end_positions(start)
         self._check_data_loss(begin, latest)
@@ -202,6 +205,16 @@ class DriverSide:
             return start  # unchanged JSON: no new batch
         self.table.plan(end)
         return off.batch_offset(end)
+
+    def _drain_requested(self) -> bool:
+        """The runner creates the drain file on SIGTERM. Spark plans the next batch as soon as
+        one ends when batches take longer than the trigger interval, so without this a busy
+        query never pauses between batches and a graceful stop would interrupt one."""
+        if not self._draining and self.options.drain_path:
+            self._draining = os.path.exists(self.options.drain_path)
+            if self._draining:
+                log.info("graceful stop: no new batch is planned")
+        return self._draining
 
     def _resolve_fresh_start(self, latest: Positions) -> Positions:
         """Resolves the start once per process; batch 0's end offset pins it for replays."""

@@ -136,6 +136,26 @@ def test_max_offsets_per_trigger_bounds_each_batch_and_idle_returns_start_unchan
     r.stop()
 
 
+def test_a_drain_request_plans_no_new_batch_yet_commits_the_durable_one(kafka, tmp_path):
+    """The runner's graceful stop: with the drain file present, latestOffset still hands the
+    finished batch to the group, then returns start (no new batch) though records wait."""
+    topic = new_topic(kafka.bootstrap, partitions=2)
+    produce(kafka.bootstrap, topic, range(100))
+    drain = tmp_path / "drain"
+    r = reader(kafka.bootstrap, topic, drainPath=str(drain))
+    start = r.initialOffset()
+    end0 = json.loads(json.dumps(r.latestOffset(start, ReadAllAvailable())))
+    assert len(read_all(r, start, end0)) == 100
+    produce(kafka.bootstrap, topic, range(100, 200))
+    drain.touch()
+    assert r.latestOffset(end0, ReadAllAvailable()) is end0
+    assert r.latestOffset(end0, ReadAllAvailable()) is end0
+    expected = {int(p): o for p, o in end0["offsets"][topic].items()}
+    assert sum(expected.values()) == 100
+    assert wait_until(lambda: group_offsets(kafka.bootstrap, f"{topic}-g", topic) == expected)
+    r.stop()
+
+
 def test_deleted_offsets_fail_with_names_or_are_skipped_and_counted(kafka, tmp_path):
     topic = new_topic(kafka.bootstrap, partitions=1)
     produce(kafka.bootstrap, topic, range(100))
