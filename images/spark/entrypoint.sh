@@ -93,11 +93,17 @@ case "$mode" in
     # stops the query between batches and exits 0; delivered to the JVM, its shutdown hook
     # would stop the SparkContext under a running batch, and to the JVM's later children (the
     # Python source runner, workers) it would fail that batch. tini (pid 1) forwards it here.
+    # The runner is the JVM's oldest *live* child: spark-class's launcher subshell can outlive
+    # its `exec` of the JVM and stay on as the JVM's unreaped (zombie) first child, and a
+    # signal to it would be lost.
     shift
     set +e
     "$@" &
     jvm=$!
-    trap 'pkill -TERM -o -P "$jvm" || kill -TERM "$jvm"' TERM INT
+    runner() {
+      ps -o pid=,stat= --ppid "$jvm" --sort=start_time | awk '$2 !~ /^Z/ { print $1; exit }'
+    }
+    trap 'pid=$(runner); kill -TERM "${pid:-$jvm}"' TERM INT
     wait "$jvm"
     rc=$?
     while kill -0 "$jvm" 2>/dev/null; do  # a trapped signal ends `wait` early
