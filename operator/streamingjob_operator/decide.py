@@ -240,7 +240,9 @@ def _is_lost(pod: PodInfo, st: StreamingJobStatus, now: datetime, cfg: DecideCon
 
 
 def _has_ended(pod: PodInfo) -> bool:
-    return pod.phase in ("Succeeded", "Failed")
+    """The pod's process has exited. Its container's terminated state comes about a second
+    before the terminal phase, which the kubelet sets only after cleaning up the pod."""
+    return pod.phase in ("Succeeded", "Failed") or pod.termination is not None
 
 
 def _failure_of(pod: PodInfo | None) -> tuple[str, str, bool]:
@@ -561,11 +563,12 @@ def _delete(
 ) -> Decision:
     """Delete pods that must be gone before anything new starts; wait while they go.
 
-    Drivers are deleted gracefully (a running one's runner stops between batches), or forced
-    when their node is lost or they outlived the grace. Executors go with their driver, which
-    may still need them to finish a batch; once the driver is gone or has ended they are
-    removed at once: nothing can use them any more, and waiting out their termination (or a
-    replacement that a dying driver still requested) would only delay the next launch."""
+    A running driver is deleted gracefully (its runner stops between batches); one whose
+    process has ended is removed at once, as is one whose node is lost or that outlived the
+    grace. Executors go with their driver, which may still need them to finish a batch; once
+    the driver is gone or has ended they are removed at once: nothing can use them any more,
+    and waiting out their termination (or a replacement that a dying driver still requested)
+    would only delay the next launch."""
     grace = timedelta(seconds=cfg.node_lost_grace_seconds)
 
     def lost(p: PodInfo) -> bool:
@@ -573,8 +576,8 @@ def _delete(
         return p.phase == "Unknown" or p.ready_unknown_since is not None or stuck
 
     drivers = [p for p in pods if p.role == "driver"]
-    force = {p.name for p in drivers if lost(p)}
-    live_drivers = {p.name for p in drivers if p.name not in force and not _has_ended(p)}
+    force = {p.name for p in drivers if lost(p) or _has_ended(p)}
+    live_drivers = {p.name for p in drivers} - force
     force |= {
         p.name
         for p in pods

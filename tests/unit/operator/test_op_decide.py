@@ -15,7 +15,7 @@ from streamingjob_operator.decide import (
 )
 from streamingjob_operator.errors import InvalidJobError
 from streamingjob_operator.models import StreamingJobSpec, StreamingJobStatus
-from streamingjob_operator.observed import PodInfo, Report, iso
+from streamingjob_operator.observed import PodInfo, Report, Termination, iso
 from tests.unit.operator.helpers_operator import (
     CFG,
     NAME,
@@ -120,7 +120,7 @@ def test_backoff_then_fencing_then_launch():
     # old pods are stale: deleted first, even during backoff
     d = run(spec, st, [old, ex], later(101))
     assert d.action == "delete"
-    assert (d.delete, d.force_delete) == ((old.name,), (ex.name,))  # its driver has ended
+    assert (d.delete, d.force_delete) == ((), (old.name, ex.name))  # nothing left running
     # gone, but backoff not over → wait until nextRetryTime
     d = run(spec, st, [], later(105))
     assert d.action == "wait" and d.requeue_after == pytest.approx(5)
@@ -434,6 +434,20 @@ def test_never_launch_while_any_other_pod_of_the_job_exists():
     assert run(make_spec(redeployNonce=1), st, [], later(5)).action == "launch"
 
 
+def test_a_driver_whose_container_ended_is_gone_before_its_phase_says_so():
+    """The kubelet sets the terminal phase only after cleaning up the pod, about a second
+    after the container's terminated state: the restart starts from the latter."""
+    spec = make_spec()
+    st = launched(spec)
+    ended = driver(st.driver_pod, "Running", termination=Termination(exit_code=137))
+    ex = executor("orders-e1-a1-driver-exec-1", st.driver_pod)
+    d = run(spec, st, [ended, ex], later(100))
+    assert d.restart_reason == "DriverFailed" and d.status.attempt == 2
+    d = run(spec, d.status, [ended, ex], later(101))
+    assert d.action == "delete"
+    assert (d.delete, d.force_delete) == ((), (ended.name, ex.name))  # no process to wait for
+
+
 @pytest.mark.parametrize(
     "old_driver",
     [
@@ -450,8 +464,9 @@ def test_executors_of_a_gone_or_finished_driver_are_removed_at_once(old_driver):
     old = [executor(f"orders-e1-a1-driver-exec-{n}", "orders-e1-a1-driver") for n in (1, 2)]
     d = run(spec, st, [*old, *([old_driver] if old_driver else [])], later(200))
     assert d.action == "delete"
-    lost = {old_driver.name} if old_driver and old_driver.phase == "Unknown" else set()
-    assert set(d.force_delete) == {p.name for p in old} | lost
+    assert set(d.force_delete) == {p.name for p in old} | (
+        {old_driver.name} if old_driver else set()
+    )
 
 
 def test_executors_of_the_current_driver_are_not_stale():
