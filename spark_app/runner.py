@@ -288,6 +288,7 @@ def run(manifest: RunnerManifest, args: argparse.Namespace, location: str) -> in
     meta = manifest.metadata
     spark = build_session(manifest, args.master)
     newest_offsets, newest_commit = last_batches(spark, location)
+    rerun_batch = newest_offsets if newest_offsets != newest_commit else None
     if newest_offsets is None:
         start_path, restored_batch = "fresh", None
         log.info(
@@ -302,8 +303,8 @@ def run(manifest: RunnerManifest, args: argparse.Namespace, location: str) -> in
             "restored from checkpoint batch %s at %s%s",
             newest_commit,
             location,
-            f" (batch {newest_offsets} was planned but not committed: it is re-run)"
-            if newest_offsets != newest_commit
+            f" (batch {rerun_batch} was planned but not committed: it is re-run)"
+            if rerun_batch is not None
             else "",
         )
     workdir = Path(tempfile.mkdtemp(prefix="streamingjob-"))
@@ -317,6 +318,7 @@ def run(manifest: RunnerManifest, args: argparse.Namespace, location: str) -> in
             "checkpointLocation": location,
             "startPath": start_path,
             "restoredBatch": restored_batch,
+            "rerunBatch": rerun_batch,  # planned, not committed: an interrupted batch
             "state": "starting",
             "started": now_iso(),
         },

@@ -281,15 +281,19 @@ def _graceful_delete_stops_between_batches(job: Job) -> None:
     epoch, attempt = status["epoch"], status["attempt"]
     job.wait_batch(epoch, attempt, 240)
     job.kube.run("delete", "pod", status["driverPod"], "-n", job.namespace, "--wait=false")
-    job.wait_report(
+    stopped = job.wait_report(
         "the runner stopped the query on SIGTERM",
-        lambda r: r.get("attempt") == attempt and r.get("state") == "stopped",
+        lambda r: r if r.get("attempt") == attempt and r.get("state") == "stopped" else None,
         60,
     )
     report = job.wait_batch(
         epoch, attempt + 1, 240, f"attempt {attempt + 1}: restored after the graceful stop"
     )
     assert report["startPath"] == "restored", report
+    # Between batches: the last batch the stopped run reported is the checkpoint's newest
+    # commit, and no batch was planned after it (none is re-run).
+    assert report["restoredBatch"] == stopped["latestBatch"]["batchId"], (stopped, report)
+    assert report["rerunBatch"] is None, report
 
 
 def _timings() -> dict:

@@ -4,6 +4,8 @@ JVM's code. Real processes and signals; a small Python program stands in for the
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import subprocess
 import sys
@@ -46,7 +48,8 @@ def _children(pid: int) -> list[tuple[int, str]]:
 def test_submit_hands_sigterm_to_the_runner_past_a_zombie_first_child(tmp_path):
     marker = tmp_path / "runner"
     entrypoint = subprocess.Popen(
-        ["bash", str(ENTRYPOINT), "submit", sys.executable, "-c", FAKE_JVM, RUNNER, str(marker)]
+        ["bash", str(ENTRYPOINT), "submit", sys.executable, "-c", FAKE_JVM, RUNNER, str(marker)],
+        start_new_session=True,  # its own process group: nothing outlives the test
     )
     try:
         deadline = time.monotonic() + 30
@@ -61,5 +64,6 @@ def test_submit_hands_sigterm_to_the_runner_past_a_zombie_first_child(tmp_path):
         assert entrypoint.wait(30) == 0  # the runner's code: the JVM was not signalled
         assert marker.read_text() == "SIGTERM"
     finally:
-        if entrypoint.poll() is None:
-            entrypoint.kill()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(entrypoint.pid, signal.SIGKILL)
+        entrypoint.wait()
