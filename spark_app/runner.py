@@ -373,7 +373,8 @@ def supervise(query, reporter: Reporter, stop_requested: threading.Event, drain_
             line += f", group offsets {json.dumps(committed, separators=(',', ':'))}"
         print(line, flush=True)
 
-    def stopped() -> bool:
+    def try_stop() -> bool:
+        """Stops the query once the batch in flight has ended (or at the deadline)."""
         nonlocal stop_deadline
         if stop_deadline is None:
             stop_deadline = time.monotonic() + STOP_GRACE_S
@@ -398,7 +399,7 @@ def supervise(query, reporter: Reporter, stop_requested: threading.Event, drain_
         except Exception:
             finished = True
         report_progress()
-        if finished or (stop_requested.is_set() and stopped()):
+        if finished or (stop_requested.is_set() and try_stop()):
             break
     report_progress()  # a batch that ended after the last look
     error = query.exception()
