@@ -29,8 +29,9 @@ lint: ## ruff lint + format check
 	$(VENV)/bin/ruff format --check .
 
 .PHONY: toolchain
-toolchain: ## Build (once, cached) kube-apiserver, etcd and kubectl from Go modules
+toolchain: ## Build (once, cached) kube-apiserver, etcd, kubectl and MinIO from Go modules
 	bash scripts/k8s-toolchain.sh apiserver >/dev/null
+	bash scripts/k8s-toolchain.sh minio >/dev/null
 
 .PHONY: helm
 helm: ## Build (once, cached) helm from Go modules (chart tests)

@@ -6,12 +6,13 @@
 #                                     training run at build time (~1-2 min, cached with the layer)
 #   streamingjob/operator:<version>   kopf + the project's operator
 #   streamingjob/kafka:<kafka>-<version>  single-node KRaft broker for in-cluster tests
+#   streamingjob/minio:<minio>-<version>  S3-compatible object store for in-cluster tests
 # <version> is the project version in pyproject.toml. Everything builds FROM the debootstrapped
 # base (images/base/build.sh). Python packages come from a wheelhouse built on the host
 # ($STREAMJOB_CACHE/wheelhouse, keyed by the pinned requirements) and are installed with
 # `pip install --no-index` in the image; Kafka's jars come from Maven (scripts/kafka/pom.xml).
 #
-#   images/build.sh [spark] [operator] [kafka]      (default: all three)
+#   images/build.sh [spark] [operator] [kafka] [minio]      (default: all four)
 # Idempotent: docker's layer cache makes an unchanged rebuild take seconds.
 set -euo pipefail
 source "$(dirname "$0")/../scripts/common.sh"
@@ -19,9 +20,12 @@ exec 3>&1 1>&2
 export DOCKER_BUILDKIT=0
 
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(spark operator kafka)
+[ ${#targets[@]} -gt 0 ] || targets=(spark operator kafka minio)
 for t in "${targets[@]}"; do
-  case "$t" in spark | operator | kafka) ;; *) die "unknown image '$t' (spark, operator, kafka)" ;; esac
+  case "$t" in
+    spark | operator | kafka | minio) ;;
+    *) die "unknown image '$t' (spark, operator, kafka, minio)" ;;
+  esac
 done
 
 docker info >/dev/null 2>&1 || bash "$REPO_ROOT/scripts/kind/docker-setup.sh"
@@ -99,7 +103,12 @@ for t in "${targets[@]}"; do
       reqs=req_$t
       printf '%s\n' "${!reqs}" >"$CTX/requirements.txt"
       python_sources "$CTX/python"
-      [ "$t" != spark ] || cp "$REPO_ROOT/scripts/pyspark_zip_bytecode.py" "$CTX/"
+      if [ "$t" = spark ]; then
+        cp "$REPO_ROOT/scripts/pyspark_zip_bytecode.py" "$CTX/"
+        # Spark's S3A connector (s3a:// checkpoints and sinks), minus what Spark ships itself
+        bash "$REPO_ROOT/scripts/s3a-jars.sh" --into "$CTX/s3a-jars" --beside \
+          "$("$(bash "$REPO_ROOT/scripts/venv.sh")/bin/python" -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')" >/dev/null
+      fi
       log "building streamingjob/$t:$VERSION"
       timed "$t" build "streamingjob/$t:$VERSION"
       ;;
@@ -111,6 +120,15 @@ for t in "${targets[@]}"; do
       rm -f "$CTX/libs/.complete"
       log "building streamingjob/kafka:$kafka_version-$VERSION"
       timed kafka build "streamingjob/kafka:$kafka_version-$VERSION"
+      ;;
+    minio)
+      minio_dir=$(bash "$REPO_ROOT/scripts/k8s-toolchain.sh" minio)
+      # its pseudo-version's timestamp (v0.0.0-<yyyymmddhhmmss>-<commit>) names the image
+      minio_version=$(awk '{print $2}' "$minio_dir/.minio.stamp" | cut -d- -f2)
+      context minio
+      cp -al "$minio_dir/minio" "$CTX/minio" 2>/dev/null || cp -a "$minio_dir/minio" "$CTX/minio"
+      log "building streamingjob/minio:$minio_version-$VERSION"
+      timed minio build "streamingjob/minio:$minio_version-$VERSION"
       ;;
   esac
 done

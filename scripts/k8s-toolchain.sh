@@ -6,6 +6,8 @@
 #   scripts/k8s-toolchain.sh helm        helm only (chart lint and rendering tests)
 #   scripts/k8s-toolchain.sh all         + controller-manager, scheduler, proxy, kubelet, kubeadm,
 #                                          kind, helm (the kind bed)
+#   scripts/k8s-toolchain.sh minio       minio only: the S3-compatible server of the object-storage
+#                                          tests (a test service, AGPLv3: never shipped by the chart)
 #
 # Idempotent: each binary has a stamp recording what it was built from; a binary whose stamp
 # matches is not rebuilt. The wrapper modules are generated under the cache, not kept in the repo.
@@ -18,6 +20,8 @@ K8S_VERSION=v1.34.4
 ETCD_VERSION=v3.6.5
 KIND_VERSION=v0.30.0
 HELM_VERSION=v3.22.0
+# MinIO publishes no Go module tags; this pseudo-version is the module proxy's @latest of 2026-02.
+MINIO_VERSION=v0.0.0-20260212201848-7aac2a2c5b7c
 
 APISERVER_BINS=(kube-apiserver kubectl)
 ALL_BINS=(kube-controller-manager kube-scheduler kube-proxy kubelet kubeadm)
@@ -27,8 +31,8 @@ exec 3>&1 1>&2
 
 stage=${1:-}
 case "$stage" in
-  apiserver|helm|all) ;;
-  *) die "usage: $0 apiserver|helm|all" ;;
+  apiserver|helm|all|minio) ;;
+  *) die "usage: $0 apiserver|helm|all|minio" ;;
 esac
 
 command -v go >/dev/null || PATH="/usr/local/go/bin:$PATH"
@@ -172,6 +176,13 @@ build_helm() {
   mark_built helm "$HELM_VERSION"
 }
 
+build_minio() {
+  up_to_date minio "$MINIO_VERSION" && { log "up to date: minio"; return 0; }
+  log "building minio $MINIO_VERSION"
+  GOBIN="$bin" go install -ldflags "-s -w" "github.com/minio/minio@$MINIO_VERSION"
+  mark_built minio "$MINIO_VERSION"
+}
+
 # Everything runs from main: bash reads scripts lazily, so editing this file while a long build
 # runs must not change what the running instance executes next.
 main() {
@@ -179,6 +190,8 @@ main() {
   log "stage $stage into $bin (go $GO_VERSION, GOPROXY=$GOPROXY)"
   if [ "$stage" = helm ]; then
     timed build_helm
+  elif [ "$stage" = minio ]; then
+    timed build_minio
   else
     timed build_k8s "${APISERVER_BINS[@]}"
     timed build_etcd

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Creates (once) the Python environment the project runs in and prints its path.
-# The venv is keyed by the pinned requirements, cached, and holds only those; the project
+# The venv is keyed by the pinned requirements, cached, and holds only those (plus Spark's S3A
+# connector jars beside pyspark's own); the project
 # itself is put on PYTHONPATH by the Makefile, so any clone can use it.
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
@@ -33,5 +34,12 @@ fi
 if [ ! -f "$venv/.pyspark-bytecode" ]; then
   "$venv/bin/python" "$REPO_ROOT/scripts/pyspark_zip_bytecode.py"
   touch "$venv/.pyspark-bytecode"
+fi
+# Spark's S3A connector beside Spark's own jars, as in the image: s3a:// locations work locally.
+s3a_mark="$venv/.s3a-$(sha256sum "$REPO_ROOT/scripts/s3a/pom.xml" | cut -c1-12)"
+if [ ! -f "$s3a_mark" ]; then
+  spark_jars=$("$venv/bin/python" -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')
+  bash "$REPO_ROOT/scripts/s3a-jars.sh" --into "$spark_jars" >/dev/null
+  touch "$s3a_mark"
 fi
 echo "$venv"

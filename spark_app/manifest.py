@@ -1,7 +1,7 @@
 """The job part of a StreamingJob manifest: the one place where YAML becomes a typed job.
 
 The runner reads a whole StreamingJob manifest (the same YAML users `kubectl apply`) and
-uses only `spec.job`, `spec.checkpoint` and `spec.sparkConf`; the operator owns the other
+uses only `spec.job`, `spec.checkpoint`, `spec.sparkConf` and `spec.s3`; the operator owns the other
 spec fields. These models are also the source of the CRD schema for their fields, so every
 field carries a description and cross-field rules are mirrored as CEL rules.
 
@@ -249,6 +249,85 @@ class CheckpointSpec(SpecModel):
     )
 
 
+# The environment variables S3A's EnvironmentVariableCredentialsProvider reads; the operator
+# fills them from spec.s3.credentialsSecret through secretKeyRef (never an argument or a file).
+S3_ACCESS_KEY_ENV, S3_SECRET_KEY_ENV = "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"
+_S3A_ENV_PROVIDER = "software.amazon.awssdk.auth.credentials.EnvironmentVariableCredentialsProvider"
+
+
+class S3CredentialsSecret(SpecModel):
+    """A Secret in the job's namespace with an access key pair for the object store."""
+
+    name: str = Field(
+        min_length=1,
+        max_length=253,
+        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+        description="Name of the Secret in the job's namespace.",
+    )
+    access_key_id_key: str = Field(
+        default="accessKeyId",
+        min_length=1,
+        max_length=253,
+        pattern=r"^[-._a-zA-Z0-9]+$",
+        description="Key of the access key id in the Secret.",
+    )
+    secret_access_key_key: str = Field(
+        default="secretAccessKey",
+        min_length=1,
+        max_length=253,
+        pattern=r"^[-._a-zA-Z0-9]+$",
+        description="Key of the secret access key in the Secret.",
+    )
+
+
+class S3Spec(SpecModel):
+    """The object store behind s3a:// checkpoint and file-sink locations (Spark's S3A
+    connector). Credentials come only from a Secret (as environment variables of the driver
+    and executors) or, without credentialsSecret, from S3A's default chain (web identity,
+    instance profile)."""
+
+    endpoint: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=2048,
+        pattern=r"^https?://[^\s/]+(/.*)?$",
+        description="Endpoint URL of an S3-compatible store (http://minio.storage:9000). "
+        "Unset: AWS S3 of the region.",
+    )
+    region: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=64,
+        pattern=r"^[a-z0-9-]+$",
+        description="Region of the bucket (fs.s3a.endpoint.region). Unset: S3A's default "
+        "lookup; set it for S3-compatible stores (us-east-1 is the usual choice).",
+    )
+    path_style_access: bool = Field(
+        default=False,
+        description="Address buckets as <endpoint>/<bucket> instead of <bucket>.<endpoint>; "
+        "most S3-compatible stores need true.",
+    )
+    credentials_secret: S3CredentialsSecret | None = Field(
+        default=None,
+        description="Access key pair by Secret reference. Unset: S3A's default credential "
+        "chain (IRSA / web identity, instance profile).",
+    )
+
+    def hadoop_conf(self) -> dict[str, str]:
+        """The Spark confs (spark.hadoop.fs.s3a.*) for this store: no secret among them."""
+        conf = {"spark.hadoop.fs.s3a.path.style.access": str(self.path_style_access).lower()}
+        if self.endpoint:
+            conf["spark.hadoop.fs.s3a.endpoint"] = self.endpoint
+            conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] = str(
+                self.endpoint.startswith("https://")
+            ).lower()
+        if self.region:
+            conf["spark.hadoop.fs.s3a.endpoint.region"] = self.region
+        if self.credentials_secret is not None:
+            conf["spark.hadoop.fs.s3a.aws.credentials.provider"] = _S3A_ENV_PROVIDER
+        return conf
+
+
 class RunnerSpec(BaseModel):
     """The spec fields the runner reads; the operator's fields are ignored here."""
 
@@ -259,6 +338,11 @@ class RunnerSpec(BaseModel):
     job: JobSpec
     checkpoint: CheckpointSpec
     spark_conf: dict[str, str] = Field(default_factory=dict)
+    s3: S3Spec | None = None
+
+    def session_conf(self) -> dict[str, str]:
+        """sparkConf with the object store's settings under it (the user's keys win)."""
+        return {**(self.s3.hadoop_conf() if self.s3 else {}), **self.spark_conf}
 
 
 class Metadata(BaseModel):

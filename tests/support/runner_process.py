@@ -15,11 +15,21 @@ from typing import Any, ClassVar
 import yaml
 
 from spark_app.manifest import API_GROUP, API_VERSION
+from tests.support.object_store import Storage
 
 
-def job_manifest(name: str, bootstrap: str, topic: str, workdir: Path, **source: Any) -> dict:
-    """A StreamingJob writing parquet under workdir; `source` overrides source fields."""
-    return {
+def job_manifest(
+    name: str,
+    bootstrap: str,
+    topic: str,
+    workdir: Path,
+    storage: Storage | None = None,
+    **source: Any,
+) -> dict:
+    """A StreamingJob writing parquet under workdir (or to `storage`: a bucket through
+    s3a://); `source` overrides source fields."""
+    storage = storage or Storage(workdir)
+    manifest = {
         "apiVersion": f"{API_GROUP}/{API_VERSION}",
         "kind": "StreamingJob",
         "metadata": {"name": name, "namespace": "test"},
@@ -32,20 +42,26 @@ def job_manifest(name: str, bootstrap: str, topic: str, workdir: Path, **source:
                     "maxOffsetsPerTrigger": 1500,
                     **source,
                 },
-                "sink": {"format": "parquet", "path": f"file://{workdir}/output"},
+                "sink": {"format": "parquet", "path": storage.output},
                 "trigger": {"processingTime": "500 milliseconds"},
             },
-            "checkpoint": {"location": f"file://{workdir}/checkpoints"},
+            "checkpoint": {"location": storage.checkpoints},
             "sparkConf": {"spark.sql.shuffle.partitions": "1"},
         },
     }
+    if storage.s3_spec is not None:
+        manifest["spec"]["s3"] = storage.s3_spec
+    return manifest
 
 
 class RunnerProcess:
     started: ClassVar[list[RunnerProcess]] = []  # killed by the tests' teardown
 
-    def __init__(self, manifest: dict, workdir: Path, epoch: int = 1):
+    def __init__(
+        self, manifest: dict, workdir: Path, epoch: int = 1, env: dict[str, str] | None = None
+    ):
         self.workdir = workdir
+        self.env = env or {}  # e.g. the object store's credentials, as a Secret gives them
         self.manifest_path = workdir / f"job-epoch{epoch}.yaml"
         self.manifest_path.write_text(yaml.safe_dump(manifest))
         self.report_path = workdir / f"report-epoch{epoch}.json"
@@ -72,7 +88,7 @@ class RunnerProcess:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                env={**os.environ, **self.env, "PYTHONUNBUFFERED": "1"},
             )
         RunnerProcess.started.append(self)
         return self

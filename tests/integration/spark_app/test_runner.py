@@ -24,13 +24,19 @@ from tests.support.kafka_tools import (
     new_topic,
     produce,
 )
+from tests.support.object_store import Storage
 from tests.support.runner_process import RunnerProcess, job_manifest
 
 pytestmark = pytest.mark.integration
 
 
-def assert_exactly_once(output: Path, expected_ids: range) -> None:
-    counts = Counter(row["id"] for row in committed_rows(output))
+def sink_rows(storage: Storage) -> list[dict]:
+    return committed_rows(storage.output_path, filesystem=storage.filesystem)
+
+
+def assert_exactly_once(output: Path | Storage, expected_ids: range) -> None:
+    rows = sink_rows(output) if isinstance(output, Storage) else committed_rows(output)
+    counts = Counter(row["id"] for row in rows)
     duplicates = {i: n for i, n in counts.items() if n > 1}
     missing = set(expected_ids) - counts.keys()
     assert not duplicates, f"duplicated ids: {sorted(duplicates.items())[:10]}"
@@ -47,12 +53,13 @@ def wait_for_all(runner: RunnerProcess, bootstrap: str, topic: str, timeout: flo
     )
 
 
-def test_sigkill_at_random_points_then_restore_is_exactly_once(kafka, tmp_path):
-    """Automatic restart (rule 4): same checkpoint → every record exactly once."""
+def test_sigkill_at_random_points_then_restore_is_exactly_once(kafka, tmp_path, storage):
+    """Automatic restart (rule 4): same checkpoint → every record exactly once, with the
+    checkpoint and the sink on a local disk or on a real object store (s3a://)."""
     topic = new_topic(kafka.bootstrap, partitions=3)
-    manifest = job_manifest("kills", kafka.bootstrap, topic, tmp_path)
+    manifest = job_manifest("kills", kafka.bootstrap, topic, tmp_path, storage)
     total, chunk = 12_000, 2_000
-    runner = RunnerProcess(manifest, tmp_path)
+    runner = RunnerProcess(manifest, tmp_path, env=storage.env)
     rng = random.Random(7)
     produced = 0
     for kill in range(5):
@@ -72,21 +79,22 @@ def test_sigkill_at_random_points_then_restore_is_exactly_once(kafka, tmp_path):
     assert report["startPath"] == "restored" and report["restoredBatch"] is not None
     assert runner.terminate() == 0
     assert "restored from checkpoint batch" in runner.output()
-    assert_exactly_once(tmp_path / "output", range(total))
+    assert_exactly_once(storage, range(total))
     # Offsets reached the group only for completed checkpoints: never past the output.
     committed = group_offsets(kafka.bootstrap, "kills-group", topic)
     processed = Counter()
-    for row in committed_rows(tmp_path / "output"):
+    for row in sink_rows(storage):
         processed[row["partition"]] = max(processed[row["partition"]], row["offset"] + 1)
     assert all(committed[p] is not None and committed[p] <= processed[p] for p in committed)
 
 
-def test_redeploy_starts_from_the_groups_committed_offsets(kafka, tmp_path):
-    """Manual redeploy (rule 5): new epoch, empty checkpoint, committed offsets."""
+def test_redeploy_starts_from_the_groups_committed_offsets(kafka, tmp_path, storage):
+    """Manual redeploy (rule 5): new epoch, empty checkpoint, committed offsets (checkpoints
+    and sink on a local disk or on a real object store)."""
     topic = new_topic(kafka.bootstrap, partitions=2)
-    manifest = job_manifest("redeploy", kafka.bootstrap, topic, tmp_path)
+    manifest = job_manifest("redeploy", kafka.bootstrap, topic, tmp_path, storage)
     produce(kafka.bootstrap, topic, range(3000))
-    first = RunnerProcess(manifest, tmp_path, epoch=1).start()
+    first = RunnerProcess(manifest, tmp_path, epoch=1, env=storage.env).start()
     wait_for_all(first, kafka.bootstrap, topic)
     produce(kafka.bootstrap, topic, range(3000, 4000))
     first.wait_for_batch((first.report()["latestBatch"]["batchId"]) + 1)
@@ -95,7 +103,7 @@ def test_redeploy_starts_from_the_groups_committed_offsets(kafka, tmp_path):
     assert all(o is not None for o in committed.values())
 
     produce(kafka.bootstrap, topic, range(4000, 5000))
-    second = RunnerProcess(manifest, tmp_path, epoch=2).start()
+    second = RunnerProcess(manifest, tmp_path, epoch=2, env=storage.env).start()
     report = wait_for_all(second, kafka.bootstrap, topic)
     assert report["startPath"] == "fresh"
     assert report["checkpointLocation"].endswith("/test/redeploy/epoch-2")
@@ -104,7 +112,7 @@ def test_redeploy_starts_from_the_groups_committed_offsets(kafka, tmp_path):
     assert {d["from"] for d in starts.values()} == {"committed"}
     assert second.terminate() == 0
 
-    rows = committed_rows(tmp_path / "output")  # both epochs write to the same sink
+    rows = sink_rows(storage)  # both epochs write to the same sink
     epoch2 = [r for r in rows if r["offset"] >= committed[r["partition"]]]
     assert Counter(r["id"] for r in rows).keys() == set(range(5000))  # nothing lost
     # Nothing committed was read again: every duplicate lies at or after the committed offset.
