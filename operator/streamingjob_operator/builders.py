@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from spark_app.manifest import CheckpointSpec
+from spark_app.manifest import S3_ACCESS_KEY_ENV, S3_SECRET_KEY_ENV, CheckpointSpec
 
 from .errors import InvalidJobError
 from .models import API_GROUP, API_VERSION, KIND, StreamingJobSpec
@@ -26,8 +26,10 @@ from .naming import (
     LABEL_MANAGED_BY,
     LABEL_ROLE,
     MANAGED_BY,
+    disruption_budget_name,
     driver_account_name,
     job_configmap_name,
+    job_selector,
     label_value,
     report_configmap_name,
     service_name,
@@ -156,6 +158,60 @@ def _kafka_env(spec: StreamingJobSpec) -> list[dict[str, Any]]:
     ]
 
 
+def _s3_env(spec: StreamingJobSpec) -> list[dict[str, Any]]:
+    """The object store's access key pair, from its Secret, as the environment variables
+    S3A reads (the runner selects that provider; spark_app.manifest.S3Spec)."""
+    creds = spec.s3.credentials_secret if spec.s3 else None
+    if creds is None:
+        return []
+    return [
+        {
+            "name": S3_ACCESS_KEY_ENV,
+            "valueFrom": {"secretKeyRef": {"name": creds.name, "key": creds.access_key_id_key}},
+        },
+        {
+            "name": S3_SECRET_KEY_ENV,
+            "valueFrom": {"secretKeyRef": {"name": creds.name, "key": creds.secret_access_key_key}},
+        },
+    ]
+
+
+def credential_env(spec: StreamingJobSpec) -> list[dict[str, Any]]:
+    """Every credential of the job, each an env var from a secretKeyRef."""
+    return [*_kafka_env(spec), *_s3_env(spec)]
+
+
+def secret_references(spec: StreamingJobSpec) -> list[tuple[str, str, dict[str, str]]]:
+    """(spec field of the Secret's name, Secret name, {spec field of a key: key}) for every
+    Secret the job's pods read: what validation checks before a launch."""
+    refs = []
+    if spec.kafka_credentials is not None:
+        k = spec.kafka_credentials
+        refs.append(
+            (
+                "spec.kafkaCredentials.secretName",
+                k.secret_name,
+                {
+                    "spec.kafkaCredentials.usernameKey": k.username_key,
+                    "spec.kafkaCredentials.passwordKey": k.password_key,
+                },
+            )
+        )
+    if spec.s3 is not None and spec.s3.credentials_secret is not None:
+        c = spec.s3.credentials_secret
+        refs.append(
+            (
+                "spec.s3.credentialsSecret.name",
+                c.name,
+                {
+                    "spec.s3.credentialsSecret.accessKeyIdKey": c.access_key_id_key,
+                    "spec.s3.credentialsSecret.secretAccessKeyKey": c.secret_access_key_key,
+                },
+            )
+        )
+    return refs
+
+
 def _container_security() -> dict[str, Any]:
     return {
         "allowPrivilegeEscalation": False,
@@ -205,7 +261,28 @@ def _tolerations(spec: StreamingJobSpec) -> list[dict[str, Any]]:
     return [t.model_dump(by_alias=True, exclude_none=True) for t in spec.tolerations]
 
 
-def build_executor_template(spec: StreamingJobSpec, name: str) -> dict[str, Any]:
+def avoiding(pod: dict[str, Any], nodes: list[str]) -> dict[str, Any]:
+    """`pod` (a Pod or pod template) kept off `nodes`: a required node affinity term ANDed
+    into each of the user's terms (they are ORed), or the only term."""
+    if not nodes:
+        return pod
+    spec = pod.setdefault("spec", {})
+    required = (
+        spec.setdefault("affinity", {})
+        .setdefault("nodeAffinity", {})
+        .setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
+    )
+    terms = required.setdefault("nodeSelectorTerms", []) or [{}]
+    away = {"key": "kubernetes.io/hostname", "operator": "NotIn", "values": sorted(nodes)}
+    for term in terms:
+        term.setdefault("matchExpressions", []).append(dict(away))
+    required["nodeSelectorTerms"] = terms
+    return pod
+
+
+def build_executor_template(
+    spec: StreamingJobSpec, name: str, avoid_nodes: list[str] | None = None
+) -> dict[str, Any]:
     """The executor pod template Spark merges its executor pods from."""
     ours = {
         "apiVersion": "v1",
@@ -219,7 +296,7 @@ def build_executor_template(spec: StreamingJobSpec, name: str) -> dict[str, Any]
             "containers": [
                 {
                     "name": "executor",
-                    "env": [*_kafka_env(spec), *copy.deepcopy(spec.env)],
+                    "env": [*credential_env(spec), *copy.deepcopy(spec.env)],
                     "volumeMounts": copy.deepcopy(spec.volume_mounts),
                     "securityContext": _container_security(),
                 }
@@ -230,7 +307,7 @@ def build_executor_template(spec: StreamingJobSpec, name: str) -> dict[str, Any]
         "metadata": spec.pod_template.metadata,
         "spec": spec.pod_template.spec,
     }
-    return merge(template, ours)
+    return avoiding(merge(template, ours), avoid_nodes or [])
 
 
 def runner_manifest(job: dict[str, Any]) -> dict[str, Any]:
@@ -250,7 +327,9 @@ def runner_manifest(job: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def build_job_configmap(job: dict[str, Any], spec: StreamingJobSpec) -> dict[str, Any]:
+def build_job_configmap(
+    job: dict[str, Any], spec: StreamingJobSpec, avoid_nodes: list[str] | None = None
+) -> dict[str, Any]:
     name = job["metadata"]["name"]
     return {
         "apiVersion": "v1",
@@ -259,7 +338,7 @@ def build_job_configmap(job: dict[str, Any], spec: StreamingJobSpec) -> dict[str
         "data": {
             "job.yaml": yaml.safe_dump(runner_manifest(job), sort_keys=False),
             "executor-template.yaml": yaml.safe_dump(
-                build_executor_template(spec, name), sort_keys=False
+                build_executor_template(spec, name, avoid_nodes), sort_keys=False
             ),
         },
     }
@@ -272,6 +351,24 @@ def build_report_configmap(job: dict[str, Any]) -> dict[str, Any]:
         "kind": "ConfigMap",
         "metadata": _meta(job, report_configmap_name(name)),
         "data": {},
+    }
+
+
+def build_disruption_budget(job: dict[str, Any]) -> dict[str, Any]:
+    """No voluntary eviction of the job's executors (kubectl drain, the cluster autoscaler):
+    they go with their driver, which may need them to finish the batch in flight. A drain
+    therefore waits until the operator has moved the job off the cordoned node (the driver
+    stops between batches and removes its executors; decide._move_off). The driver itself is
+    not covered: its eviction is a graceful stop between batches."""
+    name = job["metadata"]["name"]
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": _meta(job, disruption_budget_name(name)),
+        "spec": {
+            "maxUnavailable": 0,
+            "selector": {"matchLabels": {**job_selector(name), LABEL_ROLE: "executor"}},
+        },
     }
 
 
@@ -437,6 +534,7 @@ def build_driver_pod(
     checkpoint_location: str,
     entrypoint: str = "/opt/streamingjob/run_job.py",
     spark_submit: str = "/opt/spark/bin/spark-submit",
+    avoid_nodes: list[str] | None = None,
 ) -> dict[str, Any]:
     name = job["metadata"]["name"]
     labels = {
@@ -452,7 +550,7 @@ def build_driver_pod(
         {"name": "STREAMINGJOB_ATTEMPT", "value": str(attempt)},
         {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
         {"name": "SPARK_USER", "value": "spark"},
-        *_kafka_env(spec),
+        *credential_env(spec),
         *copy.deepcopy(spec.env),
     ]
     ours = {
@@ -517,14 +615,18 @@ def build_driver_pod(
         },
     }
     template = {"metadata": spec.pod_template.metadata, "spec": spec.pod_template.spec}
-    pod = merge(template, ours)
+    pod = avoiding(merge(template, ours), avoid_nodes or [])
     pod["apiVersion"], pod["kind"] = "v1", "Pod"
     return pod
 
 
 def checkpoint_cleanup_path(spec: StreamingJobSpec, namespace: str, name: str) -> str | None:
-    """The local path of the job's checkpoints when they live on a mounted volume."""
+    """What a cleanup Job deletes: <location>/<namespace>/<name> for an s3a:// location, or
+    that local path when a file:// location lies on one of the job's volumeMounts; None when
+    the operator cannot reach the data (a node-local path, another scheme)."""
     location = spec.checkpoint.location
+    if location.startswith("s3a://"):
+        return f"{location.rstrip('/')}/{namespace}/{name}"
     if location.startswith("file://"):
         path = location[len("file://") :]
     elif location.startswith("/"):
@@ -540,11 +642,36 @@ def checkpoint_cleanup_path(spec: StreamingJobSpec, namespace: str, name: str) -
     return None
 
 
+def cleanup_command(spec: StreamingJobSpec, path: str) -> list[str]:
+    """rm for a mounted path; Hadoop's FsShell (in the Spark image, with S3A) for s3a://."""
+    if not path.startswith("s3a://"):
+        return ["rm", "-rf", "--", path]
+    confs = spec.s3.hadoop_conf() if spec.s3 else {}
+    defines = [
+        arg
+        for key, value in sorted(confs.items())
+        for arg in ("-D", f"{key.removeprefix('spark.hadoop.')}={value}")
+    ]
+    return [
+        "java",
+        "-cp",
+        "/opt/spark/jars/*",
+        "org.apache.hadoop.fs.FsShell",
+        *defines,
+        "-rm",
+        "-r",
+        "-f",
+        "-skipTrash",
+        path,
+    ]
+
+
 def build_cleanup_job(
     job: dict[str, Any], spec: StreamingJobSpec, path: str, job_name: str
 ) -> dict[str, Any]:
-    """A short-lived Job that deletes a file:// checkpoint directory on a volume. It is not
-    owned by the StreamingJob (which is going away); it deletes itself after it finished."""
+    """A short-lived Job that deletes the job's checkpoint data (checkpoint_cleanup_path). It
+    is not owned by the StreamingJob (which is going away); it deletes itself after it
+    finished."""
     meta = job["metadata"]
     return {
         "apiVersion": "batch/v1",
@@ -570,7 +697,8 @@ def build_cleanup_job(
                             "name": "cleanup",
                             "image": spec.image,
                             "imagePullPolicy": spec.image_pull_policy,
-                            "command": ["rm", "-rf", "--", path],
+                            "command": cleanup_command(spec, path),
+                            "env": credential_env(spec),
                             "volumeMounts": copy.deepcopy(spec.volume_mounts),
                             "securityContext": _container_security(),
                         }

@@ -56,6 +56,7 @@ FIELD_CLASSES: dict[str, str] = {
     "checkpoint": SEPARATE,  # location → always a new epoch; the rest ignored
     "image_pull_policy": RESTART,
     "kafka_credentials": RESTART,
+    "s3": RESTART,
     "driver": RESTART,
     "executor": RESTART,
     "env": RESTART,
@@ -87,6 +88,7 @@ REASONS = (
     "Resumed",
     "StableRun",
     "MaxRestartsExceeded",
+    "NodeDrained",
     "StaleCheckpoint",
     "Completed",
     "InvalidSpec",
@@ -119,7 +121,7 @@ class Decision:
 
 @dataclass(frozen=True)
 class DecideConfig:
-    node_lost_grace_seconds: float = 120.0
+    node_lost_grace_seconds: float = 40.0
     fencing_poll_seconds: float = 2.0
     resync_seconds: float = 30.0
     history_limit: int = 20
@@ -193,10 +195,12 @@ def _set_target(
     attempt: int,
 ) -> None:
     st.epoch, st.attempt = epoch, attempt
+    st.avoid_nodes = []  # a lost node is avoided by the attempt after the loss only
     st.driver_pod = driver_pod_name(name, epoch, attempt)
     st.checkpoint_location = checkpoint_location(spec.checkpoint.location, namespace, name, epoch)
     st.launch_state = "Pending"
-    st.launched_at = st.running_since = st.unknown_since = ""
+    # unknown_since stays: the old driver may still be silent and is fenced by it (_delete)
+    st.launched_at = st.running_since = ""
     st.start_path = st.start_detail = ""
     st.restored_batch = None
 
@@ -231,12 +235,84 @@ def _fail(d: Decision, now: datetime, reason: str, message: str, cfg: DecideConf
     return d
 
 
-def _is_lost(pod: PodInfo, st: StreamingJobStatus, now: datetime, cfg: DecideConfig) -> bool:
-    grace = timedelta(seconds=cfg.node_lost_grace_seconds)
-    since = pod.ready_unknown_since
-    if pod.phase == "Unknown":
-        since = since or parse_time(st.unknown_since) or now
-    return since is not None and now - since >= grace
+# A kubelet renews its node's lease every 10 s: two missed renewals make the node suspect (the
+# job is re-checked when its grace runs out), the grace decides.
+NODE_SILENT_SECONDS = 20.0
+
+
+def lost_at(pod: PodInfo, grace: float, unknown_since: datetime | None = None) -> datetime | None:
+    """When `pod` counts as lost: the one rule of every path that decides a driver or an
+    executor is gone without its kubelet's word (restart, manual acts, suspend, deletion;
+    semantics rule 10). A lost pod may still run on a partitioned node, so it is only
+    declared lost `grace` seconds after the last sign of life of its node:
+    - its node's lease renewal, as this operator saw it (the kubelet's heartbeat);
+    - without a view of the leases: the moment the API server marked the pod unreachable
+      (phase or Ready Unknown; `unknown_since` for a phase without a timestamp);
+    - a pod whose deletion its kubelet never confirms, seen no other way: after its own
+      termination grace period.
+    None: no sign that the pod is lost."""
+    delay = timedelta(seconds=grace)
+    if pod.node_heard_at is not None:
+        return pod.node_heard_at + delay
+    since = pod.ready_unknown_since or (unknown_since if pod.phase == "Unknown" else None)
+    if since is not None:
+        return since + delay
+    if pod.deleting_since is not None:
+        return pod.deleting_since + timedelta(seconds=pod.termination_grace_seconds) + delay
+    return None
+
+
+def is_lost(
+    pod: PodInfo, now: datetime, grace: float, unknown_since: datetime | None = None
+) -> bool:
+    at = lost_at(pod, grace, unknown_since)
+    return at is not None and now >= at
+
+
+def _silent_since(pod: PodInfo, now: datetime) -> datetime | None:
+    """Since when the pod's node has been silent (None: it is heard from)."""
+    if pod.node_heard_at is not None:
+        silent = now - pod.node_heard_at >= timedelta(seconds=NODE_SILENT_SECONDS)
+        return pod.node_heard_at if silent else None
+    if pod.phase == "Unknown" or pod.ready_unknown_since is not None:
+        return pod.ready_unknown_since or now
+    return None
+
+
+def _on_cordoned_node(pods: list[PodInfo]) -> PodInfo | None:
+    """A running pod of the job on a cordoned node (a drain is coming), if any."""
+    return next((p for p in pods if p.node_cordoned and p.deleting_since is None), None)
+
+
+def _move_off(
+    spec: StreamingJobSpec,
+    d: Decision,
+    namespace: str,
+    name: str,
+    pod: PodInfo,
+    now: datetime,
+    cfg: DecideConfig,
+) -> Decision:
+    """A pod of the job runs on a cordoned node: restart in the same epoch now, before the
+    drain's eviction comes. The driver stops between batches (its executors, which the job's
+    PodDisruptionBudget keeps from eviction, finish the batch with it) and the next attempt,
+    scheduled elsewhere, restores from the checkpoint. Not a failure: no backoff, no count
+    towards maxRestarts."""
+    st = d.status
+    _set_target(spec, st, namespace, name, st.epoch, st.attempt + 1)
+    st.restarts += 1
+    st.last_restart_reason, st.last_restart_time = "NodeDrained", iso(now)
+    st.next_retry_time = ""
+    st.phase = "Restarting"
+    st.message = (
+        f"node {pod.node} of {pod.role} pod {pod.name} is cordoned (draining): relaunching as "
+        f"attempt {st.attempt} on another node (restore)"
+    )
+    _record(st, now, "NodeDrained", st.message, cfg.history_limit)
+    d.events.append(Event("Normal", "NodeDrained", st.message))
+    d.restart_reason = "NodeDrained"
+    d.requeue_after = 0
+    return d
 
 
 def _has_ended(pod: PodInfo) -> bool:
@@ -245,10 +321,19 @@ def _has_ended(pod: PodInfo) -> bool:
     return pod.phase in ("Succeeded", "Failed") or pod.termination is not None
 
 
-def _failure_of(pod: PodInfo | None) -> tuple[str, str, bool]:
+def _failure_of(pod: PodInfo | None, lost: bool = False) -> tuple[str, str, bool]:
     """(reason, message, clean_exit) of a driver that is no longer running."""
     if pod is None:
         return ("DriverDeleted", "driver pod disappeared", False)
+    # lost by its node's silence (not by a deletion its kubelet never confirmed)
+    unreachable = (
+        pod.node_heard_at is not None
+        or pod.phase == "Unknown"
+        or pod.ready_unknown_since is not None
+    )
+    if lost and unreachable:
+        where = f"node {pod.node}" if pod.node else "the node"
+        return ("NodeLost", f"{where} of driver pod {pod.name} is unreachable", False)
     if pod.deleting_since is not None:
         kind = "DriverEvicted" if pod.reason == "Evicted" else "DriverDeleted"
         return (kind, f"driver pod {pod.name} is being deleted", False)
@@ -276,9 +361,10 @@ def _on_driver_gone(
     now: datetime,
     cfg: DecideConfig,
     failure: tuple[str, str, bool] | None = None,
+    lost: bool = False,
 ) -> Decision:
     st = d.status
-    reason, message, clean = failure or _failure_of(pod)
+    reason, message, clean = failure or _failure_of(pod, lost)
     policy = spec.restart_policy
     if clean and spec.job.trigger.available_now and policy.type != "Always":
         st.phase, st.message, st.launch_state = "Completed", "availableNow job finished", ""
@@ -310,6 +396,8 @@ def _on_driver_gone(
         return _fail(d, now, "StaleCheckpoint", stale, cfg)
     delay = backoff_delay(spec, st.consecutive_failures)
     _set_target(spec, st, namespace, name, st.epoch, st.attempt + 1)
+    if reason == "NodeLost" and pod is not None and pod.node:
+        st.avoid_nodes = [pod.node]
     st.restarts += 1
     st.next_retry_time = iso(now + timedelta(seconds=delay))
     st.phase = "Restarting"
@@ -441,23 +529,27 @@ def decide(
         return d  # nothing targeted (only reachable with a hand-edited status)
 
     _apply_report(st, observed)
+    grace = cfg.node_lost_grace_seconds
+    lost = driver is not None and is_lost(driver, now, grace, parse_time(st.unknown_since))
     if (
         driver is None
+        or lost
         or _has_ended(driver)
         or driver.deleting_since is not None
         or driver.reason == "Evicted"
-        or _is_lost(driver, st, now, cfg)
     ):
-        return _on_driver_gone(spec, d, namespace, name, driver, now, cfg)
+        return _on_driver_gone(spec, d, namespace, name, driver, now, cfg, lost=lost)
 
-    if driver.phase == "Unknown" or driver.ready_unknown_since is not None:
-        if not st.unknown_since:
-            st.unknown_since = iso(driver.ready_unknown_since or now)
-        since = parse_time(st.unknown_since) or now
-        left = cfg.node_lost_grace_seconds - (now - since).total_seconds()
-        d.requeue_after = max(min(left, cfg.resync_seconds), 0.05)
+    if silent_since := _silent_since(driver, now):
+        # Not heard from: wait out the grace (a partitioned driver may still be writing).
+        st.unknown_since = st.unknown_since or iso(silent_since)
+        at = lost_at(driver, grace, parse_time(st.unknown_since)) or now
+        d.requeue_after = max(min((at - now).total_seconds(), cfg.resync_seconds), 0.05)
         return d
     st.unknown_since = ""
+
+    if moving := _on_cordoned_node(current):
+        return _move_off(spec, d, namespace, name, moving, now, cfg)
 
     if driver.phase == "Running":
         if not st.running_since:
@@ -564,16 +656,14 @@ def _delete(
     """Delete pods that must be gone before anything new starts; wait while they go.
 
     A running driver is deleted gracefully (its runner stops between batches); one whose
-    process has ended is removed at once, as is one whose node is lost or that outlived the
-    grace. Executors go with their driver, which may still need them to finish a batch; once
+    process has ended is removed at once, as is a lost one (`is_lost`: its node silent past
+    the grace). Executors go with their driver, which may still need them to finish a batch; once
     the driver is gone or has ended they are removed at once: nothing can use them any more,
     and waiting out their termination (or a replacement that a dying driver still requested)
     would only delay the next launch."""
-    grace = timedelta(seconds=cfg.node_lost_grace_seconds)
 
     def lost(p: PodInfo) -> bool:
-        stuck = p.deleting_since is not None and now - p.deleting_since >= grace
-        return p.phase == "Unknown" or p.ready_unknown_since is not None or stuck
+        return is_lost(p, now, cfg.node_lost_grace_seconds, parse_time(st.unknown_since))
 
     drivers = [p for p in pods if p.role == "driver"]
     force = {p.name for p in drivers if lost(p) or _has_ended(p)}

@@ -26,6 +26,7 @@ from .kafka import KafkaMonitor
 from .metrics import Metrics
 from .models import API_GROUP, API_VERSION, KIND, PLURAL
 from .naming import FINALIZER, LABEL_MANAGED_BY, LABEL_ROLE, MANAGED_BY
+from .nodes import NodeTracker
 from .reconcile import Finalizer, Reconciler, Seen
 from .settings import OperatorSettings
 
@@ -53,9 +54,20 @@ class Runtime:
             max_workers=resync_workers(config), thread_name_prefix="resync"
         )
         self.seen = Seen()
-        self.reconciler = Reconciler(api, config, kafka=self.kafka, metrics=metrics, seen=self.seen)
-        self.finalizer = Finalizer(api, config)
         self.wakeups: dict[tuple[str, str], asyncio.Event] = {}
+        loop = asyncio.get_running_loop()
+        self.nodes = NodeTracker(
+            list_leases=api.list_node_leases,
+            watch_leases=api.watch_node_leases,
+            list_nodes=api.list_nodes,
+            watch_nodes=api.watch_nodes,
+            grace_seconds=config.node_lost_grace_seconds,
+            wake=lambda namespace, name: loop.call_soon_threadsafe(self.poke, namespace, name),
+        ).start()
+        self.reconciler = Reconciler(
+            api, config, kafka=self.kafka, metrics=metrics, seen=self.seen, nodes=self.nodes
+        )
+        self.finalizer = Finalizer(api, config, nodes=self.nodes)
 
     def poke(self, namespace: str, name: str) -> None:
         event = self.wakeups.get((namespace, name))
@@ -63,6 +75,7 @@ class Runtime:
             event.set()
 
     def close(self) -> None:
+        self.nodes.stop()
         self.kafka.close()
         self.executor.shutdown(wait=False, cancel_futures=True)
         self.resync_executor.shutdown(wait=False, cancel_futures=True)
@@ -170,6 +183,7 @@ async def keep_reconciled(
                 resync = delay >= runtime.config.resync_seconds
     finally:
         runtime.wakeups.pop(key, None)
+        runtime.nodes.track(key, set())
         runtime.seen.forget(namespace, name)
         runtime.kafka.forget(key)
 

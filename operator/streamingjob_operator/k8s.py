@@ -12,11 +12,11 @@ import contextlib
 import json
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from kubernetes import client, config
+from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 
 from .errors import ConflictError, FatalError, NotFoundError, TransientError
@@ -70,7 +70,9 @@ _CHILD_APIS = {
     "Role": ("rbac", "role", "replace"),
     "RoleBinding": ("rbac", "role_binding", "replace"),
     "Job": ("batch", "job", "patch"),
+    "PodDisruptionBudget": ("policy", "pod_disruption_budget", "patch"),
 }
+NODE_LEASE_NAMESPACE = "kube-node-lease"
 
 
 class KubeApi:
@@ -93,6 +95,8 @@ class KubeApi:
         self.custom = client.CustomObjectsApi(self.api_client)
         self.rbac = client.RbacAuthorizationV1Api(self.api_client)
         self.batch = client.BatchV1Api(self.api_client)
+        self.policy = client.PolicyV1Api(self.api_client)
+        self.coordination = client.CoordinationV1Api(self.api_client)
         self.timeout = timeout
 
     def close(self) -> None:
@@ -208,6 +212,60 @@ class KubeApi:
         except NotFoundError:
             return True
         return status == 200
+
+    # --- nodes: leases and cordons (nodes.NodeTracker) -------------------------------
+
+    def list_node_leases(self) -> tuple[list[dict[str, Any]], str]:
+        answer = self._raw(
+            "list node leases",
+            self.coordination.list_namespaced_lease,
+            NODE_LEASE_NAMESPACE,
+        )
+        return answer.get("items") or [], answer["metadata"].get("resourceVersion", "")
+
+    def watch_node_leases(
+        self, resource_version: str, timeout: int
+    ) -> Iterator[tuple[str, dict[str, Any]]]:
+        return self._watch(
+            "watch node leases",
+            self.coordination.list_namespaced_lease,
+            resource_version,
+            timeout,
+            NODE_LEASE_NAMESPACE,
+        )
+
+    def list_nodes(self) -> tuple[list[dict[str, Any]], str]:
+        answer = self._raw("list nodes", self.core.list_node)
+        return answer.get("items") or [], answer["metadata"].get("resourceVersion", "")
+
+    def watch_nodes(
+        self, resource_version: str, timeout: int
+    ) -> Iterator[tuple[str, dict[str, Any]]]:
+        return self._watch("watch nodes", self.core.list_node, resource_version, timeout)
+
+    def _watch(
+        self, what: str, fn: Callable[..., Any], resource_version: str, timeout: int, *args: Any
+    ) -> Iterator[tuple[str, dict[str, Any]]]:
+        """(type, object as plain JSON) until the server ends the watch after `timeout`
+        seconds; an expired version or an API error raises (the caller lists again)."""
+        stream = watch.Watch().stream(
+            fn,
+            *args,
+            resource_version=resource_version,
+            timeout_seconds=timeout,
+            allow_watch_bookmarks=True,
+            deserialize=False,
+            _request_timeout=timeout + self.timeout,
+        )
+        try:
+            for event in stream:
+                kind, obj = event.get("type"), event.get("object") or {}
+                if kind == "ERROR":
+                    raise TransientError(f"{what}: {obj.get('message', obj)}")
+                if kind != "BOOKMARK":
+                    yield kind, obj
+        except ApiException as exc:
+            raise _translate(exc, what) from None
 
     # --- other children ----------------------------------------------------------------
 

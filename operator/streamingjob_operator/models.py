@@ -21,6 +21,7 @@ from spark_app.manifest import (
     KIND,
     CheckpointSpec,
     JobSpec,
+    S3Spec,
     SpecModel,
 )
 
@@ -102,11 +103,11 @@ class CheckpointPolicySpec(CheckpointSpec):
     )
     delete_on_job_deletion: bool = Field(
         default=False,
-        description="When the StreamingJob is deleted, also delete its checkpoint data. "
-        "Supported for file:// locations on a PVC listed in volumes (a short-lived cleanup "
-        "Job removes <location>/<namespace>/<name>); for remote stores (s3a://, gs://, ...) "
-        "the operator keeps the data and emits a CheckpointKept event: use the store's "
-        "lifecycle rules. Default false: checkpoints survive deletion.",
+        description="When the StreamingJob is deleted, also delete its checkpoint data: a "
+        "short-lived cleanup Job removes <location>/<namespace>/<name>, for s3a:// locations "
+        "(with spec.s3) and file:// locations on a volume listed in volumes. Elsewhere (a "
+        "node-local path, gs://, ...) the operator keeps the data and emits a CheckpointKept "
+        "event: use the store's lifecycle rules. Default false: checkpoints survive deletion.",
     )
 
 
@@ -262,6 +263,11 @@ class StreamingJobSpec(SpecModel):
         default=None,
         description="SASL credentials by Secret reference. Unset: no authentication.",
     )
+    s3: S3Spec | None = Field(
+        default=None,
+        description="The object store of s3a:// checkpoint and sink locations: endpoint, "
+        "region, path-style access, and credentials by Secret reference.",
+    )
     upgrade_mode: Literal["stateless", "last-state"] = Field(
         default="stateless",
         description="stateless: a change to the job (image, job, sparkConf) redeploys into "
@@ -398,7 +404,15 @@ class StreamingJobStatus(StatusModel):
         default="", description="When the current driver was first seen running."
     )
     unknown_since: str = Field(
-        default="", description="When the current driver was first seen in phase Unknown."
+        default="",
+        description="Since when the current driver's node has been silent (no lease renewal "
+        "seen, or the pod marked Unknown).",
+    )
+    avoid_nodes: list[str] = Field(
+        default_factory=list,
+        description="Nodes the current attempt's pods must not be scheduled on: the node a "
+        "driver was lost on, which the scheduler may still think Ready (the operator's grace "
+        "can end before the node lifecycle controller marks it).",
     )
     suspended: bool = Field(default=False, description="The job is suspended.")
     deployed_job_hash: str = Field(

@@ -55,6 +55,10 @@ def driver_account_name(job: str) -> str:
     return _fit(job, "-driver", 253)
 
 
+def disruption_budget_name(job: str) -> str:
+    return _fit(job, "-executors", 253)
+
+
 def cleanup_job_name(job: str) -> str:
     return _fit(job, "-ckpt-cleanup")
 

@@ -50,7 +50,14 @@ class PodInfo:
     termination: Termination | None = None
     reason: str = ""  # pod.status.reason, e.g. Evicted
     deleting_since: datetime | None = None
-    ready_unknown_since: datetime | None = None  # node lost: Ready=Unknown since
+    ready_unknown_since: datetime | None = None  # the API server's view: Ready=Unknown since
+    node: str = ""  # spec.nodeName ("" while unscheduled)
+    # The operator's own view of the node (nodes.NodeTracker): when its kubelet last renewed
+    # the node's lease, as this operator saw it (None: unknown, e.g. leases not readable), and
+    # whether the node is cordoned (a drain is coming).
+    node_heard_at: datetime | None = None
+    node_cordoned: bool = False
+    termination_grace_seconds: float = 30.0
     # why a pod that is not running yet cannot start: "<reason>: <message>" of the scheduler
     # (Unschedulable) or of the main container's waiting state (ImagePullBackOff, ...)
     not_starting: str = ""
@@ -109,6 +116,7 @@ def pod_info(pod: dict[str, Any]) -> PodInfo:
             ready_unknown = parse_time(cond.get("lastTransitionTime"))
         if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
             not_starting = not_starting or _reason_message(cond)
+    grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
     return PodInfo(
         name=meta.get("name", ""),
         role=labels.get(LABEL_ROLE, "driver"),
@@ -120,6 +128,8 @@ def pod_info(pod: dict[str, Any]) -> PodInfo:
         reason=status.get("reason") or "",
         deleting_since=parse_time(meta.get("deletionTimestamp")),
         ready_unknown_since=ready_unknown,
+        node=(pod.get("spec") or {}).get("nodeName") or "",
+        termination_grace_seconds=float(grace) if isinstance(grace, int | float) else 30.0,
         not_starting=not_starting,
     )
 

@@ -21,11 +21,12 @@ import json
 import logging
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
 from .builders import (
+    build_disruption_budget,
     build_driver_pod,
     build_job_configmap,
     build_report_configmap,
@@ -33,16 +34,18 @@ from .builders import (
     build_role_binding,
     build_service,
     build_service_account,
+    secret_references,
     validate_spec,
 )
-from .decide import DecideConfig, Decision, Event, decide
+from .decide import DecideConfig, Decision, Event, decide, is_lost
 from .errors import ConflictError, InvalidJobError, TransientError
 from .k8s import KubeApi
 from .kafka import KafkaMonitor, KafkaTarget
 from .metrics import Metrics
 from .models import InvalidSpecError, StreamingJobSpec, parse_spec, parse_status
 from .naming import report_configmap_name
-from .observed import Observed, iso, parse_report, pod_info
+from .nodes import NodeTracker
+from .observed import Observed, PodInfo, iso, parse_report, pod_info
 from .settings import OperatorSettings
 from .status import apply_kafka, set_conditions, status_body
 
@@ -149,8 +152,10 @@ class Reconciler:
         kafka: KafkaMonitor | None = None,
         metrics: Metrics | None = None,
         seen: Seen | None = None,
+        nodes: NodeTracker | None = None,
     ) -> None:
         self.api = api
+        self.nodes = nodes
         self.settings = settings
         self.kafka = kafka
         self.metrics = metrics or Metrics()
@@ -226,7 +231,7 @@ class Reconciler:
         pods, report = self._observe_pods(job, old_status, known)
         observed = Observed(
             now=now,
-            pods=tuple(pod_info(p) for p in pods),
+            pods=self._with_node_view(namespace, name, pods),
             report=parse_report(report),
             invalid=self._invalid(namespace, spec, old_status),
         )
@@ -293,6 +298,16 @@ class Reconciler:
             report = self.api.get_configmap(meta["namespace"], report_configmap_name(meta["name"]))
         return pods, report
 
+    def _with_node_view(
+        self, namespace: str, name: str, pods: list[dict[str, Any]]
+    ) -> tuple[PodInfo, ...]:
+        """The pods as decide() sees them; the tracker learns which nodes to wake this job
+        for."""
+        infos = with_node_view(pods, self.nodes)
+        if self.nodes is not None:
+            self.nodes.track((namespace, name), {p.node for p in infos if p.node})
+        return infos
+
     def _invalid(self, namespace: str, spec: StreamingJobSpec, status: Any):
         if status.launch_state == "Created":  # only a launch needs the checks with I/O
             return None
@@ -301,28 +316,20 @@ class Reconciler:
 
     def _validate(self, namespace: str, spec: StreamingJobSpec) -> list[InvalidJobError]:
         problems = validate_spec(spec)
-        creds = spec.kafka_credentials
-        if creds is not None:
-            data = self.api.secret_data(namespace, creds.secret_name)
+        for name_field, secret, keys in secret_references(spec):
+            data = self.api.secret_data(namespace, secret)
             if data is None:
                 problems.append(
                     InvalidJobError(
-                        "spec.kafkaCredentials.secretName",
-                        f"Secret {creds.secret_name!r} not found in namespace {namespace}",
+                        name_field, f"Secret {secret!r} not found in namespace {namespace}"
                     )
                 )
-            else:
-                for field, key in (
-                    ("usernameKey", creds.username_key),
-                    ("passwordKey", creds.password_key),
-                ):
-                    if key not in data:
-                        problems.append(
-                            InvalidJobError(
-                                f"spec.kafkaCredentials.{field}",
-                                f"Secret {creds.secret_name!r} has no key {key!r}",
-                            )
-                        )
+                continue
+            problems += [
+                InvalidJobError(field, f"Secret {secret!r} has no key {key!r}")
+                for field, key in keys.items()
+                if key not in data
+            ]
         return problems
 
     def _kafka_view(self, job: dict[str, Any], spec: StreamingJobSpec, status: Any, now):
@@ -395,7 +402,7 @@ class Reconciler:
         meta = job["metadata"]
         # children of a job launched before exist, most likely: update first, else create first
         relaunch = (st.epoch, st.attempt) != (1, 1)
-        children = [build_service(job), build_report_configmap(job)]
+        children = [build_service(job), build_report_configmap(job), build_disruption_budget(job)]
         if spec.service_account_name is None:
             children += [build_service_account(job), build_role(job), build_role_binding(job)]
         for child in children:  # stable children: applied once per job uid and content
@@ -405,7 +412,7 @@ class Reconciler:
                 keep = child["kind"] in ("ConfigMap", "ServiceAccount")  # report, account
                 self.api.apply(child, replace=not keep, exists=key in self._applied or relaunch)
                 self._applied[key] = digest
-        manifest = build_job_configmap(job, spec)  # this launch's manifest, always
+        manifest = build_job_configmap(job, spec, st.avoid_nodes)  # this launch's, always
         key = (meta["uid"], manifest["kind"], manifest["metadata"]["name"])
         self.api.apply(manifest, exists=key in self._applied or relaunch)
         self._applied[key] = ""
@@ -427,6 +434,7 @@ class Reconciler:
             checkpoint_location=st.checkpoint_location,
             entrypoint=self.settings.driver_entrypoint,
             spark_submit=self.settings.spark_submit,
+            avoid_nodes=st.avoid_nodes,
         )
         self.seen.mark(meta["namespace"], meta["name"], st.driver_pod, Seen.CREATING)
         created = None
@@ -453,17 +461,34 @@ def _warning(reason: str, message: str) -> Event:
     return Event("Warning", reason, message)
 
 
+def with_node_view(pods: list[dict[str, Any]], nodes: NodeTracker | None) -> tuple[PodInfo, ...]:
+    """Pods as plain values, with this operator's view of their nodes (liveness, cordon)."""
+    infos = tuple(pod_info(p) for p in pods)
+    if nodes is None:
+        return infos
+    return tuple(
+        replace(p, node_heard_at=nodes.heard_at(p.node), node_cordoned=nodes.cordoned(p.node))
+        if p.node
+        else p
+        for p in infos
+    )
+
+
 class Finalizer:
     """Deletion: remove the children, keep checkpoint data unless the spec says otherwise."""
 
-    def __init__(self, api: KubeApi, settings: OperatorSettings) -> None:
+    def __init__(
+        self, api: KubeApi, settings: OperatorSettings, nodes: NodeTracker | None = None
+    ) -> None:
         self.api = api
         self.settings = settings
+        self.nodes = nodes
 
     def finalize(self, job: dict[str, Any]) -> None:
         from .builders import build_cleanup_job, checkpoint_cleanup_path
         from .naming import (
             cleanup_job_name,
+            disruption_budget_name,
             driver_account_name,
             job_configmap_name,
             service_name,
@@ -472,15 +497,10 @@ class Finalizer:
         meta = job["metadata"]
         namespace, name = meta["namespace"], meta["name"]
         now = datetime.now(UTC)
-        pods = [pod_info(p) for p in self.api.list_job_pods(namespace, name)]
+        pods = with_node_view(self.api.list_job_pods(namespace, name), self.nodes)
         if pods:
             for pod in pods:
-                lost = pod.phase == "Unknown" or pod.ready_unknown_since is not None
-                stuck = pod.deleting_since is not None and (
-                    (now - pod.deleting_since).total_seconds()
-                    >= self.settings.node_lost_grace_seconds
-                )
-                if lost or stuck:
+                if is_lost(pod, now, self.settings.node_lost_grace_seconds):
                     self.api.delete_pod(namespace, pod.name, force=True)
                 elif pod.deleting_since is None:
                     self.api.delete_pod(namespace, pod.name)
@@ -489,6 +509,7 @@ class Finalizer:
                 delay=self.settings.fencing_poll_seconds,
             )
         self.api.delete("Service", namespace, service_name(name))
+        self.api.delete("PodDisruptionBudget", namespace, disruption_budget_name(name))
         self.api.delete("ConfigMap", namespace, job_configmap_name(name))
         self.api.delete("ConfigMap", namespace, report_configmap_name(name))
         for kind in ("RoleBinding", "Role", "ServiceAccount"):
@@ -506,8 +527,8 @@ class Finalizer:
                 "Normal",
                 "CheckpointKept",
                 f"checkpoint data under {spec.checkpoint.location} is kept: the operator "
-                "deletes only file:// checkpoints on a mounted volume; use the store's "
-                "lifecycle rules for remote stores",
+                "deletes s3a:// checkpoints and file:// ones on a mounted volume only; use "
+                "the store's lifecycle rules for others",
             )
             return
         self.api.apply(build_cleanup_job(job, spec, path, cleanup_job_name(name)), replace=False)

@@ -6,7 +6,7 @@
 | STREAMINGJOB_LOG_LEVEL | INFO | log level of the operator |
 | STREAMINGJOB_RESYNC_SECONDS | 30 | re-observe every job at least this often |
 | STREAMINGJOB_FENCING_POLL_SECONDS | 2 | re-check while old pods terminate |
-| STREAMINGJOB_NODE_LOST_GRACE_SECONDS | 120 | driver Unknown or stuck terminating: lost after |
+| STREAMINGJOB_NODE_LOST_GRACE_SECONDS | 40 | a pod whose node is silent this long is lost |
 | STREAMINGJOB_KAFKA_TIMEOUT_SECONDS | 5 | timeout of each Kafka admin request |
 | STREAMINGJOB_KAFKA_POLL_SECONDS | 30 | how often committed offsets and lag are read |
 | STREAMINGJOB_KAFKA_WORKERS | 4 | threads that talk to Kafka (never the event loop) |
@@ -37,7 +37,7 @@ class OperatorSettings(BaseModel):
     log_level: str = "INFO"
     resync_seconds: float = Field(default=30.0, gt=0)
     fencing_poll_seconds: float = Field(default=2.0, gt=0)
-    node_lost_grace_seconds: float = Field(default=120.0, ge=0)
+    node_lost_grace_seconds: float = Field(default=40.0, ge=0)
     kafka_timeout_seconds: float = Field(default=5.0, gt=0)
     kafka_poll_seconds: float = Field(default=30.0, gt=0)
     kafka_workers: int = Field(default=4, ge=1)

@@ -46,7 +46,12 @@ OPERATOR_CALLS = {
     ("", "secrets", "get"),
     ("", "events", "create"),
     ("batch", "jobs", "create"),  # the checkpoint cleanup Job, create-only
+    *(("policy", "poddisruptionbudgets", v) for v in ("create", "patch", "delete")),
 }  # fmt: skip
+# Read-only node view (nodes.NodeTracker), granted apart: nodes cluster-wide, node leases in
+# kube-node-lease.
+NODE_VIEW_RULES = {("", "nodes", "list"), ("", "nodes", "watch")}
+NODE_LEASE_RULES = {("coordination.k8s.io", "leases", v) for v in ("list", "watch")}
 
 
 def _driver_grants() -> set[tuple[str, str, str]]:
@@ -250,8 +255,32 @@ def test_env_values_parse_as_settings():
 # --- RBAC ------------------------------------------------------------------------------------
 
 
+def node_view(docs: list[dict[str, Any]]) -> tuple[list[dict], list[dict]]:
+    """(the nodes ClusterRole + binding, the node-lease Role + binding); they are checked
+    apart from the operator's main rules."""
+    suffixes = ("-nodes", "-node-leases")
+    picked = [d for d in docs if d["metadata"]["name"].endswith(suffixes)]
+    for doc in picked:
+        docs.remove(doc)
+    return [d for d in picked if d["kind"].startswith("Cluster")], [
+        d for d in picked if not d["kind"].startswith("Cluster")
+    ]
+
+
+def assert_node_view(cluster: list[dict], leases: list[dict]) -> None:
+    (nodes_role,) = [d for d in cluster if d["kind"] == "ClusterRole"]
+    (lease_role,) = [d for d in leases if d["kind"] == "Role"]
+    assert rule_set(nodes_role["rules"]) == NODE_VIEW_RULES
+    assert rule_set(lease_role["rules"]) == NODE_LEASE_RULES
+    assert lease_role["metadata"]["namespace"] == "kube-node-lease"
+    for binding in [*cluster, *leases]:
+        if binding["kind"].endswith("Binding"):
+            assert binding["subjects"][0]["namespace"] == RELEASE_NS
+
+
 def test_cluster_rbac_is_exactly_the_least_privilege_set():
     docs = render()
+    assert_node_view(*node_view(docs))
     role = one(docs, "ClusterRole")
     assert_least_privilege(role["rules"])
     binding = one(docs, "ClusterRoleBinding")
@@ -272,6 +301,7 @@ def test_watch_namespaces_gives_namespaced_roles_only():
         "--set-json",
         'watchNamespaces=["team-a","team-b","{{ .Release.Namespace }}"]',
     )
+    assert_node_view(*node_view(docs))  # the one cluster-wide grant: reading nodes
     assert not of_kind(docs, "ClusterRole") and not of_kind(docs, "ClusterRoleBinding")
     watched = ["team-a", "team-b", RELEASE_NS]
     roles = {r["metadata"]["namespace"]: r for r in of_kind(docs, "Role")}

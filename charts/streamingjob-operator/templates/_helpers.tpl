@@ -124,6 +124,10 @@ tests/unit/test_chart.py asserts the union is exactly the expected set.
 - apiGroups: ["batch"]
   resources: ["jobs"]
   verbs: ["create"]
+# Each job's PodDisruptionBudget (its executors wait for the driver in a drain).
+- apiGroups: ["policy"]
+  resources: ["poddisruptionbudgets"]
+  verbs: ["create", "patch", "delete"]
 # 2. Granted to drivers for their executors (the driver Role, builders.build_role).
 - apiGroups: [""]
   resources: ["pods"]

@@ -47,6 +47,7 @@ CHILD_CREATES = {
     "create_namespaced_service_account": 1,
     "create_namespaced_role": 1,
     "create_namespaced_role_binding": 1,
+    "create_namespaced_pod_disruption_budget": 1,
 }
 
 

@@ -10,6 +10,7 @@ from streamingjob_operator.builders import (
     BLOCK_MANAGER_PORT,
     DRIVER_PORT,
     build_cleanup_job,
+    build_disruption_budget,
     build_driver_pod,
     build_executor_template,
     build_job_configmap,
@@ -19,6 +20,7 @@ from streamingjob_operator.builders import (
     build_service,
     checkpoint_cleanup_path,
     merge,
+    secret_references,
     spark_confs,
     spark_memory_mib,
     validate_spec,
@@ -291,6 +293,145 @@ def test_checkpoint_cleanup_only_for_mounted_file_paths():
     assert "ownerReferences" not in job["metadata"]
     container = job["spec"]["template"]["spec"]["containers"][0]
     assert container["command"] == ["rm", "-rf", "--", path]
-    assert checkpoint_cleanup_path(make_spec(), "team", "orders") is None
+    other_store = make_spec(checkpoint={"location": "gs://bucket/ckpt"})
+    assert checkpoint_cleanup_path(other_store, "team", "orders") is None
     unmounted = make_spec(checkpoint={"location": "file:///elsewhere"})
     assert checkpoint_cleanup_path(unmounted, "team", "orders") is None
+
+
+S3 = {
+    "endpoint": "http://minio.storage:9000",
+    "region": "us-east-1",
+    "pathStyleAccess": True,
+    "credentialsSecret": {"name": "s3-creds"},
+}
+
+
+def _env_names(container: dict) -> dict[str, dict]:
+    return {e["name"]: e for e in container.get("env", [])}
+
+
+def test_s3_credentials_reach_driver_executors_and_cleanup_only_by_secret_ref():
+    spec = make_spec(s3=S3)
+    pod = build_driver_pod(
+        JOB, spec, driver_pod="orders-e1-a1-driver", epoch=1, attempt=1,
+        checkpoint_location="s3a://ckpt/base/team/orders/epoch-1",
+    )  # fmt: skip
+    template = build_executor_template(spec, "orders")
+    path = checkpoint_cleanup_path(spec, "team", "orders")
+    assert path == "s3a://ckpt/base/team/orders"
+    cleanup = build_cleanup_job(JOB, spec, path, "orders-ckpt-cleanup")
+    containers = [
+        pod["spec"]["containers"][0],
+        template["spec"]["containers"][0],
+        cleanup["spec"]["template"]["spec"]["containers"][0],
+    ]
+    for container in containers:
+        env = _env_names(container)
+        assert env["AWS_ACCESS_KEY_ID"]["valueFrom"]["secretKeyRef"] == {
+            "name": "s3-creds",
+            "key": "accessKeyId",
+        }
+        assert env["AWS_SECRET_ACCESS_KEY"]["valueFrom"]["secretKeyRef"] == {
+            "name": "s3-creds",
+            "key": "secretAccessKey",
+        }
+    # the store's settings are Spark confs of the runner's session, never a credential
+    args = " ".join(pod["spec"]["containers"][0]["args"])
+    assert "secretAccessKey" not in args and "AWS_" not in args
+    command = cleanup["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert command[:4] == ["java", "-cp", "/opt/spark/jars/*", "org.apache.hadoop.fs.FsShell"]
+    assert command[-5:] == ["-rm", "-r", "-f", "-skipTrash", path]
+    assert "fs.s3a.endpoint=http://minio.storage:9000" in command
+    assert "fs.s3a.path.style.access=true" in command
+
+
+def test_s3_spec_gives_the_s3a_session_confs():
+    from spark_app.manifest import S3Spec
+
+    conf = S3Spec.model_validate(S3).hadoop_conf()
+    assert conf == {
+        "spark.hadoop.fs.s3a.endpoint": "http://minio.storage:9000",
+        "spark.hadoop.fs.s3a.connection.ssl.enabled": "false",
+        "spark.hadoop.fs.s3a.endpoint.region": "us-east-1",
+        "spark.hadoop.fs.s3a.path.style.access": "true",
+        "spark.hadoop.fs.s3a.aws.credentials.provider": (
+            "software.amazon.awssdk.auth.credentials.EnvironmentVariableCredentialsProvider"
+        ),
+    }
+    # without a Secret: S3A's default chain (IRSA, instance profile), AWS endpoints
+    assert S3Spec.model_validate({}).hadoop_conf() == {
+        "spark.hadoop.fs.s3a.path.style.access": "false"
+    }
+
+
+def test_every_secret_the_pods_read_is_checked_before_a_launch():
+    spec = make_spec(s3=S3, kafkaCredentials={"secretName": "kafka-creds", "passwordKey": "pw"})
+    assert secret_references(spec) == [
+        (
+            "spec.kafkaCredentials.secretName",
+            "kafka-creds",
+            {
+                "spec.kafkaCredentials.usernameKey": "username",
+                "spec.kafkaCredentials.passwordKey": "pw",
+            },
+        ),
+        (
+            "spec.s3.credentialsSecret.name",
+            "s3-creds",
+            {
+                "spec.s3.credentialsSecret.accessKeyIdKey": "accessKeyId",
+                "spec.s3.credentialsSecret.secretAccessKeyKey": "secretAccessKey",
+            },
+        ),
+    ]
+
+
+def test_disruption_budget_keeps_the_jobs_executors_from_eviction():
+    pdb = build_disruption_budget(JOB)
+    assert pdb["kind"] == "PodDisruptionBudget" and pdb["metadata"]["name"] == "orders-executors"
+    assert pdb["spec"]["maxUnavailable"] == 0
+    assert pdb["spec"]["selector"]["matchLabels"] == {
+        "sparkkafka.dev/job": "orders",
+        "spark-role": "executor",
+    }
+    assert pdb["metadata"]["ownerReferences"][0]["kind"] == "StreamingJob"
+
+
+def test_the_attempt_after_a_node_loss_avoids_that_node_in_every_user_term():
+    user_terms = [
+        {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]},
+        {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["b"]}]},
+    ]
+    spec = make_spec(
+        podTemplate={
+            "spec": {
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": user_terms
+                        }
+                    }
+                }
+            }
+        }
+    )
+    pod = build_driver_pod(
+        JOB, spec, driver_pod="orders-e1-a2-driver", epoch=1, attempt=2,
+        checkpoint_location="s3a://x", avoid_nodes=["w1"],
+    )  # fmt: skip
+    template = build_executor_template(spec, "orders", ["w1"])
+    away = {"key": "kubernetes.io/hostname", "operator": "NotIn", "values": ["w1"]}
+    for built in (pod, template):
+        terms = built["spec"]["affinity"]["nodeAffinity"][
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        ]["nodeSelectorTerms"]
+        assert [t["matchExpressions"] for t in terms] == [
+            [user_terms[0]["matchExpressions"][0], away],
+            [user_terms[1]["matchExpressions"][0], away],
+        ]
+    plain = build_executor_template(make_spec(), "orders", ["w1"])
+    assert plain["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ] == {"nodeSelectorTerms": [{"matchExpressions": [away]}]}
+    assert "affinity" not in build_executor_template(make_spec(), "orders")["spec"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from spark_app.manifest import checkpoint_location
@@ -195,9 +197,11 @@ def test_stuck_terminating_pod_is_force_deleted_after_grace():
     st = launched(spec)
     stuck = driver(st.driver_pod, "Running", deleting_since=later(1))
     st = run(spec, st, [stuck], later(2)).status
-    d = run(spec, st, [stuck], later(30))
-    assert d.action == "delete" and d.delete == () and d.force_delete == ()  # waiting
-    d = run(spec, st, [stuck], later(62))
+    # waiting: first its own termination grace (30 s), then the node-lost grace (60 s)
+    for t in (30, 62, 90):
+        d = run(spec, st, [stuck], later(t))
+        assert d.action == "delete" and d.delete == () and d.force_delete == (), t
+    d = run(spec, st, [stuck], later(92))
     assert d.force_delete == (stuck.name,)
 
 
@@ -453,7 +457,8 @@ def test_a_driver_whose_container_ended_is_gone_before_its_phase_says_so():
     [
         None,  # force-deleted: gone from the API server at once
         driver("orders-e1-a1-driver", "Failed"),  # its process was killed
-        driver("orders-e1-a1-driver", "Unknown"),  # node lost past the grace: forced too
+        # node lost past the grace: forced too
+        driver("orders-e1-a1-driver", "Unknown", ready_unknown_since=later(1)),
     ],
     ids=["gone", "finished", "lost"],
 )
@@ -541,3 +546,83 @@ def test_decide_is_pure():
     pods = (PodInfo(name=st.driver_pod, role="driver", phase="Failed"),)
     run(spec, st, pods, later(5))
     assert st.model_dump() == before
+
+
+# --- one lost-pod rule for every path (semantics rule 10) ---------------------------------
+
+
+def _heard(pod: PodInfo, seconds: float, **kw) -> PodInfo:
+    """`pod` on node w1, whose lease this operator last saw renewed at T0 + seconds."""
+    return replace(pod, node="w1", node_heard_at=later(seconds), **kw)
+
+
+def test_a_silent_node_loses_its_driver_after_the_grace_counted_from_its_last_renewal():
+    spec = make_spec()
+    st = launched(spec)
+    alive = _heard(driver(st.driver_pod), 0)
+    assert run(spec, st, [alive], later(15)).status.unknown_since == ""  # renewals are 10 s
+    d = run(spec, st, [alive], later(25))  # silent: the job looks again when the grace ends
+    assert d.action == "none" and d.status.attempt == 1
+    assert d.status.unknown_since == iso(T0) and d.requeue_after == pytest.approx(30)
+    d = run(spec, d.status, [alive], later(60))
+    assert d.restart_reason == "NodeLost" and d.status.attempt == 2
+    assert "node w1" in d.status.message
+    assert d.status.avoid_nodes == ["w1"]  # the scheduler may still think it Ready
+    d = run(spec, d.status, [alive], later(61))
+    assert d.action == "delete" and d.force_delete == (alive.name,)
+
+
+def test_a_node_heard_from_keeps_its_driver_whatever_the_pod_conditions_say():
+    spec = make_spec()
+    st = launched(spec)
+    unknown = _heard(driver(st.driver_pod), 100, ready_unknown_since=later(0))
+    d = run(spec, st, [unknown], later(110))
+    assert d.action == "none" and d.status.attempt == 1 and d.status.phase == "Running"
+
+
+@pytest.mark.parametrize(
+    "manual",
+    [{"restartNonce": 1}, {"redeployNonce": 1}, {"suspend": True}, {"driver": {"cores": 2}}],
+    ids=["restartNonce", "redeployNonce", "suspend", "pod-class change"],
+)
+@pytest.mark.parametrize("view", ["lease", "ready-unknown"])
+def test_manual_acts_wait_out_the_grace_for_a_driver_on_an_unreachable_node(manual, view):
+    """The exception issue 15 found: a manual act used to force-delete a driver whose node was
+    unreachable at once, and relaunch on the same checkpoint while it might still run."""
+    spec = make_spec()
+    st = launched(spec)
+    old = driver(st.driver_pod)
+    silent = _heard(old, 0) if view == "lease" else replace(old, ready_unknown_since=later(0))
+    st = run(spec, st, [silent], later(25)).status  # noticed: silent, within the grace
+    changed = make_spec(**manual)
+    d = run(changed, st, [silent], later(30))
+    for t in (31, 45, 59):
+        d = run(changed, d.status, [silent], later(t))
+        assert silent.name not in d.force_delete and d.action != "launch", t
+    d = run(changed, d.status, [silent], later(61))
+    assert d.force_delete == (silent.name,)
+
+
+def test_a_pod_being_deleted_on_a_live_node_is_waited_for_not_forced():
+    spec = make_spec()
+    st = launched(spec)
+    st = run(make_spec(restartNonce=1), st, [driver(st.driver_pod)], later(1)).status
+    stopping = _heard(driver("orders-e1-a1-driver", deleting_since=later(1)), 200)
+    d = run(make_spec(restartNonce=1), st, [stopping], later(205))
+    assert d.action == "delete" and (d.delete, d.force_delete) == ((), ())
+
+
+def test_a_cordoned_node_moves_the_job_gracefully_before_the_drain_evicts_it():
+    spec = make_spec()
+    st = launched(spec)
+    pods = [
+        _heard(driver(st.driver_pod), 9),
+        replace(executor("e-1", st.driver_pod), node="w2", node_cordoned=True),
+    ]
+    d = run(spec, st, pods, later(10))
+    assert d.restart_reason == "NodeDrained" and d.status.attempt == 2
+    assert d.status.epoch == 1 and d.status.consecutive_failures == 0
+    assert [e.reason for e in d.events] == ["NodeDrained"] and "w2" in d.status.message
+    d = run(spec, d.status, pods, later(11))  # the driver stops between batches
+    assert d.action == "delete" and (d.delete, d.force_delete) == ((st.driver_pod,), ())
+    assert run(spec, d.status, [], later(20)).action == "launch"
