@@ -181,7 +181,7 @@ def build_session(manifest: RunnerManifest, master: str | None):
 
     from spark_app.source import KafkaCheckpointedDataSource
 
-    conf = dict(manifest.spec.spark_conf)
+    conf = manifest.spec.session_conf()
     # Python workers must run this interpreter (it has pyarrow and confluent-kafka).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(manifest.metadata.name)
@@ -350,6 +350,22 @@ def run(manifest: RunnerManifest, args: argparse.Namespace, location: str) -> in
     return supervise(query, reporter, stop_requested, workdir / DRAIN_FILE)
 
 
+def executor_tasks(spark) -> list[dict[str, Any]]:
+    """Tasks each executor has completed, from Spark's status store (the driver left out):
+    which executors, on which hosts, do the job's work."""
+    try:
+        summaries = spark.sparkContext._jsc.sc().statusStore().executorList(True)
+        found = (summaries.apply(i) for i in range(summaries.size()))
+        return [
+            {"id": e.id(), "hostPort": e.hostPort(), "completedTasks": e.completedTasks()}
+            for e in found
+            if e.id() != "driver"
+        ]
+    except Exception as exc:  # a report without it, never a failed job
+        log.debug("no executor summary: %s", exc)
+        return []
+
+
 def supervise(query, reporter: Reporter, stop_requested: threading.Event, drain_file: Path) -> int:
     """Prints a line per batch and stops between batches on SIGTERM (no half-written batch):
     the drain file tells the source to plan no new batch, and the query is stopped once the
@@ -366,7 +382,7 @@ def supervise(query, reporter: Reporter, stop_requested: threading.Event, drain_
             return
         seen_batch = progress.get("batchId")
         line, batch = progress_line(progress)
-        report = reporter.update(latestBatch=batch)
+        report = reporter.update(latestBatch=batch, executors=executor_tasks(query.sparkSession))
         # The group trails by one batch: it gets a batch's offsets once it is durable.
         committed = (report.get("commits") or {}).get("lastCommitted")
         if committed:

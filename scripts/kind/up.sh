@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Brings up the single-node kind cluster of the end-to-end tests, offline, and loads the
-# project's images into it. Prints the kubeconfig path on stdout; logs and timings on stderr.
+# Brings up the kind cluster of the end-to-end tests, offline: one control plane (which also
+# runs the test services: Kafka, the object store, the operator) and STREAMJOB_KIND_WORKERS
+# workers for the jobs (default 2, so drivers and executors move between nodes), and loads
+# the project's images into it. Prints the kubeconfig path on stdout; logs and timings on
+# stderr.
 #
 #   scripts/kind/up.sh            docker (+ capability shim where needed), node image (built or
 #                                 loaded from $STREAMJOB_CACHE/kind), cluster, images
@@ -11,6 +14,7 @@
 #                                `official` means kind's own default image. Such images bring
 #                                kind's default CNI, so the baked CNI is not needed.
 #   STREAMJOB_KIND_SKIP_IMAGES=1 do not build/load the project's images
+#   STREAMJOB_KIND_WORKERS       worker nodes (default 2; 0: a single node runs everything)
 # Idempotent: a healthy cluster of the same node image is reused, images are loaded only when
 # the node does not have that image ID yet.
 set -euo pipefail
@@ -20,6 +24,7 @@ HERE="$REPO_ROOT/scripts/kind"
 total=$SECONDS
 
 CLUSTER=${STREAMJOB_KIND_CLUSTER:-streamingjob-e2e}
+WORKERS=${STREAMJOB_KIND_WORKERS:-2}
 STATE="$STREAMJOB_CACHE/kind"
 KUBECONFIG_OUT="$STATE/$CLUSTER.kubeconfig"
 TIMINGS="$STATE/timings.log"
@@ -66,12 +71,24 @@ config="$STATE/$CLUSTER.yaml"
   echo "    kind: ClusterConfiguration"
   echo "    controllerManager: {extraArgs: {leader-elect: \"false\"}}"
   echo "    scheduler: {extraArgs: {leader-elect: \"false\"}}"
+  for _ in $(seq 1 "$WORKERS"); do
+    echo "- role: worker"
+    [ -z "$NODE_IMAGE" ] || echo "  image: $NODE_IMAGE"
+  done
 } >"$config"
 
 node="$CLUSTER-control-plane"
+workers=()
+for i in $(seq 1 "$WORKERS"); do workers+=("$CLUSTER-worker$([ "$i" = 1 ] || echo "$i")"); done
+# Healthy: every node container runs unpaused on the right image and the API answers (a test
+# that stopped or paused a worker and did not bring it back leaves an unhealthy cluster).
 healthy() {
-  [ "$(docker inspect --format '{{.State.Running}}' "$node" 2>/dev/null)" = true ] &&
-    { [ -z "$NODE_IMAGE" ] || [ "$(docker inspect --format '{{.Config.Image}}' "$node")" = "$NODE_IMAGE" ]; } &&
+  local n
+  for n in "$node" "${workers[@]}"; do
+    [ "$(docker inspect --format '{{.State.Status}}' "$n" 2>/dev/null)" = running ] || return 1
+    [ -z "$NODE_IMAGE" ] || [ "$(docker inspect --format '{{.Config.Image}}' "$n")" = "$NODE_IMAGE" ] || return 1
+  done
+  [ "$(docker ps -q --filter "label=io.x-k8s.kind.cluster=$CLUSTER" | wc -l)" = $((1 + WORKERS)) ] &&
     "${KUBECTL[@]}" get --raw /readyz >/dev/null 2>&1
 }
 if "$KIND" get clusters 2>/dev/null | grep -qx "$CLUSTER"; then
@@ -96,18 +113,30 @@ if [ "${STREAMJOB_KIND_SKIP_IMAGES:-0}" != 1 ]; then
   mapfile -t images < <(bash "$REPO_ROOT/images/build.sh")
   timing images-build $((SECONDS - t))
   t=$SECONDS
-  # The node remembers which image ID it got for each tag (in its /var volume).
-  docker exec "$node" mkdir -p /var/lib/streamingjob-images
+  # Job pods (the Spark image) run on the workers, the test services on the control plane:
+  # each image goes only where it runs. A node remembers which image ID it got for each tag
+  # (in its /var volume).
   for image in "${images[@]}"; do
+    case "$image" in
+      */spark:*) targets=("${workers[@]}") ;;
+      *) targets=() ;;
+    esac
+    [ ${#targets[@]} -gt 0 ] || targets=("$node")
     id=$(docker image inspect --format '{{.Id}}' "$image")
     mark="/var/lib/streamingjob-images/$(tr '/:' '__' <<<"$image")"
-    if [ "$(docker exec "$node" cat "$mark" 2>/dev/null)" = "$id" ]; then
+    missing=()
+    for n in "${targets[@]}"; do
+      [ "$(docker exec "$n" cat "$mark" 2>/dev/null)" = "$id" ] || missing+=("$n")
+    done
+    if [ ${#missing[@]} -eq 0 ]; then
       log "$image already loaded"
       continue
     fi
-    log "loading $image into $CLUSTER"
-    "$KIND" load docker-image --name "$CLUSTER" "$image" >&2
-    docker exec "$node" sh -c "echo '$id' > '$mark'"
+    log "loading $image into ${missing[*]}"
+    "$KIND" load docker-image --name "$CLUSTER" --nodes "$(IFS=,; echo "${missing[*]}")" "$image" >&2
+    for n in "${missing[@]}"; do
+      docker exec "$n" sh -c "mkdir -p /var/lib/streamingjob-images && echo '$id' > '$mark'"
+    done
   done
   timing images-load $((SECONDS - t))
 fi

@@ -8,6 +8,7 @@ STREAMJOB_E2E_KEEP=1 to keep it for the next run).
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 import os
@@ -68,6 +69,19 @@ def images() -> Images:
         operator=f"streamingjob/operator:{version}",
         kafka=f"streamingjob/kafka:{kafka_version()}-{version}",
     )
+
+
+# The test services run on the control plane, the jobs on the workers (scripts/kind/up.sh).
+ON_CONTROL_PLANE = {
+    "nodeSelector": {"node-role.kubernetes.io/control-plane": ""},
+    "tolerations": [
+        {
+            "key": "node-role.kubernetes.io/control-plane",
+            "operator": "Exists",
+            "effect": "NoSchedule",
+        }
+    ],
+}
 
 
 class Kube:
@@ -190,13 +204,13 @@ def namespace(kube: Kube) -> Iterator[str]:
 # -- the operator, Kafka and a client pod, shared by the scenarios ------------------------------
 
 CLUSTER = os.environ.get("STREAMJOB_KIND_CLUSTER", "streamingjob-e2e")
-NODE = f"{CLUSTER}-control-plane"
 OPERATOR_NAMESPACE = "streamingjob-system"
 RELEASE = "streamingjob"
 CHART = REPO_ROOT / "charts" / "streamingjob-operator"
 KAFKA_NAMESPACE = "kafka"  # examples/kind/kafka.yaml
 BOOTSTRAP = "kafka.kafka.svc.cluster.local:9092"
-NODE_DATA = "/var/lib/streamingjob"  # the hostPath of examples/kind/orders-job.yaml
+STORAGE_NAMESPACE = "storage"  # examples/kind/minio.yaml
+BUCKET = "streamingjob"
 
 
 def wait_for(what: str, probe, timeout: float = 180, interval: float = 0.5):
@@ -213,14 +227,6 @@ def committed_batch(report: dict, epoch: int, attempt: int) -> dict | None:
     if batch.get("batchId") is None or batch["batchId"] <= (-1 if restored is None else restored):
         return None
     return report
-
-
-def node_exec(*command: str, check: bool = True) -> str:
-    """A command on the kind node (its filesystem holds the hostPath volumes)."""
-    done = subprocess.run(["docker", "exec", NODE, *command], capture_output=True, text=True)
-    if check and done.returncode != 0:
-        raise RuntimeError(f"docker exec {' '.join(command)}: {done.stderr.strip()}")
-    return done.stdout
 
 
 class Helm:
@@ -240,12 +246,15 @@ def helm(kubeconfig: str) -> Helm:
     return Helm(str(Path(bin_dir) / "helm"), kubeconfig)
 
 
-# Values of the e2e install: the image loaded by up.sh, never pulled, and short polls.
+# Values of the e2e install: the image loaded by up.sh, never pulled, short polls, and the
+# operator on the control plane (a worker it runs on may be drained or lost by a test).
 OPERATOR_VALUES = [
     "--set", "image.pullPolicy=Never",
     "--set", "config.kafkaPollSeconds=5",
     "--set", "config.resyncSeconds=10",
     "--set", "config.fencingPollSeconds=1",
+    "--set-json", f"nodeSelector={json.dumps(ON_CONTROL_PLANE['nodeSelector'])}",
+    "--set-json", f"tolerations={json.dumps(ON_CONTROL_PLANE['tolerations'])}",
 ]  # fmt: skip
 
 
@@ -383,6 +392,7 @@ def kafka_client(kube: Kube, kafka_broker: str, images: Images) -> KafkaClient:
         "spec": {
             "enableServiceLinks": False,
             "terminationGracePeriodSeconds": 0,
+            **ON_CONTROL_PLANE,
             "containers": [
                 {
                     "name": "client",
@@ -398,8 +408,77 @@ def kafka_client(kube: Kube, kafka_broker: str, images: Images) -> KafkaClient:
     return KafkaClient(kube, kafka_broker)
 
 
+class ObjectStore:
+    """The in-cluster MinIO of examples/kind/minio.yaml, reached from the tests through a
+    `kubectl port-forward` (loopback only) with pyarrow's S3 filesystem."""
+
+    def __init__(self, kube: Kube) -> None:
+        self.kube = kube
+        self.forward: subprocess.Popen[str] | None = None
+        self.port = 0
+
+    @property
+    def credentials(self) -> dict[str, str]:
+        secret = self.kube.get("secret", "minio-root", STORAGE_NAMESPACE)
+        data = {k: base64.b64decode(v).decode() for k, v in secret["data"].items()}
+        return {"accessKeyId": data["user"], "secretAccessKey": data["password"]}
+
+    def connect(self) -> None:
+        """(Re)starts the port-forward; it ends when the pod behind it restarts."""
+        if self.forward is not None and self.forward.poll() is None:
+            return
+        self.forward = subprocess.Popen(
+            [*self.kube.base, "port-forward", "-n", STORAGE_NAMESPACE, "svc/minio", ":9000"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert self.forward.stdout is not None
+        line = self.forward.stdout.readline()
+        match = re.search(r"127\.0\.0\.1:(\d+)", line)
+        assert match, f"kubectl port-forward said: {line}"
+        self.port = int(match.group(1))
+
+    def filesystem(self):
+        from tests.support.object_store import s3_filesystem
+
+        self.connect()
+        creds = self.credentials
+        return s3_filesystem(
+            f"http://127.0.0.1:{self.port}", creds["accessKeyId"], creds["secretAccessKey"]
+        )
+
+    def give_secret(self, namespace: str, name: str = "s3-credentials") -> None:
+        """The job namespace's copy of the key pair (what spec.s3.credentialsSecret names)."""
+        secret = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": name, "namespace": namespace},
+            "stringData": self.credentials,
+        }
+        self.kube.apply(json.dumps(secret), namespace)
+
+    def close(self) -> None:
+        if self.forward is not None:
+            self.forward.terminate()
+            self.forward.wait(10)
+
+
 @pytest.fixture(scope="session")
-def node_data() -> str:
-    """The node directory behind the jobs' hostPath volume, writable by the Spark uid."""
-    node_exec("sh", "-c", f"mkdir -p {NODE_DATA} && chown 185:185 {NODE_DATA}")
-    return NODE_DATA
+def object_store(kube: Kube) -> Iterator[ObjectStore]:
+    """MinIO on the control plane, bucket `streamingjob` (examples/kind/minio.yaml)."""
+    kube.run("apply", "-f", str(REPO_ROOT / "examples" / "kind" / "minio.yaml"))
+    kube.run(
+        "rollout", "status", "deployment/minio", "-n", STORAGE_NAMESPACE, "--timeout=240s",
+        timeout=270,
+    )  # fmt: skip
+    store = ObjectStore(kube)
+    yield store
+    store.close()
+
+
+def worker_nodes(kube: Kube) -> list[str]:
+    nodes = json.loads(kube.run("get", "nodes", "-o", "json"))["items"]
+    return sorted(
+        n["metadata"]["name"]
+        for n in nodes
+        if "node-role.kubernetes.io/control-plane" not in n["metadata"].get("labels", {})
+    )

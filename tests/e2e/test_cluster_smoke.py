@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from tests.e2e.conftest import Images, Kube
+from tests.e2e.conftest import ON_CONTROL_PLANE, Images, Kube
 
 pytestmark = pytest.mark.e2e
 
@@ -81,6 +81,9 @@ def test_kafka_image_serves_clients_through_a_service(
         "kind": "Pod",
         "metadata": {"name": "kafka", "labels": {"app": "kafka"}},
         "spec": {
+            # the test services' images are on the control plane only; the client on a
+            # worker reaches it across nodes
+            **ON_CONTROL_PLANE,
             "containers": [
                 {
                     "name": "kafka",

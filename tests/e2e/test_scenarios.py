@@ -1,11 +1,13 @@
-"""The operator on a real cluster (issue 4, "Scenarios"): one `helm install` of the chart, the
-broker of examples/kind/kafka.yaml and one StreamingJob (examples/kind/orders-job.yaml) walked
-through install → driver kills → redeploy → operator upgrade → suspend/resume/delete, then
-invalid manifests. The tests share the job and run in file order; each reads real output (the
-parquet sink on the node, through its `_spark_metadata` log) and the group's offsets.
+"""The operator on a real cluster: one `helm install` of the chart, the broker of
+examples/kind/kafka.yaml, the object store of examples/kind/minio.yaml and one StreamingJob
+(examples/kind/orders-job.yaml: s3a:// checkpoints and sink, two executors) on a control plane
+and two workers, walked through install → executors on both workers → driver kills → drains
+→ node losses → redeploy → operator upgrade → suspend/resume/delete, then invalid manifests.
+The tests share the job and run in file order; each reads real output (the parquet sink in
+the object store, through its `_spark_metadata` log) and the group's offsets.
 
-Writes bench/results/e2e.json: driver killed → first restored batch committed, and the cluster
-create times that scripts/kind/up.sh logged.
+Writes bench/results/e2e.json: driver killed / node drained / node lost → first restored batch
+committed, and the cluster create times that scripts/kind/up.sh logged.
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ import json
 import re
 import statistics
 import subprocess
-import tempfile
 import time
 import uuid
 from collections import Counter
@@ -26,7 +27,7 @@ import pytest
 import yaml
 
 from tests.e2e.conftest import (
-    NODE,
+    BUCKET,
     OPERATOR_NAMESPACE,
     OPERATOR_VALUES,
     RELEASE,
@@ -34,10 +35,12 @@ from tests.e2e.conftest import (
     Helm,
     KafkaClient,
     Kube,
+    ObjectStore,
     ProducerLoop,
     T,
     committed_batch,
     wait_for,
+    worker_nodes,
 )
 from tests.support.file_sink import committed_rows
 
@@ -47,6 +50,9 @@ EXAMPLE = REPO_ROOT / "examples" / "kind" / "orders-job.yaml"
 RESULTS = REPO_ROOT / "bench" / "results" / "e2e.json"
 JOB_LABEL = "sparkkafka.dev/job"
 KILLS = ["delete", "delete", "process", "delete", "delete", "process"]
+DRAINS = 3
+DEFAULT_GRACE, SHORT_GRACE = 40.0, 20.0  # the chart's nodeLostGraceSeconds, and a short one
+LOSSES_DEFAULT_GRACE, LOSSES_SHORT_GRACE = 3, 2
 
 
 @dataclass
@@ -56,7 +62,7 @@ class Job:
     kube: Kube
     kafka: KafkaClient
     namespace: str
-    node_data: str
+    store: ObjectStore
     name: str = "orders"
     topic: str = ""
     group: str = ""
@@ -66,7 +72,13 @@ class Job:
 
     @property
     def sink_path(self) -> str:
-        return f"/data/output/{self.namespace}/{self.name}"  # inside the pods
+        """In the bucket (the job writes s3a://<this>)."""
+        return f"{BUCKET}/output/{self.namespace}/{self.name}"
+
+    @property
+    def checkpoints(self) -> str:
+        """The job's checkpoint base in the bucket: one directory per epoch below."""
+        return f"{BUCKET}/checkpoints/{self.namespace}/{self.name}"
 
     def apply(self) -> None:
         self.kube.run("apply", "-n", self.namespace, "-f", "-", input=yaml.safe_dump(self.manifest))
@@ -106,15 +118,8 @@ class Job:
         return json.loads(out)["items"]
 
     def sink_rows(self) -> list[dict]:
-        """Committed rows of every epoch, copied from the node and read through the log."""
-        with tempfile.TemporaryDirectory() as tmp:
-            source = f"{NODE}:{self.node_data}/output/{self.namespace}/{self.name}"
-            done = subprocess.run(
-                ["docker", "cp", source, tmp], capture_output=True, text=True, check=False
-            )
-            if done.returncode != 0:
-                return []
-            return committed_rows(Path(tmp) / self.name, mounted_as=self.sink_path)
+        """Committed rows of every epoch, read from the object store through the log."""
+        return committed_rows(self.sink_path, filesystem=self.store.filesystem())
 
     def wait_sink_has_all(self, timeout: float = 180) -> list[dict]:
         expected = set(range(self.next_id))
@@ -143,17 +148,18 @@ class Job:
 
 @pytest.fixture(scope="module")
 def job(
-    kube: Kube, operator_release: str, kafka_client: KafkaClient, node_data: str
+    kube: Kube, operator_release: str, kafka_client: KafkaClient, object_store: ObjectStore
 ) -> Iterator[Job]:
     namespace = f"e2e-{uuid.uuid4().hex[:8]}"
     kube.run("create", "namespace", namespace)
+    object_store.give_secret(namespace)
     suffix = uuid.uuid4().hex[:6]
-    state = Job(kube, kafka_client, namespace, node_data, topic=f"orders-{suffix}")
+    state = Job(kube, kafka_client, namespace, object_store, topic=f"orders-{suffix}")
     state.group = f"orders-{suffix}"
     manifest = yaml.safe_load(EXAMPLE.read_text())
     source = manifest["spec"]["job"]["source"]
     source["subscribe"], source["groupId"] = [state.topic], state.group
-    manifest["spec"]["job"]["sink"]["path"] = f"file://{state.sink_path}"
+    manifest["spec"]["job"]["sink"]["path"] = f"s3a://{state.sink_path}"
     state.manifest = manifest
     kafka_client.create_topic(state.topic, 3)
     yield state
@@ -202,6 +208,31 @@ def test_install_apply_and_records_flow_to_the_sink(job: Job, kube: Kube, helm: 
     values = wait_for("kubectl get sj: Running, fresh, lag 0", columns, 90, 1)
     assert values["RESTARTS"] == "0" and values["EPOCH"] == "1"
     assert job.status()["startPath"] == "fresh"
+
+
+def test_executors_on_both_workers_read_partitions(job: Job, kube: Kube) -> None:
+    """Several nodes: the two executors run on different workers and both read partitions
+    (tasks each completed, from the runner's report of Spark's status store)."""
+    workers = worker_nodes(kube)
+    assert len(workers) == 2, workers
+    status = job.status()
+    first, job.next_id = job.next_id, job.next_id + 300
+    job.kafka.produce(job.topic, first, job.next_id)
+
+    def both_working() -> dict[str, int] | None:
+        report = job.wait_batch(status["epoch"], status["attempt"], 120)
+        by_ip = {e["hostPort"].rsplit(":", 1)[0]: e["completedTasks"] for e in report["executors"]}
+        nodes: dict[str, int] = {}
+        for pod in job.pods("spark-role=executor"):
+            ip = pod["status"].get("podIP")
+            if ip in by_ip:
+                node = pod["spec"]["nodeName"]
+                nodes[node] = nodes.get(node, 0) + by_ip[ip]
+        return nodes if sorted(n for n, tasks in nodes.items() if tasks) == workers else None
+
+    tasks = wait_for("executors on both workers completing tasks", both_working, 180, 2)
+    assert all(tasks[w] > 0 for w in workers), tasks
+    job.assert_exactly_once(job.wait_sink_has_all(240))
 
 
 def _columns(job: Job) -> dict[str, str]:
@@ -258,7 +289,14 @@ def test_driver_kills_restore_from_the_checkpoint_exactly_once(job: Job) -> None
         _graceful_delete_stops_between_batches(job)
     finally:
         job.next_id = producer.stop()
-    _write_results(job.kill_samples)
+    _write_results(
+        KILLED,
+        "kill (kubectl delete pod --force --grace-period=0, or SIGKILL of the job's Python "
+        "process in the driver) until the runner's report shows a committed batch of the next "
+        "attempt, restored from the checkpoint (s3a:// on the object store)",
+        job.kill_samples,
+        15,
+    )
     rows = job.wait_sink_has_all(240)
     job.assert_exactly_once(rows)
     assert {r["epoch"] for r in rows} == {"epoch-1"}
@@ -315,32 +353,165 @@ def _timings() -> dict:
     return found
 
 
-def _write_results(samples: list[dict]) -> None:
+def _write_results(key: str, description: str, samples: list[dict], target: float) -> None:
+    """Adds one measurement to bench/results/e2e.json (the scenarios of one run together)."""
     seconds = [s["seconds"] for s in samples]
     timings = _timings()
-    result = {
-        "driver_killed_to_first_restored_batch_committed": {
-            "description": "kill (kubectl delete pod --force --grace-period=0, or SIGKILL of the "
-            "job's Python process in the driver) until the runner's report shows a committed "
-            "batch of the next attempt, restored from the checkpoint",
-            "samples": samples,
-            "p50_seconds": statistics.median(seconds),
-            "max_seconds": max(seconds),
-            "target_p50_seconds": 15,
-        },
-        "cluster_create_seconds": {
-            "cold": (timings.get("cluster-create-cold") or {}).get("seconds"),
-            "warm": (timings.get("cluster-create-warm") or {}).get("seconds"),
-        },
-        "up_total_seconds": {
-            "cold": (timings.get("up-total-cold") or {}).get("seconds"),
-            "warm": (timings.get("up-total-warm") or {}).get("seconds"),
-        },
-        "timings_source": "$STREAMJOB_CACHE/kind/timings.log (scripts/kind/up.sh)",
-        "timings": timings,
+    result = json.loads(RESULTS.read_text()) if key != KILLED and RESULTS.exists() else {}
+    result[key] = {
+        "description": description,
+        "samples": samples,
+        "p50_seconds": statistics.median(seconds),
+        "max_seconds": max(seconds),
+        "target_p50_seconds": target,
     }
+    result.update(
+        {
+            "cluster_create_seconds": {
+                "cold": (timings.get("cluster-create-cold") or {}).get("seconds"),
+                "warm": (timings.get("cluster-create-warm") or {}).get("seconds"),
+            },
+            "up_total_seconds": {
+                "cold": (timings.get("up-total-cold") or {}).get("seconds"),
+                "warm": (timings.get("up-total-warm") or {}).get("seconds"),
+            },
+            "timings_source": "$STREAMJOB_CACHE/kind/timings.log (scripts/kind/up.sh)",
+            "timings": timings,
+        }
+    )
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+
+
+KILLED = "driver_killed_to_first_restored_batch_committed"
+
+
+def _node_of(job: Job, pod: str) -> str:
+    return job.kube.get("pod", pod, job.namespace)["spec"].get("nodeName", "")
+
+
+def _restored_on_another_node(job: Job, attempt: int, old_node: str) -> dict:
+    status = wait_for(
+        f"status of attempt {attempt}",
+        lambda: (s := job.status()).get("attempt") == attempt and s.get("driverPod") and s,
+        60,
+    )
+    node = _node_of(job, status["driverPod"])
+    assert node and node != old_node, (node, old_node)
+    return status
+
+
+def test_drains_move_the_job_between_batches_and_complete(job: Job) -> None:
+    """Scenario: `kubectl drain` of the driver's node. The operator sees the cordon and stops
+    the driver between batches (the job's PodDisruptionBudget holds the executors' eviction
+    until then); the next attempt restores on the other worker; the drain completes; every
+    record exactly once."""
+    samples = []
+    producer = ProducerLoop(job.kafka, job.topic, job.next_id, rate=20)
+    try:
+        for _ in range(DRAINS):
+            status = job.status()
+            epoch, attempt = status["epoch"], status["attempt"]
+            job.wait_batch(epoch, attempt, 240)
+            node = _node_of(job, status["driverPod"])
+            started = time.monotonic()
+            drain = subprocess.Popen(
+                [
+                    *job.kube.base, "drain", node, "--ignore-daemonsets",
+                    "--delete-emptydir-data", "--timeout=180s",
+                ],
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            )  # fmt: skip
+            try:
+                report = job.wait_batch(
+                    epoch, attempt + 1, 240, f"attempt {attempt + 1} restored after the drain"
+                )
+                seconds = round(time.monotonic() - started, 2)
+                out, _ = drain.communicate(timeout=200)
+            finally:
+                if drain.poll() is None:
+                    drain.kill()
+                job.kube.run("uncordon", node)
+            assert drain.returncode == 0, f"kubectl drain {node} failed:\n{out}"
+            assert report["startPath"] == "restored" and report["rerunBatch"] is None, report
+            status = _restored_on_another_node(job, attempt + 1, node)
+            assert status["lastRestartReason"] == "NodeDrained", status
+            assert status["epoch"] == epoch
+            samples.append(
+                {"node": node, "seconds": seconds, "restoredBatch": report["restoredBatch"]}
+            )
+    finally:
+        job.next_id = producer.stop()
+    _write_results(
+        "node_drained_to_first_restored_batch_committed",
+        "kubectl drain of the driver's node (start) until the runner's report shows a committed "
+        "batch of the next attempt, restored from the checkpoint on the other worker",
+        samples,
+        20,
+    )
+    job.assert_exactly_once(job.wait_sink_has_all(240))
+
+
+def _lose_node(job: Job, grace: float) -> dict:
+    """docker pause of the worker that runs the driver (its kubelet and pods freeze: a node
+    cut off); measured until the first restored batch on the other worker; then the node
+    comes back (its kubelet removes the pods the operator force-deleted meanwhile)."""
+    status = job.status()
+    epoch, attempt = status["epoch"], status["attempt"]
+    job.wait_batch(epoch, attempt, 240)
+    node = _node_of(job, status["driverPod"])
+    started = time.monotonic()
+    subprocess.run(["docker", "pause", node], check=True)
+    try:
+        report = job.wait_batch(
+            epoch, attempt + 1, 240, f"attempt {attempt + 1} restored after losing {node}"
+        )
+        seconds = round(time.monotonic() - started, 2)
+    finally:
+        subprocess.run(["docker", "unpause", node], check=True)
+    assert report["startPath"] == "restored", report
+    status = _restored_on_another_node(job, attempt + 1, node)
+    assert status["lastRestartReason"] == "NodeLost", status
+    assert status["epoch"] == epoch
+    job.kube.run("wait", "--for=condition=Ready", f"node/{node}", "--timeout=120s", timeout=150)
+    return {
+        "node": node,
+        "grace": grace,
+        "seconds": seconds,
+        "restoredBatch": report["restoredBatch"],
+    }
+
+
+def test_lost_nodes_restore_on_the_surviving_worker_exactly_once(job: Job, helm: Helm) -> None:
+    """Scenario: the driver's worker stops answering (docker pause). After the node-lost
+    grace, counted from the node's last lease renewal the operator saw, the driver counts as
+    lost; the next attempt restores from the object-storage checkpoint on the other worker
+    (the lost node avoided, though the scheduler still thinks it Ready); every record exactly
+    once, also after the node comes back."""
+    samples = []
+    producer = ProducerLoop(job.kafka, job.topic, job.next_id, rate=20)
+    try:
+        for _ in range(LOSSES_DEFAULT_GRACE):
+            samples.append(_lose_node(job, DEFAULT_GRACE))
+        helm.run(
+            "upgrade", RELEASE, str(REPO_ROOT / "charts" / "streamingjob-operator"),
+            "-n", OPERATOR_NAMESPACE, "--reuse-values",
+            "--set", f"config.nodeLostGraceSeconds={SHORT_GRACE}", "--wait", "--timeout", "180s",
+        )  # fmt: skip
+        for _ in range(LOSSES_SHORT_GRACE):
+            samples.append(_lose_node(job, SHORT_GRACE))
+    finally:
+        job.next_id = producer.stop()
+    for grace, key in ((DEFAULT_GRACE, "default_grace"), (SHORT_GRACE, "grace_20s")):
+        _write_results(
+            f"node_lost_to_first_restored_batch_committed_{key}",
+            f"docker pause of the driver's worker until the runner's report shows a committed "
+            f"batch of the next attempt, restored on the other worker; nodeLostGraceSeconds="
+            f"{grace:g} of it",
+            [x for x in samples if x["grace"] == grace],
+            60,
+        )
+    job.assert_exactly_once(job.wait_sink_has_all(240))
 
 
 def test_redeploy_starts_a_new_epoch_from_the_committed_offsets(job: Job) -> None:
@@ -444,12 +615,12 @@ def test_helm_upgrade_mid_stream_keeps_the_driver(job: Job, kube: Kube, helm: He
     job.assert_exactly_once(job.wait_sink_has_all(240))
 
 
-CHILDREN = "pods,services,configmaps,serviceaccounts,roles,rolebindings"
+CHILDREN = "services,configmaps,serviceaccounts,roles,rolebindings,poddisruptionbudgets"
 
 
 def test_suspend_resume_and_delete_keep_the_checkpoint(job: Job, kube: Kube) -> None:
-    """Scenario 4: suspend → no driver, epoch kept; resume → running; delete → children gone,
-    checkpoint data still on the node."""
+    """Scenario 4: suspend → no driver, epoch kept; resume → running; delete with
+    deleteOnJobDeletion → children gone, checkpoints deleted from the object store."""
     epoch = job.status()["epoch"]
     job.patch({"suspend": True})
     status = wait_for("phase Suspended", lambda: _phase(job, "Suspended"), 180, 1)
@@ -464,20 +635,29 @@ def test_suspend_resume_and_delete_keep_the_checkpoint(job: Job, kube: Kube) -> 
     job.kafka.produce(job.topic, first, job.next_id)
     job.wait_batch(epoch + 1, 1, 240, "a batch after the resume")
 
+    # Both epochs' commit logs are in the object store ...
+    for e in (epoch, epoch + 1):
+        assert _listing(job, f"{job.checkpoints}/epoch-{e}/commits"), f"epoch {e}: no commits"
+    # ... and go with the job when it asks for it (a cleanup Job with Hadoop's FsShell).
+    job.patch({"checkpoint": {"deleteOnJobDeletion": True}})
     kube.run("delete", "sj", job.name, "-n", job.namespace, "--timeout=180s", timeout=200)
     left = kube.run(
         "get", CHILDREN, "-n", job.namespace, "-l", f"{JOB_LABEL}={job.name}", "-o", "name"
     )
     assert not left.strip(), f"children left after deletion: {left}"
-    executors = kube.run("get", "pods", "-n", job.namespace, "-o", "name")
+    executors = kube.run(
+        "get", "pods", "-n", job.namespace, "-o", "name", "-l", "spark-role"
+    )  # fmt: skip
     assert not executors.strip(), executors
-    # Checkpoints are kept (deleteOnJobDeletion is false): both epochs' commit logs.
-    for e in (epoch, epoch + 1):
-        path = f"{job.node_data}/checkpoints/{job.namespace}/{job.name}/epoch-{e}/commits"
-        listing = subprocess.run(
-            ["docker", "exec", NODE, "ls", path], capture_output=True, text=True, check=False
-        )
-        assert listing.returncode == 0 and listing.stdout.split(), f"{path} gone"
+    wait_for("the checkpoints deleted", lambda: not _listing(job, job.checkpoints), 180, 2)
+    assert job.sink_rows(), "the output is the user's: never deleted"
+
+
+def _listing(job: Job, path: str) -> list[str]:
+    from pyarrow import fs
+
+    selector = fs.FileSelector(path, allow_not_found=True, recursive=True)
+    return [i.path for i in job.store.filesystem().get_file_info(selector)]
 
 
 INVALID = {
