@@ -16,7 +16,6 @@ import yaml
 
 from spark_app.manifest import S3_ACCESS_KEY_ENV, S3_SECRET_KEY_ENV, CheckpointSpec
 
-from .errors import InvalidJobError
 from .models import API_GROUP, API_VERSION, KIND, StreamingJobSpec
 from .naming import (
     LABEL_ATTEMPT,
@@ -80,20 +79,6 @@ ENV_USERNAME = "KAFKA_SASL_USERNAME"
 ENV_PASSWORD = "KAFKA_SASL_PASSWORD"
 
 
-def validate_spec(spec: StreamingJobSpec) -> list[InvalidJobError]:
-    """Problems the schema cannot express (no I/O): reserved Spark confs."""
-    problems = []
-    for key in sorted(spec.spark_conf):
-        if key in RESERVED_CONF_KEYS or key.startswith(RESERVED_CONF_PREFIXES):
-            problems.append(
-                InvalidJobError(
-                    f"spec.sparkConf[{key!r}]",
-                    "is set by the operator (fencing/placement) and cannot be overridden",
-                )
-            )
-    return problems
-
-
 def owner_reference(job: dict[str, Any]) -> dict[str, Any]:
     meta = job["metadata"]
     return {
@@ -129,7 +114,7 @@ def spark_memory_mib(value: str) -> int:
     return max(int(number * factor), 1)
 
 
-def _resources(
+def pod_resources(
     cores: int, memory: str, overhead: str, cpu_limit: str | None, cpu_request: str | None = None
 ) -> dict:
     total = spark_memory_mib(memory) + spark_memory_mib(overhead)
@@ -598,7 +583,7 @@ def build_driver_pod(
                         {"name": "ui", "containerPort": UI_PORT},
                     ],
                     "env": env,
-                    "resources": _resources(
+                    "resources": pod_resources(
                         spec.driver.cores,
                         spec.driver.memory,
                         spec.driver.memory_overhead,

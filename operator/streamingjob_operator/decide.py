@@ -225,6 +225,30 @@ def _checkpoint_too_old(
     )
 
 
+def invalid(
+    status: StreamingJobStatus, message: str, now: datetime, cfg: DecideConfig | None = None
+) -> Decision:
+    """The one Invalid path (validation.py found problems, or the spec does not parse):
+    phase Invalid with the message naming each field and its fix, no launch; recorded in
+    history with an InvalidSpec Event once per distinct message. Pods are not touched."""
+    cfg = cfg or DecideConfig()
+    d = Decision(
+        action="none", status=status.model_copy(deep=True), requeue_after=cfg.resync_seconds
+    )
+    return _invalid(d, message, now, cfg)
+
+
+def _invalid(d: Decision, message: str, now: datetime, cfg: DecideConfig) -> Decision:
+    st = d.status
+    if st.phase != "Invalid" or st.message != message:
+        st.phase, st.message = "Invalid", message
+        _record(st, now, "InvalidSpec", message, cfg.history_limit)
+        d.events.append(Event("Warning", "InvalidSpec", message))
+    d.action = "none"
+    d.requeue_after = cfg.resync_seconds
+    return d
+
+
 def _fail(d: Decision, now: datetime, reason: str, message: str, cfg: DecideConfig) -> Decision:
     st = d.status
     st.phase, st.message = "Failed", message
@@ -451,8 +475,11 @@ def decide(
             d.events.append(Event("Normal", "Suspended", st.message))
         return d
 
-    # A manual act (first launch, resume, nonce, spec change) sets a new target now.
-    if trigger := _manual_trigger(spec, st):
+    # A manual act (first launch, resume, nonce, spec change) sets a new target now, unless
+    # the spec it would launch is invalid: then the running driver (if any) is left alone.
+    if (trigger := _manual_trigger(spec, st)) and observed.invalid is not None:
+        return _invalid(d, str(observed.invalid), now, cfg)
+    if trigger:
         kind, reason, message = trigger
         if kind == "redeploy" or st.epoch == 0:
             _set_target(spec, st, namespace, name, st.epoch + 1, 1)
@@ -503,12 +530,7 @@ def decide(
             d.requeue_after = max((retry_at - now).total_seconds(), 0.05)
             return d
         if observed.invalid is not None and driver is None:
-            message = str(observed.invalid)
-            if st.phase != "Invalid" or st.message != message:
-                st.phase, st.message = "Invalid", message
-                _record(st, now, "InvalidSpec", message, cfg.history_limit)
-                d.events.append(Event("Warning", "InvalidSpec", message))
-            return d
+            return _invalid(d, str(observed.invalid), now, cfg)
         if driver is not None:
             st.launch_state = "Created"
             st.launched_at = iso(now)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import kopf
 
+from .validation import InvalidJobError  # noqa: F401  (lives in the pure layer)
+
 
 class OperatorError(Exception):
     """Base of the operator's own errors."""
@@ -26,12 +28,3 @@ class NotFoundError(OperatorError):
 
 class FatalError(kopf.PermanentError, OperatorError):
     """Retrying cannot help (forbidden, invalid object we built)."""
-
-
-class InvalidJobError(OperatorError):
-    """The spec is accepted by the schema but cannot run; `field` names the culprit."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.message = message

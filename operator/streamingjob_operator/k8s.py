@@ -22,6 +22,7 @@ from kubernetes.client.exceptions import ApiException
 from .errors import ConflictError, FatalError, NotFoundError, TransientError
 from .models import API_GROUP, API_VERSION, KIND, PLURAL
 from .naming import LABEL_JOB, MANAGED_BY, job_selector, label_value, selector_string
+from .validation import Rejection
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -59,6 +60,25 @@ def _translate(exc: ApiException, what: str) -> Exception:
     if status == 422 or status == 400:
         return FatalError(f"{what}: rejected: {message}")
     return TransientError(f"{what}: API error {status} {message}", delay=2.0)
+
+
+def _rejection(exc: ApiException) -> Rejection | None:
+    """An answer that refuses the object itself (not the caller, not a server problem)."""
+    status = exc.status or 0
+    try:
+        body = json.loads(exc.body or "{}")
+    except (ValueError, TypeError):
+        body = {}
+    message = str(body.get("message") or exc.reason or "")
+    rbac = status == 403 and " cannot " in message  # RBAC: "User ... cannot create ..."
+    if status not in (400, 403, 422) or rbac:
+        return None
+    causes = tuple(
+        (str(c.get("field") or ""), str(c.get("message") or c.get("reason") or ""))
+        for c in (body.get("details") or {}).get("causes") or []
+        if isinstance(c, dict)
+    )
+    return Rejection(status, message, causes)
 
 
 # Children the operator applies: API client, method suffix, and how an existing object is
@@ -212,6 +232,34 @@ class KubeApi:
         except NotFoundError:
             return True
         return status == 200
+
+    def dry_run_create(self, obj: dict[str, Any]) -> Rejection | None:
+        """A server-side dry run of creating `obj` (dryRun=All: validation, defaulting and
+        admission, nothing stored), unknown fields refused (fieldValidation=Strict). None when
+        the API server would accept it, else its refusal with the causes it names (400 / 422,
+        or 403 from an admission policy; the operator's own missing rights still raise)."""
+        kind, meta = obj["kind"], obj["metadata"]
+        if kind != "Pod":
+            raise ValueError(f"no dry run for kind {kind}")
+        fn = self.core.create_namespaced_pod
+
+        def dry_run_create_namespaced_pod(namespace: str, body: dict[str, Any], **kw: Any):
+            try:
+                fn(namespace, body, dry_run="All", field_validation="Strict", **kw)
+            except ApiException as exc:
+                rejection = _rejection(exc)
+                if rejection is None:
+                    raise
+                return rejection
+            return None
+
+        return self._call(
+            f"dry-run create {kind} {meta['namespace']}/{meta['name']}",
+            dry_run_create_namespaced_pod,
+            meta["namespace"],
+            obj,
+            _preload_content=False,
+        )
 
     # --- nodes: leases and cordons (nodes.NodeTracker) -------------------------------
 

@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from .errors import InvalidJobError
 from .naming import LABEL_ATTEMPT, LABEL_DRIVER, LABEL_EPOCH, LABEL_ROLE
 
 
@@ -81,7 +80,7 @@ class Observed:
     now: datetime
     pods: tuple[PodInfo, ...] = ()
     report: Report | None = None
-    invalid: InvalidJobError | None = None
+    invalid: object | None = None  # the validation problems (their str is the message)
 
 
 def pod_info(pod: dict[str, Any]) -> PodInfo:

@@ -34,20 +34,28 @@ from .builders import (
     build_role_binding,
     build_service,
     build_service_account,
-    secret_references,
-    validate_spec,
 )
-from .decide import DecideConfig, Decision, Event, decide, is_lost
-from .errors import ConflictError, InvalidJobError, TransientError
+from .decide import DecideConfig, Decision, Event, decide, invalid, is_lost
+from .errors import ConflictError, TransientError
 from .k8s import KubeApi
 from .kafka import KafkaMonitor, KafkaTarget
 from .metrics import Metrics
-from .models import InvalidSpecError, StreamingJobSpec, parse_spec, parse_status
+from .models import StreamingJobSpec, parse_status
 from .naming import report_configmap_name
 from .nodes import NodeTracker
 from .observed import Observed, PodInfo, iso, parse_report, pod_info
 from .settings import OperatorSettings
 from .status import apply_kafka, set_conditions, status_body
+from .validation import (
+    InvalidJobError,
+    check_secrets,
+    check_size,
+    check_spec,
+    dry_run_pods,
+    parse,
+    rejection_problems,
+    summary,
+)
 
 log = logging.getLogger(__name__)
 
@@ -169,6 +177,8 @@ class Reconciler:
         # children applied by this process (uid, kind, name) → content digest; a restarted
         # operator applies them again once
         self._applied: dict[tuple[str, str, str], str] = {}
+        # (uid, generation) whose spec passed the checks without Secrets (validation.py)
+        self._valid: set[tuple[str, int]] = set()
 
     # --- entry point -------------------------------------------------------------------
 
@@ -222,18 +232,21 @@ class Reconciler:
         namespace, name = meta["namespace"], meta["name"]
         now = datetime.now(UTC)
         old_status = parse_status(job.get("status"))
-        try:
-            spec = parse_spec(job.get("spec") or {})
-        except InvalidSpecError as exc:
-            again, delay = self._record_invalid_spec(job, old_status, str(exc), now, events)
-            return again, delay, _Known()
+        spec, problems = parse(job.get("spec") or {})
+        if spec is None:  # the schema let it through (an older CRD): the same Invalid path
+            decision = invalid(old_status, summary(problems), now, self.cfg)
+            set_conditions(decision.status, int(meta.get("generation") or 0), now)
+            if status_body(decision.status) != status_body(old_status):
+                job = self.api.replace_status(job, status_body(decision.status))
+            events.extend((job, event) for event in decision.events)
+            return False, decision.requeue_after, _Known()
 
         pods, report = self._observe_pods(job, old_status, known)
         observed = Observed(
             now=now,
             pods=self._with_node_view(namespace, name, pods),
             report=parse_report(report),
-            invalid=self._invalid(namespace, spec, old_status),
+            invalid=self._invalid(job, spec, old_status),
         )
         decision = decide(spec, old_status, observed, namespace=namespace, name=name, cfg=self.cfg)
         new_status = decision.status
@@ -265,22 +278,6 @@ class Reconciler:
             return True, 0.0, known
         return False, decision.requeue_after, known
 
-    def _record_invalid_spec(
-        self,
-        job: dict[str, Any],
-        status: Any,
-        message: str,
-        now: datetime,
-        events: list[tuple[dict[str, Any], Event]],
-    ) -> tuple[bool, float | None]:
-        st = status.model_copy(deep=True)
-        if st.phase != "Invalid" or st.message != message:
-            st.phase, st.message = "Invalid", message
-            set_conditions(st, int(job["metadata"].get("generation") or 0), now)
-            job = self.api.replace_status(job, status_body(st))
-            events.append((job, Event("Warning", "InvalidSpec", message)))
-        return False, self.settings.resync_seconds
-
     # --- observe & validate -------------------------------------------------------------
 
     def _observe_pods(
@@ -308,28 +305,41 @@ class Reconciler:
             self.nodes.track((namespace, name), {p.node for p in infos if p.node})
         return infos
 
-    def _invalid(self, namespace: str, spec: StreamingJobSpec, status: Any):
-        if status.launch_state == "Created":  # only a launch needs the checks with I/O
+    def _invalid(self, job: dict[str, Any], spec: StreamingJobSpec, status: Any) -> str | None:
+        """The validation problems (validation.py) of a spec that may be launched next: before
+        a launch, on a new generation (a manual act would relaunch), and while Invalid (to see
+        it fixed). None: nothing in the way."""
+        generation = int(job["metadata"].get("generation") or 0)
+        if (
+            status.launch_state == "Created"
+            and status.phase != "Invalid"
+            and generation == status.observed_generation
+        ):
             return None
-        problems = self._validate(namespace, spec)
-        return problems[0] if problems else None
+        problems = self._validate(job, spec, status)
+        return summary(problems) if problems else None
 
-    def _validate(self, namespace: str, spec: StreamingJobSpec) -> list[InvalidJobError]:
-        problems = validate_spec(spec)
-        for name_field, secret, keys in secret_references(spec):
-            data = self.api.secret_data(namespace, secret)
-            if data is None:
-                problems.append(
-                    InvalidJobError(
-                        name_field, f"Secret {secret!r} not found in namespace {namespace}"
-                    )
-                )
-                continue
-            problems += [
-                InvalidJobError(field, f"Secret {secret!r} has no key {key!r}")
-                for field, key in keys.items()
-                if key not in data
-            ]
+    def _validate(
+        self, job: dict[str, Any], spec: StreamingJobSpec, status: Any
+    ) -> list[InvalidJobError]:
+        """Every check of validation.py: the rules without I/O and the dry runs are done once
+        per generation when they pass; the Secrets are read every time (they may go)."""
+        meta = job["metadata"]
+        namespace = meta["namespace"]
+        problems = check_secrets(spec, namespace, self.api.secret_data)
+        key = (meta.get("uid", ""), int(meta.get("generation") or 0))
+        if key in self._valid:
+            return problems
+        problems += check_spec(spec) + check_size(job, spec)
+        if not problems:
+            for dry in dry_run_pods(job, spec, status):
+                rejection = self.api.dry_run_create(dry.obj)
+                if rejection is not None:
+                    problems += rejection_problems(dry, spec, rejection)
+        if not problems:
+            if len(self._valid) > 10_000:
+                self._valid.clear()
+            self._valid.add(key)
         return problems
 
     def _kafka_view(self, job: dict[str, Any], spec: StreamingJobSpec, status: Any, now):
@@ -514,9 +524,8 @@ class Finalizer:
         self.api.delete("ConfigMap", namespace, report_configmap_name(name))
         for kind in ("RoleBinding", "Role", "ServiceAccount"):
             self.api.delete(kind, namespace, driver_account_name(name))
-        try:
-            spec = parse_spec(job.get("spec") or {})
-        except InvalidSpecError:
+        spec, _problems = parse(job.get("spec") or {})
+        if spec is None:
             return
         if not spec.checkpoint.delete_on_job_deletion:
             return

@@ -23,7 +23,6 @@ from streamingjob_operator.builders import (
     secret_references,
     spark_confs,
     spark_memory_mib,
-    validate_spec,
 )
 from streamingjob_operator.naming import (
     LABEL_ATTEMPT,
@@ -32,6 +31,7 @@ from streamingjob_operator.naming import (
     driver_pod_name,
     service_name,
 )
+from streamingjob_operator.validation import check_spec
 from tests.unit.operator.helpers_operator import BASE_SPEC, make_spec
 
 pytestmark = pytest.mark.unit
@@ -261,7 +261,7 @@ def test_role_limits_patch_to_the_report_configmap():
 
 def test_reserved_spark_confs_are_rejected_by_name():
     spec = make_spec(sparkConf={"spark.kubernetes.driver.pod.name": "x", "spark.ok": "1"})
-    (problem,) = validate_spec(spec)
+    (problem,) = check_spec(spec)
     assert problem.field == "spec.sparkConf['spark.kubernetes.driver.pod.name']"
     user = make_spec(sparkConf={"spark.sql.shuffle.partitions": "4"})
     assert spark_confs(JOB, user, POD_NAME, 1, 1)["spark.sql.shuffle.partitions"] == "4"

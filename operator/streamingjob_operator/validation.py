@@ -1,0 +1,416 @@
+"""Validation: the one place that decides whether a spec can run, and says why not.
+
+Three layers, each naming the spec field at fault and the fix:
+
+1. the schema (the CRD generated from the models, with its CEL rules) refuses most bad input
+   at `kubectl apply`; `parse` applies the same models to what the API server stored (an older
+   CRD, a hand-made object);
+2. `check_spec`: rules without I/O that the schema cannot express (reserved Spark confs,
+   credentials in plain options, the size of the job's ConfigMap);
+3. checks against the cluster, whose I/O the reconciler does through `k8s.py` and whose
+   answers are judged here: the Secrets the pods read (`check_secrets`), and a server-side
+   dry run of the pods the job would create (`dry_run_pods` → `rejection_problems`), which
+   catches what only the pod API knows (free-form env, volumes, volumeMounts, podTemplate,
+   quantities, tolerations, a missing service account, admission policies).
+
+A spec with a problem never launches: the job goes to phase Invalid with a Degraded condition
+(reason InvalidSpec) and an InvalidSpec Event whose message names each field and its fix
+(`decide.invalid`). This module is pure: no kopf, no kubernetes client, no API calls.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from .builders import (
+    RESERVED_CONF_KEYS,
+    RESERVED_CONF_PREFIXES,
+    build_driver_pod,
+    build_executor_template,
+    build_job_configmap,
+    credential_env,
+    pod_resources,
+    secret_references,
+)
+from .models import StreamingJobSpec, StreamingJobStatus
+from .naming import driver_pod_name
+
+MAX_MESSAGE = 1024  # what one status message / Event carries (the problems, clipped)
+MAX_PROBLEM = 300
+CONFIGMAP_LIMIT = 1024 * 1024  # the API server's limit on a ConfigMap's data
+CONFIGMAP_MARGIN = 16 * 1024  # room for metadata
+
+
+class InvalidJobError(ValueError):
+    """The spec cannot run; `field` names the culprit (spec.<path>), `fix` says what to do."""
+
+    def __init__(self, field: str, message: str, fix: str = "") -> None:
+        self.field = field
+        self.message = _clip(message, MAX_PROBLEM)
+        self.fix = fix
+        super().__init__(f"{field}: {self.message}" + (f" (fix: {fix})" if fix else ""))
+
+
+def summary(problems: list[InvalidJobError]) -> str:
+    """One message for status, condition and Event: every problem, bounded."""
+    return _clip("; ".join(str(p) for p in problems), MAX_MESSAGE)
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# --- 1. the models ------------------------------------------------------------------------
+
+
+def parse(spec: dict[str, Any]) -> tuple[StreamingJobSpec | None, list[InvalidJobError]]:
+    """The spec as the models read it, or the problems naming every bad field."""
+    try:
+        return StreamingJobSpec.model_validate(spec), []
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors(include_input=False, include_url=False):
+            path = _spec_path(error["loc"])
+            message = str(error["msg"]).removeprefix("Value error, ")
+            problems.append(
+                InvalidJobError(
+                    path, message, f"correct {path} (kubectl explain streamingjob.{path})"
+                )
+            )
+        return None, problems
+
+
+def _spec_path(loc: tuple[Any, ...]) -> str:
+    path = "spec"
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", str(part)):
+            path += f".{part}"
+        else:
+            path += f"[{str(part)[:100]!r}]"
+    return path
+
+
+# --- 2. rules without I/O --------------------------------------------------------------------
+
+# Keys whose values are credentials. A credential in sparkConf reaches the driver's command
+# line (visible to everyone who can read pods); in job options it reaches the job ConfigMap.
+SECRET_KEY = re.compile(
+    r"passw(or)?d|secret|token|jaas|credentials?$|private[._-]?key|access[._-]?key|"
+    r"account\.key|(^|[._-])key$|api[._-]?key|sasl\.username|sasl\.oauthbearer\.config",
+    re.IGNORECASE,
+)
+# ...except those that name where a credential is, not the credential.
+_NOT_SECRET = re.compile(r"(provider|providers|file|location|type|path|enabled)$", re.IGNORECASE)
+
+_S3_FIX = (
+    "remove it: give the object store's access key pair by Secret reference in "
+    "spec.s3.credentialsSecret (it reaches the pods only as secretKeyRef env vars)"
+)
+_KAFKA_FIX = (
+    "remove it: give SASL credentials by Secret reference in spec.kafkaCredentials (they "
+    "reach the pods only as secretKeyRef env vars)"
+)
+_ENV_FIX = (
+    "remove it: put the value in a Secret and pass it as an environment variable "
+    "(spec.env[].valueFrom.secretKeyRef); Hadoop settings (spark.hadoop.*) can read it "
+    "as ${env.NAME}"
+)
+
+
+def is_secret_key(key: str) -> bool:
+    return bool(SECRET_KEY.search(key)) and not _NOT_SECRET.search(key)
+
+
+def _secret_fix(key: str) -> str:
+    lowered = key.lower()
+    if "s3a" in lowered or "aws" in lowered:
+        return _S3_FIX
+    if "sasl" in lowered or "jaas" in lowered or "kafka" in lowered:
+        return _KAFKA_FIX
+    return _ENV_FIX
+
+
+def check_spec(spec: StreamingJobSpec) -> list[InvalidJobError]:
+    """Problems the schema cannot express (no I/O)."""
+    problems = []
+    for key in sorted(spec.spark_conf):
+        where = f"spec.sparkConf[{key!r}]"
+        if key in RESERVED_CONF_KEYS or key.startswith(RESERVED_CONF_PREFIXES):
+            problems.append(
+                InvalidJobError(
+                    where,
+                    "is set by the operator (fencing/placement) and cannot be overridden",
+                    "remove it",
+                )
+            )
+        elif is_secret_key(key):
+            problems.append(
+                InvalidJobError(
+                    where,
+                    "looks like a credential: it would be visible in the driver's arguments "
+                    "to everyone who can read pods",
+                    _secret_fix(key),
+                )
+            )
+    source = spec.job.source
+    for key in sorted(source.kafka):
+        if is_secret_key(key):
+            problems.append(
+                InvalidJobError(
+                    f"spec.job.source.kafka[{key!r}]",
+                    "looks like a credential: it would be stored in the job ConfigMap",
+                    _KAFKA_FIX,
+                )
+            )
+    for key in sorted(spec.job.sink.options):
+        if is_secret_key(key):
+            problems.append(
+                InvalidJobError(
+                    f"spec.job.sink.options[{key!r}]",
+                    "looks like a credential: it would be stored in the job ConfigMap",
+                    _secret_fix(key) if spec.job.sink.format != "kafka" else _KAFKA_FIX,
+                )
+            )
+    return problems
+
+
+def check_size(job: dict[str, Any], spec: StreamingJobSpec) -> list[InvalidJobError]:
+    """The job ConfigMap (the manifest and the executor pod template) must fit the API
+    server's 1 MiB; the largest spec field is named."""
+    data = build_job_configmap(job, spec)["data"]
+    size = sum(len(v.encode()) for v in data.values())
+    if size <= CONFIGMAP_LIMIT - CONFIGMAP_MARGIN:
+        return []
+    dumped = spec.model_dump(mode="json", by_alias=True)
+    largest = max(dumped, key=lambda k: len(yaml.safe_dump(dumped[k])))
+    return [
+        InvalidJobError(
+            f"spec.{largest}",
+            f"the job's ConfigMap would hold {size} bytes, more than the API server's "
+            f"{CONFIGMAP_LIMIT}",
+            f"shrink spec.{largest}",
+        )
+    ]
+
+
+# --- 3. answers of the cluster -----------------------------------------------------------
+
+
+def check_secrets(
+    spec: StreamingJobSpec,
+    namespace: str,
+    secret_data: Callable[[str, str], dict[str, str] | None],
+) -> list[InvalidJobError]:
+    """Every Secret the pods read exists with its keys (`secret_data(namespace, name)`:
+    the decoded data, None when absent)."""
+    problems = []
+    for name_field, secret, keys in secret_references(spec):
+        data = secret_data(namespace, secret)
+        if data is None:
+            problems.append(
+                InvalidJobError(
+                    name_field,
+                    f"Secret {secret!r} not found in namespace {namespace}",
+                    f"create it, or correct {name_field}",
+                )
+            )
+            continue
+        problems += [
+            InvalidJobError(
+                key_field,
+                f"Secret {secret!r} has no key {key!r}",
+                f"add the key to the Secret, or correct {key_field}",
+            )
+            for key_field, key in keys.items()
+            if key not in data
+        ]
+    return problems
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """The API server's refusal of a dry-run create: HTTP status, message, and its causes
+    as (field path in the object, message)."""
+
+    status: int
+    message: str
+    causes: tuple[tuple[str, str], ...] = field(default=())
+
+
+@dataclass(frozen=True)
+class DryRun:
+    """An object the job would create, checked by a server-side dry run before any child
+    exists. `what` is what a message calls it."""
+
+    what: str
+    obj: dict[str, Any]
+    role: str  # driver | executor
+
+
+def dry_run_pods(
+    job: dict[str, Any], spec: StreamingJobSpec, status: StreamingJobStatus
+) -> list[DryRun]:
+    """The driver pod and an executor pod as Spark makes them from the executor template:
+    every free-form field of the spec (env, volumes, volumeMounts, podTemplate) reaches the
+    pod API through them. The operator's own service account does not exist before the first
+    launch: those dry runs leave it out (the pod API checks nothing more of it)."""
+    name = job["metadata"]["name"]
+    epoch, attempt = max(status.epoch, 1), max(status.attempt, 1)
+    pod_name = status.driver_pod or driver_pod_name(name, epoch, attempt)
+    driver = build_driver_pod(
+        job,
+        spec,
+        driver_pod=pod_name,
+        epoch=epoch,
+        attempt=attempt,
+        checkpoint_location=status.checkpoint_location or spec.checkpoint.location,
+    )
+    executor = build_executor_template(spec, name)
+    executor["metadata"] = {
+        **executor.get("metadata", {}),
+        "name": f"{pod_name[:52].rstrip('-.')}-exec-1",
+        "namespace": job["metadata"]["namespace"],
+    }
+    executor["spec"]["restartPolicy"] = "Never"
+    ex = spec.executor
+    container = next(c for c in executor["spec"]["containers"] if c.get("name") == "executor")
+    container["image"] = spec.image
+    container["imagePullPolicy"] = spec.image_pull_policy
+    container["resources"] = pod_resources(
+        ex.cores, ex.memory, ex.memory_overhead, ex.cpu_limit, ex.cpu_request
+    )
+    pods = [DryRun("driver pod", driver, "driver"), DryRun("executor pod", executor, "executor")]
+    if spec.service_account_name is None:
+        for pod in pods:
+            pod.obj["spec"].pop("serviceAccountName", None)
+            pod.obj["spec"]["automountServiceAccountToken"] = False
+    return pods
+
+
+_UNKNOWN_FIELD = re.compile(r'unknown field "([^"]+)"')
+_TYPE_ERROR = re.compile(r"Go struct field \w+\.(\S+) of type")
+_INDEX = re.compile(r"\[(\d+)\]")
+
+
+def rejection_problems(
+    dry: DryRun, spec: StreamingJobSpec, rejection: Rejection
+) -> list[InvalidJobError]:
+    """The API server's causes, each attributed to the spec field it came from."""
+    causes = list(rejection.causes)
+    causes += [(f, "unknown field") for f in _UNKNOWN_FIELD.findall(rejection.message)]
+    causes += [(f, rejection.message) for f in _TYPE_ERROR.findall(rejection.message)]
+    if not causes:
+        causes = [("", rejection.message)]
+    problems: dict[str, list[str]] = {}
+    for path, message in causes:
+        account = re.search(r"service ?account", message, re.IGNORECASE)
+        if not path and account and spec.service_account_name:
+            where = "spec.serviceAccountName"
+        else:
+            where = attribute(dry, spec, path)
+        detail = f"{path}: {message}" if path else message
+        problems.setdefault(where, []).append(detail)
+    return [
+        InvalidJobError(
+            where,
+            f"the API server refuses the {dry.what} (dry run): " + "; ".join(details),
+            f"correct {where}" + _KIND_HINT.get(where.split("[")[0], ""),
+        )
+        for where, details in problems.items()
+    ]
+
+
+_KIND_HINT = {
+    "spec.env": " (a Kubernetes EnvVar: name, value or valueFrom)",
+    "spec.volumes": " (a Kubernetes Volume)",
+    "spec.volumeMounts": " (a Kubernetes VolumeMount: name, mountPath)",
+    "spec.podTemplate": " (a partial Kubernetes Pod: metadata, spec)",
+    "spec.tolerations": " (a Kubernetes Toleration)",
+    "spec.nodeSelector": " (label keys and values)",
+}
+
+
+def _resolve(obj: Any, path: str) -> list[Any]:
+    """The objects along a field path such as spec.containers[0].env[7].name (outermost
+    first); the walk stops where the path leaves the object."""
+    chain = [obj]
+    for part in re.split(r"\.(?![^\[]*\])", path):
+        name, *indexes = re.split(r"\[", part)
+        node = chain[-1]
+        if name:
+            if not isinstance(node, dict) or name not in node:
+                break
+            node = node[name]
+            chain.append(node)
+        for index in indexes:
+            index = index.rstrip("]")
+            if isinstance(node, list) and index.isdigit() and int(index) < len(node):
+                node = node[int(index)]
+            elif isinstance(node, dict) and index.strip("\"'") in node:
+                node = node[index.strip("\"'")]
+            else:
+                return chain
+            chain.append(node)
+    return chain
+
+
+def _index_in(items: list[Any], candidates: list[Any]) -> int | None:
+    for item in reversed(candidates):
+        for i, mine in enumerate(items):
+            if isinstance(item, dict) and item == mine:
+                return i
+    return None
+
+
+def attribute(dry: DryRun, spec: StreamingJobSpec, path: str) -> str:
+    """The spec field a rejected pod field came from: the user's list entries (env,
+    volumes, volumeMounts) by content, the operator's own container fields by name, the
+    rest from the pod template."""
+    chain = _resolve(dry.obj, path)
+    bare = _INDEX.sub("", path)
+    container_field = re.match(r"spec\.(?:init)?[cC]ontainers(?:\[\d+\])?\.?(\w*)", path)
+    container = chain[3] if container_field and len(chain) > 3 else None
+    ours = isinstance(container, dict) and container.get("name") == dry.role
+    if bare.startswith("spec.containers") and container is None and container_field:
+        ours = True  # a decoding error without indexes: most likely our container's field
+    sub = container_field.group(1) if container_field else ""
+    if bare.startswith(("spec.containers", "spec.initContainers")) and ours:
+        if sub == "env":
+            i = _index_in(spec.env, chain)
+            if i is not None:
+                return f"spec.env[{i}]"
+            if any(
+                isinstance(e, dict) and e in credential_env(spec) for e in chain if e is not None
+            ):
+                return "spec.kafkaCredentials" if spec.kafka_credentials else "spec.s3"
+            return "spec.env" if spec.env and len(chain) <= 5 else "spec.podTemplate"
+        if sub == "volumeMounts":
+            i = _index_in(spec.volume_mounts, chain)
+            if i is not None:
+                return f"spec.volumeMounts[{i}]"
+            return "spec.volumeMounts" if spec.volume_mounts else "spec.podTemplate"
+        if sub == "resources":
+            return f"spec.{dry.role}"
+        if sub in ("image", "imagePullPolicy"):
+            return f"spec.{sub}"
+        return "spec.podTemplate"
+    if bare.startswith("spec.volumes"):
+        i = _index_in(spec.volumes, chain)
+        if i is not None:
+            return f"spec.volumes[{i}]"
+        return "spec.volumes" if spec.volumes and len(chain) <= 2 else "spec.podTemplate"
+    if bare.startswith("spec.tolerations") and spec.tolerations:
+        return "spec.tolerations"
+    if bare.startswith("spec.nodeSelector") and spec.node_selector:
+        return "spec.nodeSelector"
+    if bare.startswith("spec.serviceAccountName") and spec.service_account_name:
+        return "spec.serviceAccountName"
+    return "spec.podTemplate"
