@@ -10,9 +10,17 @@ This module must not import pyspark: the operator imports it too.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 from spark_app.offsets import parse_starting_offsets
@@ -21,8 +29,79 @@ API_GROUP = "sparkkafka.dev"
 API_VERSION = "v1alpha1"
 KIND = "StreamingJob"
 
-# A start mode for a fresh query: named, a timestamp, or per-partition JSON.
-_TRANSFORM_REF = r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$"
+_TRANSFORM_REF = r"^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*$"
+# Every value is bounded (a 1 MiB string once made each status write fail) and no string may
+# be blank or carry surrounding whitespace. Patterns are written for both regex engines that
+# check them: pydantic's (Rust) and the API server's (Go RE2): ASCII classes, no lookaround.
+MAX_TEXT = 4096
+# Kafka's topic names.
+TOPIC = r"^[a-zA-Z0-9._-]{1,249}$"
+# host:port[,host:port]; a host is a name, an IPv4 address or a bracketed IPv6 address.
+_HOST_PORT = r"(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9._-]+):[0-9]{1,5}"
+BOOTSTRAP = f"^{_HOST_PORT}(,{_HOST_PORT})*$"
+# Text without leading or trailing whitespace (and not blank).
+TRIMMED = r"^[^\s](.*[^\s])?$"
+# A start mode: named, a timestamp (ms), or per-partition JSON (checked by the models).
+STARTING_OFFSETS = r"^(committed|earliest|latest|timestamp:[0-9]{1,13}|\{[\s\S]*\})$"
+# A Hadoop file system location: an absolute path, or scheme://authority[/path]. Characters
+# that Hadoop's Path parses specially (':' in the path, '?', '#', '%', spaces) are refused.
+LOCATION = (
+    r"^(file://)?/[A-Za-z0-9._~/@=+,-]*$"
+    r"|^[a-z][a-z0-9+.-]*://[A-Za-z0-9._~@:-]+(/[A-Za-z0-9._~/@=+,-]*)?$"
+)
+_LOCATION_RULES = [
+    (
+        "!self.startsWith('file:') || self.startsWith('file:///')",
+        "a file:// location needs an absolute path: file:///path",
+    ),
+    (
+        "!self.startsWith('s3a://') || self.matches('^s3a://[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?(/.*)?$')",
+        "an s3a:// location starts with a bucket name (lower case): s3a://bucket/prefix",
+    ),
+]
+_S3A_BUCKET = re.compile(r"^s3a://[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?(/.*)?$")
+_CLIENT_KEY = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$"
+
+
+def check_location(value: str) -> str:
+    """The CEL rules of a location, for pydantic (the same messages)."""
+    if value.startswith("file:") and not value.startswith("file:///"):
+        raise ValueError(_LOCATION_RULES[0][1])
+    if value.startswith("s3a://") and not _S3A_BUCKET.match(value):
+        raise ValueError(_LOCATION_RULES[1][1])
+    return value
+
+
+def _location_schema() -> dict[str, Any]:
+    return {
+        "x-kubernetes-validations": [{"rule": rule, "message": m} for rule, m in _LOCATION_RULES]
+    }
+
+
+def check_keys(value: dict[str, str], pattern: str, what: str) -> dict[str, str]:
+    for key in value:
+        if not re.match(pattern, key):
+            raise ValueError(f"{what} key {key[:100]!r} must match {pattern}")
+    return value
+
+
+def _keys_schema(pattern: str, limit: int) -> dict[str, Any]:
+    """CEL for map keys (a structural schema has no propertyNames); the full pattern is the
+    models' (a regex over unbounded keys would exceed the API server's CEL cost budget)."""
+    return {
+        "x-kubernetes-validations": [
+            {
+                "rule": f"self.all(k, size(k) >= 1 && size(k) <= {limit})",
+                "message": f"keys must have 1 to {limit} characters ({pattern})",
+            }
+        ]
+    }
+
+
+Options = Annotated[
+    dict[str, Annotated[str, Field(max_length=MAX_TEXT)]],
+    Field(max_length=100),
+]
 _FILE_SINK_FORMATS = ("parquet", "json", "csv", "orc")
 
 
@@ -55,28 +134,39 @@ class SourceSpec(SpecModel):
 
     bootstrap_servers: str = Field(
         min_length=1,
+        max_length=MAX_TEXT,
+        pattern=BOOTSTRAP,
         description="Kafka bootstrap servers, host:port[,host:port] (kafka.bootstrap.servers).",
     )
-    subscribe: list[Annotated[str, Field(min_length=1)]] | None = Field(
-        default=None,
-        min_length=1,
-        description="Topics to read. Exactly one of subscribe and subscribePattern is set.",
+    subscribe: list[Annotated[str, Field(min_length=1, max_length=249, pattern=TOPIC)]] | None = (
+        Field(
+            default=None,
+            min_length=1,
+            max_length=1000,
+            description="Topics to read. Exactly one of subscribe and subscribePattern is set.",
+        )
     )
     subscribe_pattern: str | None = Field(
         default=None,
         min_length=1,
+        max_length=MAX_TEXT,
+        pattern=TRIMMED,
         description="A Java-style regular expression of topics to read; new matching topics "
         "are picked up by partition discovery.",
     )
     group_id: str | None = Field(
         default=None,
         min_length=1,
+        max_length=255,
+        pattern=TRIMMED,
         description="Consumer group that receives the offsets of each completed checkpoint "
         "(kafka.group.id). Required while commitOffsetsOnCheckpoints is true. Use a group of "
         "its own: commits fail while another consumer is a live member of it.",
     )
     starting_offsets: str = Field(
         default="committed",
+        max_length=65536,
+        pattern=STARTING_OFFSETS,
         description="Where a fresh start (no checkpoint) begins: committed (the group's "
         "committed offsets, offsetResetStrategy where a partition has none), earliest, "
         'latest, timestamp:<epoch-ms>, or JSON {"topic":{"0":42}} (-2 earliest, -1 latest). '
@@ -96,6 +186,7 @@ class SourceSpec(SpecModel):
     max_offsets_per_trigger: int | None = Field(
         default=None,
         ge=1,
+        le=10**15,
         description="Upper bound of offsets per micro-batch, split across partitions in "
         "proportion to their backlog. Unset: everything available.",
     )
@@ -110,6 +201,7 @@ class SourceSpec(SpecModel):
     partition_discovery_interval_ms: int = Field(
         default=30000,
         ge=0,
+        le=86_400_000,
         description="How often to look for new partitions and topics (ms); 0 checks on "
         "every trigger. New partitions are read from their earliest offset.",
     )
@@ -118,11 +210,18 @@ class SourceSpec(SpecModel):
         description="Kafka isolation level for planning and reading (librdkafka's default "
         "is read_committed, unlike Java clients).",
     )
-    kafka: dict[str, str] = Field(
+    kafka: Options = Field(
         default_factory=dict,
         description="Extra Kafka client properties passed through as kafka.<key> (for "
-        "example security.protocol). Put credentials in a Secret, not here.",
+        "example security.protocol). Credentials are refused here: use the spec's Secret "
+        "references (kafkaCredentials).",
+        json_schema_extra=_keys_schema(_CLIENT_KEY, 255),
     )
+
+    @field_validator("kafka")
+    @classmethod
+    def _kafka_keys(cls, value: dict[str, str]) -> dict[str, str]:
+        return check_keys(value, _CLIENT_KEY, "Kafka client property")
 
     @model_validator(mode="after")
     def _check(self) -> SourceSpec:
@@ -162,24 +261,46 @@ class SinkSpec(SpecModel):
     path: str | None = Field(
         default=None,
         min_length=1,
+        max_length=1024,
+        pattern=LOCATION,
+        json_schema_extra=_location_schema(),
         description="Output directory URI of a file sink. Each deployment epoch writes "
         "<path>/epoch-<n> (Spark's file sink log is keyed by batch id, which restarts at 0 "
         "on a redeploy); restarts within an epoch continue the same directory.",
     )
     topic: str | None = Field(
-        default=None, min_length=1, description="Output topic of the kafka sink."
+        default=None,
+        min_length=1,
+        max_length=249,
+        pattern=TOPIC,
+        description="Output topic of the kafka sink.",
     )
     bootstrap_servers: str | None = Field(
         default=None,
         min_length=1,
+        max_length=MAX_TEXT,
+        pattern=BOOTSTRAP,
         description="Bootstrap servers of the kafka sink; defaults to the source's.",
     )
     output_mode: Literal["append", "update", "complete"] = Field(
         default="append", description="Spark output mode."
     )
-    options: dict[str, str] = Field(
-        default_factory=dict, description="Extra options passed to the Spark sink."
+    options: Options = Field(
+        default_factory=dict,
+        description="Extra options passed to the Spark sink. Credentials are refused here: "
+        "use the spec's Secret references.",
+        json_schema_extra=_keys_schema(_CLIENT_KEY, 255),
     )
+
+    @field_validator("options")
+    @classmethod
+    def _option_keys(cls, value: dict[str, str]) -> dict[str, str]:
+        return check_keys(value, _CLIENT_KEY, "sink option")
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, value: str | None) -> str | None:
+        return None if value is None else check_location(value)
 
     @model_validator(mode="after")
     def _check(self) -> SinkSpec:
@@ -207,7 +328,8 @@ class TriggerSpec(SpecModel):
 
     processing_time: str | None = Field(
         default=None,
-        pattern=r"^\d+ (milliseconds?|seconds?|minutes?|hours?)$",
+        max_length=32,
+        pattern=r"^[0-9]{1,9} (milliseconds?|seconds?|minutes?|hours?)$",
         description='Run a micro-batch every interval, e.g. "1 second" or "500 milliseconds".',
     )
     available_now: bool = Field(
@@ -229,6 +351,7 @@ class JobSpec(SpecModel):
     source: SourceSpec = Field(description="The Kafka source.")
     transform: str | None = Field(
         default=None,
+        max_length=256,
         pattern=_TRANSFORM_REF,
         description="Optional module:function applied to the source DataFrame "
         "(DataFrame -> DataFrame); the module must be importable in the image.",
@@ -243,10 +366,17 @@ class CheckpointSpec(SpecModel):
 
     location: str = Field(
         min_length=1,
-        pattern=r"^[a-z][a-z0-9+.-]*://.+|^/.+",
+        max_length=1024,
+        pattern=LOCATION,
+        json_schema_extra=_location_schema(),
         description="Base URI of checkpoints (file:///mnt/checkpoints on a volume, "
         "s3a://bucket/prefix, ...). Each epoch gets a directory below it.",
     )
+
+    @field_validator("location")
+    @classmethod
+    def _location(cls, value: str) -> str:
+        return check_location(value)
 
 
 # The environment variables S3A's EnvironmentVariableCredentialsProvider reads; the operator

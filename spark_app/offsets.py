@@ -155,34 +155,44 @@ def lag(end: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int])
     return sum(max(0, latest[tp] - end.get(tp, 0)) for tp in latest)
 
 
-_TIMESTAMP_START = re.compile(r"^timestamp:(\d+)$")
+_TIMESTAMP_START = re.compile(r"timestamp:([0-9]{1,13})")
+_TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+_PARTITION = re.compile(r"[0-9]{1,10}")
 
 
 def parse_starting_offsets(value: str) -> str | int | dict[str, dict[str, int]]:
-    """Validates a start mode: a name, a timestamp in ms, or {"topic": {"partition": offset}}."""
+    """Validates a start mode: a name, a timestamp in ms, or {"topic": {"partition": offset}}
+    (Kafka topic names, partitions 0..2^31-1, offsets 0..2^63-1 or -2 / -1)."""
     if value in ("committed", "earliest", "latest"):
         return value
-    if match := _TIMESTAMP_START.match(value):
+    if match := _TIMESTAMP_START.fullmatch(value):
         return int(match.group(1))
     try:
         parsed = json.loads(value)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         parsed = None
     if not isinstance(parsed, dict) or not parsed:
         raise ValueError(
-            f"startingOffsets {value!r} is not committed, earliest, latest, "
+            f"startingOffsets {value[:200]!r} is not committed, earliest, latest, "
             'timestamp:<epoch-ms> or JSON like {"topic":{"0":42}}'
         )
     result: dict[str, dict[str, int]] = {}
     for topic, partitions in parsed.items():
-        if not isinstance(partitions, dict):
-            raise ValueError(f"startingOffsets[{topic!r}] must map partition to offset")
+        if not _TOPIC.fullmatch(topic):
+            raise ValueError(f"startingOffsets: {topic[:200]!r} is not a Kafka topic name")
+        if not isinstance(partitions, dict) or not partitions:
+            raise ValueError(f"startingOffsets[{topic!r}] must map partitions to offsets")
         result[topic] = {}
         for partition, offset in partitions.items():
-            if not str(partition).isdigit() or not isinstance(offset, int) or offset < -2:
+            valid_offset = (
+                isinstance(offset, int) and not isinstance(offset, bool) and -2 <= offset < 2**63
+            )
+            partition_ok = _PARTITION.fullmatch(partition) and int(partition) < 2**31
+            if not partition_ok or not valid_offset:
                 raise ValueError(
-                    f"startingOffsets[{topic!r}][{partition!r}]={offset!r}: partitions are "
-                    "non-negative integers, offsets >= 0 or -2 (earliest) / -1 (latest)"
+                    f"startingOffsets[{topic!r}][{partition[:20]!r}]={str(offset)[:30]}: "
+                    "partitions are integers 0..2147483647, offsets 0..2^63-1 or -2 "
+                    "(earliest) / -1 (latest)"
                 )
             result[topic][str(int(partition))] = offset
     return result

@@ -10,19 +10,21 @@ CEL rules in `x-kubernetes-validations` so the API server rejects what pydantic 
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 from spark_app.manifest import (
     API_GROUP,
     API_VERSION,
     KIND,
+    MAX_TEXT,
     CheckpointSpec,
     JobSpec,
     S3Spec,
     SpecModel,
+    check_keys,
 )
 
 __all__ = [
@@ -41,9 +43,37 @@ SINGULAR = "streamingjob"
 SHORT_NAME = "sj"
 
 # Spark memory strings as spark-submit accepts them: 512m, 2g, 1024k, 1t.
-_SPARK_MEMORY = r"^[0-9]+[kmgtKMGT]?$"
+_SPARK_MEMORY = r"^[0-9]{1,13}[kmgtKMGT]?$"
+# Spark refuses heaps below 450 MiB at start (UnifiedMemoryManager); a pod beyond 1 TiB fits
+# no node.
+MIN_HEAP_MIB, MAX_MEMORY_MIB = 512, 1024 * 1024
+# A CPU quantity: millicores or cores with at most three decimals (the API's precision).
+_CPU = r"^([1-9][0-9]{0,6}m|[0-9]{1,3}(\.[0-9]{1,3})?)$"
 _K8S_NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+_SECRET_KEY = r"^[-._a-zA-Z0-9]+$"
 _ENV_NAME = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
+# A container image reference (the grammar of the distribution/reference library: optional
+# registry host[:port]/, lower-case path components, optional :tag and @digest). The pod API
+# checks only for surrounding whitespace; the kubelet refuses the rest (InvalidImageName).
+_IMAGE = (
+    r"^(([a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])(\.([a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*"
+    r"[a-zA-Z0-9]))*(:[0-9]+)?/)?[a-z0-9]+(([._]|__|-+)[a-z0-9]+)*(/[a-z0-9]+(([._]|__|-+)"
+    r"[a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@[A-Za-z][A-Za-z0-9]*([-_+.][A-Za-z]"
+    r"[A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$"
+)
+# Spark conf keys: spark.* (spark-submit ignores anything else), no '=' or whitespace.
+_SPARK_CONF_KEY = r"^spark\.[A-Za-z0-9_.:/-]{1,250}$"
+DAY = 86_400
+
+
+def memory_mib(value: str) -> float:
+    number, unit = int(value.rstrip("kmgtKMGT")), value[-1:].lower()
+    factor = {"k": 1 / 1024, "m": 1, "g": 1024, "t": 1024 * 1024}.get(unit, 1 / (1024 * 1024))
+    return number * factor
+
+
+def cpu_cores(value: str) -> float:
+    return int(value[:-1]) / 1000 if value.endswith("m") else float(value)
 
 
 def _free_form(description: str) -> Any:
@@ -70,11 +100,15 @@ class KafkaCredentialsSpec(SpecModel):
     username_key: str = Field(
         default="username",
         min_length=1,
+        max_length=253,
+        pattern=_SECRET_KEY,
         description="Key of the SASL user name in the Secret.",
     )
     password_key: str = Field(
         default="password",
         min_length=1,
+        max_length=253,
+        pattern=_SECRET_KEY,
         description="Key of the SASL password in the Secret.",
     )
     sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = Field(
@@ -93,6 +127,7 @@ class CheckpointPolicySpec(CheckpointSpec):
     max_checkpoint_age_seconds: int | None = Field(
         default=None,
         ge=1,
+        le=3650 * DAY,
         description="Refuse to restore a checkpoint whose last known batch is older than "
         "this many seconds (the job goes to phase Failed with a message). Unset: any age. "
         "Set force to restore anyway, or bump redeployNonce to start fresh instead.",
@@ -117,26 +152,46 @@ class ResourcesSpec(SpecModel):
     cores: int = Field(default=1, ge=1, le=256, description="CPU cores (pod request).")
     memory: str = Field(
         default="1g",
+        max_length=14,
         pattern=_SPARK_MEMORY,
-        description="JVM heap as Spark writes it (512m, 2g).",
+        description="JVM heap as Spark writes it (512m, 2g); at least 512m (Spark refuses "
+        "less), heap plus overhead at most 1t.",
     )
     memory_overhead: str = Field(
         default="512m",
+        max_length=14,
         pattern=_SPARK_MEMORY,
         description="Off-heap memory added to the heap for the pod's memory request and "
         "limit (Python workers, native buffers).",
     )
     cpu_request: str | None = Field(
         default=None,
-        pattern=r"^[0-9]+(\.[0-9]+)?m?$",
+        max_length=12,
+        pattern=_CPU,
         description="Optional CPU request of the pod (Kubernetes quantity, e.g. 250m) when it "
         "should differ from cores (small clusters). Unset: cores.",
     )
     cpu_limit: str | None = Field(
         default=None,
-        pattern=r"^[0-9]+(\.[0-9]+)?m?$",
-        description="Optional CPU limit (Kubernetes quantity). Unset: no CPU limit.",
+        max_length=12,
+        pattern=_CPU,
+        description="Optional CPU limit (Kubernetes quantity), at least the request. Unset: "
+        "no CPU limit.",
     )
+
+    @model_validator(mode="after")
+    def _check(self) -> ResourcesSpec:
+        if memory_mib(self.memory) < MIN_HEAP_MIB:
+            raise ValueError(f"memory {self.memory} is below 512m: Spark refuses to start")
+        if memory_mib(self.memory) + memory_mib(self.memory_overhead) > MAX_MEMORY_MIB:
+            raise ValueError("memory + memoryOverhead exceed 1t: no node fits the pod")
+        request = cpu_cores(self.cpu_request) if self.cpu_request else float(self.cores)
+        if request <= 0:
+            raise ValueError("cpuRequest must be above 0")
+        if self.cpu_limit is not None and cpu_cores(self.cpu_limit) < request:
+            wanted = self.cpu_request or self.cores
+            raise ValueError(f"cpuLimit {self.cpu_limit} is below the CPU request ({wanted})")
+        return self
 
 
 class ExecutorSpec(ResourcesSpec):
@@ -148,14 +203,21 @@ class ExecutorSpec(ResourcesSpec):
 class TolerationSpec(SpecModel):
     """A Kubernetes toleration for the driver and executor pods."""
 
-    key: str | None = Field(default=None, description="Taint key; unset matches all keys.")
+    key: str | None = Field(
+        default=None, max_length=317, description="Taint key; unset matches all keys."
+    )
     operator: Literal["Exists", "Equal"] = Field(default="Equal", description="Exists or Equal.")
-    value: str | None = Field(default=None, description="Taint value for operator Equal.")
+    value: str | None = Field(
+        default=None, max_length=63, description="Taint value for operator Equal."
+    )
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = Field(
         default=None, description="Taint effect; unset matches all effects."
     )
     toleration_seconds: int | None = Field(
-        default=None, description="How long a NoExecute taint is tolerated."
+        default=None,
+        ge=0,
+        le=3650 * DAY,
+        description="How long a NoExecute taint is tolerated.",
     )
 
 
@@ -176,9 +238,14 @@ class BackoffSpec(SpecModel):
     )
 
     base_seconds: float = Field(
-        default=10, ge=0, description="Delay before the first automatic restart (seconds)."
+        default=10,
+        ge=0,
+        le=DAY,
+        description="Delay before the first automatic restart (seconds, at most a day).",
     )
-    cap_seconds: float = Field(default=300, ge=0, description="Upper bound of the delay (seconds).")
+    cap_seconds: float = Field(
+        default=300, ge=0, le=DAY, description="Upper bound of the delay (seconds, at most a day)."
+    )
 
     @model_validator(mode="after")
     def _check(self) -> BackoffSpec:
@@ -201,11 +268,15 @@ class RestartPolicySpec(SpecModel):
     max_restarts: int = Field(
         default=10,
         ge=0,
+        le=10_000,
         description="Automatic restarts allowed within windowSeconds; one more failure "
         "moves the job to phase Failed until restartNonce or redeployNonce is bumped.",
     )
     window_seconds: int = Field(
-        default=3600, ge=1, description="The window (seconds) that maxRestarts counts in."
+        default=3600,
+        ge=1,
+        le=365 * DAY,
+        description="The window (seconds, at most a year) that maxRestarts counts in.",
     )
     backoff: BackoffSpec = Field(
         default_factory=BackoffSpec, description="Delay between automatic restarts."
@@ -213,12 +284,14 @@ class RestartPolicySpec(SpecModel):
     stable_run_seconds: int = Field(
         default=600,
         ge=1,
+        le=365 * DAY,
         description="A driver that runs this long resets the consecutive-failure count "
         "(backoff starts again at baseSeconds) and the window's restart count.",
     )
     start_timeout_seconds: int = Field(
         default=600,
         ge=1,
+        le=7 * DAY,
         description="A driver pod that has not started running this long after it was "
         "created (unschedulable, image pull failing, a referenced Secret missing) counts as "
         "a failed attempt: it is deleted and relaunched after backoff, within maxRestarts. "
@@ -242,9 +315,11 @@ class StreamingJobSpec(SpecModel):
 
     image: str = Field(
         min_length=1,
-        description="Container image of the driver and executors; it contains Spark and the "
-        "project's runner at /opt/streamingjob/run_job.py. A change redeploys (new epoch, "
-        "fresh start) under upgradeMode stateless.",
+        max_length=1024,
+        pattern=_IMAGE,
+        description="Container image reference of the driver and executors; it contains "
+        "Spark and the project's runner at /opt/streamingjob/run_job.py. A change redeploys "
+        "(new epoch, fresh start) under upgradeMode stateless.",
     )
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = Field(
         default="IfNotPresent", description="Pull policy of the driver and executor images."
@@ -253,11 +328,23 @@ class StreamingJobSpec(SpecModel):
     checkpoint: CheckpointPolicySpec = Field(
         description="Where the job's state lives and how it is restored."
     )
-    spark_conf: dict[str, str] = Field(
+    spark_conf: dict[str, Annotated[str, Field(max_length=MAX_TEXT)]] = Field(
         default_factory=dict,
-        description="Extra Spark configuration. Keys the operator uses for fencing and "
-        "placement (spark.master, spark.kubernetes.*pod.name, spark.driver.host/port, "
-        "spark.kubernetes.namespace, executor labels, ...) cannot be overridden.",
+        max_length=200,
+        description="Extra Spark configuration (spark.* keys). Keys the operator uses for "
+        "fencing and placement (spark.master, spark.kubernetes.*pod.name, "
+        "spark.driver.host/port, spark.kubernetes.namespace, executor labels, ...) cannot be "
+        "overridden, and credentials are refused (they would be visible in the driver's "
+        "arguments): use the Secret references (kafkaCredentials, s3.credentialsSecret, env "
+        "valueFrom.secretKeyRef).",
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "self.all(k, k.startsWith('spark.') && size(k) <= 256)",
+                    "message": "keys are Spark settings: spark.<name>, at most 256 characters",
+                }
+            ]
+        },
     )
     kafka_credentials: KafkaCredentialsSpec | None = Field(
         default=None,
@@ -276,11 +363,15 @@ class StreamingJobSpec(SpecModel):
     )
     restart_nonce: int = Field(
         default=0,
+        ge=-(2**53),
+        le=2**53,
         description="Change (e.g. increment) to restart the driver in the same epoch: it "
         "restores from the checkpoint. Also resumes a Failed job.",
     )
     redeploy_nonce: int = Field(
         default=0,
+        ge=-(2**53),
+        le=2**53,
         description="Change to redeploy into a new epoch with a new, empty checkpoint: the "
         "source starts from the group's committed offsets. Also resumes a Failed job.",
     )
@@ -301,29 +392,42 @@ class StreamingJobSpec(SpecModel):
     )
     env: list[dict[str, Any]] = Field(
         default_factory=list,
+        max_length=256,
         description="Extra environment variables (Kubernetes EnvVar) of the driver and "
         "executors. Put secrets in a Secret and use valueFrom.secretKeyRef.",
         json_schema_extra={"items": {"x-kubernetes-preserve-unknown-fields": True}},
     )
     volumes: list[dict[str, Any]] = Field(
         default_factory=list,
+        max_length=64,
         description="Extra volumes (Kubernetes Volume) of the driver and executors, e.g. the "
         "PVC that holds file:// checkpoints.",
         json_schema_extra={"items": {"x-kubernetes-preserve-unknown-fields": True}},
     )
     volume_mounts: list[dict[str, Any]] = Field(
         default_factory=list,
+        max_length=64,
         description="Mounts (Kubernetes VolumeMount) of the volumes in the Spark containers.",
         json_schema_extra={"items": {"x-kubernetes-preserve-unknown-fields": True}},
     )
     tolerations: list[TolerationSpec] = Field(
-        default_factory=list, description="Tolerations of the driver and executor pods."
+        default_factory=list,
+        max_length=64,
+        description="Tolerations of the driver and executor pods.",
     )
-    node_selector: dict[str, str] = Field(
-        default_factory=dict, description="Node selector of the driver and executor pods."
+    node_selector: dict[str, Annotated[str, Field(max_length=63)]] = Field(
+        default_factory=dict,
+        max_length=64,
+        description="Node selector of the driver and executor pods.",
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {"rule": "self.all(k, size(k) <= 317)", "message": "label keys are too long"}
+            ]
+        },
     )
     service_account_name: str | None = Field(
         default=None,
+        max_length=253,
         pattern=_K8S_NAME,
         description="Service account of the driver. Unset: the operator creates "
         "<job>-driver with a Role that manages only the job's executors and its report "
@@ -333,6 +437,11 @@ class StreamingJobSpec(SpecModel):
         default_factory=PodTemplateSpec,
         description="Escape hatch merged into the driver and executor pods.",
     )
+
+    @field_validator("spark_conf")
+    @classmethod
+    def _conf_keys(cls, value: dict[str, str]) -> dict[str, str]:
+        return check_keys(value, _SPARK_CONF_KEY, "Spark conf")
 
     @model_validator(mode="after")
     def _check(self) -> StreamingJobSpec:
