@@ -38,7 +38,11 @@ def driver_pod_name(job: str, epoch: int, attempt: int) -> str:
 
 
 def service_name(job: str) -> str:
-    # A Service name is a DNS-1035 label: it must start with a letter.
+    """A Service name is a DNS-1035 label: letters, digits and '-', starting with a letter.
+    A job name may have dots (orders.v2): they become '-', with a hash of the full name so
+    that orders.v2 and orders-v2 stay apart."""
+    if "." in job:
+        job = f"{job.replace('.', '-')}-{hashlib.sha256(job.encode()).hexdigest()[:6]}"
     name = _fit(job, "-driver")
     return name if name[0].isalpha() else _fit("j" + job, "-driver")
 
