@@ -98,9 +98,21 @@ def set_conditions(
     st.observed_generation = generation
 
 
+MAX_STATUS_MESSAGE = 2048
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= MAX_STATUS_MESSAGE else text[: MAX_STATUS_MESSAGE - 3] + "..."
+
+
 def status_body(st: StreamingJobStatus) -> dict[str, Any]:
-    """The whole status as a merge-patch body: every list/map is ours and replaced whole."""
+    """The whole status as a merge-patch body: every list/map is ours and replaced whole.
+    Messages are clipped: they may quote what users and kubelets wrote, and a status that
+    outgrows the object's size limit would make every later write fail."""
     body = st.model_dump(mode="json", by_alias=True)
+    body["message"] = _clip(body["message"])
+    for item in [*body["conditions"], *body["history"]]:
+        item["message"] = _clip(item["message"])
     if body.get("restoredBatch") is None:
         body["restoredBatch"] = None  # explicit null clears it in a merge patch
     return body
