@@ -218,6 +218,12 @@ class SourceSpec(SpecModel):
         json_schema_extra=_keys_schema(_CLIENT_KEY, 255),
     )
 
+    @field_validator("starting_offsets")
+    @classmethod
+    def _starting_offsets(cls, value: str) -> str:
+        parse_starting_offsets(value)
+        return value
+
     @field_validator("kafka")
     @classmethod
     def _kafka_keys(cls, value: dict[str, str]) -> dict[str, str]:
@@ -232,7 +238,6 @@ class SourceSpec(SpecModel):
                 "groupId is required while commitOffsetsOnCheckpoints is true; set "
                 "spec.job.source.groupId or set commitOffsetsOnCheckpoints: false"
             )
-        parse_starting_offsets(self.starting_offsets)
         return self
 
 

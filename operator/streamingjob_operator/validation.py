@@ -288,10 +288,12 @@ def dry_run_pods(
         ex.cores, ex.memory, ex.memory_overhead, ex.cpu_limit, ex.cpu_request
     )
     pods = [DryRun("driver pod", driver, "driver"), DryRun("executor pod", executor, "executor")]
-    if spec.service_account_name is None:
-        for pod in pods:
+    for pod in pods:
+        if spec.service_account_name is None:
             pod.obj["spec"].pop("serviceAccountName", None)
             pod.obj["spec"]["automountServiceAccountToken"] = False
+        else:
+            pod.obj["spec"]["serviceAccountName"] = spec.service_account_name
     return pods
 
 
