@@ -10,6 +10,7 @@ from streamingjob_operator.kafka import KafkaTarget, read_offsets
 from streamingjob_operator.models import (
     HistoryEntry,
     InvalidSpecError,
+    ReconcileFailure,
     StreamingJobStatus,
     parse_spec,
 )
@@ -50,6 +51,20 @@ def test_degraded_reasons():
     set_conditions(st, 1, T0, KafkaView(problem="spec.job.source.bootstrapServers: down"))
     d = conditions(st)["Degraded"]
     assert d.reason == "KafkaUnavailable" and "bootstrapServers" in d.message
+
+
+def test_a_failing_reconcile_is_degraded_above_everything_else_until_cleared():
+    failure = ReconcileFailure(
+        reason="ApiRejected", message="create pod ns/x: rejected: bad label", since="t", count=3
+    )
+    st = StreamingJobStatus(phase="Launching", reconcile_failure=failure)
+    set_conditions(st, 1, T0, KafkaView(problem="spec.job.source.bootstrapServers: down"))
+    d = conditions(st)["Degraded"]
+    assert (d.status, d.reason) == ("True", "ApiRejected")
+    assert "bad label" in d.message and "3 time(s)" in d.message
+    st.reconcile_failure = None
+    set_conditions(st, 1, later(1))
+    assert conditions(st)["Degraded"].status == "False"
 
 
 def test_driver_not_starting_is_degraded_until_it_runs():
