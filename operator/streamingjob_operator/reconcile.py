@@ -26,6 +26,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from spark_app.kafka_config import (
+    ENV_SASL_MECHANISM,
+    ENV_SASL_PASSWORD,
+    ENV_SASL_USERNAME,
+    ENV_SECURITY_PROTOCOL,
+)
+
 from .builders import (
     build_driver_pod,
     build_job_configmap,
@@ -422,25 +429,20 @@ class Reconciler:
         return self.kafka.view(key)
 
     def _kafka_target(self, namespace: str, spec: StreamingJobSpec) -> KafkaTarget | None:
-        source = spec.job.source
-        username = password = None
+        """The job's source as its driver connects to it (credentials as the pod gets them)."""
+        credentials: dict[str, str] = {}
         creds = spec.kafka_credentials
         if creds is not None:
             data = self.api.secret_data(namespace, creds.secret_name)
             if data is None:
                 return None  # reported as InvalidSpec by validation
-            username, password = data.get(creds.username_key), data.get(creds.password_key)
-        return KafkaTarget(
-            bootstrap_servers=source.bootstrap_servers,
-            group_id=source.group_id,
-            topics=tuple(source.subscribe or ()),
-            pattern=source.subscribe_pattern,
-            extra=tuple(sorted(source.kafka.items())),
-            security_protocol=creds.security_protocol if creds else None,
-            sasl_mechanism=creds.sasl_mechanism if creds else None,
-            username=username,
-            password=password,
-        )
+            credentials = {
+                ENV_SECURITY_PROTOCOL: creds.security_protocol,
+                ENV_SASL_MECHANISM: creds.sasl_mechanism,
+                ENV_SASL_USERNAME: data.get(creds.username_key) or "",
+                ENV_SASL_PASSWORD: data.get(creds.password_key) or "",
+            }
+        return KafkaTarget.of(spec.job.source, credentials)
 
     # --- act ---------------------------------------------------------------------------
 
