@@ -124,6 +124,62 @@ def test_snapshots_are_never_torn_while_the_source_threads_run(monkeypatch):
     assert driver.metadata.requests_by_thread.get("partition-discovery", 0) > 0
 
 
+def test_an_older_discovery_reading_never_overwrites_a_newer_log_end(monkeypatch):
+    """The discovery thread reads log ends (5) and is slow to store them; meanwhile the
+    micro-batch thread reads newer ones (10) and plans a batch up to them. The late, older
+    reading must not move the log end back: the next batch would see the log end before its
+    start and fail with a spurious data-loss error."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from spark_app import source as source_module
+    from spark_app.options import SourceOptions
+
+    read, release, next_reading, finish = (threading.Event() for _ in range(4))
+
+    class SlowDiscovery(FakeKafka):
+        discovery_calls = 0
+
+        def watermarks(self, tps):
+            if threading.current_thread().name != "partition-discovery":
+                return {tp: (0, 10) for tp in tps}
+            SlowDiscovery.discovery_calls += 1
+            if SlowDiscovery.discovery_calls == 1:
+                answer = {tp: (0, 5) for tp in tps}
+                read.set()
+                release.wait(10)  # stored only after the newer reading
+                return answer
+            next_reading.set()  # the first reading is stored (or dropped) by now
+            finish.wait(10)
+            return {tp: (0, 10) for tp in tps}
+
+    monkeypatch.setattr(source_module, "KafkaMetadata", SlowDiscovery)
+    monkeypatch.setattr(source_module, "group_committer", lambda options: lambda offsets: None)
+    options = SourceOptions.parse(
+        {
+            "kafka.bootstrap.servers": "fake:1",
+            "subscribe": "t",
+            "kafka.group.id": "g",
+            "startingOffsets": "earliest",
+            "partitionDiscoveryIntervalMs": "1",
+            "minFetchIntervalMs": "0",
+        }
+    )
+    driver = source_module.DriverSide(options)
+    try:
+        assert read.wait(10)  # discovery holds its older reading
+        start = source_module.off.FRESH_START
+        end = json.loads(json.dumps(driver.latest_offset(dict(start), ReadAllAvailable())))
+        assert set(driver.table.snapshot().column("planned").values()) == {10}
+        release.set()
+        assert next_reading.wait(10)
+        assert set(driver.table.snapshot().column("latest").values()) == {10}
+        driver.latest_offset(end, ReadAllAvailable())  # no DataLossError
+    finally:
+        release.set()
+        finish.set()
+        driver.close()
+
+
 def test_committer_newest_wins_and_an_older_unsent_commit_is_skipped():
     table = PartitionStateTable()
     release, first_started = threading.Event(), threading.Event()
