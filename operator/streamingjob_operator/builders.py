@@ -14,6 +14,12 @@ from typing import Any
 
 import yaml
 
+from spark_app.kafka_config import (
+    ENV_SASL_MECHANISM,
+    ENV_SASL_PASSWORD,
+    ENV_SASL_USERNAME,
+    ENV_SECURITY_PROTOCOL,
+)
 from spark_app.manifest import S3_ACCESS_KEY_ENV, S3_SECRET_KEY_ENV, CheckpointSpec
 
 from .errors import InvalidJobError
@@ -76,8 +82,7 @@ RESERVED_CONF_PREFIXES = (
     "spark.kubernetes.authenticate.",
 )
 
-ENV_USERNAME = "KAFKA_SASL_USERNAME"
-ENV_PASSWORD = "KAFKA_SASL_PASSWORD"
+ENV_USERNAME, ENV_PASSWORD = ENV_SASL_USERNAME, ENV_SASL_PASSWORD  # spark_app.kafka_config
 
 
 def validate_spec(spec: StreamingJobSpec) -> list[InvalidJobError]:
@@ -153,8 +158,8 @@ def _kafka_env(spec: StreamingJobSpec) -> list[dict[str, Any]]:
             "name": ENV_PASSWORD,
             "valueFrom": {"secretKeyRef": {"name": creds.secret_name, "key": creds.password_key}},
         },
-        {"name": "KAFKA_SASL_MECHANISM", "value": creds.sasl_mechanism},
-        {"name": "KAFKA_SECURITY_PROTOCOL", "value": creds.security_protocol},
+        {"name": ENV_SASL_MECHANISM, "value": creds.sasl_mechanism},
+        {"name": ENV_SECURITY_PROTOCOL, "value": creds.security_protocol},
     ]
 
 

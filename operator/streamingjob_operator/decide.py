@@ -96,6 +96,8 @@ REASONS = (
     "Deleting",
     "CheckpointKept",
     "CheckpointDeleted",
+    "ApiRejected",  # a reconcile failed: the API server refused a request (reconcile.py)
+    "ReconcileError",  # a reconcile failed otherwise (reconcile.py)
 )
 
 ActionKind = Literal["none", "delete", "launch", "wait"]

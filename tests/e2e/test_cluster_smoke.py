@@ -97,7 +97,7 @@ def test_kafka_image_serves_clients_through_a_service(
                         "failureThreshold": 120,
                     },
                 }
-            ]
+            ],
         },
     }
     service = {

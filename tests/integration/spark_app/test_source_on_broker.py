@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import time
 
 import pyarrow as pa
 import pytest
@@ -24,6 +23,7 @@ from tests.support.kafka_tools import (
     new_topic,
     produce,
 )
+from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -48,15 +48,6 @@ def read_all(r: KafkaStreamReader, start: dict, end: dict) -> list[dict]:
     return rows
 
 
-def wait_until(condition, timeout: float = 30.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if value := condition():
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"condition not met within {timeout}s")
-
-
 def test_group_offsets_move_only_after_the_batch_is_durable(kafka):
     topic = new_topic(kafka.bootstrap, partitions=3)
     produce(kafka.bootstrap, topic, range(300))
@@ -65,6 +56,10 @@ def test_group_offsets_move_only_after_the_batch_is_durable(kafka):
     end0 = r.latestOffset(start, ReadAllAvailable())  # Spark then writes offsets/0
     rows = read_all(r, start, end0)
     assert sorted(json.loads(row["value"])["id"] for row in rows) == list(range(300))
+    # The committer is asynchronous: only once it is idle (nothing handed over is pending or
+    # in flight) does "no commit yet" prove that nothing was handed over before durability.
+    assert r.driver.committer is not None and r.driver.committer.flush(30)
+    assert r.driver.table.snapshot().commits_succeeded == 0
     assert group_offsets(kafka.bootstrap, f"{topic}-g", topic) == {0: None, 1: None, 2: None}
 
     # Spark asks latestOffset(start=end0) only once commits/0 is written: batch 0 is durable.
@@ -76,7 +71,9 @@ def test_group_offsets_move_only_after_the_batch_is_durable(kafka):
             last_processed.get(row["partition"], -1), row["offset"]
         )
     expected = {p: o + 1 for p, o in last_processed.items()}  # committed = last processed + 1
-    assert wait_until(lambda: group_offsets(kafka.bootstrap, f"{topic}-g", topic) == expected)
+    assert r.driver.committer.flush(30)  # the commit was sent and acknowledged
+    assert r.driver.table.snapshot().commits_succeeded == 1
+    assert group_offsets(kafka.bootstrap, f"{topic}-g", topic) == expected
     assert expected == {int(p): o for p, o in end0["offsets"][topic].items()}
     r.stop()
 
@@ -152,7 +149,11 @@ def test_a_drain_request_plans_no_new_batch_yet_commits_the_durable_one(kafka, t
     assert r.latestOffset(end0, ReadAllAvailable()) is end0
     expected = {int(p): o for p, o in end0["offsets"][topic].items()}
     assert sum(expected.values()) == 100
-    assert wait_until(lambda: group_offsets(kafka.bootstrap, f"{topic}-g", topic) == expected)
+    wait_for(
+        lambda: group_offsets(kafka.bootstrap, f"{topic}-g", topic) == expected,
+        30,
+        "the durable batch's offsets in the group",
+    )
     r.stop()
 
 
@@ -196,7 +197,7 @@ def test_ranges_end_by_position_across_transaction_markers_and_aborted_records(k
         producer.flush(30)  # aborted records must reach the log, not be purged locally
         (producer.commit_transaction if commit else producer.abort_transaction)(30)
     # 10 records + 3 transaction markers (written by the coordinator after EndTxn returns).
-    wait_until(lambda: log_end_offsets(kafka.bootstrap, topic)[0] == 13)
+    wait_for(lambda: log_end_offsets(kafka.bootstrap, topic)[0] == 13, 30, "13 offsets")
     r = reader(kafka.bootstrap, topic, startingOffsets="earliest", isolationLevel=isolation)
     end = r.latestOffset(r.initialOffset(), ReadAllAvailable())
     assert end["offsets"][topic]["0"] == 13
