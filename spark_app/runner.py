@@ -306,7 +306,7 @@ def run(manifest: RunnerManifest, args: argparse.Namespace, location: str) -> in
         log.error("invalid job: %s", exc)
         return EXIT_INVALID
     reporter.update(state="running")
-    return supervise(query, reporter, stop_requested, workdir / DRAIN_FILE)
+    return supervise(query, reporter, stop_requested, workdir / DRAIN_FILE, spark)
 
 
 def executor_tasks(spark) -> list[dict[str, Any]]:
@@ -325,7 +325,9 @@ def executor_tasks(spark) -> list[dict[str, Any]]:
         return []
 
 
-def supervise(query, reporter: Reporter, stop_requested: threading.Event, drain_file: Path) -> int:
+def supervise(
+    query, reporter: Reporter, stop_requested: threading.Event, drain_file: Path, spark
+) -> int:
     """Prints a line per batch and stops between batches on SIGTERM (no half-written batch):
     the drain file tells the source to plan no new batch, and the query is stopped once the
     batch in flight has ended."""
@@ -341,7 +343,7 @@ def supervise(query, reporter: Reporter, stop_requested: threading.Event, drain_
             return
         seen_batch = progress.get("batchId")
         line, batch = progress_line(progress)
-        report = reporter.update(latestBatch=batch, executors=executor_tasks(query.sparkSession))
+        report = reporter.update(latestBatch=batch, executors=executor_tasks(spark))
         # The group trails by one batch: it gets a batch's offsets once it is durable.
         committed = (report.get("commits") or {}).get("lastCommitted")
         if committed:
