@@ -48,6 +48,7 @@ DRIVER_PORT = 7078
 BLOCK_MANAGER_PORT = 7079
 UI_PORT = 4040
 SPARK_UID = 185  # the spark user of Apache Spark images
+IMAGE_HADOOP_CONF = "/opt/streamingjob/hadoop-conf"  # an empty core-site.xml (FsShell wants one)
 MASTER = "k8s://https://kubernetes.default.svc:443"
 
 # Spark confs the operator owns: fencing (names, labels, ports) and placement.
@@ -359,20 +360,25 @@ def build_report_configmap(job: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def build_disruption_budget(job: dict[str, Any]) -> dict[str, Any]:
+def build_disruption_budget(job: dict[str, Any], spec: StreamingJobSpec) -> dict[str, Any]:
     """No voluntary eviction of the job's executors (kubectl drain, the cluster autoscaler):
     they go with their driver, which may need them to finish the batch in flight. A drain
     therefore waits until the operator has moved the job off the cordoned node (the driver
     stops between batches and removes its executors; decide._move_off). The driver itself is
-    not covered: its eviction is a graceful stop between batches."""
+    not covered: its eviction is a graceful stop between batches.
+
+    Executors are pods of a pod, not of a controller with a scale: Kubernetes then honours
+    only an integer minAvailable (maxUnavailable cannot be computed and evictions pass). An
+    executor that is not Ready may go (it holds up no batch)."""
     name = job["metadata"]["name"]
     return {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
         "metadata": _meta(job, disruption_budget_name(name)),
         "spec": {
-            "maxUnavailable": 0,
+            "minAvailable": spec.executor.instances,
             "selector": {"matchLabels": {**job_selector(name), LABEL_ROLE: "executor"}},
+            "unhealthyPodEvictionPolicy": "AlwaysAllow",
         },
     }
 
@@ -660,7 +666,7 @@ def cleanup_command(spec: StreamingJobSpec, path: str) -> list[str]:
     return [
         "java",
         "-cp",
-        "/opt/spark/jars/*",
+        f"{IMAGE_HADOOP_CONF}:/opt/spark/jars/*",
         "org.apache.hadoop.fs.FsShell",
         *defines,
         "-rm",

@@ -490,7 +490,11 @@ class Reconciler:
         meta = job["metadata"]
         # children of a job launched before exist, most likely: update first, else create first
         relaunch = (st.epoch, st.attempt) != (1, 1)
-        children = [build_service(job), build_report_configmap(job), build_disruption_budget(job)]
+        children = [
+            build_service(job),
+            build_report_configmap(job),
+            build_disruption_budget(job, spec),
+        ]
         if spec.service_account_name is None:
             children += [build_service_account(job), build_role(job), build_role_binding(job)]
         for child in children:  # stable children: applied once per job uid and content

@@ -271,7 +271,8 @@ def operator_release(kube: Kube, helm: Helm, images: Images) -> Iterator[str]:
         "--set", f"image.tag={tag}", *OPERATOR_VALUES, "--wait", "--timeout", "180s",
     )  # fmt: skip
     yield RELEASE
-    helm.run("uninstall", RELEASE, "-n", OPERATOR_NAMESPACE, "--wait")
+    if os.environ.get("STREAMJOB_E2E_KEEP") != "1":
+        helm.run("uninstall", RELEASE, "-n", OPERATOR_NAMESPACE, "--wait")
 
 
 @pytest.fixture(scope="session")
