@@ -475,6 +475,7 @@ class Reconciler:
 
     def _delete_pod(self, job: dict[str, Any], pod: str, *, force: bool = False) -> bool:
         namespace, name = job["metadata"]["namespace"], job["metadata"]["name"]
+        log.info("deleting pod %s/%s%s", namespace, pod, " (force)" if force else "")
         self.seen.mark(namespace, name, pod, Seen.DELETING)
         gone = False
         try:
