@@ -15,6 +15,9 @@ from spark_app.offsets import parse_starting_offsets
 
 _RESET_STRATEGIES = ("earliest", "latest", "error")
 _ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
+# Executors' read path: native (librdkafka straight into Arrow, the streamingjob_native
+# module) when it can be imported, else pure Python; `native` fails without it.
+READ_PATHS = ("auto", "native", "python")
 # Client properties this source sets itself: letting a user override them would break
 # range reads (auto.offset.reset), commits (enable.auto.commit) or planning (isolation).
 _RESERVED_CLIENT_KEYS = {
@@ -83,6 +86,7 @@ class SourceOptions:
     max_records_per_batch: int
     report_path: str | None
     drain_path: str | None
+    read_path: str = "auto"
     client_config: dict[str, str] = field(default_factory=dict)
 
     def __repr__(self) -> str:  # never print credentials passed through kafka.*
@@ -157,6 +161,7 @@ class SourceOptions:
             max_records_per_batch=_int(options, "maxRecordsPerBatch", 10_000, 1) or 10_000,
             report_path=options.get("reportpath"),
             drain_path=options.get("drainpath"),
+            read_path=_choice(options, "readPath", "auto", READ_PATHS),
             client_config=client,
         )
 
