@@ -97,20 +97,18 @@ def drain(reader, p: KafkaInputPartition) -> Iterator:
             try:
                 exported = reader.next_batch()
             except native.OffsetsLost as exc:
-                position, low = exc.args[0]
+                position, low = exc.args
                 offsets_lost(p, position, low)  # raises unless failOnDataLoss=false
                 reader.skip_to(low)
                 continue
             except native.NoProgress as exc:
                 raise no_progress(p, exc.args[0]) from None
             except native.KafkaError as exc:
-                code, reason = exc.args[0]
+                code, reason = exc.args
                 raise KafkaException(KafkaError(code, reason)) from None
             if exported is None:
                 return
-            batch = pa.RecordBatch._import_from_c(
-                exported.array_address, exported.schema_address
-            )
+            batch = pa.RecordBatch._import_from_c(exported.array_address, exported.schema_address)
             if not checked:  # the native schema is fixed: checking the first batch suffices
                 if not batch.schema.equals(schema):
                     raise TypeError(f"native batch schema {batch.schema} is not Spark's {schema}")

@@ -83,6 +83,8 @@ pub struct RangeReader {
     pub start: i64,
     pub end: i64,
     position: i64,
+    /// Offset of the last end-of-partition event, until a record follows it.
+    eof_at: Option<i64>,
     max_records: usize,
     poll_timeout: Duration,
     batch: BatchBuilder,
@@ -116,6 +118,7 @@ impl RangeReader {
             start,
             end,
             position: start,
+            eof_at: None,
             max_records,
             poll_timeout: Duration::from_millis(poll_timeout_ms),
             batch: BatchBuilder::new(topic, partition, include_headers, max_records),
@@ -186,7 +189,8 @@ impl RangeReader {
                 if m.err != Err::RD_KAFKA_RESP_ERR_NO_ERROR {
                     match m.err {
                         Err::RD_KAFKA_RESP_ERR__PARTITION_EOF => {
-                            self.position = self.position.max(m.offset)
+                            self.position = self.position.max(m.offset);
+                            self.eof_at = Some(m.offset);
                         }
                         Err::RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET
                         | Err::RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE => {
@@ -211,12 +215,19 @@ impl RangeReader {
                 } else {
                     self.add(m);
                     self.position = self.position.max(m.offset + 1);
+                    self.eof_at = None;
                 }
             }
             self.buffer = messages.recycle();
             if self.position < self.end {
                 // Control records and compaction gaps advance the position without messages.
-                self.position = self.position.max(self.consumer_position()?);
+                // librdkafka before 2.13 counts an end-of-partition event as a message and
+                // reports its offset + 1 (librdkafka#4844): the event's own offset is exact.
+                let mut at = self.consumer_position()?;
+                if let Some(eof) = self.eof_at {
+                    at = at.min(eof);
+                }
+                self.position = self.position.max(at);
             }
             let full = self.batch.len() >= self.max_records;
             if !self.batch.is_empty() && (full || self.position >= self.end) {
