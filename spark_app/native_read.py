@@ -22,6 +22,7 @@ from types import ModuleType
 from spark_app.partition_reader import (
     KafkaInputPartition,
     arrow_schema,
+    gc_paused,
     no_progress,
     offsets_lost,
 )
@@ -86,6 +87,10 @@ def open_range(p: KafkaInputPartition, config: dict):
 
 def drain(reader, p: KafkaInputPartition) -> Iterator:
     """The range's record batches, with Spark's exact Arrow schema."""
+    return gc_paused(_batches(reader, p))
+
+
+def _batches(reader, p: KafkaInputPartition) -> Iterator:
     import pyarrow as pa
     from confluent_kafka import KafkaError, KafkaException
 
