@@ -26,6 +26,15 @@ def test_defaults_mirror_flink_and_spark():
     assert pickle.loads(pickle.dumps(options)) == options  # travels to executors
 
 
+def test_the_drivers_environment_sets_the_default_read_path(monkeypatch):
+    monkeypatch.setenv("STREAMJOB_READ_PATH", "python")
+    assert SourceOptions.parse(BASE).read_path == "python"
+    assert SourceOptions.parse({**BASE, "readPath": "native"}).read_path == "native"
+    monkeypatch.setenv("STREAMJOB_READ_PATH", "fast")
+    with pytest.raises(OptionError, match="readPath='fast' must be one of"):
+        SourceOptions.parse(BASE)
+
+
 def test_option_names_are_case_insensitive_like_sparks():
     options = SourceOptions.parse({**BASE, "MAXOFFSETSPERTRIGGER": "10", "failondataloss": "FALSE"})
     assert options.max_offsets_per_trigger == 10
