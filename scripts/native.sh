@@ -7,8 +7,8 @@
 # The wheel is keyed by native/'s sources, Cargo.lock, rustc and Python; cargo's target directory
 # stays under the cache, so a changed source rebuilds only this crate (seconds), a fresh machine
 # everything (~4 min on 2 busy cores, mostly librdkafka and arrow-rs). Needs cargo (rustup) and
-# Debian's OpenSSL, Cyrus SASL and zlib headers (installed here when missing). Not on `make run`'s path:
-# without the wheel the source reads with pure Python.
+# Debian's OpenSSL, Cyrus SASL and zlib headers (installed here when missing). Not on `make run`'s
+# path: without the wheel the source reads with pure Python.
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 MATURIN_VERSION=1.16.0
