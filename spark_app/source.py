@@ -302,6 +302,7 @@ class DriverSide:
                 include_headers=self.options.include_headers,
                 poll_timeout_ms=self.options.poll_timeout_ms,
                 max_records_per_batch=self.options.max_records_per_batch,
+                read_path=self.options.read_path,
             )
             for tp in sorted(stop)
             if stop[tp] > begin.get(tp, 0)
