@@ -146,19 +146,17 @@ def _resources(
     return {"requests": requests, "limits": limits}
 
 
+def _from_secret(env: str, secret: str, key: str) -> dict[str, Any]:
+    return {"name": env, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
+
+
 def _kafka_env(spec: StreamingJobSpec) -> list[dict[str, Any]]:
     creds = spec.kafka_credentials
     if creds is None:
         return []
     return [
-        {
-            "name": ENV_USERNAME,
-            "valueFrom": {"secretKeyRef": {"name": creds.secret_name, "key": creds.username_key}},
-        },
-        {
-            "name": ENV_PASSWORD,
-            "valueFrom": {"secretKeyRef": {"name": creds.secret_name, "key": creds.password_key}},
-        },
+        _from_secret(ENV_USERNAME, creds.secret_name, creds.username_key),
+        _from_secret(ENV_PASSWORD, creds.secret_name, creds.password_key),
         {"name": ENV_SASL_MECHANISM, "value": creds.sasl_mechanism},
         {"name": ENV_SECURITY_PROTOCOL, "value": creds.security_protocol},
     ]
@@ -171,14 +169,8 @@ def _s3_env(spec: StreamingJobSpec) -> list[dict[str, Any]]:
     if creds is None:
         return []
     return [
-        {
-            "name": S3_ACCESS_KEY_ENV,
-            "valueFrom": {"secretKeyRef": {"name": creds.name, "key": creds.access_key_id_key}},
-        },
-        {
-            "name": S3_SECRET_KEY_ENV,
-            "valueFrom": {"secretKeyRef": {"name": creds.name, "key": creds.secret_access_key_key}},
-        },
+        _from_secret(S3_ACCESS_KEY_ENV, creds.name, creds.access_key_id_key),
+        _from_secret(S3_SECRET_KEY_ENV, creds.name, creds.secret_access_key_key),
     ]
 
 
