@@ -28,6 +28,14 @@ lint: ## ruff lint + format check
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
+.PHONY: native
+native: ## Build (once per source, cached) the source's native read path (Rust) into the venv
+	@bash scripts/native.sh --install "$(VENV)" >/dev/null
+
+.PHONY: native-check
+native-check: ## The native crate's own checks: rustfmt, clippy, cargo test
+	bash scripts/native.sh --check
+
 .PHONY: toolchain
 toolchain: ## Build (once, cached) kube-apiserver, etcd, kubectl and MinIO from Go modules
 	bash scripts/k8s-toolchain.sh apiserver >/dev/null
@@ -38,15 +46,15 @@ helm: ## Build (once, cached) helm from Go modules (chart tests)
 	bash scripts/k8s-toolchain.sh helm >/dev/null
 
 .PHONY: test-unit
-test-unit: helm ## Unit tests (seconds, no services)
+test-unit: helm native ## Unit tests (seconds, no services)
 	$(PY) -m pytest -m unit $(PYTEST_ARGS)
 
 .PHONY: test-integration
-test-integration: toolchain ## Integration tests: real Kafka + Spark, real kube-apiserver + etcd
+test-integration: toolchain native ## Integration tests: real Kafka + Spark, real kube-apiserver + etcd
 	$(PY) -m pytest -m integration $(PYTEST_ARGS)
 
 .PHONY: test
-test: lint toolchain helm ## Every test tier: unit, integration, then e2e on kind (what CI runs)
+test: lint native-check toolchain helm native ## Every test tier: unit, integration, then e2e on kind (what CI runs)
 	$(PY) -m pytest -m "not e2e" $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory e2e
 
@@ -66,7 +74,7 @@ crd: ## Regenerate crds/streamingjob.yaml from the models (a unit test checks fo
 	cp crds/streamingjob.yaml charts/streamingjob-operator/crds/streamingjob.yaml
 
 .PHONY: bench
-bench: toolchain ## Benchmarks side by side; results in bench/results/
+bench: toolchain native ## Benchmarks side by side; results in bench/results/
 	$(PY) bench/source_bench.py
 	$(PY) bench/operator_bench.py
 

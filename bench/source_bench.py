@@ -1,9 +1,12 @@
 """Throughput, side by side in one run: same broker, same topic, same two cores.
 
-(a) our `kafka_checkpointed` source in a local[2] query, (b) Spark's built-in `kafka`
-source in the same query, (c) a raw confluent-kafka consume loop (two processes, one per
-core). Then a profile of the executor-side read path, to show where the time goes, and for each
-query the CPU seconds its processes used (Spark's JVM, its Python workers, the broker).
+(a) our `kafka_checkpointed` source on its pure-Python read path in a local[2] query, (b)
+Spark's built-in `kafka` source in the same query, (c) a raw confluent-kafka consume loop (two
+processes, one per core), (d) our source on its native read path (streamingjob_native). For
+each query the CPU seconds its processes used (Spark's JVM, its Python workers, the broker)
+and the peak RSS of the executor's processes (the JVM, the largest Python worker). Then where
+the time goes: the executor-side read path alone on both paths, and one extra, untimed run of
+(d) profiled on both sides (perf on the Python workers, Java Flight Recorder in the JVM).
 Writes bench/results/source.json (unless --no-write); BENCH_RECORDS or --records overrides
 the record count (default 5 M).
 """
@@ -11,6 +14,7 @@ the record count (default 5 M).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import io
 import json
@@ -18,7 +22,9 @@ import multiprocessing
 import os
 import platform
 import pstats
+import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -30,6 +36,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from spark_app import native_read  # noqa: E402
 from spark_app.partition_reader import (  # noqa: E402
     FETCH_DEFAULTS,
     KafkaInputPartition,
@@ -152,6 +159,60 @@ def cpu_by_role(spark_pid: int, broker_pid: int | None) -> dict[str, float]:
     return result
 
 
+def _descendants(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
+            children.setdefault(ppid, []).append(int(entry))
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _status_kb(pid: int, field: str) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def reset_peak_rss(spark_pid: int) -> None:
+    """Peak RSS (VmHWM) of the JVM and its Python processes starts again from now."""
+    for pid in [spark_pid, *_descendants(spark_pid)]:
+        with contextlib.suppress(OSError):
+            Path(f"/proc/{pid}/clear_refs").write_text("5")
+
+
+def peak_rss_mb(spark_pid: int) -> dict[str, float]:
+    """The executor's memory (local mode: the JVM and the Python workers it forked)."""
+    workers = [p for p in _descendants(spark_pid) if "python" in _comm(p)]
+    return {
+        "jvm_peak": round(_status_kb(spark_pid, "VmHWM") / 1024),
+        "python_worker_peak": round(
+            max((_status_kb(p, "VmHWM") for p in workers), default=0) / 1024
+        ),
+        "python_processes": len(workers),
+    }
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
 def time_query(spark, fmt: str, options: dict[str, str]) -> float:
     """One availableNow query to the noop sink over the whole topic; returns seconds."""
     checkpoint = tempfile.mkdtemp(prefix=f"bench-{fmt}-")
@@ -223,11 +284,16 @@ def time_raw_loop(bootstrap: str, topic: str) -> float:
     return elapsed
 
 
-def profile_read_path(bootstrap: str, topic: str) -> tuple[float, str]:
+def profile_read_path(bootstrap: str, topic: str, read_path: str) -> tuple[float, str]:
     """Our executor-side read of one partition alone: Kafka fetch + Arrow batches."""
     end = log_end_offsets(bootstrap, topic)[0]
     partition = KafkaInputPartition(
-        topic=topic, partition=0, start=0, end=end, client_config={"bootstrap.servers": bootstrap}
+        topic=topic,
+        partition=0,
+        start=0,
+        end=end,
+        client_config={"bootstrap.servers": bootstrap},
+        read_path=read_path,
     )
     profiler = cProfile.Profile()
     started = time.perf_counter()
@@ -241,6 +307,130 @@ def profile_read_path(bootstrap: str, topic: str) -> tuple[float, str]:
     return rows / elapsed, text.getvalue()
 
 
+class Profiled:
+    """perf on the Python processes Spark runs and Java Flight Recorder in its JVM, around
+    one query; each summary is the top frames by self time."""
+
+    def __init__(self, spark_pid: int, workdir: Path):
+        self.spark_pid, self.workdir = spark_pid, workdir
+        self.perf: subprocess.Popen | None = None
+        self.jfr = workdir / "query.jfr"
+
+    def __enter__(self) -> Profiled:
+        # Python workers are reused between queries (spark.python.worker.reuse), so the ones
+        # alive now serve the next query; perf follows threads they start.
+        workers = [p for p in _descendants(self.spark_pid) if "python" in _comm(p)]
+        if shutil.which("perf") and workers:
+            self.perf = subprocess.Popen(
+                [
+                    *("perf", "record", "-q", "-F", "499", "-g"),
+                    *("-o", str(self.workdir / "perf.data")),
+                    *("-p", ",".join(map(str, workers))),
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        self._jcmd("JFR.start", "name=bench", "settings=profile", f"filename={self.jfr}")
+        return self
+
+    def _jcmd(self, *args: str) -> None:
+        if shutil.which("jcmd"):
+            subprocess.run(
+                ["jcmd", str(self.spark_pid), *args], capture_output=True, check=False, timeout=60
+            )
+
+    def __exit__(self, *exc: object) -> None:
+        self._jcmd("JFR.stop", "name=bench")
+        if self.perf is not None:
+            self.perf.send_signal(signal.SIGINT)
+            self.perf.wait(60)
+
+    def python_top(self, limit: int = 12) -> list[str]:
+        data = self.workdir / "perf.data"
+        if not data.exists():
+            return ["perf unavailable"]
+        out = subprocess.run(
+            [
+                *("perf", "report", "-i", str(data), "--stdio", "--no-children"),
+                *("--sort", "dso,sym", "--percent-limit", "1.5", "-g", "none"),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout
+        rows = [line.strip() for line in out.splitlines() if re.match(r"\s+\d+\.\d+%", line)]
+        return [re.sub(r"\s+", " ", r) for r in rows[:limit]]
+
+    def jvm_top(self, limit: int = 12) -> dict[str, list[str]]:
+        if not self.jfr.exists() or not shutil.which("jfr"):
+            return {"self": ["jfr unavailable"]}
+        out = subprocess.run(
+            [
+                "jfr",
+                "print",
+                "--events",
+                "jdk.ExecutionSample",
+                "--stack-depth",
+                "64",
+                str(self.jfr),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout
+        own: dict[str, int] = {}
+        areas: dict[str, int] = {}
+        total = 0
+        for event in out.split("jdk.ExecutionSample")[1:]:
+            frames = re.findall(r"^\s+([\w$.<>]+)\(", event, re.M)
+            if not frames:
+                continue
+            total += 1
+            own[frames[0]] = own.get(frames[0], 0) + 1
+            area = next((a for a, pattern in _JVM_AREAS if pattern.search(frames[0])), "other")
+            areas[area] = areas.get(area, 0) + 1
+
+        def shares(counts: dict[str, int], limit: int) -> list[str]:
+            top = sorted(counts.items(), key=lambda kv: -kv[1])[:limit]
+            return [f"{100 * n / total:.1f}% {name}" for name, n in top]
+
+        return {
+            "samples": [str(total)],
+            "self_by_area": shares(areas, 10) if total else [],
+            "self": shares(own, limit) if total else [],
+        }
+
+
+# What a JVM sample's own (top) frame is doing, by the first pattern that matches it.
+_JVM_AREAS = [
+    (area, re.compile(pattern))
+    for area, pattern in [
+        (
+            "Arrow buffers and vectors (reading the Python worker's batches)",
+            r"^org\.apache\.arrow\.",
+        ),
+        (
+            "Arrow columns to rows (ArrowColumnVector, ColumnarBatch rows)",
+            r"vectorized\.|ArrowColumnVector",
+        ),
+        (
+            "row iteration, metrics, the noop writer (DataSourceV2)",
+            r"datasources\.v2\.|InputMetrics|noop",
+        ),
+        (
+            "UnsafeRow projection and copies",
+            r"UnsafeRow|unsafe\.Platform|codegen|GeneratedClass|GeneratedIterator",
+        ),
+        (
+            "Python worker I/O (Arrow IPC stream, sockets)",
+            r"\.python\.|java\.io\.|sun\.nio\.|java\.nio\.",
+        ),
+        ("Spark's Kafka source and the Kafka client", r"kafka"),
+        ("Scala collections", r"^scala\."),
+    ]
+]
+
+
 def main(argv: list[str] | None = None) -> None:
     global RECORDS
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -251,12 +441,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--skip",
         default="",
-        help="comma-separated parts to leave out: builtin, raw, profile (for quick comparisons)",
+        help="comma-separated parts to leave out: python, builtin, raw, native, profile",
     )
     parser.add_argument("--no-write", action="store_true", help=f"do not write {RESULTS}")
     args = parser.parse_args(argv)
     RECORDS = args.records
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
+    if "native" not in skip and native_read.module() is None:
+        raise SystemExit("the native read path is not installed: make native (or --skip native)")
     workdir = Path(tempfile.mkdtemp(prefix="source-bench-"))
     with KafkaBroker(workdir / "broker") as broker:
         topic = new_topic(broker.bootstrap, partitions=PARTITIONS, prefix="bench")
@@ -267,81 +459,128 @@ def main(argv: list[str] | None = None) -> None:
         spark_pid = spark.sparkContext._gateway.proc.pid
         broker_pid = broker.process.pid if broker.process else None
 
-        def measured(fmt: str, options: dict[str, str]) -> tuple[float, dict[str, float]]:
+        def measured(fmt: str, options: dict[str, str]) -> tuple[float, dict, dict]:
+            reset_peak_rss(spark_pid)
             before = cpu_by_role(spark_pid, broker_pid)
             elapsed = time_query(spark, fmt, options)
             after = cpu_by_role(spark_pid, broker_pid)
-            return elapsed, {k: round(after[k] - before.get(k, 0.0), 1) for k in after}
+            used = {k: round(after[k] - before.get(k, 0.0), 1) for k in after}
+            return elapsed, used, peak_rss_mb(spark_pid)
 
-        ours_options = {
+        ours = {
             "kafka.bootstrap.servers": broker.bootstrap,
             "subscribe": topic,
             "startingOffsets": "earliest",
             "commitOffsetsOnCheckpoints": "false",
         }
-        builtin_options = {
-            "kafka.bootstrap.servers": broker.bootstrap,
-            "subscribe": topic,
-            "startingOffsets": "earliest",
+        queries = {  # name: (format, options), run in this order, alternating
+            "python": ("kafka_checkpointed", {**ours, "readPath": "python"}),
+            "builtin": (
+                "kafka",
+                {
+                    "kafka.bootstrap.servers": broker.bootstrap,
+                    "subscribe": topic,
+                    "startingOffsets": "earliest",
+                },
+            ),
+            "native": ("kafka_checkpointed", {**ours, "readPath": "native"}),
         }
-        runs: dict[str, list[float]] = {"ours": [], "builtin": [], "raw": []}
+        queries = {k: v for k, v in queries.items() if k not in skip}
+        runs: dict[str, list[float]] = {name: [] for name in [*queries, "raw"]}
         cpu: dict[str, dict[str, float]] = {}  # CPU seconds of the best run of each query
+        rss: dict[str, dict[str, float]] = {}  # peak RSS of the best run of each query
         builtin_error = "skipped" if "builtin" in skip else None
-        for _ in range(args.runs):  # alternate, keep the better run of each (a warm JVM for both)
-            elapsed, used = measured("kafka_checkpointed", ours_options)
-            if not runs["ours"] or elapsed < min(runs["ours"]):
-                cpu["ours"] = used
-            runs["ours"].append(elapsed)
-            print(f"  ours: {RECORDS / elapsed:,.0f} rows/s, CPU s {used}", flush=True)
-            if builtin_error is None:
+        for _ in range(args.runs):  # alternate, keep the better run of each (a warm JVM for all)
+            for name, (fmt, options) in queries.items():
+                if name == "builtin" and builtin_error is not None:
+                    continue
                 try:
-                    elapsed, used = measured("kafka", builtin_options)
-                    if not runs["builtin"] or elapsed < min(runs["builtin"]):
-                        cpu["builtin"] = used
-                    runs["builtin"].append(elapsed)
-                    print(f"  builtin: {RECORDS / elapsed:,.0f} rows/s, CPU s {used}", flush=True)
+                    elapsed, used, memory = measured(fmt, options)
                 except Exception as exc:
+                    if name != "builtin":
+                        raise
                     builtin_error = str(exc).splitlines()[0][:500]
                     print(f"  builtin failed: {builtin_error}", flush=True)
+                    continue
+                if not runs[name] or elapsed < min(runs[name]):
+                    cpu[name], rss[name] = used, memory
+                runs[name].append(elapsed)
+                print(
+                    f"  {name}: {RECORDS / elapsed:,.0f} rows/s, CPU s {used}, RSS MB {memory}",
+                    flush=True,
+                )
             if "raw" not in skip:
                 runs["raw"].append(time_raw_loop(broker.bootstrap, topic))
                 print(f"  raw loop: {RECORDS / runs['raw'][-1]:,.0f} msg/s", flush=True)
+        profile: dict[str, object] = {}
+        if "profile" not in skip and "native" in queries:
+            with Profiled(spark_pid, workdir) as profiled:
+                time_query(spark, *queries["native"])
+            profile = {
+                "python_workers_perf_self": profiled.python_top(),
+                "jvm_jfr": profiled.jvm_top(),
+            }
         spark.stop()
-        read_rate, profile = (
-            (None, "") if "profile" in skip else profile_read_path(broker.bootstrap, topic)
-        )
+        read_rates: dict[str, float | None] = {}
+        read_profiles: dict[str, str] = {}
+        for path in ("python", "native"):
+            if "profile" in skip or path in skip:
+                read_rates[path] = None
+                continue
+            read_rates[path], read_profiles[path] = profile_read_path(broker.bootstrap, topic, path)
 
     rates = {name: (RECORDS / min(times) if times else None) for name, times in runs.items()}
+
+    def rate(name: str) -> int | None:
+        return round(rates[name]) if rates.get(name) else None
+
+    def ratio(a: str, b: str) -> float | None:
+        return round(rates[a] / rates[b], 3) if rates.get(a) and rates.get(b) else None
+
     result = {
         "records": RECORDS,
         "valueBytes": len(VALUE),
         "partitions": PARTITIONS,
         "cores": os.cpu_count(),
         "python": platform.python_version(),
+        "librdkafka_native": native_read.module().librdkafka_version()
+        if native_read.module()
+        else None,
         "producedIn_s": round(produce_s, 1),
         "rates_per_s": {
-            "a_kafka_checkpointed_local2": round(rates["ours"]),
-            "b_spark_builtin_kafka_local2": round(rates["builtin"]) if rates["builtin"] else None,
-            "c_raw_confluent_consume_2proc": round(rates["raw"]) if rates["raw"] else None,
-            "executor_read_path_alone_1partition": round(read_rate) if read_rate else None,
+            "a_kafka_checkpointed_python_local2": rate("python"),
+            "b_spark_builtin_kafka_local2": rate("builtin"),
+            "c_raw_confluent_consume_2proc": rate("raw"),
+            "d_kafka_checkpointed_native_local2": rate("native"),
+            "executor_read_path_alone_1partition_python": round(read_rates["python"])
+            if read_rates.get("python")
+            else None,
+            "executor_read_path_alone_1partition_native": round(read_rates["native"])
+            if read_rates.get("native")
+            else None,
         },
         "ratios": {
-            "a_over_b": round(rates["ours"] / rates["builtin"], 3) if rates["builtin"] else None,
-            "a_over_c": round(rates["ours"] / rates["raw"], 3) if rates["raw"] else None,
+            "a_over_b": ratio("python", "builtin"),
+            "a_over_c": ratio("python", "raw"),
+            "d_over_b": ratio("native", "builtin"),
+            "d_over_c": ratio("native", "raw"),
+            "d_over_a": ratio("native", "python"),
         },
-        "targets": {"a_over_b": ">= 1.0", "a_over_c": ">= 0.6"},
+        "targets": {"d_over_b": ">= 2.5", "d_over_c": ">= 1.0"},
         "builtinSource": {"jars": [Path(j).name for j in jars], "error": builtin_error},
         "runs_s": {k: [round(t, 2) for t in v] for k, v in runs.items()},
         "cpu_s_best_run": cpu,
+        "peak_rss_mb_best_run": rss,
+        "profile_extra_native_run": profile,
         "loadavg_1m_at_end": round(os.getloadavg()[0], 2),
     }
     if not args.no_write:
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
         RESULTS.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
-    if profile:
-        print("profile of the executor read path (one partition, in-process):")
-        print(profile)
+    for path, text in read_profiles.items():
+        print(f"profile of the executor read path, {path} (one partition, in-process):")
+        print(text)
     shutil.rmtree(workdir, ignore_errors=True)
 
 

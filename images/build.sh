@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the project's images with the legacy builder and no registry, and prints their tags on
 # stdout (one per line; logs and timings go to stderr):
-#   streamingjob/spark:<version>      JRE 17 + pyspark + the project's spark_app (drivers, executors),
+#   streamingjob/spark:<version>      JRE 17 + pyspark + the project's spark_app (drivers, executors)
+#                                     and its native read path (scripts/native.sh),
 #                                     with a class-data-sharing archive of Spark's classes made by a
 #                                     training run at build time (~1-2 min, cached with the layer)
 #   streamingjob/operator:<version>   kopf + the project's operator
@@ -104,6 +105,9 @@ for t in "${targets[@]}"; do
       printf '%s\n' "${!reqs}" >"$CTX/requirements.txt"
       python_sources "$CTX/python"
       if [ "$t" = spark ]; then
+        # The source's native read path (scripts/native.sh: a cached, host-built cp311 wheel)
+        cp "$(bash "$REPO_ROOT/scripts/native.sh")" "$CTX/wheels/"
+        echo streamingjob-native >>"$CTX/requirements.txt"
         cp "$REPO_ROOT/scripts/pyspark_zip_bytecode.py" "$CTX/"
         # Spark's S3A connector (s3a:// checkpoints and sinks), minus what Spark ships itself
         bash "$REPO_ROOT/scripts/s3a-jars.sh" --into "$CTX/s3a-jars" --beside \

@@ -1,8 +1,16 @@
-"""Driver-side Kafka lookups: partitions, watermarks, committed offsets, commits.
+"""Kafka look-ups of the driver-side source and of the operator: partitions, watermarks,
+committed offsets, commits.
 
 Every call has a bounded timeout and raises `KafkaUnavailable` naming the broker, so an
 unreachable cluster is a clear error rather than a hang. Clients are created on first use:
-the reader that owns this object is pickled and must not hold a live client.
+the reader that owns this object is pickled and must not hold a live client. An owner keeps
+one `KafkaMetadata` per connection setting and calls `close()` once no look-up is in flight.
+
+Committed offsets are read through a consumer of the group, never with the admin API's
+ListConsumerGroupOffsets: librdkafka's admin client dereferences the (absent) consumer group
+handle when an OffsetFetch answer asks it to re-query the coordinator (NOT_COORDINATOR,
+COORDINATOR_NOT_AVAILABLE: a broker whose offsets topic was just created or is reloading),
+and the process dies with SIGSEGV in its main thread.
 """
 
 from __future__ import annotations
@@ -27,9 +35,15 @@ class UnknownTopic(RuntimeError):
 
 
 class KafkaMetadata:
-    def __init__(self, options: SourceOptions, timeout_s: float = 30.0):
+    def __init__(
+        self,
+        options: SourceOptions,
+        timeout_s: float = 30.0,
+        client_overrides: dict[str, str | int | bool] | None = None,
+    ):
         self.options = options
         self.timeout_s = timeout_s
+        self._overrides = dict(client_overrides or {})  # e.g. the operator's socket timeouts
         self._admin = None
         self._consumer = None
         self._lock = threading.Lock()  # librdkafka handles are shared by two threads here
@@ -41,11 +55,13 @@ class KafkaMetadata:
         with self._lock:
             if self._consumer is None:
                 group = self.options.group_id or "kafka-checkpointed-metadata"
-                self._consumer = Consumer(self.options.client(**{"group.id": group}))
+                self._consumer = Consumer(
+                    self.options.client(**{**self._overrides, "group.id": group})
+                )
                 self._admin = AdminClient(
                     {
                         k: v
-                        for k, v in self.options.client().items()
+                        for k, v in self.options.client(**self._overrides).items()
                         if not k.startswith(("enable.auto", "isolation"))
                     }
                 )

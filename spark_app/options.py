@@ -7,6 +7,7 @@ built-in Kafka source; `kafka.*` options pass through to the Kafka client.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -15,6 +16,11 @@ from spark_app.offsets import parse_starting_offsets
 
 _RESET_STRATEGIES = ("earliest", "latest", "error")
 _ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
+# Executors' read path: native (librdkafka straight into Arrow, the streamingjob_native
+# module) when it can be imported, else pure Python; `native` fails without it. The driver's
+# STREAMJOB_READ_PATH sets the default (for jobs whose manifest cannot name the option).
+READ_PATHS = ("auto", "native", "python")
+READ_PATH_ENV = "STREAMJOB_READ_PATH"
 # Client properties this source sets itself: letting a user override them would break
 # range reads (auto.offset.reset), commits (enable.auto.commit) or planning (isolation).
 _RESERVED_CLIENT_KEYS = {
@@ -83,6 +89,7 @@ class SourceOptions:
     max_records_per_batch: int
     report_path: str | None
     drain_path: str | None
+    read_path: str = "auto"
     client_config: dict[str, str] = field(default_factory=dict)
 
     def __repr__(self) -> str:  # never print credentials passed through kafka.*
@@ -157,6 +164,9 @@ class SourceOptions:
             max_records_per_batch=_int(options, "maxRecordsPerBatch", 10_000, 1) or 10_000,
             report_path=options.get("reportpath"),
             drain_path=options.get("drainpath"),
+            read_path=_choice(
+                options, "readPath", os.environ.get(READ_PATH_ENV, "auto"), READ_PATHS
+            ),
             client_config=client,
         )
 

@@ -24,11 +24,11 @@ from typing import Any
 import yaml
 
 from spark_app import offsets as off
+from spark_app.kafka_config import credential_options, source_options
 from spark_app.manifest import (
     JobSpec,
     ManifestError,
     RunnerManifest,
-    SourceSpec,
     checkpoint_location,
     epoch_sink_path,
     load_manifest,
@@ -41,45 +41,10 @@ EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
 SOURCE_REPORT, DRAIN_FILE = "source-report.json", "drain"  # in the run's work directory
 STOP_GRACE_S = 25.0  # below Kubernetes' default 30 s termination grace period
 POLL_S = 0.2  # how soon a finished batch is printed and reported (a local py4j call each)
-# Credentials come from a Secret as environment variables, never from the manifest.
-CREDENTIAL_ENV = {
-    "KAFKA_SECURITY_PROTOCOL": "security.protocol",
-    "KAFKA_SASL_MECHANISM": "sasl.mechanism",
-    "KAFKA_SASL_USERNAME": "sasl.username",
-    "KAFKA_SASL_PASSWORD": "sasl.password",
-}
 
 
 class InvalidJob(ValueError):
     """Input that cannot run, named by its manifest field."""
-
-
-def source_options(source: SourceSpec, env: dict[str, str] | None = None) -> dict[str, str]:
-    """The manifest's source as the `kafka_checkpointed` source's Spark options."""
-    env = os.environ if env is None else env
-    options = {
-        "kafka.bootstrap.servers": source.bootstrap_servers,
-        "startingOffsets": source.starting_offsets,
-        "offsetResetStrategy": source.offset_reset_strategy,
-        "commitOffsetsOnCheckpoints": str(source.commit_offsets_on_checkpoints).lower(),
-        "failOnDataLoss": str(source.fail_on_data_loss).lower(),
-        "includeHeaders": str(source.include_headers).lower(),
-        "partitionDiscoveryIntervalMs": str(source.partition_discovery_interval_ms),
-        "isolationLevel": source.isolation_level,
-    }
-    if source.subscribe:
-        options["subscribe"] = ",".join(source.subscribe)
-    if source.subscribe_pattern:
-        options["subscribePattern"] = source.subscribe_pattern
-    if source.group_id:
-        options["kafka.group.id"] = source.group_id
-    if source.max_offsets_per_trigger:
-        options["maxOffsetsPerTrigger"] = str(source.max_offsets_per_trigger)
-    options.update({f"kafka.{k}": v for k, v in source.kafka.items()})
-    options.update(
-        {f"kafka.{prop}": env[var] for var, prop in CREDENTIAL_ENV.items() if env.get(var)}
-    )
-    return options
 
 
 def preflight(options: dict[str, str], timeout_s: float = 15.0) -> None:
@@ -139,13 +104,7 @@ def start_query(spark, job: JobSpec, name: str, epoch: int, location: str, workd
                 "kafka.bootstrap.servers", sink.bootstrap_servers or job.source.bootstrap_servers
             )
         )
-        writer = writer.options(
-            **{
-                k: v
-                for k, v in options.items()
-                if k.startswith("kafka.sasl") or k == "kafka.security.protocol"
-            }
-        )
+        writer = writer.options(**credential_options(options))
     else:
         writer = writer.format(sink.format)
         if sink.path:
@@ -347,7 +306,7 @@ def run(manifest: RunnerManifest, args: argparse.Namespace, location: str) -> in
         log.error("invalid job: %s", exc)
         return EXIT_INVALID
     reporter.update(state="running")
-    return supervise(query, reporter, stop_requested, workdir / DRAIN_FILE)
+    return supervise(query, reporter, stop_requested, workdir / DRAIN_FILE, spark)
 
 
 def executor_tasks(spark) -> list[dict[str, Any]]:
@@ -366,7 +325,9 @@ def executor_tasks(spark) -> list[dict[str, Any]]:
         return []
 
 
-def supervise(query, reporter: Reporter, stop_requested: threading.Event, drain_file: Path) -> int:
+def supervise(
+    query, reporter: Reporter, stop_requested: threading.Event, drain_file: Path, spark
+) -> int:
     """Prints a line per batch and stops between batches on SIGTERM (no half-written batch):
     the drain file tells the source to plan no new batch, and the query is stopped once the
     batch in flight has ended."""
@@ -382,7 +343,7 @@ def supervise(query, reporter: Reporter, stop_requested: threading.Event, drain_
             return
         seen_batch = progress.get("batchId")
         line, batch = progress_line(progress)
-        report = reporter.update(latestBatch=batch, executors=executor_tasks(query.sparkSession))
+        report = reporter.update(latestBatch=batch, executors=executor_tasks(spark))
         # The group trails by one batch: it gets a batch's offsets once it is durable.
         committed = (report.get("commits") or {}).get("lastCommitted")
         if committed:

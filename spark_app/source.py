@@ -130,6 +130,8 @@ class DriverSide:
         self._closed = threading.Event()
         self._reported_version: tuple | None = None
         self._draining = False
+        self._refresh_order = threading.Lock()
+        self._refreshes_started = self._refresh_applied = 0
         self._refresh(discover=True)
         self._discovery = None
         if options.partition_discovery_interval_ms > 0:
@@ -151,9 +153,18 @@ class DriverSide:
 
     # -- lookups ---------------------------------------------------------------------------
     def _refresh(self, discover: bool) -> None:
+        """Reads partitions and log ends. The micro-batch and discovery threads both refresh,
+        and their readings may finish out of order: an older one never overwrites a newer one
+        (a log end going back would look like data loss to the next batch)."""
+        with self._refresh_order:
+            self._refreshes_started += 1
+            reading = self._refreshes_started
         tps = self.metadata.topic_partitions() if discover else self.table.partitions()
         watermarks = self.metadata.watermarks(tps)
         with self.table.lock:
+            if reading < self._refresh_applied:
+                return  # a newer reading is in the table already
+            self._refresh_applied = reading
             new = self.table.discover({tp: high for tp, (_, high) in watermarks.items()})
             self._low.update({tp: low for tp, (low, _) in watermarks.items()})
             self._fetched_at = time.monotonic()
@@ -291,6 +302,7 @@ class DriverSide:
                 include_headers=self.options.include_headers,
                 poll_timeout_ms=self.options.poll_timeout_ms,
                 max_records_per_batch=self.options.max_records_per_batch,
+                read_path=self.options.read_path,
             )
             for tp in sorted(stop)
             if stop[tp] > begin.get(tp, 0)

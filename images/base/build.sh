@@ -7,14 +7,31 @@
 # FROM this tag. The rootfs tarball is cached under $STREAMJOB_CACHE/images/, so a machine whose
 # docker storage was wiped re-imports it in seconds instead of re-bootstrapping. The newest cached
 # snapshot is reused; STREAMJOB_BASE_REFRESH=1 takes a new one (security updates).
-# Env: DEBIAN_MIRROR (default http://deb.debian.org/debian), DEBIAN_SECURITY_MIRROR.
+# Env: DEBIAN_MIRROR, DEBIAN_SECURITY_MIRROR (default: the machine's own apt sources).
 set -euo pipefail
 source "$(dirname "$0")/../../scripts/common.sh"
 exec 3>&1 1>&2
 
-DEBIAN_MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
-DEBIAN_SECURITY_MIRROR=${DEBIAN_SECURITY_MIRROR:-http://deb.debian.org/debian-security}
 SUITE=bookworm
+# apt_uri SUITE: the first URI of this machine's apt sources (one-line or deb822) serving SUITE
+apt_uri() {
+  local f
+  for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do
+    [ -f "$f" ] && cat "$f"
+  done | awk -v suite="$1" '
+    found { next }
+    /^deb / { for (i = 2; i <= NF; i++) if ($i !~ /^\[/) { uri = $i; break }
+              for (j = i + 1; j <= NF; j++) if ($j == suite) { found = uri }
+              next }
+    /^URIs:/ { uri = $2 }
+    /^Suites:/ { for (i = 2; i <= NF; i++) if ($i == suite && uri != "") found = uri }
+    /^$/ { uri = "" }
+    END { print found }'
+}
+DEBIAN_MIRROR=${DEBIAN_MIRROR:-$(apt_uri "$SUITE")}
+DEBIAN_SECURITY_MIRROR=${DEBIAN_SECURITY_MIRROR:-$(apt_uri "$SUITE-security")}
+[ -n "$DEBIAN_MIRROR" ] && [ -n "$DEBIAN_SECURITY_MIRROR" ] ||
+  die "no apt source for $SUITE / $SUITE-security on this machine: set DEBIAN_MIRROR and DEBIAN_SECURITY_MIRROR"
 REPO=streamingjob/debian
 cache="$STREAMJOB_CACHE/images"
 mkdir -p "$cache"

@@ -14,6 +14,12 @@ from typing import Any
 
 import yaml
 
+from spark_app.kafka_config import (
+    ENV_SASL_MECHANISM,
+    ENV_SASL_PASSWORD,
+    ENV_SASL_USERNAME,
+    ENV_SECURITY_PROTOCOL,
+)
 from spark_app.manifest import S3_ACCESS_KEY_ENV, S3_SECRET_KEY_ENV, CheckpointSpec
 
 from .models import API_GROUP, API_VERSION, KIND, StreamingJobSpec
@@ -41,6 +47,7 @@ DRIVER_PORT = 7078
 BLOCK_MANAGER_PORT = 7079
 UI_PORT = 4040
 SPARK_UID = 185  # the spark user of Apache Spark images
+IMAGE_HADOOP_CONF = "/opt/streamingjob/hadoop-conf"  # an empty core-site.xml (FsShell wants one)
 MASTER = "k8s://https://kubernetes.default.svc:443"
 
 # Spark confs the operator owns: fencing (names, labels, ports) and placement.
@@ -75,8 +82,7 @@ RESERVED_CONF_PREFIXES = (
     "spark.kubernetes.authenticate.",
 )
 
-ENV_USERNAME = "KAFKA_SASL_USERNAME"
-ENV_PASSWORD = "KAFKA_SASL_PASSWORD"
+ENV_USERNAME, ENV_PASSWORD = ENV_SASL_USERNAME, ENV_SASL_PASSWORD  # spark_app.kafka_config
 
 
 def owner_reference(job: dict[str, Any]) -> dict[str, Any]:
@@ -125,21 +131,19 @@ def pod_resources(
     return {"requests": requests, "limits": limits}
 
 
+def _from_secret(env: str, secret: str, key: str) -> dict[str, Any]:
+    return {"name": env, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
+
+
 def _kafka_env(spec: StreamingJobSpec) -> list[dict[str, Any]]:
     creds = spec.kafka_credentials
     if creds is None:
         return []
     return [
-        {
-            "name": ENV_USERNAME,
-            "valueFrom": {"secretKeyRef": {"name": creds.secret_name, "key": creds.username_key}},
-        },
-        {
-            "name": ENV_PASSWORD,
-            "valueFrom": {"secretKeyRef": {"name": creds.secret_name, "key": creds.password_key}},
-        },
-        {"name": "KAFKA_SASL_MECHANISM", "value": creds.sasl_mechanism},
-        {"name": "KAFKA_SECURITY_PROTOCOL", "value": creds.security_protocol},
+        _from_secret(ENV_USERNAME, creds.secret_name, creds.username_key),
+        _from_secret(ENV_PASSWORD, creds.secret_name, creds.password_key),
+        {"name": ENV_SASL_MECHANISM, "value": creds.sasl_mechanism},
+        {"name": ENV_SECURITY_PROTOCOL, "value": creds.security_protocol},
     ]
 
 
@@ -150,14 +154,8 @@ def _s3_env(spec: StreamingJobSpec) -> list[dict[str, Any]]:
     if creds is None:
         return []
     return [
-        {
-            "name": S3_ACCESS_KEY_ENV,
-            "valueFrom": {"secretKeyRef": {"name": creds.name, "key": creds.access_key_id_key}},
-        },
-        {
-            "name": S3_SECRET_KEY_ENV,
-            "valueFrom": {"secretKeyRef": {"name": creds.name, "key": creds.secret_access_key_key}},
-        },
+        _from_secret(S3_ACCESS_KEY_ENV, creds.name, creds.access_key_id_key),
+        _from_secret(S3_SECRET_KEY_ENV, creds.name, creds.secret_access_key_key),
     ]
 
 
@@ -339,20 +337,25 @@ def build_report_configmap(job: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def build_disruption_budget(job: dict[str, Any]) -> dict[str, Any]:
+def build_disruption_budget(job: dict[str, Any], spec: StreamingJobSpec) -> dict[str, Any]:
     """No voluntary eviction of the job's executors (kubectl drain, the cluster autoscaler):
     they go with their driver, which may need them to finish the batch in flight. A drain
     therefore waits until the operator has moved the job off the cordoned node (the driver
     stops between batches and removes its executors; decide._move_off). The driver itself is
-    not covered: its eviction is a graceful stop between batches."""
+    not covered: its eviction is a graceful stop between batches.
+
+    Executors are pods of a pod, not of a controller with a scale: Kubernetes then honours
+    only an integer minAvailable (maxUnavailable cannot be computed and evictions pass). An
+    executor that is not Ready may go (it holds up no batch)."""
     name = job["metadata"]["name"]
     return {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
         "metadata": _meta(job, disruption_budget_name(name)),
         "spec": {
-            "maxUnavailable": 0,
+            "minAvailable": spec.executor.instances,
             "selector": {"matchLabels": {**job_selector(name), LABEL_ROLE: "executor"}},
+            "unhealthyPodEvictionPolicy": "AlwaysAllow",
         },
     }
 
@@ -640,7 +643,7 @@ def cleanup_command(spec: StreamingJobSpec, path: str) -> list[str]:
     return [
         "java",
         "-cp",
-        "/opt/spark/jars/*",
+        f"{IMAGE_HADOOP_CONF}:/opt/spark/jars/*",
         "org.apache.hadoop.fs.FsShell",
         *defines,
         "-rm",

@@ -96,6 +96,8 @@ REASONS = (
     "Deleting",
     "CheckpointKept",
     "CheckpointDeleted",
+    "ApiRejected",  # a reconcile failed: the API server refused a request (reconcile.py)
+    "ReconcileError",  # a reconcile failed otherwise (reconcile.py)
 )
 
 ActionKind = Literal["none", "delete", "launch", "wait"]
@@ -304,8 +306,8 @@ def _silent_since(pod: PodInfo, now: datetime) -> datetime | None:
 
 
 def _on_cordoned_node(pods: list[PodInfo]) -> PodInfo | None:
-    """A running pod of the job on a cordoned node (a drain is coming), if any."""
-    return next((p for p in pods if p.node_cordoned and p.deleting_since is None), None)
+    """A pod of the current attempt on a cordoned node (a drain is coming or under way)."""
+    return next((p for p in pods if p.node_cordoned), None)
 
 
 def _move_off(
@@ -553,6 +555,10 @@ def decide(
     _apply_report(st, observed)
     grace = cfg.node_lost_grace_seconds
     lost = driver is not None and is_lost(driver, now, grace, parse_time(st.unknown_since))
+    # A drain's eviction may reach the driver before the operator moved the job: either way
+    # the driver stops between batches and the job moves; that is no failure.
+    if driver is not None and not lost and (moving := _on_cordoned_node(current)):
+        return _move_off(spec, d, namespace, name, moving, now, cfg)
     if (
         driver is None
         or lost
@@ -569,9 +575,6 @@ def decide(
         d.requeue_after = max(min((at - now).total_seconds(), cfg.resync_seconds), 0.05)
         return d
     st.unknown_since = ""
-
-    if moving := _on_cordoned_node(current):
-        return _move_off(spec, d, namespace, name, moving, now, cfg)
 
     if driver.phase == "Running":
         if not st.running_since:

@@ -27,4 +27,7 @@ class NotFoundError(OperatorError):
 
 
 class FatalError(kopf.PermanentError, OperatorError):
-    """Retrying cannot help (forbidden, invalid object we built)."""
+    """The API server refused the request (forbidden, an invalid object we built from the
+    spec). Retrying at once cannot help: the reconciler records it in status (Degraded,
+    reason ApiRejected) with a Warning Event and retries with backoff, as a fixed spec or
+    RBAC rule can make it pass."""

@@ -215,14 +215,15 @@ class KubeApi:
             return None
 
     def delete_pod(self, namespace: str, name: str, *, force: bool = False) -> bool:
-        """Deletes the pod; True when it is gone now (the API server answered 200: deleted
-        at once, as unscheduled and finished pods are, or already absent), False while a
-        graceful deletion is still under way (202)."""
+        """Deletes the pod; True when it is gone now (deleted at once, as unscheduled and
+        finished pods and forced deletions are, or already absent), False while a graceful
+        deletion is still under way: the API server then answers with the pod, its deletion
+        grace period still running (200 or 202 alike)."""
         options = client.V1DeleteOptions(
             grace_period_seconds=0 if force else None, propagation_policy="Background"
         )
         try:
-            status, _ = self._send(
+            status, body = self._send(
                 f"delete pod {namespace}/{name}",
                 self.core.delete_namespaced_pod,
                 name,
@@ -231,7 +232,12 @@ class KubeApi:
             )
         except NotFoundError:
             return True
-        return status == 200
+        try:
+            answer = json.loads(body or b"{}")
+        except ValueError:
+            answer = {}
+        grace = (answer.get("metadata") or {}).get("deletionGracePeriodSeconds")
+        return status == 200 and (answer.get("kind") != "Pod" or not grace)
 
     def dry_run_create(self, obj: dict[str, Any]) -> Rejection | None:
         """A server-side dry run of creating `obj` (dryRun=All: validation, defaulting and

@@ -1,119 +1,92 @@
 """The operator's own view of Kafka: the group's committed offsets and the log end offsets.
 
-Reads run on a small dedicated thread pool with bounded timeouts; a reconcile never waits
+The look-ups are the source's (`spark_app.kafka_metadata.KafkaMetadata`), built from the
+options the driver's source gets (`spark_app.kafka_config.source_options`, credentials from
+the job's Secret as the pod gets them): the same partitions (internal `__` topics hidden from
+patterns), log ends (the LSO under read_committed) and committed offsets, read through a
+consumer of the group. Never the admin API's ListConsumerGroupOffsets: librdkafka's admin
+client crashes the process (SIGSEGV in its main thread) when an OffsetFetch answer asks it to
+re-query the coordinator, as a broker whose offsets topic was just created does.
+
+Clients: one long-lived `KafkaMetadata` per connection setting, shared by the jobs that use
+it, closed once no job uses it and no reading is in flight; never dropped under a request.
+
+Readings run on a small dedicated thread pool with bounded timeouts; a reconcile never waits
 for Kafka: it takes the latest cached reading and asks for a fresh one when it is old. An
 unreachable broker or an unknown topic becomes a `problem` naming the spec field, never an
-exception in the reconcile. Credentials are used to connect and are never logged or stored.
+exception in the reconcile. Credentials are used to connect and are never logged or stored
+outside the client.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 import threading
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+
+from spark_app.kafka_config import source_options
+from spark_app.kafka_metadata import KafkaMetadata, KafkaUnavailable, UnknownTopic
+from spark_app.manifest import SourceSpec
+from spark_app.options import OptionError, SourceOptions
 
 from .status import KafkaView
 
 log = logging.getLogger(__name__)
 
+ConnectionKey = tuple[tuple[str, str], ...]
+
 
 @dataclass(frozen=True)
 class KafkaTarget:
-    """What to read. `username`/`password` are excluded from repr (never logged)."""
+    """What to read: a job's source as the source's Spark options (credentials included,
+    never shown by repr)."""
 
-    bootstrap_servers: str
-    group_id: str | None
-    topics: tuple[str, ...]
-    pattern: str | None
-    extra: tuple[tuple[str, str], ...] = ()
-    security_protocol: str | None = None
-    sasl_mechanism: str | None = None
-    username: str | None = None
-    password: str | None = None
+    options: ConnectionKey
+
+    @classmethod
+    def of(cls, source: SourceSpec, credentials: Mapping[str, str]) -> KafkaTarget:
+        """`credentials`: the KAFKA_* environment the driver pod gets from the Secret."""
+        return cls(tuple(sorted(source_options(source, credentials).items())))
 
     def __repr__(self) -> str:
-        return (
-            f"KafkaTarget(bootstrap_servers={self.bootstrap_servers!r}, "
-            f"group_id={self.group_id!r}, topics={self.topics!r}, pattern={self.pattern!r})"
-        )
-
-    def client_config(self, timeout: float) -> dict[str, Any]:
-        conf: dict[str, Any] = {k: v for k, v in self.extra if not k.startswith("sasl.")}
-        conf.update(
-            {
-                "bootstrap.servers": self.bootstrap_servers,
-                "socket.timeout.ms": int(timeout * 1000),
-                "socket.connection.setup.timeout.ms": int(timeout * 1000),
-                "reconnect.backoff.max.ms": 2000,
-                # failures are reported in status; librdkafka's own stderr log is noise here
-                "log_level": 0,
-            }
-        )
-        if self.username is not None:
-            conf.update(
-                {
-                    "security.protocol": self.security_protocol or "SASL_SSL",
-                    "sasl.mechanism": self.sasl_mechanism or "PLAIN",
-                    "sasl.username": self.username,
-                    "sasl.password": self.password or "",
-                }
-            )
-        return conf
+        shown = ("kafka.bootstrap.servers", "subscribe", "subscribePattern", "kafka.group.id")
+        return f"KafkaTarget({ {k: v for k, v in self.options if k in shown} })"
 
 
-def read_offsets(target: KafkaTarget, timeout: float) -> KafkaView:
-    """One blocking reading (run it on a worker thread)."""
-    from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
-    from confluent_kafka.admin import AdminClient, OffsetSpec
+def client_overrides(timeout: float) -> dict[str, Any]:
+    """The operator's client settings on top of the source's."""
+    return {
+        "socket.timeout.ms": int(timeout * 1000),
+        "socket.connection.setup.timeout.ms": int(timeout * 1000),
+        "reconnect.backoff.max.ms": 2000,
+        # failures are reported in status; librdkafka's own stderr log is noise here
+        "log_level": 0,
+    }
 
+
+def read_offsets(metadata: KafkaMetadata) -> KafkaView:
+    """One blocking reading with a long-lived client (run it on a worker thread)."""
     now = datetime.now(UTC)
     try:
-        admin = AdminClient(target.client_config(timeout))
-        metadata = admin.list_topics(timeout=timeout)
-        if target.pattern:
-            regex = re.compile(target.pattern)
-            topics = sorted(t for t in metadata.topics if regex.fullmatch(t))
-        else:
-            missing = [t for t in target.topics if t not in metadata.topics]
-            if missing:
-                return KafkaView(
-                    read_at=now,
-                    problem=f"spec.job.source.subscribe: unknown topic(s) {', '.join(missing)}",
-                )
-            topics = list(target.topics)
-        partitions = [
-            TopicPartition(topic, p)
-            for topic in topics
-            for p in sorted(metadata.topics[topic].partitions)
-        ]
+        tps = metadata.topic_partitions()
         end: dict[str, dict[str, int]] = {}
-        if partitions:
-            futures = admin.list_offsets(
-                {tp: OffsetSpec.latest() for tp in partitions}, request_timeout=timeout
-            )
-            for tp, future in futures.items():
-                info = future.result(timeout=timeout)
-                end.setdefault(tp.topic, {})[str(tp.partition)] = info.offset
+        for (topic, partition), (_low, high) in sorted(metadata.watermarks(tps).items()):
+            end.setdefault(topic, {})[str(partition)] = high
         committed: dict[str, dict[str, int]] = {}
-        if target.group_id:
-            request = ConsumerGroupTopicPartitions(target.group_id, partitions or None)
-            futures = admin.list_consumer_group_offsets([request], request_timeout=timeout)
-            result = futures[target.group_id].result(timeout=timeout)
-            for tp in result.topic_partitions or []:
-                if tp.offset is not None and tp.offset >= 0:
-                    committed.setdefault(tp.topic, {})[str(tp.partition)] = tp.offset
+        if metadata.options.group_id and tps:
+            for (topic, partition), offset in sorted(metadata.committed(tps).items()):
+                if offset is not None:
+                    committed.setdefault(topic, {})[str(partition)] = offset
         return KafkaView(committed=committed, end=end, read_at=now)
-    except KafkaException as exc:
-        error = exc.args[0] if exc.args else exc
-        text = getattr(error, "str", lambda: str(error))()
-        return KafkaView(
-            read_at=now, problem=f"spec.job.source.bootstrapServers: Kafka unavailable ({text})"
-        )
-    except Exception as exc:  # a timeout or anything else: report, never crash the caller
+    except UnknownTopic as exc:
+        return KafkaView(read_at=now, problem=f"spec.job.source.subscribe: {exc}")
+    except KafkaUnavailable as exc:
+        return KafkaView(read_at=now, problem=f"spec.job.source.bootstrapServers: {exc}")
+    except Exception as exc:  # anything else: report, never crash the caller
         return KafkaView(
             read_at=now,
             problem=f"spec.job.source.bootstrapServers: Kafka unavailable ({type(exc).__name__}"
@@ -121,8 +94,15 @@ def read_offsets(target: KafkaTarget, timeout: float) -> KafkaView:
         )
 
 
+@dataclass(eq=False)
+class _Client:
+    metadata: KafkaMetadata
+    users: set[tuple[str, str]] = field(default_factory=set)
+    busy: int = 0  # readings in flight
+
+
 class KafkaMonitor:
-    """Cached readings per job, refreshed in the background."""
+    """Cached readings per job, refreshed in the background with shared clients."""
 
     def __init__(self, *, workers: int, timeout: float, max_age: float) -> None:
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kafka")
@@ -131,6 +111,9 @@ class KafkaMonitor:
         self._lock = threading.Lock()
         self._views: dict[tuple[str, str], KafkaView] = {}
         self._inflight: set[tuple[str, str]] = set()
+        self._clients: dict[ConnectionKey, _Client] = {}
+        self._uses: dict[tuple[str, str], ConnectionKey] = {}  # job → its connection
+        self._closed = False
 
     def view(self, key: tuple[str, str]) -> KafkaView | None:
         with self._lock:
@@ -147,27 +130,99 @@ class KafkaMonitor:
             or ((now - view.read_at).total_seconds() >= self._max_age)
         )
 
-    def refresh(self, key: tuple[str, str], target: KafkaTarget) -> None:
+    def clients(self) -> int:
+        """Live connection settings (for tests and metrics)."""
         with self._lock:
-            if key in self._inflight:
-                return
-            self._inflight.add(key)
-        self._pool.submit(self._run, key, target)
+            return len(self._clients)
 
-    def _run(self, key: tuple[str, str], target: KafkaTarget) -> None:
+    def refresh(self, key: tuple[str, str], target: KafkaTarget) -> None:
+        unused: list[_Client] = []
+        with self._lock:
+            if self._closed or key in self._inflight:
+                return
+            try:
+                client = self._attach(key, target, unused)
+            except OptionError as exc:
+                now = datetime.now(UTC)
+                self._views[key] = KafkaView(read_at=now, problem=f"spec.job.source: {exc}")
+                client = None
+            if client is not None:
+                self._inflight.add(key)
+                client.busy += 1
+        self._close_later(unused)
+        if client is not None:
+            self._pool.submit(self._run, key, client)
+
+    def _attach(self, key: tuple[str, str], target: KafkaTarget, unused: list[_Client]) -> _Client:
+        """The job's client for this connection setting (held under the lock)."""
+        previous = self._uses.get(key)
+        if previous == target.options:
+            return self._clients[previous]
+        client = self._clients.get(target.options)
+        if client is None:
+            options = SourceOptions.parse(dict(target.options))
+            metadata = KafkaMetadata(options, self._timeout, client_overrides(self._timeout))
+            client = self._clients[target.options] = _Client(metadata)
+        if previous is not None:
+            unused += self._release(key, previous)
+        client.users.add(key)
+        self._uses[key] = target.options
+        return client
+
+    def _release(self, key: tuple[str, str], connection: ConnectionKey) -> list[_Client]:
+        """Drops the job from its client; returns the client when nobody needs it any more
+        (under the lock; the caller closes it outside)."""
+        client = self._clients.get(connection)
+        if client is None:
+            return []
+        client.users.discard(key)
+        if client.users or client.busy:
+            return []  # still used, or the last reading in flight closes it
+        del self._clients[connection]
+        return [client]
+
+    def _run(self, key: tuple[str, str], client: _Client) -> None:
+        view: KafkaView | None = None
         try:
-            view = read_offsets(target, self._timeout)
+            view = read_offsets(client.metadata)
         finally:
+            unused: list[_Client] = []
             with self._lock:
                 self._inflight.discard(key)
-        with self._lock:
-            self._views[key] = view
-        if view.problem:
+                client.busy -= 1
+                if view is not None and key in self._uses:
+                    self._views[key] = view
+                if not client.users and not client.busy:
+                    for connection, live in list(self._clients.items()):
+                        if live is client:
+                            del self._clients[connection]
+                            unused.append(client)
+            for idle in unused:
+                idle.metadata.close()
+        if view is not None and view.problem:
             log.info("kafka reading for %s/%s: %s", *key, view.problem)
+
+    def _close_later(self, clients: list[_Client]) -> None:
+        for client in clients:
+            try:
+                self._pool.submit(client.metadata.close)
+            except RuntimeError:  # the pool is shut down
+                client.metadata.close()
 
     def forget(self, key: tuple[str, str]) -> None:
         with self._lock:
             self._views.pop(key, None)
+            connection = self._uses.pop(key, None)
+            unused = self._release(key, connection) if connection is not None else []
+        self._close_later(unused)
 
     def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        """Waits for the readings in flight (bounded by their timeouts), then closes every
+        client: none is destroyed under a request."""
+        with self._lock:
+            self._closed = True
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        with self._lock:
+            clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            client.metadata.close()

@@ -483,6 +483,19 @@ class HistoryEntry(StatusModel):
     attempt: int = Field(default=0, description="Attempt within the epoch at that time.")
 
 
+class ReconcileFailure(StatusModel):
+    """A reconcile that failed and is being retried with backoff; gone once one succeeds."""
+
+    reason: str = Field(
+        description="ApiRejected: the API server refused a request (forbidden, or an "
+        "invalid object such as a pod built from a bad podTemplate). ReconcileError: any "
+        "other error of the operator."
+    )
+    message: str = Field(default="", description="The error, with the server's message.")
+    since: str = Field(default="", description="When this failure was first seen.")
+    count: int = Field(default=0, description="Consecutive failed reconciles (the backoff).")
+
+
 class StreamingJobStatus(StatusModel):
     """Observed state of the job. The launch fields are written before the driver pod is
     created (a write-ahead log), so a restarted operator knows what it was doing."""
@@ -574,6 +587,11 @@ class StreamingJobStatus(StatusModel):
     offsets_time: str = Field(default="", description="When offsets and lag were read.")
     history: list[HistoryEntry] = Field(
         default_factory=list, description="The latest transitions, newest last (bounded)."
+    )
+    reconcile_failure: ReconcileFailure | None = Field(
+        default=None,
+        description="Set while reconciles fail (condition Degraded names it); cleared by "
+        "the next reconcile that succeeds.",
     )
 
 

@@ -16,6 +16,7 @@ for people, so the next action does not wait for them.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -24,6 +25,13 @@ import time
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
+
+from spark_app.kafka_config import (
+    ENV_SASL_MECHANISM,
+    ENV_SASL_PASSWORD,
+    ENV_SASL_USERNAME,
+    ENV_SECURITY_PROTOCOL,
+)
 
 from .builders import (
     build_disruption_budget,
@@ -36,11 +44,11 @@ from .builders import (
     build_service_account,
 )
 from .decide import DecideConfig, Decision, Event, decide, invalid, is_lost
-from .errors import ConflictError, TransientError
+from .errors import ConflictError, FatalError, OperatorError, TransientError
 from .k8s import KubeApi
 from .kafka import KafkaMonitor, KafkaTarget
 from .metrics import Metrics
-from .models import StreamingJobSpec, parse_status
+from .models import HistoryEntry, ReconcileFailure, StreamingJobSpec, parse_status
 from .naming import report_configmap_name
 from .nodes import NodeTracker
 from .observed import Observed, PodInfo, iso, parse_report, pod_info
@@ -197,6 +205,7 @@ class Reconciler:
     ) -> float | None:
         try:
             known = _Known()
+            delay: float | None = self.settings.fencing_poll_seconds
             for _ in range(MAX_STEPS):
                 job = known.job or self.api.get_job(namespace, name)
                 if job is None or job["metadata"].get("deletionTimestamp"):
@@ -208,10 +217,10 @@ class Reconciler:
                     known = _Known()
                     continue
                 if not again:
-                    self.metrics.reconciles.labels("ok").inc()
-                    return delay
+                    break
+            self._clear_failure(known.job or job)
             self.metrics.reconciles.labels("ok").inc()
-            return self.settings.fencing_poll_seconds
+            return delay
         except TransientError as exc:
             self.metrics.reconciles.labels("retry").inc()
             self.metrics.errors.labels(type(exc).__name__).inc()
@@ -220,8 +229,85 @@ class Reconciler:
         except Exception as exc:
             self.metrics.reconciles.labels("error").inc()
             self.metrics.errors.labels(type(exc).__name__).inc()
+            return self._record_failure(namespace, name, exc, events)
+
+    # --- failures ----------------------------------------------------------------------
+
+    def _record_failure(
+        self,
+        namespace: str,
+        name: str,
+        exc: Exception,
+        events: list[tuple[dict[str, Any], Event]],
+    ) -> float | None:
+        """A reconcile that cannot go on never ends in a log line alone: it is recorded in
+        status (`reconcileFailure`, condition Degraded with reason ApiRejected for a request
+        the API server refused, ReconcileError otherwise, and the server's message), a
+        Warning Event says so when the failure is new, and the job is retried with backoff
+        (the count lives in status, so a restarted operator keeps the pace)."""
+        if isinstance(exc, FatalError):
+            reason, message = "ApiRejected", str(exc)
+            log.warning("reconcile %s/%s failed: %s", namespace, name, message)
+        else:
+            reason = "ReconcileError"
+            message = str(exc) if isinstance(exc, OperatorError) else f"{type(exc).__name__}: {exc}"
             log.exception("reconcile %s/%s failed", namespace, name)
-            return self.settings.resync_seconds
+        now = datetime.now(UTC)
+        previous: ReconcileFailure | None = None
+        job: dict[str, Any] | None = {"metadata": {"namespace": namespace, "name": name}}
+        try:
+            job = self.api.get_job(namespace, name)
+            if job is None or job["metadata"].get("deletionTimestamp"):
+                return None
+            st = parse_status(job.get("status"))
+            previous = st.reconcile_failure
+            same = previous is not None and (previous.reason, previous.message) == (
+                reason,
+                message,
+            )
+            st.reconcile_failure = ReconcileFailure(
+                reason=reason,
+                message=message,
+                since=previous.since if same and previous is not None else iso(now),
+                count=(previous.count if previous is not None else 0) + 1,
+            )
+            if not same:
+                st.history = [
+                    *st.history,
+                    HistoryEntry(
+                        time=iso(now),
+                        reason=reason,
+                        message=message,
+                        epoch=st.epoch,
+                        attempt=st.attempt,
+                    ),
+                ][-self.settings.history_limit :]
+            set_conditions(st, int(job["metadata"].get("generation") or 0), now)
+            job = self.api.replace_status(job, status_body(st))
+        except Exception as write_error:  # the API may be what fails: the Event still goes
+            log.warning("could not record the failure of %s/%s: %s", namespace, name, write_error)
+            same = False
+        if job is not None and not same:
+            events.append((job, _warning(reason, message)))
+        count = previous.count + 1 if previous is not None else 1
+        return self._failure_backoff(count)
+
+    def _failure_backoff(self, count: int) -> float:
+        base = self.settings.failure_backoff_base_seconds
+        cap = self.settings.failure_backoff_cap_seconds
+        return min(cap, base * 2 ** min(count - 1, 30))
+
+    def _clear_failure(self, job: dict[str, Any]) -> None:
+        """After a reconcile that went through: a recorded failure is over."""
+        st = parse_status(job.get("status"))
+        if st.reconcile_failure is None:
+            return
+        st.reconcile_failure = None
+        meta = job["metadata"]
+        kafka = self.kafka.view((meta["namespace"], meta["name"])) if self.kafka else None
+        set_conditions(st, int(meta.get("generation") or 0), datetime.now(UTC), kafka)
+        with contextlib.suppress(ConflictError):  # changed meanwhile: the next one clears it
+            self.api.replace_status(job, status_body(st))
 
     # --- one step ----------------------------------------------------------------------
 
@@ -353,25 +439,20 @@ class Reconciler:
         return self.kafka.view(key)
 
     def _kafka_target(self, namespace: str, spec: StreamingJobSpec) -> KafkaTarget | None:
-        source = spec.job.source
-        username = password = None
+        """The job's source as its driver connects to it (credentials as the pod gets them)."""
+        credentials: dict[str, str] = {}
         creds = spec.kafka_credentials
         if creds is not None:
             data = self.api.secret_data(namespace, creds.secret_name)
             if data is None:
                 return None  # reported as InvalidSpec by validation
-            username, password = data.get(creds.username_key), data.get(creds.password_key)
-        return KafkaTarget(
-            bootstrap_servers=source.bootstrap_servers,
-            group_id=source.group_id,
-            topics=tuple(source.subscribe or ()),
-            pattern=source.subscribe_pattern,
-            extra=tuple(sorted(source.kafka.items())),
-            security_protocol=creds.security_protocol if creds else None,
-            sasl_mechanism=creds.sasl_mechanism if creds else None,
-            username=username,
-            password=password,
-        )
+            credentials = {
+                ENV_SECURITY_PROTOCOL: creds.security_protocol,
+                ENV_SASL_MECHANISM: creds.sasl_mechanism,
+                ENV_SASL_USERNAME: data.get(creds.username_key) or "",
+                ENV_SASL_PASSWORD: data.get(creds.password_key) or "",
+            }
+        return KafkaTarget.of(spec.job.source, credentials)
 
     # --- act ---------------------------------------------------------------------------
 
@@ -397,6 +478,7 @@ class Reconciler:
 
     def _delete_pod(self, job: dict[str, Any], pod: str, *, force: bool = False) -> bool:
         namespace, name = job["metadata"]["namespace"], job["metadata"]["name"]
+        log.info("deleting pod %s/%s%s", namespace, pod, " (force)" if force else "")
         self.seen.mark(namespace, name, pod, Seen.DELETING)
         gone = False
         try:
@@ -412,7 +494,11 @@ class Reconciler:
         meta = job["metadata"]
         # children of a job launched before exist, most likely: update first, else create first
         relaunch = (st.epoch, st.attempt) != (1, 1)
-        children = [build_service(job), build_report_configmap(job), build_disruption_budget(job)]
+        children = [
+            build_service(job),
+            build_report_configmap(job),
+            build_disruption_budget(job, spec),
+        ]
         if spec.service_account_name is None:
             children += [build_service_account(job), build_role(job), build_role_binding(job)]
         for child in children:  # stable children: applied once per job uid and content

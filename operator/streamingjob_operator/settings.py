@@ -11,6 +11,8 @@
 | STREAMINGJOB_KAFKA_POLL_SECONDS | 30 | how often committed offsets and lag are read |
 | STREAMINGJOB_KAFKA_WORKERS | 4 | threads that talk to Kafka (never the event loop) |
 | STREAMINGJOB_API_TIMEOUT_SECONDS | 30 | timeout of each Kubernetes API request |
+| STREAMINGJOB_FAILURE_BACKOFF_BASE_SECONDS | 2 | first retry of a failed reconcile (doubles) |
+| STREAMINGJOB_FAILURE_BACKOFF_CAP_SECONDS | 300 | longest wait between those retries |
 | STREAMINGJOB_WATCH_SERVER_TIMEOUT_SECONDS | 300 | kopf watch server timeout |
 | STREAMINGJOB_WORKERS | 16 | reconcile threads (blocking API calls); resyncs get WORKERS/2 more |
 | STREAMINGJOB_HISTORY_LIMIT | 20 | transitions kept in status.history |
@@ -42,6 +44,8 @@ class OperatorSettings(BaseModel):
     kafka_poll_seconds: float = Field(default=30.0, gt=0)
     kafka_workers: int = Field(default=4, ge=1)
     api_timeout_seconds: float = Field(default=30.0, gt=0)
+    failure_backoff_base_seconds: float = Field(default=2.0, gt=0)
+    failure_backoff_cap_seconds: float = Field(default=300.0, gt=0)
     watch_server_timeout_seconds: int = Field(default=300, gt=0)
     workers: int = Field(default=16, ge=1)
     history_limit: int = Field(default=20, ge=1)

@@ -70,7 +70,10 @@ def set_conditions(
     phase = st.phase
     ready = phase == "Running"
     progressing = phase in PROGRESSING_PHASES
-    if phase == "Invalid":
+    failure = st.reconcile_failure
+    if failure is not None:  # the operator cannot act: the most urgent thing to show
+        degraded, d_reason = True, failure.reason
+    elif phase == "Invalid":
         degraded, d_reason = True, "InvalidSpec"
     elif phase == "Failed":
         degraded, d_reason = True, st.history[-1].reason if st.history else "Failed"
@@ -82,7 +85,12 @@ def set_conditions(
         degraded, d_reason = True, st.last_restart_reason or "DriverFailed"
     else:
         degraded, d_reason = False, "AsExpected"
-    if degraded and d_reason == "KafkaUnavailable" and kafka is not None:
+    if failure is not None:
+        d_message = (
+            f"{failure.message} (failed {failure.count} time(s) since {failure.since}; "
+            "retrying with backoff)"
+        )
+    elif degraded and d_reason == "KafkaUnavailable" and kafka is not None:
         d_message = kafka.problem or ""
     elif degraded and phase not in ("Invalid", "Failed") and d_reason != "DriverNotStarting":
         d_message = f"{st.consecutive_failures} consecutive failure(s), last: " + (
@@ -113,6 +121,10 @@ def status_body(st: StreamingJobStatus) -> dict[str, Any]:
     body["message"] = _clip(body["message"])
     for item in [*body["conditions"], *body["history"]]:
         item["message"] = _clip(item["message"])
+    if body.get("reconcileFailure") is None:
+        body.pop("reconcileFailure", None)  # a PUT without it clears it
+    else:
+        body["reconcileFailure"]["message"] = _clip(body["reconcileFailure"]["message"])
     if body.get("restoredBatch") is None:
         body["restoredBatch"] = None  # explicit null clears it in a merge patch
     return body

@@ -113,15 +113,14 @@ if [ "${STREAMJOB_KIND_SKIP_IMAGES:-0}" != 1 ]; then
   mapfile -t images < <(bash "$REPO_ROOT/images/build.sh")
   timing images-build $((SECONDS - t))
   t=$SECONDS
-  # Job pods (the Spark image) run on the workers, the test services on the control plane:
-  # each image goes only where it runs. A node remembers which image ID it got for each tag
-  # (in its /var volume).
+  # Job pods (the Spark image) run on the workers, the test services on the control plane
+  # (with the tests' Kafka client, also of the Spark image): each image goes only where it
+  # runs. A node remembers which image ID it got for each tag (in its /var volume).
   for image in "${images[@]}"; do
     case "$image" in
-      */spark:*) targets=("${workers[@]}") ;;
-      *) targets=() ;;
+      */spark:*) targets=("$node" "${workers[@]}") ;;
+      *) targets=("$node") ;;
     esac
-    [ ${#targets[@]} -gt 0 ] || targets=("$node")
     id=$(docker image inspect --format '{{.Id}}' "$image")
     mark="/var/lib/streamingjob-images/$(tr '/:' '__' <<<"$image")"
     missing=()

@@ -271,7 +271,8 @@ def operator_release(kube: Kube, helm: Helm, images: Images) -> Iterator[str]:
         "--set", f"image.tag={tag}", *OPERATOR_VALUES, "--wait", "--timeout", "180s",
     )  # fmt: skip
     yield RELEASE
-    helm.run("uninstall", RELEASE, "-n", OPERATOR_NAMESPACE, "--wait")
+    if os.environ.get("STREAMJOB_E2E_KEEP") != "1":
+        helm.run("uninstall", RELEASE, "-n", OPERATOR_NAMESPACE, "--wait")
 
 
 @pytest.fixture(scope="session")
@@ -482,3 +483,95 @@ def worker_nodes(kube: Kube) -> list[str]:
         for n in nodes
         if "node-role.kubernetes.io/control-plane" not in n["metadata"].get("labels", {})
     )
+
+
+# -- containers that restarted or died without the test causing it ------------------------------
+# A crash the test did not cause (the operator's SIGSEGV in librdkafka, a broker OOM) must fail
+# the run, not hide behind a restart. Untested on kind here; its pure part has a unit test
+# (tests/unit/test_e2e_restarts.py).
+
+ContainerKey = tuple[str, str, str]  # namespace, pod, container
+
+
+def watched_role(pod: dict) -> str | None:
+    """operator, kafka, driver or executor; None for pods the check ignores."""
+    meta = pod.get("metadata") or {}
+    if meta.get("namespace") == OPERATOR_NAMESPACE:
+        return "operator"
+    if meta.get("namespace") == KAFKA_NAMESPACE:
+        return "kafka"
+    role = (meta.get("labels") or {}).get("spark-role")
+    return role if role in ("driver", "executor") else None
+
+
+def restart_counts(pods: list[dict]) -> dict[ContainerKey, int]:
+    counts = {}
+    for pod in pods:
+        if watched_role(pod) is None:
+            continue
+        meta, status = pod["metadata"], pod.get("status") or {}
+        for cs in (status.get("initContainerStatuses") or []) + (
+            status.get("containerStatuses") or []
+        ):
+            counts[(meta["namespace"], meta["name"], cs["name"])] = cs.get("restartCount", 0)
+    return counts
+
+
+def unexpected_restarts(
+    before: dict[ContainerKey, int], pods: list[dict], caused: set[str]
+) -> list[str]:
+    """What went wrong that the test did not cause: a watched container whose restartCount
+    grew since `before`, or one that ended in a failure (a non-zero exit, OOMKilled) while its
+    pod is not being deleted. `caused` names the pods ("namespace/name" or "name") the test
+    killed or deleted itself. A driver that exits 0 has stopped on request (suspend, redeploy)."""
+    problems = []
+    for pod in pods:
+        role = watched_role(pod)
+        meta, status = pod["metadata"], pod.get("status") or {}
+        name = f"{meta['namespace']}/{meta['name']}"
+        if role is None or name in caused or meta["name"] in caused:
+            continue
+        for cs in (status.get("initContainerStatuses") or []) + (
+            status.get("containerStatuses") or []
+        ):
+            key = (meta["namespace"], meta["name"], cs["name"])
+            restarts = cs.get("restartCount", 0) - before.get(key, 0)
+            last = ((cs.get("lastState") or {}).get("terminated")) or {}
+            if restarts > 0:
+                problems.append(
+                    f"{role} {name} container {cs['name']} restarted {restarts} time(s) "
+                    f"(last exit {last.get('exitCode')} {last.get('reason', '')})".rstrip()
+                )
+            ended = (cs.get("state") or {}).get("terminated")
+            if ended and not meta.get("deletionTimestamp"):
+                failed = ended.get("exitCode", 0) != 0 or ended.get("reason") == "OOMKilled"
+                if failed or role in ("operator", "kafka"):
+                    problems.append(
+                        f"{role} {name} container {cs['name']} terminated: exit "
+                        f"{ended.get('exitCode')} {ended.get('reason', '')}".rstrip()
+                    )
+    return problems
+
+
+@pytest.fixture
+def caused_restarts() -> set[str]:
+    """Pods the test kills or deletes itself: add "namespace/name" (or the pod name)."""
+    return set()
+
+
+@pytest.fixture(autouse=True)
+def _no_unexpected_restarts(request: pytest.FixtureRequest, caused_restarts: set[str]):
+    """Fails the test when an operator, Kafka, driver or executor container restarted or
+    died during it without the test causing it (only for tests that use the cluster)."""
+    if "kube" not in request.fixturenames:
+        yield
+        return
+    kube: Kube = request.getfixturevalue("kube")
+
+    def pods() -> list[dict]:
+        return json.loads(kube.run("get", "pods", "--all-namespaces", "-o", "json"))["items"]
+
+    before = restart_counts(pods())
+    yield
+    problems = unexpected_restarts(before, pods(), caused_restarts)
+    assert not problems, "containers restarted or died unexpectedly:\n" + "\n".join(problems)

@@ -7,6 +7,7 @@ fail. A watch on pods records every driver's lifetime; two overlapping ones fail
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import signal
@@ -15,7 +16,7 @@ import time
 from collections import defaultdict
 
 import pytest
-from kubernetes import watch
+from kubernetes import client, watch
 
 from streamingjob_operator.k8s import KubeApi
 from streamingjob_operator.reconcile import Reconciler
@@ -191,3 +192,142 @@ def test_sigkill_at_random_moments_never_two_drivers(kube: Kube, apiserver):
             proc.wait()
     assert all(w.max_live[j] == 1 for j in jobs), dict(w.max_live)
     assert len(w.created) > len(jobs)  # restarts did happen across the kills
+
+
+class SlowKubelet:
+    """Plays a node's kubelet (and the scheduler) for one namespace: binds new pods to a
+    node, runs them, fails some drivers, and lets deleted pods linger: a pod being deleted
+    stays (its process still running, as far as anyone can tell) for a random part of its
+    grace period before the kubelet reports its container ended and removes it. Bound pods
+    are only removed by that final delete (grace 0), as with a real kubelet."""
+
+    NODE = "slow-node"
+
+    def __init__(self, kube: Kube, ns: str, rng: random.Random, fail_rate: float) -> None:
+        self.kube, self.ns, self.rng, self.fail_rate = kube, ns, rng, fail_rate
+        self.deleting_since: dict[str, float] = {}
+        self.linger: dict[str, float] = {}
+        self.lingered: list[float] = []  # how long each deleted pod stayed
+        self.errors: list[BaseException] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        with contextlib.suppress(client.ApiException):
+            kube.core.create_node({"metadata": {"name": self.NODE}})
+
+    def __enter__(self) -> SlowKubelet:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        if self.errors:
+            raise self.errors[0]
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                for pod in self.kube.pods(self.ns):
+                    with contextlib.suppress(client.ApiException):  # gone meanwhile
+                        self._tend(pod)
+            except Exception as exc:
+                self.errors.append(exc)
+                return
+            self._stop.wait(0.05)
+
+    def _tend(self, pod: client.V1Pod) -> None:
+        name = pod.metadata.name
+        if pod.metadata.deletion_timestamp is not None:
+            now = time.monotonic()
+            since = self.deleting_since.setdefault(name, now)
+            # the SIGTERM'd process takes its time; below the operator's stuck-pod grace (2 s)
+            linger = self.linger.setdefault(name, self.rng.uniform(0.2, 1.5))
+            if now - since >= linger:
+                code = 0 if pod.metadata.labels.get("spark-role") == "driver" else 143
+                self.kube.set_terminated(self.ns, name, code, "Completed" if code == 0 else "Error")
+                self.kube.core.delete_namespaced_pod(name, self.ns, grace_period_seconds=0)
+                self.lingered.append(now - since)
+            return
+        if not pod.spec.node_name:
+            binding = {
+                "apiVersion": "v1",
+                "kind": "Binding",
+                "metadata": {"name": name},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": self.NODE},
+            }
+            self.kube.core.create_namespaced_pod_binding(
+                name, self.ns, binding, _preload_content=False
+            )
+            return
+        if pod.status.phase == "Pending":
+            self.kube.set_running(self.ns, name)
+        elif pod.status.phase == "Running" and self.rng.random() < self.fail_rate:
+            self.kube.set_terminated(self.ns, name, self.rng.choice([1, 137]))
+
+
+def test_graceful_deletions_linger_while_the_operator_is_killed_never_two_drivers(
+    kube: Kube, apiserver
+):
+    """Deleted pods linger for part of their grace period (the test plays a slow kubelet),
+    while drivers fail, restarts are requested and running drivers are deleted by someone
+    else, and the operator is SIGKILLed at random moments: a pod watch proves that no two
+    drivers of one job ever exist at once (a lingering driver is still running)."""
+    ns = kube.namespace()
+    jobs = [f"g{i}" for i in range(4)]
+    rng = random.Random(11)
+    with DriverWatch(kube, ns) as w, SlowKubelet(kube, ns, rng, fail_rate=0.02) as kubelet:
+        for job in jobs:
+            kube.create_job(ns, job, job_spec())
+        nonces = dict.fromkeys(jobs, 0)
+        for _round in range(5):
+            proc = spawn_operator(apiserver.kubeconfig)
+            try:
+                # the random moment counts from the operator's first act: starting a Python
+                # process alone can take seconds on a loaded machine
+                created, job = len(w.created), rng.choice(jobs)
+                nonces[job] += 1
+                kube.patch_spec(ns, job, {"restartNonce": nonces[job]})
+                wait_for(lambda created=created: len(w.created) > created, 60, "a launch")
+                deadline = time.monotonic() + rng.uniform(1.5, 4.0)
+                while time.monotonic() < deadline:  # graceful deletions, from two sides
+                    job = rng.choice(jobs)
+                    if rng.random() < 0.5:
+                        nonces[job] += 1
+                        kube.patch_spec(ns, job, {"restartNonce": nonces[job]})
+                    else:
+                        running = [
+                            p
+                            for p in kube.pods(ns, "driver")
+                            if p.status.phase == "Running" and not p.metadata.deletion_timestamp
+                        ]
+                        if running:
+                            victim = rng.choice(running).metadata.name
+                            with contextlib.suppress(client.ApiException):
+                                kube.core.delete_namespaced_pod(victim, ns)  # graceful
+                    kubelet._stop.wait(rng.uniform(0.2, 0.6))
+            finally:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        proc = spawn_operator(apiserver.kubeconfig)
+        try:
+
+            def settled() -> bool:
+                per_job = defaultdict(list)
+                for pod in kube.pods(ns, "driver"):
+                    per_job[pod.metadata.labels["sparkkafka.dev/job"]].append(pod)
+                return all(
+                    len(per_job[j]) == 1
+                    and per_job[j][0].status.phase == "Running"
+                    and per_job[j][0].metadata.deletion_timestamp is None
+                    for j in jobs
+                )
+
+            kubelet.fail_rate = 0.0
+            wait_for(settled, 90, "every job with exactly one running driver")
+        finally:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert all(w.max_live[j] == 1 for j in jobs), dict(w.max_live)
+    assert len(kubelet.lingered) >= len(jobs)  # deleted pods did linger
+    assert max(kubelet.lingered) >= 0.2
+    assert len(w.created) > 2 * len(jobs)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -54,3 +56,119 @@ def test_committed_offsets_and_lag_in_status(kube: Kube, ns: str, operator: obje
     assert "spec.job.source.subscribe" in cond["message"] and "no-such-topic" in cond["message"]
     # the job itself is still launched: Kafka may come back, the driver retries on its own
     wait_for(lambda: "notopic-e1-a1-driver" in kube.driver_names(ns), 30, "notopic driver")
+
+
+# --- the operator's Kafka reader on its own (no API server) ---------------------------------
+
+# Run in a process of its own: a crash in librdkafka kills the process, not the test. It reads
+# the committed offsets of several jobs (each its own group) as soon as the broker is up and
+# the topic is being created, again and again for a while, as a fresh install does.
+FRESH_BROKER_READER = r"""
+import faulthandler, sys, time
+faulthandler.enable()
+from spark_app.manifest import SourceSpec
+from streamingjob_operator.kafka import KafkaMonitor, KafkaTarget
+jobs, seconds = int(sys.argv[1]), float(sys.argv[2])
+print("ready", flush=True)
+bootstrap, topic = sys.stdin.readline().split()
+monitor = KafkaMonitor(workers=jobs, timeout=5, max_age=0)
+targets = {
+    ("ns", f"j{i}"): KafkaTarget.of(
+        SourceSpec(bootstrap_servers=bootstrap, subscribe=[topic], group_id=f"g{i}-{topic}"), {}
+    )
+    for i in range(jobs)
+}
+deadline = time.monotonic() + seconds
+while time.monotonic() < deadline or not all(
+    (v := monitor.view(k)) is not None and v.committed is not None for k in targets
+):
+    assert time.monotonic() < deadline + 30, {k: monitor.view(k) for k in targets}
+    for key, target in targets.items():
+        monitor.refresh(key, target)
+    time.sleep(0.005)
+assert monitor.clients() == jobs
+for key in targets:
+    monitor.forget(key)
+monitor.close()
+assert monitor.clients() == 0
+print("ok", flush=True)
+"""
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("round_", range(2))
+def test_readings_on_a_fresh_broker_whose_topic_was_just_created_do_not_crash(tmp_path, round_):
+    """The kind install that crashed: the operator read a job's committed offsets with the
+    admin API right after the broker started and the topic was created; an OffsetFetch
+    answer asking to re-query the coordinator made librdkafka's admin client dereference its
+    absent consumer group handle (SIGSEGV in rdk:main). Each round is a fresh broker."""
+    import subprocess
+    import sys
+
+    from tests.integration.operator.kube_helpers import REPO
+    from tests.support.kafka_broker import KafkaBroker
+
+    reader = subprocess.Popen(
+        [sys.executable, "-c", FRESH_BROKER_READER, "8", "6"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": f"{REPO}:{REPO / 'operator'}"},
+    )
+    try:
+        assert reader.stdout is not None and reader.stdout.readline().strip() == "ready"
+        with KafkaBroker(tmp_path / "broker") as broker:
+            topic = "fresh"
+            assert reader.stdin is not None
+            reader.stdin.write(f"{broker.bootstrap} {topic}\n")
+            reader.stdin.flush()
+            admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+            admin.create_topics([NewTopic(topic, num_partitions=2, replication_factor=1)])[
+                topic
+            ].result(30)
+            out, err = reader.communicate(timeout=120)
+    finally:
+        if reader.poll() is None:
+            reader.kill()
+            reader.wait()
+    assert reader.returncode == 0 and out.strip().endswith("ok"), (
+        f"reader exited {reader.returncode} (-11 = SIGSEGV)\n{out}\n{err[-3000:]}"
+    )
+
+
+def test_patterns_hide_internal_topics_and_clients_are_shared_per_connection(kafka):
+    """The operator's look-ups are the source's: a pattern never matches `__` topics (the
+    offsets topic would count as lag), and jobs with the same connection share one client,
+    closed when the last of them is forgotten."""
+    from spark_app.manifest import SourceSpec
+    from streamingjob_operator.kafka import KafkaMonitor, KafkaTarget
+    from tests.support.kafka_tools import commit_offsets, new_topic, produce
+
+    topic = new_topic(kafka.bootstrap, partitions=2, prefix="op-pat")
+    produce(kafka.bootstrap, topic, range(10))
+    commit_offsets(kafka.bootstrap, "pat-group", topic, {0: 1})  # creates __consumer_offsets
+    pattern = SourceSpec(
+        bootstrap_servers=kafka.bootstrap,
+        subscribe_pattern=f"__consumer_offsets|{topic}",
+        group_id="pat-group",
+    )
+    other_group = pattern.model_copy(update={"group_id": "other-group"})
+    monitor = KafkaMonitor(workers=2, timeout=5, max_age=0)
+    try:
+        jobs = {("ns", "a"): pattern, ("ns", "b"): pattern, ("ns", "c"): other_group}
+        for key, source in jobs.items():
+            monitor.refresh(key, KafkaTarget.of(source, {}))
+        wait_for(lambda: all(monitor.view(k) is not None for k in jobs), 30, "three readings")
+        view = monitor.view(("ns", "a"))
+        assert view is not None
+        assert view.problem is None and set(view.end) == {topic}
+        assert view.committed == {topic: {"0": 1}}
+        assert monitor.clients() == 2  # a and b share theirs
+        monitor.forget(("ns", "a"))
+        assert monitor.clients() == 2
+        monitor.forget(("ns", "b"))
+        monitor.forget(("ns", "c"))
+        wait_for(lambda: monitor.clients() == 0, 10, "idle clients closed")
+    finally:
+        monitor.close()

@@ -286,3 +286,66 @@ def test_driver_rbac_patches_only_its_report(kube: Kube, ns: str, operator: obje
     as_driver.list_namespaced_pod(ns)  # it manages its executors
     # the operator shows the report of the current run
     wait_for(lambda: kube.status(ns, "rbac").get("startPath") == "fresh", 20, "start path")
+
+
+def _bind(kube: Kube, ns: str, pod: str, node: str = "node-a") -> None:
+    """What the scheduler does: the pod is on a node, so its deletion is graceful."""
+    binding = {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": pod},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+    }
+    kube.core.create_namespaced_pod_binding(pod, ns, binding, _preload_content=False)
+
+
+def _executor(kube: Kube, ns: str, job: str, driver: client.V1Pod, n: int) -> str:
+    """An executor as Spark creates it: labelled with the job and its driver, owned by it."""
+    name = f"{driver.metadata.name}-exec-{n}"
+    labels = {
+        "spark-role": "executor",
+        "sparkkafka.dev/job": job,
+        "sparkkafka.dev/driver-pod": driver.metadata.name,
+        "app.kubernetes.io/managed-by": "streamingjob-operator",
+    }
+    owner = {"apiVersion": "v1", "kind": "Pod", "name": driver.metadata.name,
+             "uid": driver.metadata.uid, "controller": True}  # fmt: skip
+    kube.core.create_namespaced_pod(
+        ns,
+        {
+            "metadata": {"name": name, "labels": labels, "ownerReferences": [owner]},
+            "spec": {"containers": [{"name": "executor", "image": "spark"}]},
+        },
+    )
+    _bind(kube, ns, name)
+    kube.set_running(ns, name)
+    return name
+
+
+def test_a_graceful_restart_keeps_the_executors_until_their_driver_is_gone(
+    kube: Kube, ns: str, operator: object
+):
+    """A running driver's deletion is graceful (its runner finishes the batch in flight, with
+    its executors): the API server answers with the pod, its grace period running. The
+    operator used to take that answer for "gone" and force-delete the executors under the
+    batch (seen on kind: a drain interrupted the batch in flight)."""
+    kube.create_job(ns, "keep", job_spec())
+    driver = _only_driver(kube, ns, "keep-e1-a1-driver")
+    _bind(kube, ns, driver.metadata.name)
+    kube.set_running(ns, driver.metadata.name)
+    executors = [_executor(kube, ns, "keep", driver, n) for n in (1, 2)]
+    kube.patch_spec(ns, "keep", {"restartNonce": 1})
+    wait_for(
+        lambda: _driver(kube, ns, driver.metadata.name).metadata.deletion_timestamp,
+        30,
+        "the driver's graceful deletion",
+    )
+    time.sleep(3)  # several reconciles (fencingPollSeconds 1): the executors must stay
+    alive = {p.metadata.name: p.metadata.deletion_timestamp for p in kube.pods(ns, "executor")}
+    assert alive == dict.fromkeys(executors), alive
+    assert kube.driver_names(ns) == [driver.metadata.name]  # no launch meanwhile
+    kube.set_terminated(ns, driver.metadata.name, 0, "Completed")  # its runner stopped
+    _only_driver(kube, ns, "keep-e1-a2-driver", timeout=30)
+    assert kube.pods(ns, "executor") == [] or all(
+        p.metadata.deletion_timestamp for p in kube.pods(ns, "executor")
+    )

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from spark_app.options import READ_PATH_ENV
 from tests.support.file_sink import committed_rows
 from tests.support.kafka_broker import KafkaBroker, free_port
 from tests.support.kafka_tools import (
@@ -257,12 +258,14 @@ def test_a_transform_and_the_kafka_sink_deliver_every_record(kafka, tmp_path):
     assert ids == Counter(range(0, 2000, 2))  # no kills: at-least-once is exactly once here
 
 
-def test_available_now_reads_the_backlog_in_bounded_batches_and_stops(kafka, tmp_path):
+@pytest.mark.parametrize("read_path", ["native", "python"])
+def test_available_now_reads_the_backlog_in_bounded_batches_and_stops(kafka, tmp_path, read_path):
+    """Whole queries on both executor read paths (`native` fails rather than falls back)."""
     topic = new_topic(kafka.bootstrap, partitions=2)
     manifest = job_manifest("backfill", kafka.bootstrap, topic, tmp_path)
     manifest["spec"]["job"]["trigger"] = {"availableNow": True}
     produce(kafka.bootstrap, topic, range(5000))
-    runner = RunnerProcess(manifest, tmp_path).start()
+    runner = RunnerProcess(manifest, tmp_path, env={READ_PATH_ENV: read_path}).start()
     assert runner.wait(180) == 0  # finished, not failed
     assert_exactly_once(tmp_path / "output", range(5000))
     assert runner.report()["latestBatch"]["batchId"] >= 3  # 5000 offsets, 1500 per batch

@@ -1,21 +1,30 @@
 """The source's driver and executor halves against a real broker, called as Spark calls them
-(the call order observed in PySpark 4.3: docs/source.md). Whole queries: test_runner.py."""
+(the call order observed in PySpark 4.3: docs/source.md). Whole queries: test_runner.py.
+
+Every test that reads runs on both executor read paths (`read_path`: native and pure
+Python); `readPath=native` fails rather than falls back when the native module is missing."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 
 import pyarrow as pa
 import pytest
 from confluent_kafka import Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, ConfigResource
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from spark_app import offsets as off
 from spark_app.offsets import StartError
 from spark_app.options import SourceOptions
-from spark_app.partition_reader import DataLossError, arrow_schema, read_range
+from spark_app.partition_reader import (
+    DataLossError,
+    KafkaInputPartition,
+    arrow_schema,
+    read_range,
+)
 from spark_app.source import KafkaStreamReader
 from tests.support.kafka_tools import (
     commit_offsets,
@@ -24,16 +33,25 @@ from tests.support.kafka_tools import (
     new_topic,
     produce,
 )
+from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.integration
 
 
-def reader(bootstrap: str, topic: str, **options: str) -> KafkaStreamReader:
+@pytest.fixture(params=["native", "python"])
+def read_path(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+def reader(
+    bootstrap: str, topic: str, read_path: str = "auto", **options: str
+) -> KafkaStreamReader:
     raw = {
         "kafka.bootstrap.servers": bootstrap,
         "subscribe": topic,
         "kafka.group.id": f"{topic}-g",
         "partitionDiscoveryIntervalMs": "0",
+        "readPath": read_path,
         **options,
     }
     return KafkaStreamReader(SourceOptions.parse(raw), schema=None)
@@ -48,23 +66,18 @@ def read_all(r: KafkaStreamReader, start: dict, end: dict) -> list[dict]:
     return rows
 
 
-def wait_until(condition, timeout: float = 30.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if value := condition():
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"condition not met within {timeout}s")
-
-
-def test_group_offsets_move_only_after_the_batch_is_durable(kafka):
+def test_group_offsets_move_only_after_the_batch_is_durable(kafka, read_path):
     topic = new_topic(kafka.bootstrap, partitions=3)
     produce(kafka.bootstrap, topic, range(300))
-    r = reader(kafka.bootstrap, topic)
+    r = reader(kafka.bootstrap, topic, read_path)
     start = r.initialOffset()
     end0 = r.latestOffset(start, ReadAllAvailable())  # Spark then writes offsets/0
     rows = read_all(r, start, end0)
     assert sorted(json.loads(row["value"])["id"] for row in rows) == list(range(300))
+    # The committer is asynchronous: only once it is idle (nothing handed over is pending or
+    # in flight) does "no commit yet" prove that nothing was handed over before durability.
+    assert r.driver.committer is not None and r.driver.committer.flush(30)
+    assert r.driver.table.snapshot().commits_succeeded == 0
     assert group_offsets(kafka.bootstrap, f"{topic}-g", topic) == {0: None, 1: None, 2: None}
 
     # Spark asks latestOffset(start=end0) only once commits/0 is written: batch 0 is durable.
@@ -76,18 +89,20 @@ def test_group_offsets_move_only_after_the_batch_is_durable(kafka):
             last_processed.get(row["partition"], -1), row["offset"]
         )
     expected = {p: o + 1 for p, o in last_processed.items()}  # committed = last processed + 1
-    assert wait_until(lambda: group_offsets(kafka.bootstrap, f"{topic}-g", topic) == expected)
+    assert r.driver.committer.flush(30)  # the commit was sent and acknowledged
+    assert r.driver.table.snapshot().commits_succeeded == 1
+    assert group_offsets(kafka.bootstrap, f"{topic}-g", topic) == expected
     assert expected == {int(p): o for p, o in end0["offsets"][topic].items()}
     r.stop()
 
 
-def test_a_fresh_start_uses_committed_offsets_and_the_reset_strategy_elsewhere(kafka):
+def test_a_fresh_start_uses_committed_offsets_and_the_reset_strategy_elsewhere(kafka, read_path):
     topic = new_topic(kafka.bootstrap, partitions=3)
     produce(kafka.bootstrap, topic, range(90), partition=0)
     produce(kafka.bootstrap, topic, range(90, 180), partition=1)
     produce(kafka.bootstrap, topic, range(180, 270), partition=2)
     commit_offsets(kafka.bootstrap, f"{topic}-g", topic, {0: 30, 1: 60})
-    r = reader(kafka.bootstrap, topic)
+    r = reader(kafka.bootstrap, topic, read_path)
     start = r.initialOffset()
     end0 = r.latestOffset(start, ReadAllAvailable())
     assert end0["start"] == {topic: {"0": 30, "1": 60, "2": 0}}
@@ -117,10 +132,14 @@ def test_a_group_without_commits_starts_per_offset_reset_strategy(kafka, strateg
     r.stop()
 
 
-def test_max_offsets_per_trigger_bounds_each_batch_and_idle_returns_start_unchanged(kafka):
+def test_max_offsets_per_trigger_bounds_each_batch_and_idle_returns_start_unchanged(
+    kafka, read_path
+):
     topic = new_topic(kafka.bootstrap, partitions=2)
     produce(kafka.bootstrap, topic, range(1000))
-    r = reader(kafka.bootstrap, topic, maxOffsetsPerTrigger="300", startingOffsets="earliest")
+    r = reader(
+        kafka.bootstrap, topic, read_path, maxOffsetsPerTrigger="300", startingOffsets="earliest"
+    )
     assert r.getDefaultReadLimit() == ReadMaxRows(300)
     start = r.initialOffset()
     seen, batches = 0, 0
@@ -136,13 +155,13 @@ def test_max_offsets_per_trigger_bounds_each_batch_and_idle_returns_start_unchan
     r.stop()
 
 
-def test_a_drain_request_plans_no_new_batch_yet_commits_the_durable_one(kafka, tmp_path):
+def test_a_drain_request_plans_no_new_batch_yet_commits_the_durable_one(kafka, tmp_path, read_path):
     """The runner's graceful stop: with the drain file present, latestOffset still hands the
     finished batch to the group, then returns start (no new batch) though records wait."""
     topic = new_topic(kafka.bootstrap, partitions=2)
     produce(kafka.bootstrap, topic, range(100))
     drain = tmp_path / "drain"
-    r = reader(kafka.bootstrap, topic, drainPath=str(drain))
+    r = reader(kafka.bootstrap, topic, read_path, drainPath=str(drain))
     start = r.initialOffset()
     end0 = json.loads(json.dumps(r.latestOffset(start, ReadAllAvailable())))
     assert len(read_all(r, start, end0)) == 100
@@ -152,18 +171,22 @@ def test_a_drain_request_plans_no_new_batch_yet_commits_the_durable_one(kafka, t
     assert r.latestOffset(end0, ReadAllAvailable()) is end0
     expected = {int(p): o for p, o in end0["offsets"][topic].items()}
     assert sum(expected.values()) == 100
-    assert wait_until(lambda: group_offsets(kafka.bootstrap, f"{topic}-g", topic) == expected)
+    wait_for(
+        lambda: group_offsets(kafka.bootstrap, f"{topic}-g", topic) == expected,
+        30,
+        "the durable batch's offsets in the group",
+    )
     r.stop()
 
 
-def test_deleted_offsets_fail_with_names_or_are_skipped_and_counted(kafka, tmp_path):
+def test_deleted_offsets_fail_with_names_or_are_skipped_and_counted(kafka, tmp_path, read_path):
     topic = new_topic(kafka.bootstrap, partitions=1)
     produce(kafka.bootstrap, topic, range(100))
     admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
     admin.delete_records([TopicPartition(topic, 0, 50)])[TopicPartition(topic, 0, 50)].result(30)
     restored = off.batch_offset({(topic, 0): 10})  # a checkpoint taken before retention ran
 
-    strict = reader(kafka.bootstrap, topic)
+    strict = reader(kafka.bootstrap, topic, read_path)
     with pytest.raises(DataLossError, match=rf"{topic}-0: offsets 10\.\.49 were deleted"):
         strict.latestOffset(restored, ReadAllAvailable())
     (partition,) = strict.driver.plan_partitions(restored, off.batch_offset({(topic, 0): 100}))
@@ -172,7 +195,11 @@ def test_deleted_offsets_fail_with_names_or_are_skipped_and_counted(kafka, tmp_p
     strict.stop()
 
     lenient = reader(
-        kafka.bootstrap, topic, failOnDataLoss="false", reportPath=str(tmp_path / "r.json")
+        kafka.bootstrap,
+        topic,
+        read_path,
+        failOnDataLoss="false",
+        reportPath=str(tmp_path / "r.json"),
     )
     end = lenient.latestOffset(restored, ReadAllAvailable())
     rows = read_all(lenient, restored, end)
@@ -183,7 +210,9 @@ def test_deleted_offsets_fail_with_names_or_are_skipped_and_counted(kafka, tmp_p
 
 
 @pytest.mark.parametrize("isolation", ["read_committed", "read_uncommitted"])
-def test_ranges_end_by_position_across_transaction_markers_and_aborted_records(kafka, isolation):
+def test_ranges_end_by_position_across_transaction_markers_and_aborted_records(
+    kafka, isolation, read_path
+):
     topic = new_topic(kafka.bootstrap, partitions=1)
     producer = Producer(
         {"bootstrap.servers": kafka.bootstrap, "transactional.id": f"tx-{topic}-{isolation}"}
@@ -196,8 +225,10 @@ def test_ranges_end_by_position_across_transaction_markers_and_aborted_records(k
         producer.flush(30)  # aborted records must reach the log, not be purged locally
         (producer.commit_transaction if commit else producer.abort_transaction)(30)
     # 10 records + 3 transaction markers (written by the coordinator after EndTxn returns).
-    wait_until(lambda: log_end_offsets(kafka.bootstrap, topic)[0] == 13)
-    r = reader(kafka.bootstrap, topic, startingOffsets="earliest", isolationLevel=isolation)
+    wait_for(lambda: log_end_offsets(kafka.bootstrap, topic)[0] == 13, 30, "13 offsets")
+    r = reader(
+        kafka.bootstrap, topic, read_path, startingOffsets="earliest", isolationLevel=isolation
+    )
     end = r.latestOffset(r.initialOffset(), ReadAllAvailable())
     assert end["offsets"][topic]["0"] == 13
     ids = [json.loads(x["value"])["id"] for x in read_all(r, off.FRESH_START, end)]
@@ -206,7 +237,7 @@ def test_ranges_end_by_position_across_transaction_markers_and_aborted_records(k
     r.stop()
 
 
-def test_batches_are_arrow_with_sparks_exact_schema_and_headers(kafka):
+def test_batches_are_arrow_with_sparks_exact_schema_and_headers(kafka, read_path):
     topic = new_topic(kafka.bootstrap, partitions=1)
     producer = Producer({"bootstrap.servers": kafka.bootstrap})
     producer.produce(
@@ -214,7 +245,7 @@ def test_batches_are_arrow_with_sparks_exact_schema_and_headers(kafka):
     )
     producer.produce(topic, value=None)
     producer.flush(10)
-    r = reader(kafka.bootstrap, topic, startingOffsets="earliest", includeHeaders="true")
+    r = reader(kafka.bootstrap, topic, read_path, startingOffsets="earliest", includeHeaders="true")
     end = r.latestOffset(r.initialOffset(), ReadAllAvailable())
     (partition,) = r.partitions(off.FRESH_START, end)
     (batch,) = list(r.read(partition))
@@ -246,3 +277,81 @@ def test_timestamp_start_on_a_real_broker(kafka):
     assert end["start"] == {topic: {"0": 10}}  # none that late: start at the end
     at_five.stop()
     after_all.stop()
+
+
+def _read_batches(p: KafkaInputPartition, read_path: str) -> list[pa.RecordBatch]:
+    return list(read_range(dataclasses.replace(p, read_path=read_path)))
+
+
+@pytest.mark.parametrize("timestamp_type", ["CreateTime", "LogAppendTime"])
+def test_both_read_paths_give_identical_batches(kafka, timestamp_type):
+    """The same offsets through both paths: equal Arrow batches, batch by batch, with null and
+    empty keys and values, headers (null header values, records without headers), gaps of
+    an aborted transaction and its markers, and a range that starts and ends mid-log."""
+    topic = new_topic(kafka.bootstrap, partitions=1)
+    if timestamp_type == "LogAppendTime":
+        admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+        resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+        resource.set_config("message.timestamp.type", "LogAppendTime")
+        admin.alter_configs([resource])[resource].result(30)
+    producer = Producer(
+        {"bootstrap.servers": kafka.bootstrap, "transactional.id": f"tx-{topic}", "linger.ms": 5}
+    )
+    producer.init_transactions(30)
+    n = 0
+    for commit in (True, False, True, True):
+        producer.begin_transaction()
+        for _ in range(40):
+            key = None if n % 3 == 0 else (b"" if n % 7 == 0 else f"k{n}".encode())
+            value = (
+                None if n % 11 == 0 else (b"" if n % 13 == 0 else json.dumps({"id": n}).encode())
+            )
+            headers = None if n % 2 else [("a", f"{n}".encode()), ("nul", None), ("a", b"")]
+            producer.produce(
+                topic, key=key, value=value, headers=headers, timestamp=1_700_000_000_000 + n
+            )
+            n += 1
+        producer.flush(30)
+        (producer.commit_transaction if commit else producer.abort_transaction)(30)
+    wait_for(lambda: log_end_offsets(kafka.bootstrap, topic)[0] == 164, 30, "164 offsets")
+    base = KafkaInputPartition(
+        topic=topic,
+        partition=0,
+        start=3,
+        end=150,  # inside the last transaction
+        client_config={"bootstrap.servers": kafka.bootstrap, "isolation.level": "read_committed"},
+        include_headers=True,
+        max_records_per_batch=17,
+        poll_timeout_ms=30_000,
+    )
+    native, python = _read_batches(base, "native"), _read_batches(base, "python")
+    assert [b.num_rows for b in native] == [b.num_rows for b in python]
+    assert sum(b.num_rows for b in python) == 37 + 40 + 27  # 3..39, 82..121, 123..149
+    for got, expected in zip(native, python, strict=True):
+        assert got.schema.equals(arrow_schema(True))
+        assert got.equals(expected), (got.to_pylist()[:3], expected.to_pylist()[:3])
+    rows = [r for b in native for r in b.to_pylist()]
+    assert {r["timestampType"] for r in rows} == {0 if timestamp_type == "CreateTime" else 1}
+    assert any(r["key"] is None for r in rows) and any(r["value"] is None for r in rows)
+    assert any(r["headers"] == [] for r in rows)
+    assert any(h["value"] is None for r in rows for h in r["headers"])
+
+
+def test_a_range_that_makes_no_progress_fails_naming_the_partition(kafka, read_path):
+    topic = new_topic(kafka.bootstrap, partitions=1)
+    produce(kafka.bootstrap, topic, range(5))
+    p = KafkaInputPartition(
+        topic=topic,
+        partition=0,
+        start=0,
+        end=10,  # beyond the log end: the last 5 never come
+        client_config={"bootstrap.servers": kafka.bootstrap},
+        poll_timeout_ms=1_000,
+        read_path=read_path,
+    )
+    started = time.monotonic()
+    with pytest.raises(
+        TimeoutError, match=rf"{topic}-0: no progress reading \[0, 10\) .*stuck at 5"
+    ):
+        list(read_range(p))
+    assert time.monotonic() - started < 10

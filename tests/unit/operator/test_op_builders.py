@@ -340,7 +340,12 @@ def test_s3_credentials_reach_driver_executors_and_cleanup_only_by_secret_ref():
     args = " ".join(pod["spec"]["containers"][0]["args"])
     assert "secretAccessKey" not in args and "AWS_" not in args
     command = cleanup["spec"]["template"]["spec"]["containers"][0]["command"]
-    assert command[:4] == ["java", "-cp", "/opt/spark/jars/*", "org.apache.hadoop.fs.FsShell"]
+    assert command[:4] == [
+        "java",
+        "-cp",
+        "/opt/streamingjob/hadoop-conf:/opt/spark/jars/*",
+        "org.apache.hadoop.fs.FsShell",
+    ]
     assert command[-5:] == ["-rm", "-r", "-f", "-skipTrash", path]
     assert "fs.s3a.endpoint=http://minio.storage:9000" in command
     assert "fs.s3a.path.style.access=true" in command
@@ -388,9 +393,11 @@ def test_every_secret_the_pods_read_is_checked_before_a_launch():
 
 
 def test_disruption_budget_keeps_the_jobs_executors_from_eviction():
-    pdb = build_disruption_budget(JOB)
+    pdb = build_disruption_budget(JOB, make_spec(executor={"instances": 3}))
     assert pdb["kind"] == "PodDisruptionBudget" and pdb["metadata"]["name"] == "orders-executors"
-    assert pdb["spec"]["maxUnavailable"] == 0
+    # pods of a pod: only an integer minAvailable works (maxUnavailable lets evictions pass)
+    assert pdb["spec"]["minAvailable"] == 3 and "maxUnavailable" not in pdb["spec"]
+    assert pdb["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
     assert pdb["spec"]["selector"]["matchLabels"] == {
         "sparkkafka.dev/job": "orders",
         "spark-role": "executor",

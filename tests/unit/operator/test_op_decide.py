@@ -626,3 +626,14 @@ def test_a_cordoned_node_moves_the_job_gracefully_before_the_drain_evicts_it():
     d = run(spec, d.status, pods, later(11))  # the driver stops between batches
     assert d.action == "delete" and (d.delete, d.force_delete) == ((st.driver_pod,), ())
     assert run(spec, d.status, [], later(20)).action == "launch"
+
+
+def test_a_drain_eviction_before_the_cordon_was_seen_is_a_move_not_a_failure():
+    spec = make_spec()
+    st = launched(spec)
+    evicted = _heard(driver(st.driver_pod, deleting_since=later(9)), 9, node_cordoned=True)
+    d = run(spec, st, [evicted], later(10))
+    assert d.restart_reason == "NodeDrained" and d.status.consecutive_failures == 0
+    assert d.status.next_retry_time == ""  # no backoff
+    d = run(spec, d.status, [evicted], later(11))
+    assert d.action == "delete" and (d.delete, d.force_delete) == ((), ())  # it stops itself

@@ -51,7 +51,7 @@ def test_a_woken_job_does_not_wait_behind_queued_resyncs():
         await _started(runtime)  # the one resync thread is taken
         wake = asyncio.Event()
         queued = asyncio.ensure_future(_reconcile(runtime, wake, "ns", "job", resync=True))
-        await asyncio.sleep(0.02)
+        await _until(lambda: runtime.resync_executor._work_queue.qsize() == 1)  # queued
         wake.set()  # a driver pod event for "job"
         # done while "slow" still holds the only resync thread
         assert await asyncio.wait_for(queued, timeout=5) == 30.0
@@ -84,8 +84,14 @@ def test_a_started_resync_is_awaited_not_doubled():
 
 
 async def _started(runtime: FakeRuntime) -> None:
-    for _ in range(500):
-        if runtime.reconciler.started.is_set():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("the slow reconcile did not start")
+    await _until(runtime.reconciler.started.is_set, "the slow reconcile started")
+
+
+async def _until(condition, what: str = "condition", timeout: float = 5.0) -> None:
+    """Polls `condition` on the event loop until it holds, failing after `timeout`."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not condition():
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        await asyncio.sleep(0.005)

@@ -6,10 +6,14 @@ import json
 
 import pytest
 
-from streamingjob_operator.kafka import KafkaTarget, read_offsets
+from spark_app.kafka_metadata import KafkaMetadata
+from spark_app.manifest import SourceSpec
+from spark_app.options import SourceOptions
+from streamingjob_operator.kafka import KafkaTarget, client_overrides, read_offsets
 from streamingjob_operator.models import (
     HistoryEntry,
     InvalidSpecError,
+    ReconcileFailure,
     StreamingJobStatus,
     parse_spec,
 )
@@ -50,6 +54,20 @@ def test_degraded_reasons():
     set_conditions(st, 1, T0, KafkaView(problem="spec.job.source.bootstrapServers: down"))
     d = conditions(st)["Degraded"]
     assert d.reason == "KafkaUnavailable" and "bootstrapServers" in d.message
+
+
+def test_a_failing_reconcile_is_degraded_above_everything_else_until_cleared():
+    failure = ReconcileFailure(
+        reason="ApiRejected", message="create pod ns/x: rejected: bad label", since="t", count=3
+    )
+    st = StreamingJobStatus(phase="Launching", reconcile_failure=failure)
+    set_conditions(st, 1, T0, KafkaView(problem="spec.job.source.bootstrapServers: down"))
+    d = conditions(st)["Degraded"]
+    assert (d.status, d.reason) == ("True", "ApiRejected")
+    assert "bad label" in d.message and "3 time(s)" in d.message
+    st.reconcile_failure = None
+    set_conditions(st, 1, later(1))
+    assert conditions(st)["Degraded"].status == "False"
 
 
 def test_driver_not_starting_is_degraded_until_it_runs():
@@ -181,12 +199,20 @@ def test_settings_from_env():
 
 
 def test_kafka_target_never_shows_credentials():
-    target = KafkaTarget("k:1", "g", ("t",), None, username="user", password="s3cret")
-    assert "s3cret" not in repr(target) and "s3cret" not in str(target)
+    source = SourceSpec(bootstrap_servers="k:1", subscribe=["t"], group_id="g")
+    target = KafkaTarget.of(source, {"KAFKA_SASL_USERNAME": "user", "KAFKA_SASL_PASSWORD": "s3"})
+    assert ("kafka.sasl.password", "s3") in target.options  # the driver's own settings
+    assert "s3" not in repr(target) and "s3" not in str(target)
 
 
 @pytest.mark.timeout(30)
 def test_unreachable_broker_is_a_problem_naming_the_field():
-    view = read_offsets(KafkaTarget("127.0.0.1:1", "g", ("t",), None), timeout=1.0)
+    source = SourceSpec(bootstrap_servers="127.0.0.1:1", subscribe=["t"], group_id="g")
+    options = SourceOptions.parse(dict(KafkaTarget.of(source, {}).options))
+    metadata = KafkaMetadata(options, 1.0, client_overrides(1.0))
+    try:
+        view = read_offsets(metadata)
+    finally:
+        metadata.close()
     assert view.problem and view.problem.startswith("spec.job.source.bootstrapServers")
     assert view.committed is None

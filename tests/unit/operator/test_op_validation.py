@@ -268,7 +268,7 @@ def test_every_valid_job_name_gives_valid_child_names(name):
         build_service(job),
         build_job_configmap(job, spec),
         build_report_configmap(job),
-        build_disruption_budget(job),
+        build_disruption_budget(job, spec),
         build_service_account(job),
         build_role(job),
     ]

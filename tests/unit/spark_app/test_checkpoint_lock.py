@@ -1,5 +1,6 @@
 """The checkpoint lock: concurrent threads never produce a torn snapshot (rule 2)."""
 
+import json
 import sys
 import threading
 
@@ -23,54 +24,160 @@ def _switch_threads_often():
     sys.setswitchinterval(previous)
 
 
-def test_snapshots_are_never_torn_while_three_threads_write():
-    table = PartitionStateTable()
+class FakeKafka:
+    """The source's Kafka look-ups without a broker: 64 partitions whose log end grows by
+    one on every watermark request (the same end for all partitions of one request)."""
+
+    def __init__(self, options, *args, **kwargs) -> None:
+        self.options = options
+        self._lock = threading.Lock()
+        self._end = 0
+        self.requests_by_thread: dict[str, int] = {}
+
+    def topic_partitions(self):
+        return list(PARTITIONS)
+
+    def watermarks(self, tps):
+        with self._lock:
+            self._end += 1
+            name = threading.current_thread().name
+            self.requests_by_thread[name] = self.requests_by_thread.get(name, 0) + 1
+            return {tp: (0, self._end) for tp in tps}
+
+    def committed(self, tps):
+        return dict.fromkeys(tps)
+
+    def close(self) -> None:
+        pass
+
+
+def test_snapshots_are_never_torn_while_the_source_threads_run(monkeypatch):
+    """The production call path, concurrently: the micro-batch thread calls `latest_offset`
+    as Spark does (each call marks the previous batch durable and plans the next), the
+    committer thread commits what it is handed, the partition-discovery thread refreshes
+    log ends every millisecond. None of them is told about the lock; every snapshot taken
+    meanwhile must be consistent: each column written whole, and committed <= checkpointed
+    <= planned per partition (fails without the table's lock)."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from spark_app import source as source_module
+    from spark_app.options import SourceOptions
+
+    commits: list[dict] = []
+    monkeypatch.setattr(source_module, "KafkaMetadata", FakeKafka)
+    monkeypatch.setattr(source_module, "group_committer", lambda options: commits.append)
+    options = SourceOptions.parse(
+        {
+            "kafka.bootstrap.servers": "fake:1",
+            "subscribe": "t",
+            "kafka.group.id": "g",
+            "startingOffsets": "earliest",
+            "partitionDiscoveryIntervalMs": "1",
+            "minFetchIntervalMs": "0",
+        }
+    )
+    driver = source_module.DriverSide(options)
     stop = threading.Event()
-    torn: list[str] = []
+    batches = [0]
+    failures: list[BaseException] = []
 
     def micro_batch_thread():
-        batch = 0
-        while not stop.is_set():
-            batch += 1
-            with table.lock:  # one step of the micro-batch thread: plan N, N-1 is durable
-                table.plan(dict.fromkeys(PARTITIONS, batch * 10))
-                table.mark_checkpointed(dict.fromkeys(PARTITIONS, (batch - 1) * 10))
+        try:
+            start = source_module.off.FRESH_START
+            while not stop.is_set():
+                end = driver.latest_offset(dict(start), ReadAllAvailable())
+                if end is not start:
+                    batches[0] += 1
+                    start = json.loads(json.dumps(end))  # as Spark hands it back
+        except BaseException as exc:
+            failures.append(exc)
 
-    def committer_thread():
-        while not stop.is_set():
-            done = table.snapshot().column("checkpointed")
-            if done:
-                table.mark_committed(done)
-
-    def discovery_thread():
-        n = 0
-        while not stop.is_set():
-            n += 1
-            table.discover(dict.fromkeys(PARTITIONS, n))
-
-    threads = [
-        threading.Thread(target=f) for f in (micro_batch_thread, committer_thread, discovery_thread)
-    ]
-    for thread in threads:
-        thread.start()
+    spark = threading.Thread(target=micro_batch_thread, name="micro-batch")
+    spark.start()
+    torn: list[str] = []
     snapshots = 0
     try:
         while snapshots < 3000:
-            snap = table.snapshot()
+            snap = driver.table.snapshot()
             snapshots += 1
+            columns = {}
             for column in ("planned", "checkpointed", "committed", "latest"):
                 values = set(snap.column(column).values())
                 if len(values) > 1:
                     torn.append(f"{column}: {sorted(values)[:4]}")
-            planned, done = snap.column("planned"), snap.column("checkpointed")
-            if planned and done and next(iter(planned.values())) - next(iter(done.values())) != 10:
-                torn.append("planned and checkpointed from different batches")
+                columns[column] = snap.column(column)
+            for tp, done in columns["committed"].items():
+                if done > columns["checkpointed"].get(tp, -1):
+                    torn.append(f"{tp} committed {done} ahead of its checkpoint")
+            for tp, done in columns["checkpointed"].items():
+                if done > columns["planned"].get(tp, -1):
+                    torn.append(f"{tp} checkpointed {done} ahead of the plan")
     finally:
         stop.set()
-        for thread in threads:
-            thread.join()
+        spark.join(10)
+        driver.close()
+    assert not failures, failures
     assert not torn, torn[:5]
-    assert table.snapshot().commits_succeeded > 0
+    # all three threads really ran: batches planned, commits sent, discovery refreshed
+    snap = driver.table.snapshot()
+    assert batches[0] > 10 and snap.commits_succeeded > 0 and commits
+    assert driver.metadata.requests_by_thread.get("partition-discovery", 0) > 0
+
+
+def test_an_older_discovery_reading_never_overwrites_a_newer_log_end(monkeypatch):
+    """The discovery thread reads log ends (5) and is slow to store them; meanwhile the
+    micro-batch thread reads newer ones (10) and plans a batch up to them. The late, older
+    reading must not move the log end back: the next batch would see the log end before its
+    start and fail with a spurious data-loss error."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from spark_app import source as source_module
+    from spark_app.options import SourceOptions
+
+    read, release, next_reading, finish = (threading.Event() for _ in range(4))
+
+    class SlowDiscovery(FakeKafka):
+        discovery_calls = 0
+
+        def watermarks(self, tps):
+            if threading.current_thread().name != "partition-discovery":
+                return {tp: (0, 10) for tp in tps}
+            SlowDiscovery.discovery_calls += 1
+            if SlowDiscovery.discovery_calls == 1:
+                answer = {tp: (0, 5) for tp in tps}
+                read.set()
+                release.wait(10)  # stored only after the newer reading
+                return answer
+            next_reading.set()  # the first reading is stored (or dropped) by now
+            finish.wait(10)
+            return {tp: (0, 10) for tp in tps}
+
+    monkeypatch.setattr(source_module, "KafkaMetadata", SlowDiscovery)
+    monkeypatch.setattr(source_module, "group_committer", lambda options: lambda offsets: None)
+    options = SourceOptions.parse(
+        {
+            "kafka.bootstrap.servers": "fake:1",
+            "subscribe": "t",
+            "kafka.group.id": "g",
+            "startingOffsets": "earliest",
+            "partitionDiscoveryIntervalMs": "1",
+            "minFetchIntervalMs": "0",
+        }
+    )
+    driver = source_module.DriverSide(options)
+    try:
+        assert read.wait(10)  # discovery holds its older reading
+        start = source_module.off.FRESH_START
+        end = json.loads(json.dumps(driver.latest_offset(dict(start), ReadAllAvailable())))
+        assert set(driver.table.snapshot().column("planned").values()) == {10}
+        release.set()
+        assert next_reading.wait(10)
+        assert set(driver.table.snapshot().column("latest").values()) == {10}
+        driver.latest_offset(end, ReadAllAvailable())  # no DataLossError
+    finally:
+        release.set()
+        finish.set()
+        driver.close()
 
 
 def test_committer_newest_wins_and_an_older_unsent_commit_is_skipped():

@@ -20,8 +20,19 @@ def test_defaults_mirror_flink_and_spark():
     assert options.commit_offsets_on_checkpoints is True
     assert options.fail_on_data_loss is True
     assert options.isolation_level == "read_committed"
+    assert options.read_path == "auto"
+    assert SourceOptions.parse({**BASE, "readPath": "Python"}).read_path == "python"
     assert options.client()["bootstrap.servers"] == "b:9092"
     assert pickle.loads(pickle.dumps(options)) == options  # travels to executors
+
+
+def test_the_drivers_environment_sets_the_default_read_path(monkeypatch):
+    monkeypatch.setenv("STREAMJOB_READ_PATH", "python")
+    assert SourceOptions.parse(BASE).read_path == "python"
+    assert SourceOptions.parse({**BASE, "readPath": "native"}).read_path == "native"
+    monkeypatch.setenv("STREAMJOB_READ_PATH", "fast")
+    with pytest.raises(OptionError, match="readPath='fast' must be one of"):
+        SourceOptions.parse(BASE)
 
 
 def test_option_names_are_case_insensitive_like_sparks():
@@ -40,6 +51,7 @@ def test_option_names_are_case_insensitive_like_sparks():
         ({"maxOffsetsPerTrigger": "0"}, "maxOffsetsPerTrigger=0 must be >= 1"),
         ({"failOnDataLoss": "maybe"}, "failOnDataLoss='maybe' must be true or false"),
         ({"offsetResetStrategy": "none"}, "offsetResetStrategy='none' must be one of"),
+        ({"readPath": "rust"}, "readPath='rust' must be one of auto, native, python"),
         ({"kafka.enable.auto.commit": "true"}, "kafka.enable.auto.commit is managed by the source"),
         ({"kafka.auto.offset.reset": "latest"}, "use offsetResetStrategy"),
     ],

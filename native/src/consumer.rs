@@ -1,0 +1,367 @@
+//! A librdkafka consumer that is only ever assigned one partition, and the read of one
+//! offset range `[start, end)` from it into Arrow batches.
+//!
+//! It does what confluent-kafka's `Consumer` does for the pure-Python path (`rd_kafka_new`,
+//! `rd_kafka_poll_set_consumer`, `rd_kafka_consume_batch_queue` on the consumer queue), but
+//! copies each message's fields straight into Arrow buffers: no object per record.
+//! The range ends when the consumer's position reaches `end` (transaction markers,
+//! aborted records and compaction leave gaps in offsets); records fetched past `end` are
+//! dropped.
+
+use std::ffi::{c_char, c_void, CStr, CString};
+use std::ptr;
+use std::time::{Duration, Instant};
+
+use arrow_array::StructArray;
+use rdkafka_sys as rd;
+use rdkafka_sys::rd_kafka_resp_err_t as Err;
+
+use crate::batch::{BatchBuilder, Record};
+
+const CONSUME_WAIT_MS: i32 = 200;
+
+#[derive(Debug)]
+pub enum ReadError {
+    /// The client configuration was rejected (unknown property, unsupported by this build).
+    Config(String),
+    /// A Kafka error other than the events the range read handles itself.
+    Kafka { code: i32, reason: String },
+    /// Offsets from `position` were deleted: the log now starts at `low`.
+    Lost { position: i64, low: i64 },
+    /// No progress for the poll timeout, stuck at `position`.
+    NoProgress { position: i64 },
+}
+
+fn err_str(err: Err) -> String {
+    unsafe { CStr::from_ptr(rd::rd_kafka_err2str(err)) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+struct Handle(*mut rd::rd_kafka_t, *mut rd::rd_kafka_queue_t);
+
+// librdkafka's handles are thread-safe; the reader uses them from one thread at a time.
+unsafe impl Send for Handle {}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        unsafe {
+            rd::rd_kafka_queue_destroy(self.1);
+            rd::rd_kafka_consumer_close(self.0);
+            rd::rd_kafka_destroy(self.0);
+        }
+    }
+}
+
+/// Messages of one `consume` call, destroyed when dropped.
+struct Messages(Vec<*mut rd::rd_kafka_message_t>);
+
+impl Messages {
+    /// Destroys the messages and hands back the emptied buffer for the next call.
+    fn recycle(mut self) -> Vec<*mut rd::rd_kafka_message_t> {
+        for &m in &self.0 {
+            unsafe { rd::rd_kafka_message_destroy(m) };
+        }
+        self.0.clear();
+        std::mem::take(&mut self.0)
+    }
+}
+
+impl Drop for Messages {
+    fn drop(&mut self) {
+        for &m in &self.0 {
+            unsafe { rd::rd_kafka_message_destroy(m) };
+        }
+        self.0.clear();
+    }
+}
+
+pub struct RangeReader {
+    handle: Handle,
+    topic: CString,
+    partition: i32,
+    pub start: i64,
+    pub end: i64,
+    position: i64,
+    /// Offset of the last end-of-partition event, until a record follows it.
+    eof_at: Option<i64>,
+    max_records: usize,
+    poll_timeout: Duration,
+    batch: BatchBuilder,
+    buffer: Vec<*mut rd::rd_kafka_message_t>,
+}
+
+// Its librdkafka handles are thread-safe, and Python's wrapper hands out `&mut` access only
+// (one call at a time), so moving it between threads or sharing a reference is sound.
+unsafe impl Send for RangeReader {}
+unsafe impl Sync for RangeReader {}
+
+impl RangeReader {
+    #[allow(clippy::too_many_arguments)]
+    pub fn open(
+        config: &[(String, String)],
+        topic: &str,
+        partition: i32,
+        start: i64,
+        end: i64,
+        include_headers: bool,
+        max_records: usize,
+        poll_timeout_ms: u64,
+    ) -> Result<Self, ReadError> {
+        let handle = unsafe { new_consumer(config)? };
+        let topic_c = CString::new(topic).map_err(|e| ReadError::Config(e.to_string()))?;
+        let max_records = max_records.max(1);
+        let mut reader = RangeReader {
+            handle,
+            topic: topic_c,
+            partition,
+            start,
+            end,
+            position: start,
+            eof_at: None,
+            max_records,
+            poll_timeout: Duration::from_millis(poll_timeout_ms),
+            batch: BatchBuilder::new(topic, partition, include_headers, max_records),
+            buffer: Vec::with_capacity(max_records),
+        };
+        reader.assign(start)?;
+        Ok(reader)
+    }
+
+    /// (Re)assigns the partition at `offset` (a seek is refused after an offset reset).
+    pub fn assign(&mut self, offset: i64) -> Result<(), ReadError> {
+        unsafe {
+            let list = rd::rd_kafka_topic_partition_list_new(1);
+            let tp =
+                rd::rd_kafka_topic_partition_list_add(list, self.topic.as_ptr(), self.partition);
+            (*tp).offset = offset;
+            let err = rd::rd_kafka_assign(self.handle.0, list);
+            rd::rd_kafka_topic_partition_list_destroy(list);
+            check(err)?;
+        }
+        self.position = self.position.max(offset);
+        Ok(())
+    }
+
+    fn consumer_position(&self) -> Result<i64, ReadError> {
+        unsafe {
+            let list = rd::rd_kafka_topic_partition_list_new(1);
+            let tp =
+                rd::rd_kafka_topic_partition_list_add(list, self.topic.as_ptr(), self.partition);
+            let err = rd::rd_kafka_position(self.handle.0, list);
+            let offset = (*tp).offset;
+            rd::rd_kafka_topic_partition_list_destroy(list);
+            check(err)?;
+            Ok(offset)
+        }
+    }
+
+    fn low_watermark(&self) -> Result<i64, ReadError> {
+        let (mut low, mut high) = (0i64, 0i64);
+        let err = unsafe {
+            rd::rd_kafka_query_watermark_offsets(
+                self.handle.0,
+                self.topic.as_ptr(),
+                self.partition,
+                &mut low,
+                &mut high,
+                30_000,
+            )
+        };
+        check(err)?;
+        Ok(low)
+    }
+
+    /// The next batch of up to `max_records` records, or `None` once the range is read.
+    pub fn next_batch(&mut self) -> Result<Option<StructArray>, ReadError> {
+        let mut deadline = Instant::now() + self.poll_timeout;
+        while self.position < self.end {
+            let wanted = (self.max_records - self.batch.len())
+                .min((self.end - self.position) as usize)
+                .max(1);
+            let messages = self.consume(wanted);
+            let got_any = !messages.0.is_empty();
+            if got_any {
+                deadline = Instant::now() + self.poll_timeout;
+            }
+            for &m in &messages.0 {
+                let m = unsafe { &*m };
+                if m.err != Err::RD_KAFKA_RESP_ERR_NO_ERROR {
+                    match m.err {
+                        Err::RD_KAFKA_RESP_ERR__PARTITION_EOF => {
+                            self.position = self.position.max(m.offset);
+                            self.eof_at = Some(m.offset);
+                        }
+                        Err::RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET
+                        | Err::RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE => {
+                            let low = self.low_watermark()?;
+                            return Err(ReadError::Lost {
+                                position: self.position,
+                                low,
+                            });
+                        }
+                        err => {
+                            let detail = unsafe { CStr::from_ptr(rd::rd_kafka_message_errstr(m)) };
+                            return Err(ReadError::Kafka {
+                                code: err as i32,
+                                reason: detail.to_string_lossy().into_owned(),
+                            });
+                        }
+                    }
+                } else if m.offset >= self.end {
+                    // prefetched past the range: offsets ascend, so the rest goes too
+                    self.position = self.end;
+                    break;
+                } else {
+                    self.add(m);
+                    self.position = self.position.max(m.offset + 1);
+                    self.eof_at = None;
+                }
+            }
+            self.buffer = messages.recycle();
+            if self.position < self.end {
+                // Control records and compaction gaps advance the position without messages.
+                // librdkafka before 2.13 counts an end-of-partition event as a message and
+                // reports its offset + 1 (librdkafka#4844): the event's own offset is exact.
+                let mut at = self.consumer_position()?;
+                if let Some(eof) = self.eof_at {
+                    at = at.min(eof);
+                }
+                self.position = self.position.max(at);
+            }
+            let full = self.batch.len() >= self.max_records;
+            if !self.batch.is_empty() && (full || self.position >= self.end) {
+                return Ok(Some(self.batch.finish()));
+            }
+            if !got_any && self.position < self.end && Instant::now() > deadline {
+                return Err(ReadError::NoProgress {
+                    position: self.position,
+                });
+            }
+        }
+        if !self.batch.is_empty() {
+            return Ok(Some(self.batch.finish()));
+        }
+        Ok(None)
+    }
+
+    fn consume(&mut self, wanted: usize) -> Messages {
+        self.buffer.clear();
+        self.buffer.reserve(wanted);
+        let n = unsafe {
+            rd::rd_kafka_consume_batch_queue(
+                self.handle.1,
+                CONSUME_WAIT_MS,
+                self.buffer.as_mut_ptr(),
+                wanted,
+            )
+        };
+        let n = n.max(0) as usize;
+        unsafe { self.buffer.set_len(n) };
+        Messages(std::mem::take(&mut self.buffer))
+    }
+
+    fn add(&mut self, m: &rd::rd_kafka_message_t) {
+        let mut kind = rd::rd_kafka_timestamp_type_t::RD_KAFKA_TIMESTAMP_NOT_AVAILABLE;
+        let millis = unsafe { rd::rd_kafka_message_timestamp(m, &mut kind) };
+        let record = Record {
+            offset: m.offset,
+            key: unsafe { bytes(m.key, m.key_len) },
+            value: unsafe { bytes(m.payload, m.len) },
+            timestamp_type: kind as i32,
+            timestamp_ms: millis,
+        };
+        self.batch.add(&record);
+        if self.batch.include_headers() {
+            self.add_headers(m);
+        }
+    }
+
+    fn add_headers(&mut self, m: &rd::rd_kafka_message_t) {
+        let mut headers: *mut rd::rd_kafka_headers_t = ptr::null_mut();
+        let err = unsafe { rd::rd_kafka_message_headers(m, &mut headers) };
+        if err != Err::RD_KAFKA_RESP_ERR_NO_ERROR || headers.is_null() {
+            return; // none: an empty list
+        }
+        let mut idx = 0;
+        loop {
+            let mut name: *const c_char = ptr::null();
+            let mut value: *const c_void = ptr::null();
+            let mut size: usize = 0;
+            let err = unsafe {
+                rd::rd_kafka_header_get_all(headers, idx, &mut name, &mut value, &mut size)
+            };
+            if err != Err::RD_KAFKA_RESP_ERR_NO_ERROR {
+                break;
+            }
+            let key = unsafe { CStr::from_ptr(name) }.to_string_lossy();
+            self.batch.add_header(&key, unsafe { bytes(value, size) });
+            idx += 1;
+        }
+    }
+}
+
+/// A message field as a slice; null pointers (null keys and values) are `None`.
+unsafe fn bytes<'a>(data: *const c_void, len: usize) -> Option<&'a [u8]> {
+    if data.is_null() {
+        None
+    } else {
+        Some(std::slice::from_raw_parts(data as *const u8, len))
+    }
+}
+
+fn check(err: Err) -> Result<(), ReadError> {
+    if err == Err::RD_KAFKA_RESP_ERR_NO_ERROR {
+        Ok(())
+    } else {
+        Err(ReadError::Kafka {
+            code: err as i32,
+            reason: err_str(err),
+        })
+    }
+}
+
+unsafe fn new_consumer(config: &[(String, String)]) -> Result<Handle, ReadError> {
+    let mut errstr = [0 as c_char; 512];
+    let conf = rd::rd_kafka_conf_new();
+    for (key, value) in config {
+        let (k, v) = match (CString::new(key.as_str()), CString::new(value.as_str())) {
+            (Ok(k), Ok(v)) => (k, v),
+            _ => {
+                rd::rd_kafka_conf_destroy(conf);
+                return Err(ReadError::Config(format!("{key}: contains a NUL byte")));
+            }
+        };
+        let res = rd::rd_kafka_conf_set(
+            conf,
+            k.as_ptr(),
+            v.as_ptr(),
+            errstr.as_mut_ptr(),
+            errstr.len(),
+        );
+        if res != rd::rd_kafka_conf_res_t::RD_KAFKA_CONF_OK {
+            rd::rd_kafka_conf_destroy(conf);
+            return Err(ReadError::Config(text(&errstr)));
+        }
+    }
+    // rd_kafka_new takes conf over only when it succeeds
+    let rk = rd::rd_kafka_new(
+        rd::rd_kafka_type_t::RD_KAFKA_CONSUMER,
+        conf,
+        errstr.as_mut_ptr(),
+        errstr.len(),
+    );
+    if rk.is_null() {
+        rd::rd_kafka_conf_destroy(conf);
+        return Err(ReadError::Config(text(&errstr)));
+    }
+    rd::rd_kafka_poll_set_consumer(rk);
+    let queue = rd::rd_kafka_queue_get_consumer(rk);
+    Ok(Handle(rk, queue))
+}
+
+fn text(buf: &[c_char]) -> String {
+    unsafe { CStr::from_ptr(buf.as_ptr()) }
+        .to_string_lossy()
+        .into_owned()
+}

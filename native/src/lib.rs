@@ -1,0 +1,144 @@
+//! `streamingjob_native`: the native read path of the `kafka_checkpointed` source.
+//!
+//! `RangeReader` reads one Kafka partition's offset range `[start, end)` with librdkafka and
+//! hands out Arrow record batches through the Arrow C data interface; Python imports them
+//! with `pyarrow.RecordBatch._import_from_c` (spark_app/native_reader.py). Python keeps the
+//! policy (data loss, error texts); this crate only reads.
+
+pub mod batch;
+pub mod consumer;
+
+#[cfg(feature = "python")]
+mod python {
+    use arrow_array::ffi::{to_ffi, FFI_ArrowArray, FFI_ArrowSchema};
+    use arrow_array::Array;
+    use pyo3::create_exception;
+    use pyo3::exceptions::PyException;
+    use pyo3::prelude::*;
+
+    use crate::consumer::{RangeReader as Inner, ReadError};
+
+    create_exception!(streamingjob_native, ConfigError, PyException);
+    create_exception!(streamingjob_native, KafkaError, PyException);
+    create_exception!(streamingjob_native, OffsetsLost, PyException);
+    create_exception!(streamingjob_native, NoProgress, PyException);
+
+    fn to_py(err: ReadError) -> PyErr {
+        match err {
+            ReadError::Config(msg) => ConfigError::new_err(msg),
+            ReadError::Kafka { code, reason } => KafkaError::new_err((code, reason)),
+            ReadError::Lost { position, low } => OffsetsLost::new_err((position, low)),
+            ReadError::NoProgress { position } => NoProgress::new_err(position),
+        }
+    }
+
+    /// One exported batch: Python imports the two structs (which moves them), then drops this.
+    #[pyclass(unsendable)]
+    struct Exported {
+        array: Box<FFI_ArrowArray>,
+        schema: Box<FFI_ArrowSchema>,
+    }
+
+    #[pymethods]
+    impl Exported {
+        #[getter]
+        fn array_address(&self) -> usize {
+            &*self.array as *const FFI_ArrowArray as usize
+        }
+
+        #[getter]
+        fn schema_address(&self) -> usize {
+            &*self.schema as *const FFI_ArrowSchema as usize
+        }
+    }
+
+    #[pyclass]
+    struct RangeReader {
+        inner: Option<Inner>,
+    }
+
+    #[pymethods]
+    impl RangeReader {
+        #[new]
+        #[allow(clippy::too_many_arguments)]
+        fn new(
+            py: Python<'_>,
+            config: Vec<(String, String)>,
+            topic: String,
+            partition: i32,
+            start: i64,
+            end: i64,
+            include_headers: bool,
+            max_records: usize,
+            poll_timeout_ms: u64,
+        ) -> PyResult<Self> {
+            let inner = py
+                .detach(|| {
+                    Inner::open(
+                        &config,
+                        &topic,
+                        partition,
+                        start,
+                        end,
+                        include_headers,
+                        max_records,
+                        poll_timeout_ms,
+                    )
+                })
+                .map_err(to_py)?;
+            Ok(RangeReader { inner: Some(inner) })
+        }
+
+        /// The next batch as an `Exported`, or None once `[start, end)` is read.
+        fn next_batch(&mut self, py: Python<'_>) -> PyResult<Option<Exported>> {
+            let Some(inner) = self.inner.as_mut() else {
+                return Ok(None);
+            };
+            let batch = py.detach(|| inner.next_batch()).map_err(to_py)?;
+            let Some(batch) = batch else {
+                return Ok(None);
+            };
+            let (array, schema) = to_ffi(&batch.to_data())
+                .map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(e.to_string()))?;
+            Ok(Some(Exported {
+                array: Box::new(array),
+                schema: Box::new(schema),
+            }))
+        }
+
+        /// Continues at `offset` after `OffsetsLost` (failOnDataLoss=false).
+        fn skip_to(&mut self, py: Python<'_>, offset: i64) -> PyResult<()> {
+            match self.inner.as_mut() {
+                Some(inner) => py.detach(|| inner.assign(offset)).map_err(to_py),
+                None => Ok(()),
+            }
+        }
+
+        /// Closes the consumer (leaves the group, stops fetching); idempotent.
+        fn close(&mut self, py: Python<'_>) {
+            if let Some(inner) = self.inner.take() {
+                py.detach(move || drop(inner));
+            }
+        }
+    }
+
+    /// librdkafka's version string, e.g. "2.12.1".
+    #[pyfunction]
+    fn librdkafka_version() -> String {
+        let v = unsafe { std::ffi::CStr::from_ptr(rdkafka_sys::rd_kafka_version_str()) };
+        v.to_string_lossy().into_owned()
+    }
+
+    #[pymodule]
+    fn streamingjob_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+        let py = m.py();
+        m.add_class::<RangeReader>()?;
+        m.add_class::<Exported>()?;
+        m.add_function(wrap_pyfunction!(librdkafka_version, m)?)?;
+        m.add("ConfigError", py.get_type::<ConfigError>())?;
+        m.add("KafkaError", py.get_type::<KafkaError>())?;
+        m.add("OffsetsLost", py.get_type::<OffsetsLost>())?;
+        m.add("NoProgress", py.get_type::<NoProgress>())?;
+        Ok(())
+    }
+}

@@ -1,0 +1,71 @@
+"""Kafka client settings in one place, for the driver, the source and the operator.
+
+* The credentials contract: the operator gives the driver and executor pods SASL settings as
+  environment variables (values by `secretKeyRef`), and every client built from a job reads
+  them back as librdkafka properties through `CREDENTIAL_ENV`.
+* `source_options`: a job's `spec.job.source` as the `kafka_checkpointed` source's Spark
+  options. The driver starts its query with them and the operator parses the same options
+  (`spark_app.options.SourceOptions`) for its own look-ups (`spark_app.kafka_metadata`), so
+  both talk to Kafka with one configuration.
+
+Pure (no Kafka or Spark imports): the operator imports it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from spark_app.manifest import SourceSpec
+
+ENV_SECURITY_PROTOCOL = "KAFKA_SECURITY_PROTOCOL"
+ENV_SASL_MECHANISM = "KAFKA_SASL_MECHANISM"
+ENV_SASL_USERNAME = "KAFKA_SASL_USERNAME"
+ENV_SASL_PASSWORD = "KAFKA_SASL_PASSWORD"
+
+# environment variable → librdkafka property
+CREDENTIAL_ENV = {
+    ENV_SECURITY_PROTOCOL: "security.protocol",
+    ENV_SASL_MECHANISM: "sasl.mechanism",
+    ENV_SASL_USERNAME: "sasl.username",
+    ENV_SASL_PASSWORD: "sasl.password",
+}
+
+
+def credential_properties(env: Mapping[str, str]) -> dict[str, str]:
+    """The librdkafka credential properties the environment sets."""
+    return {prop: env[var] for var, prop in CREDENTIAL_ENV.items() if env.get(var)}
+
+
+def credential_options(options: Mapping[str, str]) -> dict[str, str]:
+    """The credential options (`kafka.<property>`) among a source's Spark options: what a
+    Kafka sink writing to the same cluster needs too."""
+    keys = {f"kafka.{prop}" for prop in CREDENTIAL_ENV.values()}
+    return {k: v for k, v in options.items() if k in keys}
+
+
+def source_options(source: SourceSpec, env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The job's source as the `kafka_checkpointed` source's Spark options; credentials come
+    from `env` (the process environment by default), never from the manifest."""
+    env = os.environ if env is None else env
+    options = {
+        "kafka.bootstrap.servers": source.bootstrap_servers,
+        "startingOffsets": source.starting_offsets,
+        "offsetResetStrategy": source.offset_reset_strategy,
+        "commitOffsetsOnCheckpoints": str(source.commit_offsets_on_checkpoints).lower(),
+        "failOnDataLoss": str(source.fail_on_data_loss).lower(),
+        "includeHeaders": str(source.include_headers).lower(),
+        "partitionDiscoveryIntervalMs": str(source.partition_discovery_interval_ms),
+        "isolationLevel": source.isolation_level,
+    }
+    if source.subscribe:
+        options["subscribe"] = ",".join(source.subscribe)
+    if source.subscribe_pattern:
+        options["subscribePattern"] = source.subscribe_pattern
+    if source.group_id:
+        options["kafka.group.id"] = source.group_id
+    if source.max_offsets_per_trigger:
+        options["maxOffsetsPerTrigger"] = str(source.max_offsets_per_trigger)
+    options.update({f"kafka.{k}": v for k, v in source.kafka.items()})
+    options.update({f"kafka.{k}": v for k, v in credential_properties(env).items()})
+    return options

@@ -1,0 +1,123 @@
+"""The native read path: librdkafka's fetched messages go straight into Arrow buffers.
+
+`streamingjob_native` (native/, Rust: librdkafka through rdkafka-sys, arrow-rs, pyo3) reads
+one partition's `[start, end)` and hands each record batch over the Arrow C data interface;
+no Python object is made per record. It reads exactly as the pure-Python path does (same
+client configuration, position-based end, cut at `end`, `auto.offset.reset=error`), and
+the policy stays here: data loss per failOnDataLoss, the no-progress error, Kafka errors as
+confluent's `KafkaException`, so both paths behave alike.
+
+`readPath=auto` (the default) uses it when the module can be imported and the client
+configuration is one its librdkafka build accepts, and falls back to pure Python otherwise
+(logged once per worker); `readPath=native` makes either an error.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from functools import lru_cache
+from types import ModuleType
+
+from spark_app.partition_reader import (
+    KafkaInputPartition,
+    arrow_schema,
+    gc_paused,
+    no_progress,
+    offsets_lost,
+)
+
+log = logging.getLogger(__name__)
+
+
+class NativeUnavailable(RuntimeError):
+    """readPath=native, but the native read path cannot be used here."""
+
+
+@lru_cache(maxsize=1)
+def module() -> ModuleType | None:
+    """The native module, or None when it is not installed or does not load."""
+    try:
+        import streamingjob_native
+    except ImportError as exc:
+        _unavailable_reason.append(str(exc))
+        return None
+    return streamingjob_native
+
+
+_unavailable_reason: list[str] = []
+_warned: set[str] = set()
+
+
+def _fallback(p: KafkaInputPartition, why: str) -> None:
+    if p.read_path == "native":
+        raise NativeUnavailable(f"{p.name}: readPath=native, but {why}")
+    if why not in _warned:
+        _warned.add(why)
+        log.warning("native read path unavailable (%s); reading with pure Python", why)
+
+
+def _as_string(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def open_range(p: KafkaInputPartition, config: dict):
+    """A native reader of `[p.start, p.end)`, or None to read with pure Python."""
+    native = module()
+    if native is None:
+        _fallback(p, f"streamingjob_native cannot be imported: {_unavailable_reason[-1]}")
+        return None
+    try:
+        return native.RangeReader(
+            [(k, _as_string(v)) for k, v in config.items()],
+            p.topic,
+            p.partition,
+            p.start,
+            p.end,
+            p.include_headers,
+            p.max_records_per_batch,
+            p.poll_timeout_ms,
+        )
+    except native.ConfigError as exc:
+        _fallback(p, f"its librdkafka rejects the client configuration: {exc}")
+        return None
+
+
+def drain(reader, p: KafkaInputPartition) -> Iterator:
+    """The range's record batches, with Spark's exact Arrow schema."""
+    return gc_paused(_batches(reader, p))
+
+
+def _batches(reader, p: KafkaInputPartition) -> Iterator:
+    import pyarrow as pa
+    from confluent_kafka import KafkaError, KafkaException
+
+    native = module()
+    schema = arrow_schema(p.include_headers)
+    checked = False
+    try:
+        while True:
+            try:
+                exported = reader.next_batch()
+            except native.OffsetsLost as exc:
+                position, low = exc.args
+                offsets_lost(p, position, low)  # raises unless failOnDataLoss=false
+                reader.skip_to(low)
+                continue
+            except native.NoProgress as exc:
+                raise no_progress(p, exc.args[0]) from None
+            except native.KafkaError as exc:
+                code, reason = exc.args
+                raise KafkaException(KafkaError(code, reason)) from None
+            if exported is None:
+                return
+            batch = pa.RecordBatch._import_from_c(exported.array_address, exported.schema_address)
+            if not checked:  # the native schema is fixed: checking the first batch suffices
+                if not batch.schema.equals(schema):
+                    raise TypeError(f"native batch schema {batch.schema} is not Spark's {schema}")
+                checked = True
+            yield batch
+    finally:
+        reader.close()

@@ -1,0 +1,114 @@
+"""Which read path an executor takes: native when `streamingjob_native` loads and its
+librdkafka accepts the client configuration, pure Python otherwise (readPath=auto), and
+either one on request. What the native path reads, against a real broker and side by side
+with the Python path: tests/integration/spark_app/test_source_on_broker.py."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from spark_app import native_read, partition_reader
+from spark_app.partition_reader import KafkaInputPartition, client_config, read_range
+
+pytestmark = pytest.mark.unit
+
+
+def part(read_path: str, **client: str) -> KafkaInputPartition:
+    return KafkaInputPartition(
+        topic="orders",
+        partition=0,
+        start=0,
+        end=10,
+        client_config={"bootstrap.servers": "127.0.0.1:1", **client},
+        read_path=read_path,
+    )
+
+
+@pytest.fixture
+def python_reads(monkeypatch) -> list[KafkaInputPartition]:
+    """Records the partitions handed to the pure-Python path instead of reading them."""
+    calls: list[KafkaInputPartition] = []
+
+    def fake(p, config):
+        calls.append(p)
+        yield "python-batch"
+
+    monkeypatch.setattr(partition_reader, "_read_range_python", fake)
+    return calls
+
+
+@pytest.fixture
+def no_native_module(monkeypatch) -> None:
+    monkeypatch.setattr(native_read, "module", lambda: None)
+    monkeypatch.setattr(native_read, "_unavailable_reason", ["No module named 'x'"])
+    monkeypatch.setattr(native_read, "_warned", set())
+
+
+def test_the_native_module_is_built_here_so_both_paths_are_tested():
+    native = native_read.module()
+    assert native is not None, "build it: make native (scripts/native.sh --install <venv>)"
+    assert native.librdkafka_version().startswith("2.")
+
+
+@pytest.mark.usefixtures("no_native_module")
+def test_auto_reads_with_python_when_the_module_is_missing(python_reads, caplog):
+    caplog.set_level(logging.WARNING, "spark_app.native_read")
+    assert list(read_range(part("auto"))) == ["python-batch"]
+    assert list(read_range(part("auto"))) == ["python-batch"]
+    assert len(python_reads) == 2
+    assert caplog.text.count("streamingjob_native cannot be imported") == 1  # once per worker
+
+
+@pytest.mark.usefixtures("no_native_module")
+def test_native_on_request_fails_without_the_module(python_reads):
+    with pytest.raises(native_read.NativeUnavailable, match="orders-0: readPath=native, but"):
+        list(read_range(part("native")))
+    assert python_reads == []
+
+
+def test_a_setting_the_native_build_lacks_falls_back_or_fails_per_read_path(
+    python_reads, monkeypatch, caplog
+):
+    # OIDC token retrieval needs libcurl, which confluent's librdkafka has and ours has not.
+    monkeypatch.setattr(native_read, "_warned", set())
+    caplog.set_level(logging.WARNING, "spark_app.native_read")
+    oidc = {"sasl.oauthbearer.method": "oidc"}
+    assert list(read_range(part("auto", **oidc))) == ["python-batch"]
+    assert "rejects the client configuration" in caplog.text
+    with pytest.raises(native_read.NativeUnavailable, match=r"sasl\.oauthbearer\.method"):
+        list(read_range(part("native", **oidc)))
+    assert len(python_reads) == 1
+
+
+def test_the_native_path_takes_the_same_client_configuration(monkeypatch, python_reads):
+    seen = []
+
+    class FakeNative:
+        class ConfigError(Exception):
+            pass
+
+        def RangeReader(self, config, *args):  # the module's class name
+            seen.append((dict(config), args))
+            raise self.ConfigError("stop here")
+
+    monkeypatch.setattr(native_read, "module", lambda: FakeNative())
+    p = part("auto", **{"security.protocol": "SASL_SSL", "sasl.mechanisms": "SCRAM-SHA-512"})
+    list(read_range(p))
+    ((config, args),) = seen
+    expected = {
+        k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in client_config(p).items()
+    }
+    assert config == expected
+    assert config["auto.offset.reset"] == "error" and config["enable.partition.eof"] == "true"
+    assert config["security.protocol"] == "SASL_SSL"
+    assert args == ("orders", 0, 0, 10, False, 10_000, 120_000)
+
+
+def test_python_on_request_never_loads_the_native_module(monkeypatch, python_reads):
+    def boom():
+        raise AssertionError("the native module was consulted")
+
+    monkeypatch.setattr(native_read, "module", boom)
+    assert list(read_range(part("python"))) == ["python-batch"]
