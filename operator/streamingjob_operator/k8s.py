@@ -260,7 +260,7 @@ class KubeApi:
             return None
 
         return self._call(
-            f"dry-run create {kind} {meta['namespace']}/{meta['name']}",
+            f"dry-run create {kind} {meta['namespace']}/{meta.get('generateName', '')}*",
             dry_run_create_namespaced_pod,
             meta["namespace"],
             obj,

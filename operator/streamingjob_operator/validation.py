@@ -276,7 +276,6 @@ def dry_run_pods(
     executor = build_executor_template(spec, name)
     executor["metadata"] = {
         **executor.get("metadata", {}),
-        "name": f"{pod_name[:52].rstrip('-.')}-exec-1",
         "namespace": job["metadata"]["namespace"],
     }
     executor["spec"]["restartPolicy"] = "Never"
@@ -289,6 +288,10 @@ def dry_run_pods(
     )
     pods = [DryRun("driver pod", driver, "driver"), DryRun("executor pod", executor, "executor")]
     for pod in pods:
+        # generated names: the job's own driver and executors may exist under the real ones
+        # (a dry run of an existing name is refused as AlreadyExists)
+        pod.obj["metadata"].pop("name", None)
+        pod.obj["metadata"]["generateName"] = f"{pod_name[:50].rstrip('-.')}-dry-run-"
         if spec.service_account_name is None:
             pod.obj["spec"].pop("serviceAccountName", None)
             pod.obj["spec"]["automountServiceAccountToken"] = False

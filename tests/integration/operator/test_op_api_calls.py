@@ -68,6 +68,7 @@ def test_first_launch_and_relaunch_calls(kube: Kube, apiserver, ns: str):
             "list_namespaced_pod": 2,  # observe, fencing
             "replace_namespaced_custom_object_status": 2,  # Launching (write-ahead), Created
             **CHILD_CREATES,  # created first: a new job has none (no update answered 404)
+            "dry_run_create_namespaced_pod": 2,  # driver and executor, once per generation
             "create_namespaced_pod": 1,
             "create_namespaced_event": 2,  # Launching, Launched: after the steps
         }
