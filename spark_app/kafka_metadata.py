@@ -189,6 +189,24 @@ class KafkaMetadata:
             raise self._unavailable("a ListOffsets-by-time request", exc) from exc
         return {(k.topic, k.partition): (k.offset if k.offset >= 0 else None) for k in answer}
 
+    def commit(self, offsets: Positions) -> None:
+        """A synchronous standalone commit of the group (no subscription, no rebalance).
+        Raises the client's KafkaException as it comes: the broker refuses it while the
+        group has live members (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS),
+        and the caller says what that means."""
+        from confluent_kafka import TopicPartition as KafkaTP
+
+        _, consumer = self._clients()
+        answer = consumer.commit(
+            offsets=[KafkaTP(t, p, o) for (t, p), o in sorted(offsets.items())],
+            asynchronous=False,
+        )
+        failed = [tp for tp in answer or () if tp.error is not None]
+        if failed:
+            from confluent_kafka import KafkaException
+
+            raise KafkaException(failed[0].error)
+
     def close(self) -> None:
         with self._lock:
             if self._consumer is not None:
