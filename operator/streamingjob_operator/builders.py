@@ -36,6 +36,7 @@ from .naming import (
     job_configmap_name,
     job_selector,
     label_value,
+    offsets_configmap_name,
     report_configmap_name,
     service_name,
 )
@@ -334,6 +335,17 @@ def build_report_configmap(job: dict[str, Any]) -> dict[str, Any]:
         "kind": "ConfigMap",
         "metadata": _meta(job, report_configmap_name(name)),
         "data": {},
+    }
+
+
+def build_offsets_configmap(job: dict[str, Any], data: dict[str, str]) -> dict[str, Any]:
+    """The full result of the last offsets action (spec.offsetsAction), owned by the job."""
+    name = job["metadata"]["name"]
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _meta(job, offsets_configmap_name(name)),
+        "data": data,
     }
 
 

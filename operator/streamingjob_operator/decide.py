@@ -22,6 +22,7 @@ were deployed, the nonces acted on). The table of the architecture sketch, as im
 | any                              | suspend: true               | delete pods, keep epoch      |
 | none (suspended)                 | resume, stateless           | epoch+1 (fresh)              |
 | none (suspended)                 | resume, last-state          | attempt+1 (restore)          |
+| none (suspended)                 | resume after offsets reset  | epoch+1 (fresh, any mode)    |
 | failed past maxRestarts           | -                           | Failed until a nonce/spec    |
 
 A new target makes every other pod of the job stale; stale drivers are deleted, their
@@ -71,6 +72,7 @@ FIELD_CLASSES: dict[str, str] = {
     "restart_nonce": SEPARATE,
     "redeploy_nonce": SEPARATE,
     "suspend": SEPARATE,
+    "offsets_action": SEPARATE,  # runs while suspended (offsets_action.py), never relaunches
 }
 
 # The fixed vocabulary of Event reasons (also used in status.history).
@@ -98,6 +100,11 @@ REASONS = (
     "CheckpointDeleted",
     "ApiRejected",  # a reconcile failed: the API server refused a request (reconcile.py)
     "ReconcileError",  # a reconcile failed otherwise (reconcile.py)
+    "OffsetsListed",  # spec.offsetsAction (offsets_action.py)
+    "OffsetsReset",
+    "OffsetsAltered",
+    "OffsetsRefused",
+    "OffsetsFailed",
 )
 
 ActionKind = Literal["none", "delete", "launch", "wait"]
@@ -170,6 +177,12 @@ def _manual_trigger(spec: StreamingJobSpec, st: StreamingJobStatus) -> tuple[str
     if st.epoch == 0:
         return ("redeploy", "Launching", "first launch")
     if st.suspended:
+        if st.offsets_altered_for_epoch > st.epoch:  # the user's new offsets win
+            return (
+                "redeploy",
+                "Resumed",
+                "resumed from suspend after an offsets action (new epoch from the group's offsets)",
+            )
         if spec.upgrade_mode == "stateless":
             return ("redeploy", "Resumed", "resumed from suspend (stateless: new epoch)")
         return ("restart", "Resumed", "resumed from suspend (last-state: restore)")

@@ -28,9 +28,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from spark_app import offsets_admin
 from spark_app.kafka_config import source_options
 from spark_app.kafka_metadata import KafkaMetadata, KafkaUnavailable, UnknownTopic
 from spark_app.manifest import SourceSpec
+from spark_app.offsets_admin import OffsetsRequest, OffsetsResult
 from spark_app.options import OptionError, SourceOptions
 
 from .status import KafkaView
@@ -66,6 +68,21 @@ def client_overrides(timeout: float) -> dict[str, Any]:
         # failures are reported in status; librdkafka's own stderr log is noise here
         "log_level": 0,
     }
+
+
+def run_offsets_action(
+    target: KafkaTarget, request: OffsetsRequest, timeout: float
+) -> OffsetsResult:
+    """One offsets action (spec.offsetsAction) with a client of its own, closed afterwards:
+    actions are rare and must not wait behind, or hold up, the shared readings. Blocking and
+    bounded by `timeout` per request; raises OffsetsRefused, KafkaUnavailable, UnknownTopic
+    or OptionError."""
+    options = SourceOptions.parse(dict(target.options))
+    metadata = KafkaMetadata(options, timeout, client_overrides(timeout))
+    try:
+        return offsets_admin.run(metadata, request)
+    finally:
+        metadata.close()
 
 
 def read_offsets(metadata: KafkaMetadata) -> KafkaView:

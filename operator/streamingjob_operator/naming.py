@@ -55,6 +55,10 @@ def report_configmap_name(job: str) -> str:
     return _fit(job, "-report", 253)
 
 
+def offsets_configmap_name(job: str) -> str:
+    return _fit(job, "-offsets", 253)
+
+
 def driver_account_name(job: str) -> str:
     return _fit(job, "-driver", 253)
 

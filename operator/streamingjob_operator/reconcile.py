@@ -32,11 +32,16 @@ from spark_app.kafka_config import (
     ENV_SASL_USERNAME,
     ENV_SECURITY_PROTOCOL,
 )
+from spark_app.kafka_metadata import KafkaUnavailable, UnknownTopic
+from spark_app.offsets_admin import OffsetsRefused
+from spark_app.options import OptionError
 
+from . import offsets_action
 from .builders import (
     build_disruption_budget,
     build_driver_pod,
     build_job_configmap,
+    build_offsets_configmap,
     build_report_configmap,
     build_role,
     build_role_binding,
@@ -46,7 +51,7 @@ from .builders import (
 from .decide import DecideConfig, Decision, Event, decide, invalid, is_lost
 from .errors import ConflictError, FatalError, OperatorError, TransientError
 from .k8s import KubeApi
-from .kafka import KafkaMonitor, KafkaTarget
+from .kafka import KafkaMonitor, KafkaTarget, run_offsets_action
 from .metrics import Metrics
 from .models import HistoryEntry, ReconcileFailure, StreamingJobSpec, parse_status
 from .naming import report_configmap_name
@@ -187,6 +192,7 @@ class Reconciler:
         self._applied: dict[tuple[str, str, str], str] = {}
         # (uid, generation) whose spec passed the checks without Secrets (validation.py)
         self._valid: set[tuple[str, int]] = set()
+        self.offsets_runner = run_offsets_action  # spec.offsetsAction's Kafka side
 
     # --- entry point -------------------------------------------------------------------
 
@@ -336,6 +342,20 @@ class Reconciler:
         )
         decision = decide(spec, old_status, observed, namespace=namespace, name=name, cfg=self.cfg)
         new_status = decision.status
+        pods_left = bool(observed.pods) or decision.action != "none"
+        offsets_gate = offsets_action.gate(spec, new_status, pods_left)
+        if offsets_gate == "refuse" and spec.offsets_action is not None:
+            decision.events.append(
+                offsets_action.record(
+                    new_status,
+                    spec.offsets_action,
+                    "Refused",
+                    offsets_action.RUNNING_REFUSAL,
+                    who=offsets_action.requested_by(meta),
+                    now=now,
+                    history_limit=self.cfg.history_limit,
+                )
+            )
         kafka_view = self._kafka_view(job, spec, old_status, now)
         apply_kafka(new_status, kafka_view)
         set_conditions(new_status, int(meta.get("generation") or 0), now, kafka_view)
@@ -352,6 +372,8 @@ class Reconciler:
             self.metrics.restarts.labels(decision.restart_reason).inc()
 
         pods_after = self._act(job, spec, decision, pods)
+        if offsets_gate == "run" and decision.action == "none":
+            job = self._offsets_action(job, spec, events)
         known = _Known(job=job, pods=pods_after, report=report)
         # A launch, a deletion that completed at once, or a recorded transition that asks for
         # an immediate next step continues in this reconcile; deletions still under way are
@@ -363,6 +385,59 @@ class Reconciler:
         if decision.action == "none" and changed and decision.requeue_after == 0:
             return True, 0.0, known
         return False, decision.requeue_after, known
+
+    # --- offsets actions (offsets_action.py) ----------------------------------------------
+
+    def _offsets_action(
+        self,
+        job: dict[str, Any],
+        spec: StreamingJobSpec,
+        events: list[tuple[dict[str, Any], Event]],
+    ) -> dict[str, Any]:
+        """Runs spec.offsetsAction (the job is suspended, no pod left: offsets_action.gate)
+        and records the outcome. Kafka is asked in this reconcile's thread, each request
+        bounded by kafkaTimeoutSeconds. Should the status write fail, the next reconcile runs
+        the action again: every action is idempotent except a reset to latest, which then
+        takes the log end of that moment."""
+        action = spec.offsets_action
+        assert action is not None
+        meta = job["metadata"]
+        namespace, name = meta["namespace"], meta["name"]
+        st = parse_status(job.get("status"))
+        result = None
+        config_map = ""
+        try:
+            target = self._kafka_target(namespace, spec)
+            if target is None:
+                raise OffsetsRefused("the Secret of spec.kafkaCredentials is missing")
+            request = offsets_action.request(action)
+            result = self.offsets_runner(target, request, self.settings.kafka_timeout_seconds)
+            outcome, message = "Succeeded", result.summary()
+            listing = offsets_action.listing(result, datetime.now(UTC))
+            child = build_offsets_configmap(job, listing.data)
+            self.api.apply(child)
+            config_map = child["metadata"]["name"]
+        except OffsetsRefused as exc:
+            outcome, message = "Refused", f"nothing written: {exc}"
+        except (KafkaUnavailable, UnknownTopic, OptionError) as exc:
+            outcome, message = "Failed", f"nothing written: {exc}"
+        now = datetime.now(UTC)
+        event = offsets_action.record(
+            st,
+            action,
+            outcome,  # type: ignore[arg-type]
+            message,
+            who=offsets_action.requested_by(meta),
+            now=now,
+            history_limit=self.cfg.history_limit,
+            result=result,
+            config_map=config_map,
+        )
+        log.info("offsets action of %s/%s: %s", namespace, name, event.message)
+        set_conditions(st, int(meta.get("generation") or 0), now)
+        job = self.api.replace_status(job, status_body(st))
+        events.append((job, event))
+        return job
 
     # --- observe & validate -------------------------------------------------------------
 
@@ -587,6 +662,7 @@ class Finalizer:
             disruption_budget_name,
             driver_account_name,
             job_configmap_name,
+            offsets_configmap_name,
             service_name,
         )
 
@@ -608,6 +684,7 @@ class Finalizer:
         self.api.delete("PodDisruptionBudget", namespace, disruption_budget_name(name))
         self.api.delete("ConfigMap", namespace, job_configmap_name(name))
         self.api.delete("ConfigMap", namespace, report_configmap_name(name))
+        self.api.delete("ConfigMap", namespace, offsets_configmap_name(name))
         for kind in ("RoleBinding", "Role", "ServiceAccount"):
             self.api.delete(kind, namespace, driver_account_name(name))
         spec, _problems = parse(job.get("spec") or {})

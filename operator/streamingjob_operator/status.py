@@ -103,6 +103,19 @@ def set_conditions(
         _condition(prev, "Progressing", progressing, phase, st.message, generation, now),
         _condition(prev, "Degraded", degraded, d_reason, d_message, generation, now),
     ]
+    if st.offsets_action is not None:  # the last offsets action: True when it went through
+        done = st.offsets_action
+        st.conditions.append(
+            _condition(
+                prev,
+                "OffsetsAction",
+                done.result == "Succeeded",
+                done.result,
+                f"{done.action} (nonce {done.nonce}): {done.message}",
+                generation,
+                now,
+            )
+        )
     st.observed_generation = generation
 
 
@@ -125,6 +138,10 @@ def status_body(st: StreamingJobStatus) -> dict[str, Any]:
         body.pop("reconcileFailure", None)  # a PUT without it clears it
     else:
         body["reconcileFailure"]["message"] = _clip(body["reconcileFailure"]["message"])
+    if body.get("offsetsAction") is None:
+        body.pop("offsetsAction", None)
+    else:
+        body["offsetsAction"]["message"] = _clip(body["offsetsAction"]["message"])
     if body.get("restoredBatch") is None:
         body["restoredBatch"] = None  # explicit null clears it in a merge patch
     return body

@@ -172,3 +172,133 @@ def test_patterns_hide_internal_topics_and_clients_are_shared_per_connection(kaf
         wait_for(lambda: monitor.clients() == 0, 10, "idle clients closed")
     finally:
         monitor.close()
+
+
+# --- offsets actions (spec.offsetsAction) ----------------------------------------------------
+
+
+def _request(kube: Kube, ns: str, name: str, action: dict, **spec) -> None:
+    """Replaces spec.offsetsAction whole (a merge patch keeps the fields it does not name)."""
+    whole = {"to": None, "timestamp": None, "partitions": None, **action}
+    kube.patch_spec(ns, name, {"offsetsAction": whole, **spec})
+
+
+def _offsets_action(kube: Kube, ns: str, name: str, nonce: int) -> dict:
+    return wait_for(
+        lambda: (
+            (kube.status(ns, name).get("offsetsAction") or {}).get("nonce") == nonce
+            and kube.status(ns, name)["offsetsAction"]
+        ),
+        30,
+        f"offsets action {nonce} recorded",
+    )
+
+
+def test_offsets_actions_list_reset_alter_refusals_and_resume(
+    kube: Kube, ns: str, operator: object, kafka
+):
+    """On a real broker and API server: an action is refused while the job runs (the driver
+    stays); once suspended list, reset and alter act once per nonce, out-of-range is refused
+    naming the partition and its range (nothing written), and the next resume starts a new
+    epoch from the new offsets even under upgradeMode last-state."""
+    from tests.support.kafka_tools import commit_offsets, group_offsets, new_topic, produce
+
+    topic = new_topic(kafka.bootstrap, partitions=2, prefix="op-offsets")
+    for partition in (0, 1):
+        produce(kafka.bootstrap, topic, range(10), partition=partition)
+    group = f"{topic}-group"
+    commit_offsets(kafka.bootstrap, group, topic, {0: 4, 1: 2})
+    spec = job_spec(upgradeMode="last-state")
+    spec["job"]["source"].update(
+        {"bootstrapServers": kafka.bootstrap, "subscribe": [topic], "groupId": group}
+    )
+    spec["offsetsAction"] = {"nonce": 1, "action": "reset", "to": "earliest"}
+    kube.create_job(ns, "offs", spec)
+    wait_for(lambda: kube.driver_names(ns) == ["offs-e1-a1-driver"], 30, "driver")
+
+    # running: refused at once, nothing written, the driver untouched
+    done = _offsets_action(kube, ns, "offs", 1)
+    assert done["result"] == "Refused" and "not suspended" in done["message"]
+    assert done["requestedBy"]  # the field manager of the create
+    assert group_offsets(kafka.bootstrap, group, topic) == {0: 4, 1: 2}
+    assert kube.driver_names(ns) == ["offs-e1-a1-driver"]
+    cond = next(c for c in kube.status(ns, "offs")["conditions"] if c["type"] == "OffsetsAction")
+    assert cond["status"] == "False" and cond["reason"] == "Refused"
+
+    # suspend and list in one change: the action waits for the driver to go, then lists
+    _request(kube, ns, "offs", {"nonce": 2, "action": "list"}, suspend=True)
+    done = _offsets_action(kube, ns, "offs", 2)
+    assert done["result"] == "Succeeded", done
+    assert kube.status(ns, "offs")["phase"] == "Suspended"
+    rows = {p["partition"]: p for p in done["partitions"]}
+    assert rows[0] == {
+        "topic": topic,
+        "partition": 0,
+        "before": 4,
+        "after": 4,
+        "logStart": 0,
+        "logEnd": 10,
+    }
+    listing = kube.core.read_namespaced_config_map(done["configMap"], ns)
+    assert f'"topic": "{topic}"' in listing.data["offsets.json"]
+    assert kube.status(ns, "offs").get("offsetsAlteredForEpoch", 0) == 0  # list alters nothing
+
+    # out of range: refused, naming the partition and its valid range; nothing written
+    out_of_range = {
+        "nonce": 3,
+        "action": "alter",
+        "partitions": [
+            {"topic": topic, "partition": 0, "offset": 5},
+            {"topic": topic, "partition": 1, "offset": 11},
+        ],
+    }
+    _request(kube, ns, "offs", out_of_range)
+    done = _offsets_action(kube, ns, "offs", 3)
+    assert (
+        done["result"] == "Refused" and f"{topic}-1 offset 11 is outside [0, 10]" in done["message"]
+    )
+    assert group_offsets(kafka.bootstrap, group, topic) == {0: 4, 1: 2}
+
+    # reset one partition to earliest, then alter: each runs once
+    earliest = {
+        "nonce": 4,
+        "action": "reset",
+        "to": "earliest",
+        "partitions": [{"topic": topic, "partition": 1}],
+    }
+    _request(kube, ns, "offs", earliest)
+    assert _offsets_action(kube, ns, "offs", 4)["result"] == "Succeeded"
+    assert group_offsets(kafka.bootstrap, group, topic) == {0: 4, 1: 0}
+    alter = {
+        "nonce": 5,
+        "action": "alter",
+        "partitions": [{"topic": topic, "partition": 0, "offset": 7}],
+    }
+    _request(kube, ns, "offs", alter)
+    done = _offsets_action(kube, ns, "offs", 5)
+    assert done["result"] == "Succeeded"
+    assert [(p["before"], p["after"]) for p in done["partitions"]] == [(4, 7)]
+    assert group_offsets(kafka.bootstrap, group, topic) == {0: 7, 1: 0}
+    st = kube.status(ns, "offs")
+    assert st["offsetsAlteredForEpoch"] == 2
+    reasons = [e.reason for e in kube.events(ns) if e.involved_object.name == "offs"]
+    for reason in ("OffsetsRefused", "OffsetsListed", "OffsetsReset", "OffsetsAltered"):
+        assert reason in reasons
+
+    # the same nonce never runs again: another spec change is reconciled, the offsets stay
+    commit_offsets(kafka.bootstrap, group, topic, {0: 9})
+    kube.patch_spec(ns, "offs", {"restartPolicy": {"stableRunSeconds": 7}})
+    generation = kube.job(ns, "offs")["metadata"]["generation"]
+    wait_for(
+        lambda: kube.status(ns, "offs").get("observedGeneration") == generation,
+        30,
+        "the change reconciled",
+    )
+    assert kube.status(ns, "offs")["offsetsAction"]["time"] == done["time"]
+    assert group_offsets(kafka.bootstrap, group, topic) == {0: 9, 1: 0}
+
+    # resume: a new epoch (fresh start from the group's offsets), even under last-state
+    kube.patch_spec(ns, "offs", {"suspend": False})
+    wait_for(lambda: kube.driver_names(ns) == ["offs-e2-a1-driver"], 30, "epoch 2 driver")
+    history = [h["message"] for h in kube.status(ns, "offs")["history"]]
+    assert any("after an offsets action" in m for m in history), history
