@@ -289,6 +289,7 @@ class Reconciler:
                     ),
                 ][-self.settings.history_limit :]
             set_conditions(st, int(job["metadata"].get("generation") or 0), now)
+            self.metrics.jobs.update((namespace, name), st, None)
             job = self.api.replace_status(job, status_body(st))
         except Exception as write_error:  # the API may be what fails: the Event still goes
             log.warning("could not record the failure of %s/%s: %s", namespace, name, write_error)
@@ -370,6 +371,8 @@ class Reconciler:
         events.extend((job, event) for event in decision.events)
         if decision.restart_reason:
             self.metrics.restarts.labels(decision.restart_reason).inc()
+            self.metrics.jobs.restarted((namespace, name), decision.restart_reason)
+        self.metrics.jobs.update((namespace, name), new_status, kafka_view, observed.report)
 
         pods_after = self._act(job, spec, decision, pods)
         if offsets_gate == "run" and decision.action == "none":

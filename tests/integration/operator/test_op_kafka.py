@@ -8,7 +8,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.integration.operator.kube_helpers import Kube, job_spec, wait_for
+from tests.integration.operator.kube_helpers import REPO, Kube, job_spec, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -302,3 +302,231 @@ def test_offsets_actions_list_reset_alter_refusals_and_resume(
     wait_for(lambda: kube.driver_names(ns) == ["offs-e2-a1-driver"], 30, "epoch 2 driver")
     history = [h["message"] for h in kube.status(ns, "offs")["history"]]
     assert any("after an offsets action" in m for m in history), history
+
+
+# --- per-job metrics and the chart's alert rules (promtool) ----------------------------------
+
+ALERT_RULES = REPO / "charts" / "streamingjob-operator" / "files" / "alerts.yaml"
+JOB_SERIES = (
+    "streamingjob_consumer_",
+    "streamingjob_job_",
+    "streamingjob_seconds_since_progress",
+    "streamingjob_offset_commit_failures",
+)
+
+
+def promtool_binary() -> str:
+    """promtool built from its Go module (scripts/k8s-toolchain.sh promtool, cached)."""
+    import subprocess
+
+    out = subprocess.run(
+        ["bash", str(REPO / "scripts" / "k8s-toolchain.sh"), "promtool"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=1200,
+    )
+    return f"{out.stdout.strip().splitlines()[-1]}/promtool"
+
+
+def scrape(port: int, ns: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """The per-job samples of namespace `ns` on the operator's /metrics."""
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
+        text = answer.read().decode()
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name.startswith(JOB_SERIES) and s.labels.get("namespace") == ns
+    }
+
+
+def value(sample: dict, name: str, **labels: str) -> float | None:
+    return next(
+        (v for (n, ls), v in sample.items() if n == name and labels.items() <= dict(ls).items()),
+        None,
+    )
+
+
+def promtool_series(scrapes: list[dict]) -> list[dict[str, str]]:
+    """Scrape i becomes minute i of promtool's input (a missing sample: `_`)."""
+    keys = sorted({key for sample in scrapes for key in sample})
+    series = []
+    for name, labels in keys:
+        selector = ",".join(f'{k}="{v}"' for k, v in labels)
+        values = [sample.get((name, labels)) for sample in scrapes]
+        text = " ".join(
+            "_" if v is None else f"{v:g}" if v != int(v) else str(int(v)) for v in values
+        )
+        series.append({"series": f"{name}{{{selector}}}", "values": text})
+    return series
+
+
+def test_job_metrics_and_alert_rules_on_a_real_operator(
+    apiserver, kube: Kube, ns: str, kafka, tmp_path
+):
+    """The operator's per-job metrics from real readings of a real broker, scraped at each
+    step while the jobs evolve (records produced, offsets committed, a driver failing until
+    Failed); the scrapes become promtool's input series, minute by minute, and the chart's
+    alert rules must fire exactly for: the stalled job (lag growing, no progress), the slow
+    one (lag growing), the failing one (Failed, Degraded, restarting often); never for the
+    idle job. A deleted job's series go."""
+    import subprocess
+
+    import yaml
+
+    from tests.integration.operator.kube_helpers import running_operator
+    from tests.support.kafka_broker import free_port
+    from tests.support.kafka_tools import commit_offsets, new_topic, produce
+
+    promtool = promtool_binary()
+    port = free_port()
+    topics = {
+        name: new_topic(kafka.bootstrap, 1, f"al-{name}")
+        for name in ("stalled", "slow", "idle", "crashing")
+    }
+    for name in ("stalled", "slow", "idle"):
+        produce(kafka.bootstrap, topics[name], range(10), partition=0)
+    committed = {"stalled": 3, "slow": 3, "idle": 10}
+    for name, offset in committed.items():
+        commit_offsets(kafka.bootstrap, f"{topics[name]}-g", topics[name], {0: offset})
+    for name, topic in topics.items():
+        spec = job_spec()
+        spec["job"]["source"].update(
+            {"bootstrapServers": kafka.bootstrap, "subscribe": [topic], "groupId": f"{topic}-g"}
+        )
+        spec["restartPolicy"]["maxRestarts"] = 3
+        kube.create_job(ns, name, spec)
+
+    with running_operator(apiserver.kubeconfig, STREAMINGJOB_METRICS_PORT=str(port)):
+        for name in ("stalled", "slow", "idle"):
+            driver = f"{name}-e1-a1-driver"
+            wait_for(lambda d=driver: d in kube.driver_names(ns), 30, driver)
+            kube.set_running(ns, driver)
+
+        def ready():
+            sample = scrape(port, ns)
+            running = [
+                value(sample, "streamingjob_job_phase", job=n, phase="Running")
+                for n in ("stalled", "slow", "idle")
+            ]
+            lags = [value(sample, "streamingjob_consumer_lag", job=n) for n in topics]
+            return running == [1, 1, 1] and None not in lags and sample
+
+        scrapes = [wait_for(ready, 30, "the first readings")]
+        assert value(scrapes[0], "streamingjob_consumer_lag", job="stalled") == 7
+        assert value(scrapes[0], "streamingjob_consumer_lag", job="idle") == 0
+        steps = 16
+        for step in range(1, steps):
+            produce(kafka.bootstrap, topics["stalled"], range(5), partition=0)
+            produce(kafka.bootstrap, topics["slow"], range(5), partition=0)
+            committed["slow"] += 2
+            commit_offsets(
+                kafka.bootstrap, f"{topics['slow']}-g", topics["slow"], {0: committed["slow"]}
+            )
+            if step <= 4:  # attempts 1-3 fail and are restarted; the 4th failure is one too many
+                driver = f"crashing-e1-a{step}-driver"
+                wait_for(lambda d=driver: d in kube.driver_names(ns), 30, driver)
+                kube.set_terminated(ns, driver, 1)
+            previous = scrapes[-1]
+
+            def moved(previous=previous, step=step):
+                sample = scrape(port, ns)
+                grew = all(
+                    (value(sample, "streamingjob_consumer_lag", job=n) or 0)
+                    > (value(previous, "streamingjob_consumer_lag", job=n) or 0)
+                    for n in ("stalled", "slow")
+                )
+                slow_done = value(sample, "streamingjob_consumer_committed_offset", job="slow")
+                restarts = sum(
+                    v
+                    for (n, ls), v in sample.items()
+                    if n == "streamingjob_job_restarts_total" and ("job", "crashing") in ls
+                )
+                failed = value(sample, "streamingjob_job_phase", job="crashing", phase="Failed")
+                crashing = restarts == min(step, 3) and (step < 4 or failed == 1)
+                return grew and slow_done == committed["slow"] and crashing and sample
+
+            scrapes.append(wait_for(moved, 30, f"step {step} in the metrics"))
+
+        last = scrapes[-1]
+        assert value(last, "streamingjob_consumer_lag", job="stalled") == 10 + 5 * (steps - 1) - 3
+        assert value(last, "streamingjob_consumer_log_end_offset", job="slow") == 10 + 5 * (
+            steps - 1
+        )
+        assert value(last, "streamingjob_job_degraded", job="crashing") == 1
+        assert (
+            value(last, "streamingjob_job_restarts_total", job="crashing", reason="DriverFailed")
+            == 3
+        )
+        assert (value(last, "streamingjob_seconds_since_progress", job="stalled") or 0) > 0
+
+        # the rules on the real series: exactly these alerts fire at the last minute
+        firing = [
+            ("StreamingJobLagGrowing", "stalled", "warning", {}),
+            ("StreamingJobNoProgress", "stalled", "critical", {}),
+            ("StreamingJobLagGrowing", "slow", "warning", {}),
+            ("StreamingJobFailed", "crashing", "critical", {"phase": "Failed"}),
+            ("StreamingJobDegraded", "crashing", "warning", {}),
+            ("StreamingJobRestartingOften", "crashing", "warning", {}),
+        ]
+        expected = []
+        for alert, job, severity, extra in firing:
+            labels = {
+                "alertname": alert,
+                "alertstate": "firing",
+                "severity": severity,
+                "namespace": ns,
+                "job": job,
+                **extra,
+            }
+            selector = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+            expected.append({"labels": f"ALERTS{{{selector}}}", "value": 1})
+        test_file = tmp_path / "alerts-test.yaml"
+        test_file.write_text(
+            yaml.safe_dump(
+                {
+                    "rule_files": [str(ALERT_RULES)],
+                    "evaluation_interval": "1m",
+                    "tests": [
+                        {
+                            "interval": "1m",
+                            "input_series": promtool_series(scrapes),
+                            "promql_expr_test": [
+                                {
+                                    "expr": 'ALERTS{alertstate="firing"}',
+                                    "eval_time": f"{steps - 1}m",
+                                    "exp_samples": expected,
+                                },
+                                {  # and nothing at all fires before the first minute
+                                    "expr": 'ALERTS{alertstate="firing"}',
+                                    "eval_time": "0m",
+                                    "exp_samples": [],
+                                },
+                            ],
+                        }
+                    ],
+                },
+                sort_keys=False,
+            )
+        )
+        check = subprocess.run(
+            [promtool, "check", "rules", str(ALERT_RULES)], capture_output=True, text=True
+        )
+        assert check.returncode == 0, check.stdout + check.stderr
+        run = subprocess.run(
+            [promtool, "test", "rules", str(test_file)], capture_output=True, text=True
+        )
+        assert run.returncode == 0, run.stdout + run.stderr
+
+        # a deleted job's series go
+        kube.delete_job(ns, "idle")
+        wait_for(
+            lambda: not any(("job", "idle") in ls for _n, ls in scrape(port, ns)),
+            30,
+            "idle's series gone",
+        )
