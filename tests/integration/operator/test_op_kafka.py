@@ -400,9 +400,11 @@ def test_job_metrics_and_alert_rules_on_a_real_operator(
             {"bootstrapServers": kafka.bootstrap, "subscribe": [topic], "groupId": f"{topic}-g"}
         )
         spec["restartPolicy"]["maxRestarts"] = 3
+        spec["restartPolicy"]["backoff"] = {"baseSeconds": 0.2, "capSeconds": 0.5}
         kube.create_job(ns, name, spec)
 
-    with running_operator(apiserver.kubeconfig, STREAMINGJOB_METRICS_PORT=str(port)):
+    fast = {"STREAMINGJOB_RESYNC_SECONDS": "0.3", "STREAMINGJOB_KAFKA_POLL_SECONDS": "0.2"}
+    with running_operator(apiserver.kubeconfig, STREAMINGJOB_METRICS_PORT=str(port), **fast):
         for name in ("stalled", "slow", "idle"):
             driver = f"{name}-e1-a1-driver"
             wait_for(lambda d=driver: d in kube.driver_names(ns), 30, driver)
