@@ -600,8 +600,8 @@ class OffsetsPartitionResult(StatusModel):
 
     topic: str = Field(description="Topic.")
     partition: int = Field(description="Partition.")
-    before: int | None = Field(default=None, description="Committed offset before (none: -).")
-    after: int | None = Field(default=None, description="Committed offset after.")
+    before: int | None = Field(default=None, description="Committed offset before (absent: none).")
+    after: int | None = Field(default=None, description="Committed offset after (absent: none).")
     log_start: int = Field(default=0, description="Log start offset.")
     log_end: int = Field(default=0, description="Log end offset (the LSO, read_committed).")
 

@@ -215,6 +215,7 @@ class Reconciler:
             for _ in range(MAX_STEPS):
                 job = known.job or self.api.get_job(namespace, name)
                 if job is None or job["metadata"].get("deletionTimestamp"):
+                    self.metrics.jobs.forget((namespace, name))  # its series go with it
                     return None
                 self.seen.saw_job(namespace, name, job)
                 try:

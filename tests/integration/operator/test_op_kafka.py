@@ -207,7 +207,7 @@ def test_offsets_actions_list_reset_alter_refusals_and_resume(
     for partition in (0, 1):
         produce(kafka.bootstrap, topic, range(10), partition=partition)
     group = f"{topic}-group"
-    commit_offsets(kafka.bootstrap, group, topic, {0: 4, 1: 2})
+    commit_offsets(kafka.bootstrap, group, topic, {0: 4})  # partition 1: no commit yet
     spec = job_spec(upgradeMode="last-state")
     spec["job"]["source"].update(
         {"bootstrapServers": kafka.bootstrap, "subscribe": [topic], "groupId": group}
@@ -220,7 +220,7 @@ def test_offsets_actions_list_reset_alter_refusals_and_resume(
     done = _offsets_action(kube, ns, "offs", 1)
     assert done["result"] == "Refused" and "not suspended" in done["message"]
     assert done["requestedBy"]  # the field manager of the create
-    assert group_offsets(kafka.bootstrap, group, topic) == {0: 4, 1: 2}
+    assert group_offsets(kafka.bootstrap, group, topic) == {0: 4, 1: None}
     assert kube.driver_names(ns) == ["offs-e1-a1-driver"]
     cond = next(c for c in kube.status(ns, "offs")["conditions"] if c["type"] == "OffsetsAction")
     assert cond["status"] == "False" and cond["reason"] == "Refused"
@@ -239,6 +239,7 @@ def test_offsets_actions_list_reset_alter_refusals_and_resume(
         "logStart": 0,
         "logEnd": 10,
     }
+    assert rows[1]["logEnd"] == 10 and "before" not in rows[1]  # no commit: absent
     listing = kube.core.read_namespaced_config_map(done["configMap"], ns)
     assert f'"topic": "{topic}"' in listing.data["offsets.json"]
     assert kube.status(ns, "offs").get("offsetsAlteredForEpoch", 0) == 0  # list alters nothing
@@ -257,7 +258,7 @@ def test_offsets_actions_list_reset_alter_refusals_and_resume(
     assert (
         done["result"] == "Refused" and f"{topic}-1 offset 11 is outside [0, 10]" in done["message"]
     )
-    assert group_offsets(kafka.bootstrap, group, topic) == {0: 4, 1: 2}
+    assert group_offsets(kafka.bootstrap, group, topic) == {0: 4, 1: None}
 
     # reset one partition to earliest, then alter: each runs once
     earliest = {
@@ -302,6 +303,22 @@ def test_offsets_actions_list_reset_alter_refusals_and_resume(
     wait_for(lambda: kube.driver_names(ns) == ["offs-e2-a1-driver"], 30, "epoch 2 driver")
     history = [h["message"] for h in kube.status(ns, "offs")["history"]]
     assert any("after an offsets action" in m for m in history), history
+
+
+def test_an_offsets_action_kafka_does_not_answer_fails_with_the_broker_named(
+    kube: Kube, ns: str, operator: object
+):
+    """A job created suspended (never launched) asks for a list on a broker nobody listens
+    on: Failed, naming the broker, with a Warning Event; nothing launches."""
+    spec = job_spec(suspend=True, offsetsAction={"nonce": 1, "action": "list"})
+    kube.create_job(ns, "nobroker", spec)
+    done = _offsets_action(kube, ns, "nobroker", 1)
+    assert done["result"] == "Failed", done
+    assert "127.0.0.1:1" in done["message"] and "nothing written" in done["message"]
+    events = [e for e in kube.events(ns) if e.involved_object.name == "nobroker"]
+    assert any(e.reason == "OffsetsFailed" and e.type == "Warning" for e in events)
+    assert kube.status(ns, "nobroker")["phase"] == "Suspended"
+    assert kube.driver_names(ns) == []
 
 
 # --- per-job metrics and the chart's alert rules (promtool) ----------------------------------
