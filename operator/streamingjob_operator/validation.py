@@ -160,6 +160,17 @@ def check_spec(spec: StreamingJobSpec) -> list[InvalidJobError]:
                     _secret_fix(key),
                 )
             )
+    for i, mount in enumerate(spec.volume_mounts):
+        path = mount.get("mountPath")
+        if isinstance(path, str) and not path.startswith("/"):
+            # the pod API accepts it; the container runtime refuses to start the container
+            problems.append(
+                InvalidJobError(
+                    f"spec.volumeMounts[{i}].mountPath",
+                    f"{path[:100]!r} is not an absolute path",
+                    "give an absolute path such as /data",
+                )
+            )
     source = spec.job.source
     for key in sorted(source.kafka):
         if is_secret_key(key):
