@@ -50,38 +50,6 @@ SPARK_UID = 185  # the spark user of Apache Spark images
 IMAGE_HADOOP_CONF = "/opt/streamingjob/hadoop-conf"  # an empty core-site.xml (FsShell wants one)
 MASTER = "k8s://https://kubernetes.default.svc:443"
 
-# Spark confs the operator owns: fencing (names, labels, ports) and placement.
-RESERVED_CONF_KEYS = frozenset(
-    {
-        "spark.master",
-        "spark.submit.deployMode",
-        "spark.app.name",
-        "spark.kubernetes.namespace",
-        "spark.kubernetes.container.image",
-        "spark.kubernetes.container.image.pullPolicy",
-        "spark.kubernetes.driver.pod.name",
-        "spark.driver.host",
-        "spark.driver.port",
-        "spark.driver.blockManager.port",
-        "spark.driver.bindAddress",
-        "spark.kubernetes.executor.useDriverPodIP",
-        "spark.executor.instances",
-        "spark.kubernetes.executor.podNamePrefix",
-        "spark.kubernetes.authenticate.executor.serviceAccountName",
-        "spark.kubernetes.executor.podTemplateFile",
-        "spark.kubernetes.executor.podTemplateContainerName",
-        "spark.kubernetes.executor.deleteOnTermination",
-        "spark.dynamicAllocation.enabled",
-        "spark.sql.streaming.checkpointLocation",
-    }
-)
-RESERVED_CONF_PREFIXES = (
-    "spark.kubernetes.executor.label.",
-    "spark.kubernetes.driver.",
-    "spark.kubernetes.executor.secretKeyRef.",
-    "spark.kubernetes.authenticate.",
-)
-
 ENV_USERNAME, ENV_PASSWORD = ENV_SASL_USERNAME, ENV_SASL_PASSWORD  # spark_app.kafka_config
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 import yaml
 
@@ -31,7 +34,7 @@ from streamingjob_operator.naming import (
     driver_pod_name,
     service_name,
 )
-from streamingjob_operator.validation import check_spec
+from streamingjob_operator.validation import SPARK_CONF_GUARDRAILS, check_spec, guardrail
 from tests.unit.operator.helpers_operator import BASE_SPEC, make_spec
 
 pytestmark = pytest.mark.unit
@@ -267,6 +270,35 @@ def test_reserved_spark_confs_are_rejected_by_name():
     assert spark_confs(JOB, user, POD_NAME, 1, 1)["spark.sql.shuffle.partitions"] == "4"
 
 
+@pytest.mark.parametrize("reserved", sorted(SPARK_CONF_GUARDRAILS))
+def test_every_guardrail_refuses_its_key_naming_it_and_the_field_to_use(reserved):
+    key = reserved + "x" if reserved.endswith(".") else reserved
+    (problem,) = check_spec(make_spec(sparkConf={key: "1"}))
+    assert problem.field == f"spec.sparkConf[{key!r}]"
+    assert SPARK_CONF_GUARDRAILS[reserved] in str(problem)
+
+
+def test_the_confs_the_operator_sets_are_all_guarded():
+    """A user value for any of them would be silently overridden (or worse, not)."""
+    ours = spark_confs(JOB, make_spec(executor={"cpuLimit": "1", "cpuRequest": "1"}), "p", 1, 1)
+    assert [key for key in ours if guardrail(key) is None] == []
+
+
+@pytest.mark.parametrize(
+    "allowed",
+    [
+        "spark.sql.shuffle.partitions",
+        "spark.kubernetes.executor.annotation.team",
+        "spark.kubernetes.allocation.batch.size",
+        "spark.kubernetes.container.image.pullSecrets",
+        "spark.executor.extraJavaOptions",
+        "spark.driver.extraJavaOptions",
+    ],
+)
+def test_ordinary_spark_confs_pass(allowed):
+    assert check_spec(make_spec(sparkConf={allowed: "1"})) == []
+
+
 def test_long_names_fit_dns_labels():
     long = "a" * 100
     name = driver_pod_name(long, 123, 45)
@@ -442,3 +474,9 @@ def test_the_attempt_after_a_node_loss_avoids_that_node_in_every_user_term():
         "requiredDuringSchedulingIgnoredDuringExecution"
     ] == {"nodeSelectorTerms": [{"matchExpressions": [away]}]}
     assert "affinity" not in build_executor_template(make_spec(), "orders")["spec"]
+
+
+def test_the_documented_guardrails_are_the_code_s():
+    docs = (Path(__file__).parents[3] / "docs" / "operator.md").read_text()
+    listed = docs.split("<!-- guardrails -->")[1].split("<!-- /guardrails -->")[0]
+    assert re.findall(r"^- `([^`]+)`", listed, re.MULTILINE) == list(SPARK_CONF_GUARDRAILS)
