@@ -76,6 +76,7 @@ crd: ## Regenerate crds/streamingjob.yaml from the models (a unit test checks fo
 .PHONY: bench
 bench: toolchain native ## Benchmarks side by side; results in bench/results/
 	$(PY) bench/source_bench.py
+	$(PY) bench/offsets_bench.py
 	$(PY) bench/operator_bench.py
 
 .PHONY: clean

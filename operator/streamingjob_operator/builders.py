@@ -459,6 +459,7 @@ def driver_args(
     attempt: int,
     checkpoint_location: str,
     entrypoint: str,
+    previous_checkpoint: str = "",
 ) -> list[str]:
     name = job["metadata"]["name"]
     args = ["--master", MASTER, "--deploy-mode", "client", "--name", name]
@@ -477,6 +478,8 @@ def driver_args(
         "--report-configmap",
         report_configmap_name(name),
     ]
+    if previous_checkpoint:  # empty when an offsets action set the group (it wins)
+        args += ["--previous-checkpoint", previous_checkpoint]
     return args
 
 
@@ -491,6 +494,7 @@ def build_driver_pod(
     entrypoint: str = "/opt/streamingjob/run_job.py",
     spark_submit: str = "/opt/spark/bin/spark-submit",
     avoid_nodes: list[str] | None = None,
+    previous_checkpoint: str = "",
 ) -> dict[str, Any]:
     name = job["metadata"]["name"]
     labels = {
@@ -546,6 +550,7 @@ def build_driver_pod(
                             attempt=attempt,
                             checkpoint_location=checkpoint_location,
                             entrypoint=entrypoint,
+                            previous_checkpoint=previous_checkpoint,
                         ),
                     ],
                     "ports": [

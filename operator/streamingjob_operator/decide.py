@@ -196,6 +196,13 @@ def _set_target(
     epoch: int,
     attempt: int,
 ) -> None:
+    if epoch != st.epoch:  # a new epoch: the one before it is where its offsets catch up from
+        st.previous_checkpoint_location = st.checkpoint_location
+    if st.offsets_acted_since_launch:
+        # The user set the group's offsets after the last driver stopped: they win over the
+        # previous epoch's checkpoint, for this launch and every later one of the epoch.
+        st.previous_checkpoint_location = ""
+        st.offsets_acted_since_launch = False
     st.epoch, st.attempt = epoch, attempt
     st.avoid_nodes = []  # a lost node is avoided by the attempt after the loss only
     st.driver_pod = driver_pod_name(name, epoch, attempt)

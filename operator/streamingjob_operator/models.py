@@ -516,6 +516,18 @@ class StreamingJobStatus(StatusModel):
     attempt: int = Field(default=0, description="Attempt within the epoch (restores).")
     driver_pod: str = Field(default="", description="Name of the current driver pod.")
     checkpoint_location: str = Field(default="", description="Checkpoint location in use.")
+    previous_checkpoint_location: str = Field(
+        default="",
+        description="The previous epoch's checkpoint. A fresh start of this epoch first "
+        "commits its last durable batch's end offsets where they are ahead of the group "
+        "(nothing it made durable is read again). Empty: no catch-up.",
+    )
+    offsets_acted_since_launch: bool = Field(
+        default=False,
+        description="The group's offsets were set by an offsets action since the last "
+        "launch: the next launch starts from them, without catching up from the previous "
+        "epoch's checkpoint (the action wins). Cleared by that launch.",
+    )
     launch_state: str = Field(
         default="",
         description="Pending: the launch is recorded but the pod may not exist yet. "

@@ -531,6 +531,7 @@ class Reconciler:
             entrypoint=self.settings.driver_entrypoint,
             spark_submit=self.settings.spark_submit,
             avoid_nodes=st.avoid_nodes,
+            previous_checkpoint=st.previous_checkpoint_location,
         )
         self.seen.mark(meta["namespace"], meta["name"], st.driver_pod, Seen.CREATING)
         created = None

@@ -133,6 +133,21 @@ def test_driver_runs_spark_submit_client_mode_with_runner_contract():
     assert confs[f"spark.kubernetes.executor.label.{LABEL_EPOCH}"] == "2"
 
 
+def test_the_previous_epochs_checkpoint_is_passed_only_when_given():
+    previous = "s3a://ckpt/base/team/orders/epoch-1"
+    args = build_driver_pod(
+        JOB,
+        SPEC,
+        driver_pod=POD_NAME,
+        epoch=2,
+        attempt=3,
+        checkpoint_location=LOC,
+        previous_checkpoint=previous,
+    )["spec"]["containers"][0]["args"]
+    assert args[-2:] == ["--previous-checkpoint", previous]
+    assert "--previous-checkpoint" not in pod()["spec"]["containers"][0]["args"]
+
+
 def test_ports_resources_and_security():
     p = pod()
     (c,) = p["spec"]["containers"]
