@@ -32,8 +32,9 @@ class DurableBatch:
 
 
 def newest_batch(names: Iterable[str]) -> int | None:
-    """The newest batch id among a log directory's file names (temporary files skipped)."""
-    ids = [int(name) for name in names if name.isdigit()]
+    """The newest batch id among a log directory's file names (temporary files skipped; a
+    file sink's compacted entries are `<N>.compact`)."""
+    ids = [int(n) for name in names if (n := name.removesuffix(".compact")).isdigit()]
     return max(ids) if ids else None
 
 
@@ -67,12 +68,13 @@ class CheckpointFiles:
     """One checkpoint location's logs, through the session's Hadoop configuration."""
 
     def __init__(self, spark, location: str):
+        self._spark = spark
         self._jvm = spark._jvm
         self._conf = spark._jsc.hadoopConfiguration()
         self.location = location.rstrip("/")
 
     def _path(self, relative: str):
-        return self._jvm.org.apache.hadoop.fs.Path(f"{self.location}/{relative}")
+        return self._jvm.org.apache.hadoop.fs.Path(f"{self.location}/{relative}".rstrip("/"))
 
     def newest(self, log: str) -> int | None:
         path = self._path(log)
@@ -93,10 +95,19 @@ class CheckpointFiles:
         finally:
             stream.close()
 
-    def durable_batch(self) -> DurableBatch | None:
-        """The newest batch in the commit log and its end offsets; None: nothing durable."""
+    def durable_batch(self, sink_log: str | None = None) -> DurableBatch | None:
+        """The newest batch in the commit log and its end offsets; None: nothing durable.
+
+        `sink_log`: a file sink's `_spark_metadata` directory. A batch the sink committed is
+        in the output even when the driver died before Spark's commit-log entry: it counts
+        as durable here, or the next epoch would write it again."""
         try:
             batch_id = self.newest("commits")
+            if sink_log is not None:
+                in_sink = CheckpointFiles(self._spark, sink_log).newest("")
+                ahead = in_sink is not None and (batch_id is None or in_sink > batch_id)
+                if ahead and self.has("offsets", in_sink):
+                    batch_id = in_sink
             if batch_id is None:
                 return None
             return DurableBatch(batch_id, source_end_offsets(self.read("offsets", batch_id)))

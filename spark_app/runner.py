@@ -13,6 +13,7 @@ import importlib
 import json
 import logging
 import os
+import re
 import signal
 import sys
 import tempfile
@@ -346,7 +347,8 @@ def catch_up(spark, manifest: RunnerManifest, group: GroupOffsets | None, args) 
         result = {"outcome": "skipped", "reason": f"startingOffsets is {starting}"}
     else:
         try:
-            batch = CheckpointFiles(spark, previous).durable_batch()
+            sink_log = previous_sink_log(manifest, previous)
+            batch = CheckpointFiles(spark, previous).durable_batch(sink_log)
         except CheckpointUnreadable as exc:
             log.warning("previous checkpoint unreadable, its offsets are not caught up: %s", exc)
             return {"location": previous, "outcome": "unreadable", "error": str(exc)}
@@ -357,6 +359,16 @@ def catch_up(spark, manifest: RunnerManifest, group: GroupOffsets | None, args) 
     line = describe(result) if "partitions" in result else result["outcome"]
     log.info("previous epoch's checkpoint %s: %s", previous, line)
     return {"location": previous, **result}
+
+
+def previous_sink_log(manifest: RunnerManifest, previous_checkpoint: str) -> str | None:
+    """The previous epoch's file-sink log (`<sink.path>/epoch-<k>/_spark_metadata`), when the
+    sink writes files and the checkpoint is an epoch's (`.../epoch-<k>`)."""
+    sink_path = manifest.spec.job.sink.path
+    epoch = re.search(r"/epoch-(\d+)/?$", previous_checkpoint)
+    if not sink_path or epoch is None:
+        return None
+    return f"{epoch_sink_path(sink_path, int(epoch.group(1)))}/_spark_metadata"
 
 
 def final_commit(checkpoint: CheckpointFiles, group: GroupOffsets, timeout: float) -> dict:

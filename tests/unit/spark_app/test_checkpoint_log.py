@@ -46,3 +46,7 @@ def test_only_partitions_where_the_durable_end_is_ahead_are_committed():
     assert ahead_of_group(durable, group) == {("t", 0): 100, ("t", 3): 8}
     assert ahead_of_group(durable, {}) == durable
     assert ahead_of_group({}, group) == {}
+
+
+def test_a_file_sinks_compacted_entries_count_as_batches():
+    assert newest_batch(["8", "9.compact", ".10.tmp", "_temporary"]) == 9
