@@ -27,7 +27,8 @@ from .metrics import Metrics
 from .models import API_GROUP, API_VERSION, KIND, PLURAL
 from .naming import FINALIZER, LABEL_MANAGED_BY, LABEL_ROLE, MANAGED_BY
 from .nodes import NodeTracker
-from .reconcile import Finalizer, Reconciler, Seen
+from .reconcile import Finalizer, Reconciler
+from .seen import Seen
 from .settings import OperatorSettings
 
 log = logging.getLogger(__name__)

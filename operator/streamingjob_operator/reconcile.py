@@ -1,4 +1,5 @@
-"""One idempotent reconcile: observe → validate → decide → act → record.
+"""One idempotent reconcile: observe → validate → decide → act → record (and `Finalizer`:
+deletion). What reconciles saw, for the handlers, is in `seen.py`.
 
 `Reconciler.reconcile(namespace, name)` is the only entry point; handlers call nothing else.
 It loops over single decision steps (each recorded in status before it is acted on) until a
@@ -20,7 +21,6 @@ import contextlib
 import hashlib
 import json
 import logging
-import threading
 import time
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -52,6 +52,7 @@ from .models import HistoryEntry, ReconcileFailure, StreamingJobSpec, parse_stat
 from .naming import report_configmap_name
 from .nodes import NodeTracker
 from .observed import Observed, PodInfo, iso, parse_report, pod_info
+from .seen import Seen, resource_version
 from .settings import OperatorSettings
 from .status import apply_kafka, set_conditions, status_body
 from .validation import (
@@ -68,86 +69,6 @@ from .validation import (
 log = logging.getLogger(__name__)
 
 MAX_STEPS = 8
-
-
-class Seen:
-    """What the reconciles last observed of each job: its generation and its pods' resource
-    versions. A watch event that shows nothing new (most often the echo of the operator's own
-    write) need not wake the job's reconcile; anything else does. Written by reconciles
-    (worker threads, one at a time per job), read by the handlers (event loop); a job's pod
-    snapshot is replaced, never changed in place.
-
-    A pod snapshot maps names to resourceVersions, or to CREATING / DELETING while this
-    operator's own create or delete of that pod is under way: their echoes wake nothing. A
-    deletion the API server did not complete at once (graceful) leaves the pod with an
-    unknown version, so its later events wake the job; the reconcile that deleted it also
-    looks again after fencingPollSeconds by itself.
-    """
-
-    CREATING = "+"
-    DELETING = "-"
-
-    def __init__(self) -> None:
-        self._generations: dict[tuple[str, str], int] = {}
-        self._pods: dict[tuple[str, str], dict[str, str]] = {}
-        self._lock = threading.Lock()
-
-    # --- written by reconciles -----------------------------------------------------------
-
-    def saw_job(self, namespace: str, name: str, job: dict[str, Any]) -> None:
-        with self._lock:
-            self._generations[(namespace, name)] = int(job["metadata"].get("generation") or 0)
-
-    def saw_pods(self, namespace: str, name: str, pods: list[dict[str, Any]]) -> None:
-        """A list of the job's pods (replaces what was known)."""
-        snapshot = {p["metadata"]["name"]: _rv(p) for p in pods}
-        with self._lock:
-            self._pods[(namespace, name)] = snapshot
-
-    def mark(self, namespace: str, name: str, pod: str, state: str | None) -> None:
-        """One pod: a resourceVersion, CREATING, DELETING, or None (gone / unknown)."""
-        with self._lock:
-            snapshot = dict(self._pods.get((namespace, name)) or {})
-            if state is None:
-                snapshot.pop(pod, None)
-            else:
-                snapshot[pod] = state
-            self._pods[(namespace, name)] = snapshot
-
-    def forget(self, namespace: str, name: str) -> None:
-        with self._lock:
-            self._generations.pop((namespace, name), None)
-            self._pods.pop((namespace, name), None)
-
-    # --- read by handlers ----------------------------------------------------------------
-
-    def job_is_news(self, namespace: str, name: str, generation: Any) -> bool:
-        """A StreamingJob event: news unless its generation (spec) was already observed."""
-        return self._generations.get((namespace, name)) != int(generation or 0)
-
-    def pod_is_news(
-        self, namespace: str, job: str, pod: str, resource_version: Any, event_type: str | None
-    ) -> bool:
-        """A pod event (ADDED, MODIFIED, DELETED, or None when kopf lists): news unless the
-        last observation already showed it. A MODIFIED pod that the last list did not show
-        was deleted before that list (a stale event), or its ADDED event woke the job."""
-        snapshot = self._pods.get((namespace, job))
-        if snapshot is None:
-            return True
-        known = snapshot.get(pod)
-        if known == self.DELETING:
-            return False
-        if event_type == "DELETED":
-            return known is not None
-        if known is None:
-            return event_type != "MODIFIED"
-        if known == self.CREATING:
-            return event_type == "MODIFIED"
-        return known != str(resource_version or "")
-
-
-def _rv(obj: dict[str, Any]) -> str:
-    return str(obj["metadata"].get("resourceVersion") or "")
 
 
 @dataclass
@@ -538,7 +459,7 @@ class Reconciler:
         try:
             created = self.api.create_pod(pod)
         finally:
-            state = _rv(created) if created is not None else None
+            state = resource_version(created) if created is not None else None
             self.seen.mark(meta["namespace"], meta["name"], st.driver_pod, state)
         if created is None:
             return None  # it exists already: the next step lists again and adopts it
