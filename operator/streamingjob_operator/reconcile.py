@@ -500,7 +500,8 @@ class Reconciler:
             build_disruption_budget(job, spec),
         ]
         if spec.service_account_name is None:
-            children += [build_service_account(job), build_role(job), build_role_binding(job)]
+            role = build_role(job, st.driver_pod, spec.executor.instances)  # names this driver's
+            children += [build_service_account(job), role, build_role_binding(job)]
         for child in children:  # stable children: applied once per job uid and content
             key = (meta["uid"], child["kind"], child["metadata"]["name"])
             digest = hashlib.sha256(json.dumps(child, sort_keys=True).encode()).hexdigest()
