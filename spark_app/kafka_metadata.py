@@ -26,6 +26,14 @@ from spark_app.options import SourceOptions
 INTERNAL_TOPIC = re.compile(r"^__")
 
 
+def matching_topics(pattern: str, topics: Iterable[str]) -> list[str]:
+    """The topics `subscribePattern` selects: Python `re` syntax, matched against the whole
+    name (`re.fullmatch`, as Spark's own Kafka source matches a Java Pattern), internal `__`
+    topics never."""
+    compiled = re.compile(pattern)
+    return [t for t in topics if compiled.fullmatch(t) and not INTERNAL_TOPIC.match(t)]
+
+
 class KafkaUnavailable(RuntimeError):
     pass
 
@@ -91,10 +99,7 @@ class KafkaMetadata:
                 )
             names: Iterable[str] = self.options.topics
         else:
-            pattern = re.compile(self.options.topic_pattern or "")
-            names = [
-                t for t in metadata.topics if pattern.fullmatch(t) and not INTERNAL_TOPIC.match(t)
-            ]
+            names = matching_topics(self.options.topic_pattern or "", metadata.topics)
         return sorted(
             (topic, partition) for topic in names for partition in metadata.topics[topic].partitions
         )

@@ -77,13 +77,11 @@ FIELD_CLASSES: dict[str, str] = {
 REASONS = (
     "Launching",
     "Launched",
-    "Running",
     "DriverNotStarting",
     "DriverFailed",
     "BackOff",
     "Restarting",
     "Redeploying",
-    "Stopping",
     "Suspended",
     "Resumed",
     "StableRun",
@@ -93,7 +91,6 @@ REASONS = (
     "Completed",
     "InvalidSpec",
     "KafkaUnavailable",
-    "Deleting",
     "CheckpointKept",
     "CheckpointDeleted",
     "ApiRejected",  # a reconcile failed: the API server refused a request (reconcile.py)
@@ -108,6 +105,10 @@ class Event:
     type: Literal["Normal", "Warning"]
     reason: str
     message: str
+
+    def __post_init__(self) -> None:
+        if self.reason not in REASONS:  # the documented vocabulary (docs/operator.md)
+            raise ValueError(f"Event reason {self.reason!r} is not in decide.REASONS")
 
 
 @dataclass
