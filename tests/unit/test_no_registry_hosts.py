@@ -51,6 +51,8 @@ def test_maven_runs_with_the_clients_own_settings():
         path = ROOT / name
         if path.suffix not in (".py", ".sh", ".xml") and path.name != "Makefile":
             continue
+        if path == Path(__file__).resolve():  # names what it looks for
+            continue
         text = path.read_text(encoding="utf-8")
         assert "<mirror>" not in text and "<repositories>" not in text, name
         if "mvn" in text:
