@@ -103,7 +103,7 @@ def base_labels(name: str) -> dict[str, str]:
     return {LABEL_JOB: label_value(name), LABEL_MANAGED_BY: MANAGED_BY}
 
 
-def _meta(job: dict[str, Any], name: str, labels: dict[str, str] | None = None) -> dict:
+def _meta(job: dict[str, Any], name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
     job_name = job["metadata"]["name"]
     return {
         "name": name,
@@ -124,7 +124,7 @@ def spark_memory_mib(value: str) -> int:
 
 def pod_resources(
     cores: int, memory: str, overhead: str, cpu_limit: str | None, cpu_request: str | None = None
-) -> dict:
+) -> dict[str, Any]:
     total = spark_memory_mib(memory) + spark_memory_mib(overhead)
     limits: dict[str, str] = {"memory": f"{total}Mi"}
     if cpu_limit:

@@ -152,7 +152,7 @@ def backoff_delay(spec: StreamingJobSpec, consecutive_failures: int) -> float:
     exponent = max(consecutive_failures - 1, 0)
     if exponent > 60:
         return backoff.cap_seconds
-    return min(backoff.cap_seconds, backoff.base_seconds * (2**exponent))
+    return min(backoff.cap_seconds, backoff.base_seconds * (1 << exponent))
 
 
 def _record(st: StreamingJobStatus, now: datetime, reason: str, message: str, limit: int) -> None:
@@ -519,9 +519,9 @@ def decide(
         for p in pods
         if target and (p.name == target or (p.role == "executor" and p.driver_pod == target))
     ]
-    stale = [p for p in pods if p not in current]
-    if stale:
-        return _delete(d, stale, st, now, cfg, phase=None, msg=None)
+    leftover = [p for p in pods if p not in current]
+    if leftover:
+        return _delete(d, leftover, st, now, cfg, phase=None, msg=None)
 
     driver = next((p for p in current if p.name == target), None)
 

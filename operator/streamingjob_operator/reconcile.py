@@ -218,7 +218,8 @@ class Reconciler:
                     continue
                 if not again:
                     break
-            self._clear_failure(known.job or job)
+            if (last := known.job or job) is not None:
+                self._clear_failure(last)
             self.metrics.reconciles.labels("ok").inc()
             return delay
         except TransientError as exc:
