@@ -81,8 +81,9 @@ project_wheel() {
   src=$(mktemp -d)
   cp "$REPO_ROOT/pyproject.toml" "$REPO_ROOT/README.md" "$src/"
   tar -C "$REPO_ROOT" --exclude=__pycache__ --exclude='*.pyc' -c spark_app operator/streamingjob_operator | tar -C "$src" -x
-  "$(bash "$REPO_ROOT/scripts/venv.sh")/bin/pip" wheel -q --no-deps --no-build-isolation \
-    --wheel-dir "$1" "$src" >/dev/null
+  # fixed timestamps in the zip: the same sources give the same wheel (and docker's cache hits)
+  SOURCE_DATE_EPOCH=315532800 "$(bash "$REPO_ROOT/scripts/venv.sh")/bin/pip" wheel -q --no-deps \
+    --no-build-isolation --wheel-dir "$1" "$src" >/dev/null
   rm -rf "$src"
 }
 
@@ -119,7 +120,10 @@ for t in "${targets[@]}"; do
       context "$t"
       # Hard links: the wheelhouse and the context live in the same cache directory.
       cp -al "$WHEELS/$t" "$CTX/wheels" 2>/dev/null || cp -a "$WHEELS/$t" "$CTX/wheels"
-      project_wheel "$CTX/wheels"
+      # The project's wheel apart: the Spark image installs it after its class-data-sharing
+      # archive, so a change of the project's code does not retrain the archive.
+      project_wheel "$CTX/project"
+      hashed_requirements "$CTX/project" >"$CTX/project.txt"
       if [ "$t" = spark ]; then
         # The source's native read path (scripts/native.sh: a cached, host-built cp311 wheel)
         cp "$(bash "$REPO_ROOT/scripts/native.sh")" "$CTX/wheels/"

@@ -69,3 +69,12 @@ def test_the_installed_package_is_imported(installed: Path):
     proc = _run(installed, sys.executable, "-c", code)
     assert proc.returncode == 0, proc.stderr
     assert all(path.startswith(str(installed)) for path in proc.stdout.split())
+
+
+def test_images_install_the_package_not_sources_on_a_path():
+    for image in ("spark", "operator"):
+        dockerfile = (ROOT / "images" / image / "Dockerfile").read_text()
+        assert ".pth" not in dockerfile and "PYTHONPATH" not in dockerfile, image
+        assert "-r /tmp/project.txt" in dockerfile, image  # the project's hashed wheel
+    build = (ROOT / "images" / "build.sh").read_text()
+    assert 'project_wheel "$CTX/project"' in build
