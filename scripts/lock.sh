@@ -7,7 +7,8 @@
 #   requirements/maturin.txt   the native read path's build tool (scripts/native.sh's pin)
 # Consumers install them with `pip install --require-hashes`; tests/unit/test_locks.py checks
 # that they match pyproject.toml. Run after changing a pin: `bash scripts/lock.sh`.
-# uv resolves through the machine's own index configuration (no index is written here).
+# uv resolves through the machine's own uv configuration (uv.toml, UV_DEFAULT_INDEX; else its
+# default index): no index is written here or into the locks.
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 uv=${UV:-$(bash "$REPO_ROOT/scripts/venv.sh")/bin/uv}  # UV=...: another uv (the first lock)

@@ -111,3 +111,10 @@ def test_every_pip_install_is_hash_checked():
         local = re.search(r"--no-deps[^\n]*\"\$wheel\"", args)  # a wheel built from this repo
         assert "--require-hashes" in args or local, f"{name}: pip install{args}"
         assert "--upgrade" not in args and " -U " not in args, f"{name}: pip install{args}"
+
+
+def test_the_maturin_lock_matches_the_native_builds_pin():
+    native = (ROOT / "scripts" / "native.sh").read_text()
+    (pin,) = re.findall(r"^MATURIN_VERSION=(\S+)$", native, re.MULTILINE)
+    assert _lock("maturin") == {"maturin": (pin, _lock("maturin")["maturin"][1])}
+    assert _lock("maturin")["maturin"][1], "unhashed"
