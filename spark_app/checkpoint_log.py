@@ -105,9 +105,8 @@ class CheckpointFiles:
             batch_id = self.newest("commits")
             if sink_log is not None:
                 in_sink = CheckpointFiles(self._spark, sink_log).newest("")
-                ahead = in_sink is not None and (batch_id is None or in_sink > batch_id)
-                if ahead and self.has("offsets", in_sink):
-                    batch_id = in_sink
+                if in_sink is not None and (batch_id is None or in_sink > batch_id):
+                    batch_id = in_sink if self.has("offsets", in_sink) else batch_id
             if batch_id is None:
                 return None
             return DurableBatch(batch_id, source_end_offsets(self.read("offsets", batch_id)))

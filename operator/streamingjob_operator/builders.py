@@ -33,6 +33,7 @@ from .naming import (
     MANAGED_BY,
     disruption_budget_name,
     driver_account_name,
+    executor_pod_names,
     job_configmap_name,
     job_selector,
     label_value,
@@ -69,7 +70,7 @@ def base_labels(name: str) -> dict[str, str]:
     return {LABEL_JOB: label_value(name), LABEL_MANAGED_BY: MANAGED_BY}
 
 
-def _meta(job: dict[str, Any], name: str, labels: dict[str, str] | None = None) -> dict:
+def _meta(job: dict[str, Any], name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
     job_name = job["metadata"]["name"]
     return {
         "name": name,
@@ -90,7 +91,7 @@ def spark_memory_mib(value: str) -> int:
 
 def pod_resources(
     cores: int, memory: str, overhead: str, cpu_limit: str | None, cpu_request: str | None = None
-) -> dict:
+) -> dict[str, Any]:
     total = spark_memory_mib(memory) + spark_memory_mib(overhead)
     limits: dict[str, str] = {"memory": f"{total}Mi"}
     if cpu_limit:
@@ -240,6 +241,8 @@ def build_executor_template(
         "kind": "Pod",
         "metadata": {"labels": base_labels(name)},
         "spec": {
+            # Executors never call the API server: no token, whatever the account grants.
+            "automountServiceAccountToken": False,
             "securityContext": _pod_security(),
             "tolerations": _tolerations(spec),
             "nodeSelector": dict(spec.node_selector),
@@ -361,21 +364,33 @@ def build_service_account(job: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def build_role(job: dict[str, Any]) -> dict[str, Any]:
-    """What the driver may do: manage its executors (pods, their config maps, services and
-    PVCs) in the namespace, and write only its own report ConfigMap."""
+def executor_name_budget(instances: int) -> int:
+    """How many executor ids of one driver its Role names: the first set plus Spark's default
+    `spark.executor.maxNumFailures` (max(3, 2 * instances); the application fails past it)
+    and some slack. A driver that replaces executors beyond it cannot delete the later failed
+    ones; they stay Terminated until the operator deletes the driver (owner-reference GC)."""
+    return instances + max(3, 2 * instances) + 8
+
+
+def build_role(job: dict[str, Any], driver_pod: str, instances: int) -> dict[str, Any]:
+    """The least the driver needs (docs/operator.md, "RBAC"): create its executor pods, read
+    pods (Spark watches and lists its executors by label, which RBAC cannot express), delete
+    and patch only the executor pods this driver will name, and write only its own report
+    ConfigMap. No Secrets, Services, PVCs or other ConfigMaps; no `deletecollection` (it
+    would reach every pod of the namespace). Pod `create` cannot be limited by name: that is
+    the residual (a driver could create pods, not touch existing ones)."""
     name = job["metadata"]["name"]
-    manage = ["create", "get", "list", "watch", "delete", "deletecollection"]
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "Role",
         "metadata": _meta(job, driver_account_name(name)),
         "rules": [
-            {"apiGroups": [""], "resources": ["pods"], "verbs": [*manage, "patch"]},
+            {"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "get", "list", "watch"]},
             {
                 "apiGroups": [""],
-                "resources": ["services", "configmaps", "persistentvolumeclaims"],
-                "verbs": manage,
+                "resources": ["pods"],
+                "resourceNames": executor_pod_names(driver_pod, executor_name_budget(instances)),
+                "verbs": ["delete", "patch"],
             },
             {
                 "apiGroups": [""],
@@ -436,6 +451,12 @@ def spark_confs(
             "spark.kubernetes.executor.podTemplateFile": EXECUTOR_TEMPLATE_PATH,
             "spark.kubernetes.executor.podTemplateContainerName": "executor",
             "spark.kubernetes.executor.deleteOnTermination": "true",
+            # Least privilege (build_role): no executor ConfigMap (its name is generated, the
+            # driver could not be limited to it), no PVCs, no Service clean-up by label.
+            "spark.kubernetes.executor.disableConfigMap": "true",
+            "spark.kubernetes.driver.ownPersistentVolumeClaim": "false",
+            "spark.kubernetes.driver.reusePersistentVolumeClaim": "false",
+            "spark.kubernetes.driver.service.deleteOnTermination": "false",
             f"spark.kubernetes.executor.label.{LABEL_JOB}": label_value(name),
             f"spark.kubernetes.executor.label.{LABEL_EPOCH}": str(epoch),
             f"spark.kubernetes.executor.label.{LABEL_ATTEMPT}": str(attempt),

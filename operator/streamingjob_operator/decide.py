@@ -77,13 +77,11 @@ FIELD_CLASSES: dict[str, str] = {
 REASONS = (
     "Launching",
     "Launched",
-    "Running",
     "DriverNotStarting",
     "DriverFailed",
     "BackOff",
     "Restarting",
     "Redeploying",
-    "Stopping",
     "Suspended",
     "Resumed",
     "StableRun",
@@ -93,7 +91,6 @@ REASONS = (
     "Completed",
     "InvalidSpec",
     "KafkaUnavailable",
-    "Deleting",
     "CheckpointKept",
     "CheckpointDeleted",
     "ApiRejected",  # a reconcile failed: the API server refused a request (reconcile.py)
@@ -108,6 +105,10 @@ class Event:
     type: Literal["Normal", "Warning"]
     reason: str
     message: str
+
+    def __post_init__(self) -> None:
+        if self.reason not in REASONS:  # the documented vocabulary (docs/operator.md)
+            raise ValueError(f"Event reason {self.reason!r} is not in decide.REASONS")
 
 
 @dataclass
@@ -151,7 +152,7 @@ def backoff_delay(spec: StreamingJobSpec, consecutive_failures: int) -> float:
     exponent = max(consecutive_failures - 1, 0)
     if exponent > 60:
         return backoff.cap_seconds
-    return min(backoff.cap_seconds, backoff.base_seconds * (2**exponent))
+    return min(backoff.cap_seconds, backoff.base_seconds * (1 << exponent))
 
 
 def _record(st: StreamingJobStatus, now: datetime, reason: str, message: str, limit: int) -> None:
@@ -489,9 +490,9 @@ def decide(
         for p in observed.pods
         if target and (p.name == target or (p.role == "executor" and p.driver_pod == target))
     ]
-    stale = [p for p in observed.pods if p not in current]
-    if stale:
-        return _delete(d, stale, st, observed.now, cfg, phase=None, msg=None)
+    leftover = [p for p in observed.pods if p not in current]
+    if leftover:
+        return _delete(d, leftover, st, observed.now, cfg, phase=None, msg=None)
     driver = next((p for p in current if p.name == target), None)
     if st.launch_state == "Pending":
         return _launching(job, d, driver)

@@ -151,7 +151,9 @@ def probe(memo: kopf.Memo, **_: Any) -> int:
 FINALIZER_WAIT_SECONDS = 2.0  # then reconcile anyway
 
 
-@kopf.daemon(API_GROUP, API_VERSION, PLURAL, id="reconcile", cancellation_timeout=5.0)
+# kopf's handler protocols allow namespace=None (cluster-scoped kinds); StreamingJobs are
+# namespaced, so these handlers take a str (the ignores below).
+@kopf.daemon(API_GROUP, API_VERSION, PLURAL, id="reconcile", cancellation_timeout=5.0)  # type: ignore[arg-type]
 async def keep_reconciled(
     namespace: str, name: str, body: kopf.Body, memo: kopf.Memo, **_: Any
 ) -> None:
@@ -201,7 +203,8 @@ async def _reconcile(
     done = asyncio.wrap_future(queued)
     woken = asyncio.ensure_future(wake.wait())
     try:
-        await asyncio.wait({done, woken}, return_when=asyncio.FIRST_COMPLETED)
+        either: set[asyncio.Future[Any]] = {done, woken}
+        await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
     finally:
         woken.cancel()
     if not done.done() and queued.cancel():
@@ -210,7 +213,7 @@ async def _reconcile(
     return await done
 
 
-@kopf.on.event(API_GROUP, API_VERSION, PLURAL)
+@kopf.on.event(API_GROUP, API_VERSION, PLURAL)  # type: ignore[arg-type]
 async def job_event(namespace: str, name: str, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     """A spec change (new generation) wakes the job; status and metadata writes do not."""
     runtime = memo.get("runtime")

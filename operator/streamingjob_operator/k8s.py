@@ -265,7 +265,8 @@ class KubeApi:
         kind, meta = obj["kind"], obj["metadata"]
         if kind != "Pod":
             raise ValueError(f"no dry run for kind {kind}")
-        fn = self.core.create_namespaced_pod
+        # the client takes plain dicts for bodies (its annotations name its model classes)
+        fn: Callable[..., Any] = self.core.create_namespaced_pod
 
         def dry_run_create_namespaced_pod(namespace: str, body: dict[str, Any], **kw: Any):
             try:
@@ -352,7 +353,7 @@ class KubeApi:
         client, suffix, update = _CHILD_APIS[kind]
         api = getattr(self, client)
         verbs = ("create", update, "read", "delete")
-        return tuple(getattr(api, f"{verb}_namespaced_{suffix}") for verb in verbs)  # type: ignore[return-value]
+        return tuple(getattr(api, f"{verb}_namespaced_{suffix}") for verb in verbs)
 
     def apply(self, obj: dict[str, Any], *, replace: bool = True, exists: bool = False) -> None:
         """Make the object exist with our content. replace=False: create only (keep an

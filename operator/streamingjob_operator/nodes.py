@@ -49,7 +49,7 @@ class NodeTracker:
         list_nodes: Lister,
         watch_nodes: Watcher,
         grace_seconds: float,
-        wake: Callable[[str, str], None],
+        wake: Callable[[str, str], object],  # its result is ignored
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self._sources = {

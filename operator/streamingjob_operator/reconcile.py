@@ -139,7 +139,8 @@ class Reconciler:
                     continue
                 if not again:
                     break
-            self._clear_failure(known.job or job)
+            if (last := known.job or job) is not None:
+                self._clear_failure(last)
             self.metrics.reconciles.labels("ok").inc()
             return delay
         except TransientError as exc:
@@ -421,7 +422,8 @@ class Reconciler:
             build_disruption_budget(job, spec),
         ]
         if spec.service_account_name is None:
-            children += [build_service_account(job), build_role(job), build_role_binding(job)]
+            role = build_role(job, st.driver_pod, spec.executor.instances)  # names this driver's
+            children += [build_service_account(job), role, build_role_binding(job)]
         for child in children:  # stable children: applied once per job uid and content
             key = (meta["uid"], child["kind"], child["metadata"]["name"])
             digest = hashlib.sha256(json.dumps(child, sort_keys=True).encode()).hexdigest()

@@ -133,6 +133,8 @@ SPARK_CONF_GUARDRAILS: dict[str, str] = {
     "spark.kubernetes.executor.podTemplateFile": "use spec.podTemplate",
     "spark.kubernetes.executor.podTemplateContainerName": "use spec.podTemplate",
     "spark.kubernetes.executor.deleteOnTermination": "executors go with their driver",
+    "spark.kubernetes.executor.disableConfigMap": "the driver's Role has no ConfigMap rights "
+    "beyond its report",
     "spark.kubernetes.executor.label.": "executor labels fence the job's attempts: use "
     "spec.podTemplate.metadata.labels",
     "spark.kubernetes.executor.secrets.": "use spec.volumes / spec.env[].valueFrom",

@@ -258,23 +258,43 @@ def test_service_selects_the_current_driver_headless():
     assert {p["port"] for p in svc["spec"]["ports"]} == {7078, 7079, 4040}
 
 
-def test_role_limits_patch_to_the_report_configmap():
-    role = build_role(JOB)
+def test_role_is_the_least_a_driver_needs():
+    """Least privilege (docs/operator.md, "RBAC"): pods created and read; deleted and
+    patched only by this driver's executor names; only its own report ConfigMap; nothing
+    else (no Secrets, Services, PVCs, other ConfigMaps, no deletecollection)."""
+    role = build_role(JOB, POD_NAME, 2)
     _owned(role)
-    patchers = [r for r in role["rules"] if "patch" in r["verbs"]]
-    cm_patch = [r for r in patchers if "configmaps" in r["resources"]]
-    assert cm_patch == [
+    executors = [f"{POD_NAME}-exec-{i}" for i in range(1, 2 + 4 + 8 + 1)]
+    assert role["rules"] == [
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "get", "list", "watch"]},
+        {
+            "apiGroups": [""],
+            "resources": ["pods"],
+            "resourceNames": executors,
+            "verbs": ["delete", "patch"],
+        },
         {
             "apiGroups": [""],
             "resources": ["configmaps"],
             "resourceNames": ["orders-report"],
             "verbs": ["get", "patch", "update"],
-        }
+        },
     ]
-    assert all("secrets" not in r["resources"] for r in role["rules"])
+    # Spark's own names for the executors of this driver
+    confs = spark_confs(JOB, SPEC, POD_NAME, 1, 1)
+    assert confs["spark.kubernetes.executor.podNamePrefix"] == POD_NAME
+    # what the Role leaves out, Spark must not try: its executor ConfigMap, PVCs, Services
+    assert confs["spark.kubernetes.executor.disableConfigMap"] == "true"
+    assert confs["spark.kubernetes.driver.ownPersistentVolumeClaim"] == "false"
+    assert confs["spark.kubernetes.driver.service.deleteOnTermination"] == "false"
     binding = build_role_binding(JOB)
     assert binding["subjects"][0]["name"] == "orders-driver"
     assert build_report_configmap(JOB)["data"] == {}
+
+
+def test_executors_get_no_api_token():
+    user = make_spec(podTemplate={"spec": {"automountServiceAccountToken": True}})
+    assert build_executor_template(user, "orders")["spec"]["automountServiceAccountToken"] is False
 
 
 def test_reserved_spark_confs_are_rejected_by_name():
