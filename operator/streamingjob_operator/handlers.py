@@ -21,13 +21,14 @@ from typing import Any
 
 import kopf
 
+from .finalizer import Finalizer
 from .k8s import KubeApi
 from .kafka import KafkaMonitor
 from .metrics import Metrics
 from .models import API_GROUP, API_VERSION, KIND, PLURAL
 from .naming import FINALIZER, LABEL_MANAGED_BY, LABEL_ROLE, MANAGED_BY
 from .nodes import NodeTracker
-from .reconcile import Finalizer, Reconciler
+from .reconcile import Reconciler
 from .seen import Seen
 from .settings import OperatorSettings
 

@@ -1,5 +1,5 @@
-"""One idempotent reconcile: observe → validate → decide → act → record (and `Finalizer`:
-deletion). What reconciles saw, for the handlers, is in `seen.py`.
+"""One idempotent reconcile: observe → validate → decide → act → record. Deletion is
+`finalizer.py`; what reconciles saw, for the handlers, is `seen.py`.
 
 `Reconciler.reconcile(namespace, name)` is the only entry point; handlers call nothing else.
 It loops over single decision steps (each recorded in status before it is acted on) until a
@@ -22,7 +22,7 @@ import hashlib
 import json
 import logging
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -43,15 +43,15 @@ from .builders import (
     build_service,
     build_service_account,
 )
-from .decide import DecideConfig, Decision, Event, decide, invalid, is_lost
+from .decide import DecideConfig, Decision, Event, decide, invalid
 from .errors import ConflictError, FatalError, OperatorError, TransientError
 from .k8s import KubeApi
 from .kafka import KafkaMonitor, KafkaTarget
 from .metrics import Metrics
 from .models import HistoryEntry, ReconcileFailure, StreamingJobSpec, parse_status
 from .naming import report_configmap_name
-from .nodes import NodeTracker
-from .observed import Observed, PodInfo, iso, parse_report, pod_info
+from .nodes import NodeTracker, with_node_view
+from .observed import Observed, PodInfo, iso, parse_report
 from .seen import Seen, resource_version
 from .settings import OperatorSettings
 from .status import apply_kafka, set_conditions, status_body
@@ -479,76 +479,3 @@ class Reconciler:
 
 def _warning(reason: str, message: str) -> Event:
     return Event("Warning", reason, message)
-
-
-def with_node_view(pods: list[dict[str, Any]], nodes: NodeTracker | None) -> tuple[PodInfo, ...]:
-    """Pods as plain values, with this operator's view of their nodes (liveness, cordon)."""
-    infos = tuple(pod_info(p) for p in pods)
-    if nodes is None:
-        return infos
-    return tuple(
-        replace(p, node_heard_at=nodes.heard_at(p.node), node_cordoned=nodes.cordoned(p.node))
-        if p.node
-        else p
-        for p in infos
-    )
-
-
-class Finalizer:
-    """Deletion: remove the children, keep checkpoint data unless the spec says otherwise."""
-
-    def __init__(
-        self, api: KubeApi, settings: OperatorSettings, nodes: NodeTracker | None = None
-    ) -> None:
-        self.api = api
-        self.settings = settings
-        self.nodes = nodes
-
-    def finalize(self, job: dict[str, Any]) -> None:
-        from .builders import build_cleanup_job, checkpoint_cleanup_path
-        from .naming import (
-            cleanup_job_name,
-            disruption_budget_name,
-            driver_account_name,
-            job_configmap_name,
-            service_name,
-        )
-
-        meta = job["metadata"]
-        namespace, name = meta["namespace"], meta["name"]
-        now = datetime.now(UTC)
-        pods = with_node_view(self.api.list_job_pods(namespace, name), self.nodes)
-        if pods:
-            for pod in pods:
-                if is_lost(pod, now, self.settings.node_lost_grace_seconds):
-                    self.api.delete_pod(namespace, pod.name, force=True)
-                elif pod.deleting_since is None:
-                    self.api.delete_pod(namespace, pod.name)
-            raise TransientError(
-                f"waiting for {len(pods)} pod(s) of {name} to terminate",
-                delay=self.settings.fencing_poll_seconds,
-            )
-        self.api.delete("Service", namespace, service_name(name))
-        self.api.delete("PodDisruptionBudget", namespace, disruption_budget_name(name))
-        self.api.delete("ConfigMap", namespace, job_configmap_name(name))
-        self.api.delete("ConfigMap", namespace, report_configmap_name(name))
-        for kind in ("RoleBinding", "Role", "ServiceAccount"):
-            self.api.delete(kind, namespace, driver_account_name(name))
-        spec, _problems = parse(job.get("spec") or {})
-        if spec is None:
-            return
-        if not spec.checkpoint.delete_on_job_deletion:
-            return
-        path = checkpoint_cleanup_path(spec, namespace, name)
-        if path is None:
-            self.api.post_event(
-                job,
-                "Normal",
-                "CheckpointKept",
-                f"checkpoint data under {spec.checkpoint.location} is kept: the operator "
-                "deletes s3a:// checkpoints and file:// ones on a mounted volume only; use "
-                "the store's lifecycle rules for others",
-            )
-            return
-        self.api.apply(build_cleanup_job(job, spec, path, cleanup_job_name(name)), replace=False)
-        self.api.post_event(job, "Normal", "CheckpointDeleted", f"cleanup Job deletes {path}")
