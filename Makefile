@@ -5,7 +5,10 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 export STREAMJOB_CACHE ?= $(HOME)/.cache/streamingjob
-export PYTHONPATH := $(CURDIR):$(CURDIR)/operator
+# The checked-out tree, for commands run from it: the cached venv is shared by every clone and
+# holds no project (tests get the tree from pytest's `pythonpath`; `pip install .` and the
+# images install the package).
+TREE = PYTHONPATH=$(CURDIR):$(CURDIR)/operator
 VENV = $(shell bash scripts/venv.sh)
 PY = $(VENV)/bin/python
 PYTEST_ARGS ?=
@@ -16,17 +19,23 @@ help: ## Show the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
 .PHONY: venv
-venv: ## Create the cached Python environment (pinned in pyproject.toml)
+venv: ## Create the cached Python environment (requirements/dev.txt, hash-locked)
 	@echo $(VENV)
 
 .PHONY: run
 run: ## Run the sample StreamingJob on local Spark + a local Kafka broker (Ctrl-C stops)
-	@bash scripts/run-local.sh "$(PY)"
+	@$(TREE) bash scripts/run-local.sh "$(PY)"
 
 .PHONY: lint
-lint: ## ruff lint + format check
+lint: ## ruff lint + format check, mypy (strict on the pure modules), the import contracts
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+	$(TREE) $(VENV)/bin/lint-imports --no-cache
+
+.PHONY: lock
+lock: ## Rewrite the hash locks in requirements/ after a pin in pyproject.toml changed
+	bash scripts/lock.sh
 
 .PHONY: native
 native: ## Build (once per source, cached) the source's native read path (Rust) into the venv
@@ -56,8 +65,16 @@ test-integration: toolchain native ## Integration tests: real Kafka + Spark, rea
 
 .PHONY: test
 test: lint native-check toolchain helm native ## Every test tier: unit, integration, then e2e on kind (what CI runs)
-	$(PY) -m pytest -m "not e2e" $(PYTEST_ARGS)
-	$(MAKE) --no-print-directory e2e
+	@# the kind bed (cluster, images) comes up while the other tiers run: they wait on
+	@# services more than they use the CPU
+	@up_log=$$(mktemp); bash scripts/kind/up.sh >$$up_log.out 2>$$up_log & up=$$!; \
+	$(PY) -m pytest -m "not e2e" $(PYTEST_ARGS); rc=$$?; \
+	wait $$up; up_rc=$$?; cat $$up_log >&2; \
+	if [ $$up_rc != 0 ]; then echo "kind bed failed (exit $$up_rc)" >&2; rc=1; \
+	elif [ $$rc = 0 ]; then \
+	  STREAMJOB_E2E_KUBECONFIG=$$(cat $$up_log.out) $(PY) -m pytest -m e2e $(PYTEST_ARGS); rc=$$?; \
+	fi; \
+	bash scripts/kind/down.sh; rm -f $$up_log $$up_log.out; exit $$rc
 
 .PHONY: images
 images: ## Build the Spark, operator and Kafka images (docker, no registry needed)
@@ -71,15 +88,16 @@ e2e: ## End-to-end tests on an offline kind cluster (node image + images cached)
 
 .PHONY: crd
 crd: ## Regenerate crds/streamingjob.yaml from the models (a unit test checks for drift)
-	$(PY) -m streamingjob_operator.crd > crds/streamingjob.yaml
+	$(TREE) $(PY) -m streamingjob_operator.crd > crds/streamingjob.yaml
 	cp crds/streamingjob.yaml charts/streamingjob-operator/crds/streamingjob.yaml
 
 .PHONY: bench
 bench: toolchain native ## Benchmarks side by side; results in bench/results/
-	$(PY) bench/source_bench.py
-	$(PY) bench/operator_bench.py
+	$(TREE) $(PY) bench/source_bench.py
+	$(TREE) $(PY) bench/offsets_bench.py
+	$(TREE) $(PY) bench/operator_bench.py
 
 .PHONY: clean
 clean: ## Stop the local broker and remove local run data (the cache stays)
-	-$(PY) -m tests.support.kafka_broker stop --dir $(RUN_BROKER_DIR)
+	-$(TREE) $(PY) -m tests.support.kafka_broker stop --dir $(RUN_BROKER_DIR)
 	rm -rf /tmp/streamingjob

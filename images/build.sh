@@ -9,9 +9,13 @@
 #   streamingjob/kafka:<kafka>-<version>  single-node KRaft broker for in-cluster tests
 #   streamingjob/minio:<minio>-<version>  S3-compatible object store for in-cluster tests
 # <version> is the project version in pyproject.toml. Everything builds FROM the debootstrapped
-# base (images/base/build.sh). Python packages come from a wheelhouse built on the host
-# ($STREAMJOB_CACHE/wheelhouse, keyed by the pinned requirements) and are installed with
-# `pip install --no-index` in the image; Kafka's jars come from Maven (scripts/kafka/pom.xml).
+# base (images/base/build.sh). Python packages: the image's hash lock (requirements/spark.txt,
+# requirements/operator.txt) is fetched and hash-checked on the host into a wheelhouse
+# ($STREAMJOB_CACHE/wheelhouse, keyed by the locks; sdist-only packages such as pyspark are
+# built into wheels there); the image installs those wheels and the project's own wheel
+# (`pip wheel` of this tree) with `pip install --require-hashes --no-index`, against the
+# hashes of the exact files the host checked and built. Kafka's jars come from Maven
+# (scripts/kafka/pom.xml).
 #
 #   images/build.sh [spark] [operator] [kafka] [minio]      (default: all four)
 # Idempotent: docker's layer cache makes an unchanged rebuild take seconds.
@@ -46,29 +50,52 @@ print(eval(sys.argv[2]))
 PY
 }
 VERSION=$(pyproject_get 'p["version"]')
-# Requirements per image: the runtime pins plus the matching extra.
-req_spark=$(pyproject_get '"\n".join(p["dependencies"] + p["optional-dependencies"]["spark"])')
-req_operator=$(pyproject_get '"\n".join(p["dependencies"] + p["optional-dependencies"]["operator"])')
-
 BASE_IMAGE=$(bash "$REPO_ROOT/images/base/build.sh")
 log "base image $BASE_IMAGE, project version $VERSION"
 
 # The wheelhouse must match the image's Python (Debian bookworm: CPython 3.11, glibc 2.36).
 # `pip wheel` on a host with the same minor version gives exactly the wheels the image needs
-# (and builds the sdist-only packages such as pyspark once).
+# (and builds the sdist-only packages such as pyspark once). One directory per image lock.
 wheelhouse() {
-  local venv py key
+  local venv py key t
   venv=$(bash "$REPO_ROOT/scripts/venv.sh")
   py=$("$venv/bin/python" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
   [ "$py" = 3.11 ] || die "the wheelhouse needs a Python 3.11 host (bookworm's python3); found $py"
-  key=$(printf '%s\n%s\n%s\n' "$req_spark" "$req_operator" "$py" | sha256sum | cut -c1-12)
+  key=$(cat "$REPO_ROOT/requirements/spark.txt" "$REPO_ROOT/requirements/operator.txt" \
+    <(echo "$py") | sha256sum | cut -c1-12)
   WHEELS="$STREAMJOB_CACHE/wheelhouse/$key"
   [ -f "$WHEELS/.complete" ] && return 0
   log "building the wheelhouse $WHEELS (PyPI through the host's pip configuration)"
   rm -rf "$WHEELS.tmp" && mkdir -p "$WHEELS.tmp"
-  # shellcheck disable=SC2086
-  "$venv/bin/pip" wheel -q --wheel-dir "$WHEELS.tmp" $req_spark $req_operator
+  for t in spark operator; do
+    "$venv/bin/pip" wheel -q --require-hashes --no-deps --wheel-dir "$WHEELS.tmp/$t" \
+      -r "$REPO_ROOT/requirements/$t.txt"
+  done
   rm -rf "$WHEELS" && mv "$WHEELS.tmp" "$WHEELS" && touch "$WHEELS/.complete"
+}
+
+# project_wheel DIR: the project's own wheel (spark_app + streamingjob_operator), built from a
+# copy of this tree (setuptools writes build/ and *.egg-info next to the sources).
+project_wheel() {
+  local src
+  src=$(mktemp -d)
+  cp "$REPO_ROOT/pyproject.toml" "$REPO_ROOT/README.md" "$src/"
+  tar -C "$REPO_ROOT" --exclude=__pycache__ --exclude='*.pyc' -c spark_app operator/streamingjob_operator | tar -C "$src" -x
+  # fixed timestamps in the zip: the same sources give the same wheel (and docker's cache hits)
+  SOURCE_DATE_EPOCH=315532800 "$(bash "$REPO_ROOT/scripts/venv.sh")/bin/pip" wheel -q --no-deps \
+    --no-build-isolation --wheel-dir "$1" "$src" >/dev/null
+  rm -rf "$src"
+}
+
+# hashed_requirements DIR: `name==version --hash=sha256:...` for every wheel in DIR: the
+# image installs exactly the files the host checked (locks) or built (sdists, the project).
+hashed_requirements() {
+  local whl name version
+  for whl in "$1"/*.whl; do
+    name=$(basename "$whl" | cut -d- -f1)
+    version=$(basename "$whl" | cut -d- -f2)
+    printf '%s==%s --hash=sha256:%s\n' "$name" "$version" "$(sha256sum "$whl" | cut -d' ' -f1)"
+  done
 }
 
 # context NAME: a fresh build context under the cache with the image's own files.
@@ -76,13 +103,6 @@ context() {
   CTX="$STREAMJOB_CACHE/images/context/$1"
   rm -rf "$CTX" && mkdir -p "$CTX"
   cp -a "$REPO_ROOT/images/$1/." "$CTX/"
-}
-
-# python_sources DIR: the project's two packages, without bytecode caches.
-python_sources() {
-  mkdir -p "$1"
-  tar -C "$REPO_ROOT" --exclude=__pycache__ --exclude='*.pyc' -c spark_app | tar -C "$1" -x
-  tar -C "$REPO_ROOT/operator" --exclude=__pycache__ --exclude='*.pyc' -c streamingjob_operator | tar -C "$1" -x
 }
 
 BUILT_BY=dev.sparkkafka.built-by=streamingjob-images
@@ -99,20 +119,20 @@ for t in "${targets[@]}"; do
       timed wheelhouse wheelhouse
       context "$t"
       # Hard links: the wheelhouse and the context live in the same cache directory.
-      cp -al "$WHEELS" "$CTX/wheels" 2>/dev/null || cp -a "$WHEELS" "$CTX/wheels"
-      rm -f "$CTX/wheels/.complete"
-      reqs=req_$t
-      printf '%s\n' "${!reqs}" >"$CTX/requirements.txt"
-      python_sources "$CTX/python"
+      cp -al "$WHEELS/$t" "$CTX/wheels" 2>/dev/null || cp -a "$WHEELS/$t" "$CTX/wheels"
+      # The project's wheel apart: the Spark image installs it after its class-data-sharing
+      # archive, so a change of the project's code does not retrain the archive.
+      project_wheel "$CTX/project"
+      hashed_requirements "$CTX/project" >"$CTX/project.txt"
       if [ "$t" = spark ]; then
         # The source's native read path (scripts/native.sh: a cached, host-built cp311 wheel)
         cp "$(bash "$REPO_ROOT/scripts/native.sh")" "$CTX/wheels/"
-        echo streamingjob-native >>"$CTX/requirements.txt"
         cp "$REPO_ROOT/scripts/pyspark_zip_bytecode.py" "$CTX/"
         # Spark's S3A connector (s3a:// checkpoints and sinks), minus what Spark ships itself
         bash "$REPO_ROOT/scripts/s3a-jars.sh" --into "$CTX/s3a-jars" --beside \
           "$("$(bash "$REPO_ROOT/scripts/venv.sh")/bin/python" -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')" >/dev/null
       fi
+      hashed_requirements "$CTX/wheels" >"$CTX/requirements.txt"
       log "building streamingjob/$t:$VERSION"
       timed "$t" build "streamingjob/$t:$VERSION"
       ;;

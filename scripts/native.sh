@@ -61,7 +61,7 @@ if [ ! -f "$wheels/.complete" ]; then
   tools="$dir/maturin-$MATURIN_VERSION"
   if [ ! -x "$tools/bin/maturin" ]; then
     python3 -m venv "$tools"
-    "$tools/bin/pip" install -q "maturin==$MATURIN_VERSION" >&2
+    "$tools/bin/pip" install -q --require-hashes -r "$REPO_ROOT/requirements/maturin.txt" >&2
   fi
   log "building the native read path (cargo target dir $dir/target)"
   start=$SECONDS

@@ -1,22 +1,16 @@
 #!/usr/bin/env bash
 # Creates (once) the Python environment the project runs in and prints its path.
-# The venv is keyed by the pinned requirements, cached, and holds only those (plus Spark's S3A
-# connector jars beside pyspark's own); the project
-# itself is put on PYTHONPATH by the Makefile, so any clone can use it.
+# The venv holds exactly requirements/dev.txt (hash-locked, transitive dependencies included:
+# scripts/lock.sh), installed with `pip install --require-hashes`, plus Spark's S3A connector
+# jars beside pyspark's own. It is keyed by that lock and cached, so clones and worktrees share
+# it; it does not hold the project itself (tests import the checked-out tree: pytest's
+# `pythonpath`; `pip install .` installs the package, as the images do).
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
-reqs=$(python3 - "$REPO_ROOT/pyproject.toml" <<'PY'
-import sys, tomllib
-project = tomllib.load(open(sys.argv[1], "rb"))["project"]
-extras = project["optional-dependencies"]
-reqs = list(project["dependencies"])
-for name in ("spark", "operator", "dev"):
-    reqs += [r for r in extras[name] if not r.startswith(project["name"])]
-print("\n".join(reqs))
-PY
-)
-# Keyed by the pinned requirements only: editing tool settings must not rebuild it.
-key=$( { echo "$reqs"; python3 --version; } | sha256sum | cut -c1-12)
+lock="$REPO_ROOT/requirements/dev.txt"
+[ -f "$lock" ] || die "missing $lock (bash scripts/lock.sh)"
+# Keyed by the lock only: editing tool settings must not rebuild it.
+key=$( { cat "$lock"; python3 --version; } | sha256sum | cut -c1-12)
 venv="$STREAMJOB_CACHE/venv/$key"
 mkdir -p "$STREAMJOB_CACHE/venv"
 exec 9>"$STREAMJOB_CACHE/venv/.lock"
@@ -25,9 +19,8 @@ if [ ! -x "$venv/bin/python" ] || [ ! -f "$venv/.complete" ]; then
   log "creating $venv"
   rm -rf "$venv"
   python3 -m venv "$venv"
-  "$venv/bin/pip" install -q --upgrade pip >&2
-  # shellcheck disable=SC2086
-  "$venv/bin/pip" install -q $reqs >&2
+  # the venv's own pip (ensurepip, pinned by the Python release); every package hash-checked
+  "$venv/bin/pip" install -q --require-hashes --no-deps -r "$lock" >&2
   touch "$venv/.complete"
 fi
 # Spark's Python processes import pyspark from its zip: compile it once (the script says why).

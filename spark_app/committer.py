@@ -32,10 +32,11 @@ class OffsetCommitter:
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
-    def submit(self, offsets: Positions) -> None:
-        """Hands a durable batch's end offsets over; returns at once."""
+    def submit(self, offsets: Positions, again: bool = False) -> None:
+        """Hands a durable batch's end offsets over; returns at once. `again` sends offsets
+        sent before (the group was found behind them)."""
         with self._wakeup:
-            if offsets == self._last_sent or offsets == self._pending:
+            if not again and (offsets == self._last_sent or offsets == self._pending):
                 return  # the same checkpoint signalled twice (latestOffset and commit())
             if self._pending is not None:
                 log.warning(

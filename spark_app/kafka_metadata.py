@@ -19,11 +19,24 @@ import re
 import threading
 import time
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from spark_app.offsets import Positions, TopicPartition
 from spark_app.options import SourceOptions
 
+if TYPE_CHECKING:
+    from confluent_kafka import Consumer
+    from confluent_kafka.admin import AdminClient
+
 INTERNAL_TOPIC = re.compile(r"^__")
+
+
+def matching_topics(pattern: str, topics: Iterable[str]) -> list[str]:
+    """The topics `subscribePattern` selects: Python `re` syntax, matched against the whole
+    name (`re.fullmatch`, as Spark's own Kafka source matches a Java Pattern), internal `__`
+    topics never."""
+    compiled = re.compile(pattern)
+    return [t for t in topics if compiled.fullmatch(t) and not INTERNAL_TOPIC.match(t)]
 
 
 class KafkaUnavailable(RuntimeError):
@@ -44,8 +57,8 @@ class KafkaMetadata:
         self.options = options
         self.timeout_s = timeout_s
         self._overrides = dict(client_overrides or {})  # e.g. the operator's socket timeouts
-        self._admin = None
-        self._consumer = None
+        self._admin: AdminClient | None = None
+        self._consumer: Consumer | None = None
         self._lock = threading.Lock()  # librdkafka handles are shared by two threads here
 
     def _clients(self):
@@ -91,10 +104,7 @@ class KafkaMetadata:
                 )
             names: Iterable[str] = self.options.topics
         else:
-            pattern = re.compile(self.options.topic_pattern or "")
-            names = [
-                t for t in metadata.topics if pattern.fullmatch(t) and not INTERNAL_TOPIC.match(t)
-            ]
+            names = matching_topics(self.options.topic_pattern or "", metadata.topics)
         return sorted(
             (topic, partition) for topic in names for partition in metadata.topics[topic].partitions
         )
@@ -220,6 +230,8 @@ def group_committer(options: SourceOptions, timeout_s: float = 30.0):
     from confluent_kafka import Consumer
     from confluent_kafka import TopicPartition as KafkaTP
 
+    if options.group_id is None:  # commits are only made for a group (SourceOptions)
+        raise ValueError("no kafka.group.id to commit to")
     consumer = Consumer(options.client(**{"group.id": options.group_id}))
 
     def commit(offsets: Positions) -> None:

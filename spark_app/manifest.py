@@ -151,8 +151,9 @@ class SourceSpec(SpecModel):
         min_length=1,
         max_length=MAX_TEXT,
         pattern=TRIMMED,
-        description="A Java-style regular expression of topics to read; new matching topics "
-        "are picked up by partition discovery.",
+        description="A regular expression (Python re syntax) that must match a topic's whole "
+        "name; internal __ topics never match; new matching topics are picked up by "
+        "partition discovery.",
     )
     group_id: str | None = Field(
         default=None,
@@ -228,6 +229,16 @@ class SourceSpec(SpecModel):
     @classmethod
     def _kafka_keys(cls, value: dict[str, str]) -> dict[str, str]:
         return check_keys(value, _CLIENT_KEY, "Kafka client property")
+
+    @field_validator("subscribe_pattern")
+    @classmethod
+    def _python_regex(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                re.compile(value)
+            except re.error as exc:  # the source compiles it with Python's re
+                raise ValueError(f"not a Python regular expression: {exc}") from None
+        return value
 
     @model_validator(mode="after")
     def _check(self) -> SourceSpec:

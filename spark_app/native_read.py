@@ -95,6 +95,8 @@ def _batches(reader, p: KafkaInputPartition) -> Iterator:
     from confluent_kafka import KafkaError, KafkaException
 
     native = module()
+    if native is None:  # drain() is only called once a reader of the module exists
+        raise RuntimeError("the native read path is not available")
     schema = arrow_schema(p.include_headers)
     checked = False
     try:

@@ -46,7 +46,7 @@ class OffsetsRequest:
     partitions: tuple[tuple[str, int, int | None], ...] | None = None
 
     def describe(self) -> str:
-        what = self.action
+        what: str = self.action
         if self.action == "reset":
             what += f" to {self.to}" + (f" {self.timestamp_ms}" if self.to == "timestamp" else "")
         if self.partitions is not None:
@@ -229,7 +229,7 @@ def _commit(metadata, group: str, offsets: dict[TopicPartition, int]) -> None:
         metadata.commit(offsets)
     except KafkaException as exc:
         error = exc.args[0] if exc.args else None
-        name = error.name() if hasattr(error, "name") else str(error)
+        name = error.name() if error is not None and hasattr(error, "name") else str(error)
         if name in _GROUP_BUSY:
             raise OffsetsRefused(
                 f"group {group} has live members ({name}): a consumer outside the job is "

@@ -19,10 +19,11 @@ import gc
 import logging
 import time
 from bisect import bisect_left
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from operator import itemgetter
+from typing import cast
 
 from pyspark.sql.datasource import InputPartition
 from pyspark.sql.types import (
@@ -186,6 +187,8 @@ def gc_paused(steps: Iterator) -> Iterator:
 def _drain(consumer, p: KafkaInputPartition) -> Iterator:
     from confluent_kafka import Message, TopicPartition
 
+    record_offset = cast("Callable[[Message], int]", Message.offset)  # records have offsets
+
     has_error = Message.error
     schema = arrow_schema(p.include_headers)
     tp = TopicPartition(p.topic, p.partition)
@@ -206,7 +209,7 @@ def _drain(consumer, p: KafkaInputPartition) -> Iterator:
         if messages:
             last = messages[-1].offset()
             if last >= end:  # prefetched past the range: offsets ascend, so cut by offset
-                messages = messages[: bisect_left(messages, end, key=Message.offset)]
+                messages = messages[: bisect_left(messages, end, key=record_offset)]
                 position = end
             else:
                 position = max(position, last + 1)
@@ -287,11 +290,12 @@ class _BatchBuilder:
     def __init__(self, p: KafkaInputPartition, schema):
         from confluent_kafka import Message
 
+        record_offset = cast("Callable[[Message], int]", Message.offset)  # records have one
         self._p, self._schema = p, schema
         self._key, self._value = Message.key, Message.value
         self._timestamp, self._offset, self._headers = (
             Message.timestamp,
-            Message.offset,
+            record_offset,
             Message.headers,
         )
         self._reset()

@@ -13,6 +13,7 @@ import os
 import ssl
 import time
 import urllib.request
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,8 @@ class Reporter:
         self.path = path
         self.publisher = publisher
         self.source_report = source_report
+        # The group offsets' writer when the runner commits (else the source's counts show).
+        self.commits: Callable[[], dict[str, Any]] | None = None
         self._last = ""  # the last written report, without its "updated" time
         self._written_at = 0.0
 
@@ -91,6 +94,8 @@ class Reporter:
         return self.report
 
     def _merge_source_report(self) -> None:
+        if self.commits is not None:
+            self.report["commits"] = self.commits()
         if self.source_report is None or not self.source_report.exists():
             return
         try:
@@ -98,5 +103,5 @@ class Reporter:
         except (OSError, json.JSONDecodeError):
             return  # replaced atomically; a partial read is impossible, a missing one benign
         self.report["startOffsets"] = source.get("startOffsets", {})
-        self.report["commits"] = source.get("commits", {})
+        self.report["commits"] = self.commits() if self.commits else source.get("commits", {})
         self.report["dataLossSkippedOffsets"] = source.get("dataLossSkippedOffsets", 0)

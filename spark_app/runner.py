@@ -13,6 +13,7 @@ import importlib
 import json
 import logging
 import os
+import re
 import signal
 import sys
 import tempfile
@@ -24,6 +25,8 @@ from typing import Any
 import yaml
 
 from spark_app import offsets as off
+from spark_app.checkpoint_log import CheckpointFiles, CheckpointUnreadable
+from spark_app.group_offsets import GroupOffsets, describe
 from spark_app.kafka_config import credential_options, source_options
 from spark_app.manifest import (
     JobSpec,
@@ -41,6 +44,9 @@ EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
 SOURCE_REPORT, DRAIN_FILE = "source-report.json", "drain"  # in the run's work directory
 STOP_GRACE_S = 25.0  # below Kubernetes' default 30 s termination grace period
 POLL_S = 0.2  # how soon a finished batch is printed and reported (a local py4j call each)
+# The graceful stop's final commit: with STOP_GRACE_S inside the 30 s termination grace.
+FINAL_COMMIT_S = 4.0
+LINE_WAIT_S = 0.5  # a batch's line waits this long for its own commit to show its offsets
 
 
 class InvalidJob(ValueError):
@@ -86,6 +92,9 @@ def start_query(spark, job: JobSpec, name: str, epoch: int, location: str, workd
     from spark_app.source import FORMAT
 
     options = source_options(job.source)
+    # The runner commits the group's offsets itself (GroupOffsets): as soon as a batch is
+    # durable, at a graceful stop and for the previous epoch. One writer, no race.
+    options["commitOffsetsOnCheckpoints"] = "false"
     options["reportPath"] = str(workdir / SOURCE_REPORT)
     options["drainPath"] = str(workdir / DRAIN_FILE)
     frame = spark.readStream.format(FORMAT).options(**options).load()
@@ -115,24 +124,6 @@ def start_query(spark, job: JobSpec, name: str, epoch: int, location: str, workd
     elif job.trigger.available_now:
         writer = writer.trigger(availableNow=True)
     return writer.start()
-
-
-def last_batches(spark, location: str) -> tuple[int | None, int | None]:
-    """(newest batch in the offset log, newest batch in the commit log) of a checkpoint,
-    through Hadoop's FileSystem so every checkpoint scheme Spark supports works."""
-    jvm = spark._jvm
-    conf = spark._jsc.hadoopConfiguration()
-
-    def newest(directory: str) -> int | None:
-        path = jvm.org.apache.hadoop.fs.Path(f"{location.rstrip('/')}/{directory}")
-        fs = path.getFileSystem(conf)
-        if not fs.exists(path):
-            return None
-        ids = [s.getPath().getName() for s in fs.listStatus(path)]
-        ids = [int(i) for i in ids if i.isdigit()]
-        return max(ids) if ids else None
-
-    return newest("offsets"), newest("commits")
 
 
 def build_session(manifest: RunnerManifest, master: str | None):
@@ -210,6 +201,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--report-file", type=Path, help="write the JSON report here")
     parser.add_argument("--report-configmap", help="publish the report to this ConfigMap")
     parser.add_argument(
+        "--previous-checkpoint",
+        help="the previous epoch's checkpoint: a fresh start first commits its last durable "
+        "batch's end offsets where they are ahead of the group",
+    )
+    parser.add_argument(
+        "--final-commit-timeout",
+        type=float,
+        default=FINAL_COMMIT_S,
+        help="seconds a graceful stop waits to commit the last durable batch's offsets",
+    )
+    parser.add_argument(
         "--preflight-timeout",
         type=float,
         default=15.0,
@@ -246,7 +248,8 @@ def main(argv: list[str] | None = None) -> int:
 def run(manifest: RunnerManifest, args: argparse.Namespace, location: str) -> int:
     meta = manifest.metadata
     spark = build_session(manifest, args.master)
-    newest_offsets, newest_commit = last_batches(spark, location)
+    checkpoint = CheckpointFiles(spark, location)
+    newest_offsets, newest_commit = checkpoint.newest("offsets"), checkpoint.newest("commits")
     rerun_batch = newest_offsets if newest_offsets != newest_commit else None
     if newest_offsets is None:
         start_path, restored_batch = "fresh", None
@@ -285,6 +288,11 @@ def run(manifest: RunnerManifest, args: argparse.Namespace, location: str) -> in
         publisher,
         workdir / SOURCE_REPORT,
     )
+    group = group_offsets(manifest)
+    if group is not None:
+        reporter.commits = group.report
+    if args.previous_checkpoint and start_path == "fresh":
+        reporter.update(previousCheckpoint=catch_up(spark, manifest, group, args))
     stop_requested = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop_requested.set())
     signal.signal(signal.SIGINT, lambda *_: stop_requested.set())
@@ -306,7 +314,78 @@ def run(manifest: RunnerManifest, args: argparse.Namespace, location: str) -> in
         log.error("invalid job: %s", exc)
         return EXIT_INVALID
     reporter.update(state="running")
-    return supervise(query, reporter, stop_requested, workdir / DRAIN_FILE, spark)
+    try:
+        return supervise(
+            query, reporter, stop_requested, workdir / DRAIN_FILE, spark, checkpoint, group
+        )
+    finally:
+        if group is not None:
+            result = final_commit(checkpoint, group, args.final_commit_timeout)
+            reporter.update(finalCommit=result)
+            group.close(1.0)
+
+
+def group_offsets(manifest: RunnerManifest) -> GroupOffsets | None:
+    """The runner's writer of the group's offsets, when the job commits them."""
+    from spark_app.options import SourceOptions
+
+    source = manifest.spec.job.source
+    if not source.commit_offsets_on_checkpoints:
+        return None
+    return GroupOffsets(SourceOptions.parse(source_options(source)))
+
+
+def catch_up(spark, manifest: RunnerManifest, group: GroupOffsets | None, args) -> dict:
+    """Before a fresh epoch resolves committed offsets: the previous epoch's last durable
+    batch reaches the group where it is ahead, so nothing it made durable is read again,
+    whether the old driver stopped or crashed. Never fails the job."""
+    previous = args.previous_checkpoint
+    starting = manifest.spec.job.source.starting_offsets
+    if group is None:
+        result = {"outcome": "skipped", "reason": "commitOffsetsOnCheckpoints is false"}
+    elif starting != "committed":
+        result = {"outcome": "skipped", "reason": f"startingOffsets is {starting}"}
+    else:
+        try:
+            sink_log = previous_sink_log(manifest, previous)
+            batch = CheckpointFiles(spark, previous).durable_batch(sink_log)
+        except CheckpointUnreadable as exc:
+            log.warning("previous checkpoint unreadable, its offsets are not caught up: %s", exc)
+            return {"location": previous, "outcome": "unreadable", "error": str(exc)}
+        if batch is None:
+            result = {"outcome": "nothing durable"}
+        else:
+            result = group.catch_up(batch, args.final_commit_timeout)
+    line = describe(result) if "partitions" in result else result["outcome"]
+    log.info("previous epoch's checkpoint %s: %s", previous, line)
+    return {"location": previous, **result}
+
+
+def previous_sink_log(manifest: RunnerManifest, previous_checkpoint: str) -> str | None:
+    """The previous epoch's file-sink log (`<sink.path>/epoch-<k>/_spark_metadata`), when the
+    sink writes files and the checkpoint is an epoch's (`.../epoch-<k>`)."""
+    sink_path = manifest.spec.job.sink.path
+    epoch = re.search(r"/epoch-(\d+)/?$", previous_checkpoint)
+    if not sink_path or epoch is None:
+        return None
+    return f"{epoch_sink_path(sink_path, int(epoch.group(1)))}/_spark_metadata"
+
+
+def final_commit(checkpoint: CheckpointFiles, group: GroupOffsets, timeout: float) -> dict:
+    """After the query stopped: the last durable batch's end offsets reach the group,
+    synchronously and within `timeout` (its last batch may have ended after the last poll)."""
+    try:
+        batch = checkpoint.durable_batch()
+    except CheckpointUnreadable as exc:
+        log.warning("final commit: checkpoint unreadable: %s", exc)
+        return {"outcome": "unreadable", "error": str(exc)}
+    if batch is None:
+        return {"outcome": "nothing durable"}
+    result = group.catch_up(batch, timeout)
+    (log.info if result["outcome"] in ("committed", "nothing ahead") else log.warning)(
+        "final commit of the last durable batch: %s", describe(result)
+    )
+    return result
 
 
 def executor_tasks(spark) -> list[dict[str, Any]]:
@@ -326,13 +405,28 @@ def executor_tasks(spark) -> list[dict[str, Any]]:
 
 
 def supervise(
-    query, reporter: Reporter, stop_requested: threading.Event, drain_file: Path, spark
+    query,
+    reporter: Reporter,
+    stop_requested: threading.Event,
+    drain_file: Path,
+    spark,
+    checkpoint: CheckpointFiles,
+    group: GroupOffsets | None,
 ) -> int:
     """Prints a line per batch and stops between batches on SIGTERM (no half-written batch):
     the drain file tells the source to plan no new batch, and the query is stopped once the
     batch in flight has ended."""
     seen_batch = None
     stop_deadline = None
+
+    def durable(batch_id: int) -> bool:
+        """Spark posts a batch's progress after writing its commit-log entry; the entry is
+        checked anyway: only durable offsets reach the group."""
+        try:
+            return checkpoint.has("commits", batch_id)
+        except Exception as exc:
+            log.warning("cannot check the commit log for batch %s: %s", batch_id, exc)
+            return False
 
     def report_progress() -> None:
         nonlocal seen_batch
@@ -343,8 +437,10 @@ def supervise(
             return
         seen_batch = progress.get("batchId")
         line, batch = progress_line(progress)
+        if group is not None and durable(seen_batch):
+            group.batch_durable(off.from_json(batch["endOffsets"]))
+            group.wait(LINE_WAIT_S)  # the line shows the group at this batch's end
         report = reporter.update(latestBatch=batch, executors=executor_tasks(spark))
-        # The group trails by one batch: it gets a batch's offsets once it is durable.
         committed = (report.get("commits") or {}).get("lastCommitted")
         if committed:
             line += f", group offsets {json.dumps(committed, separators=(',', ':'))}"

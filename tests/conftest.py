@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from tests.support.kafka_broker import KafkaBroker
+
+# pytest's `pythonpath` (pyproject.toml) puts the checked-out tree on this process's sys.path;
+# the processes tests start (Spark's Python workers, the operator, tools) get it here.
+_ROOT = Path(__file__).resolve().parents[1]
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    p for p in (str(_ROOT), str(_ROOT / "operator"), os.environ.get("PYTHONPATH")) if p
+)
 
 
 @pytest.fixture(scope="session")

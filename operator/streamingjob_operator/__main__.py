@@ -1,4 +1,5 @@
-"""`python -m streamingjob_operator`: run the operator with the namespaces from settings.
+"""`python -m streamingjob_operator` (or the `streamingjob-operator` entry point): run the
+operator with the namespaces from settings.
 
 Equivalent to `kopf run -m streamingjob_operator -A` (or `--namespace=...` per watched
 namespace) plus a liveness endpoint on :<STREAMINGJOB_HEALTH_PORT>/healthz.
@@ -6,13 +7,21 @@ namespace) plus a liveness endpoint on :<STREAMINGJOB_HEALTH_PORT>/healthz.
 
 from __future__ import annotations
 
+import argparse
+from collections.abc import Sequence
+
 import kopf
 
 from . import handlers as handlers
 from .settings import OperatorSettings
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
+    argparse.ArgumentParser(
+        prog="streamingjob-operator",
+        description="Runs the StreamingJob operator (kopf). Settings come from STREAMINGJOB_* "
+        "environment variables (docs/operator.md, 'Operator settings').",
+    ).parse_args(argv)
     config = OperatorSettings.from_env()
     liveness = f"http://0.0.0.0:{config.health_port}/healthz" if config.health_port else None
     kopf.run(

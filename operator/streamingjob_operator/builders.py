@@ -33,6 +33,7 @@ from .naming import (
     MANAGED_BY,
     disruption_budget_name,
     driver_account_name,
+    executor_pod_names,
     job_configmap_name,
     job_selector,
     label_value,
@@ -50,38 +51,6 @@ UI_PORT = 4040
 SPARK_UID = 185  # the spark user of Apache Spark images
 IMAGE_HADOOP_CONF = "/opt/streamingjob/hadoop-conf"  # an empty core-site.xml (FsShell wants one)
 MASTER = "k8s://https://kubernetes.default.svc:443"
-
-# Spark confs the operator owns: fencing (names, labels, ports) and placement.
-RESERVED_CONF_KEYS = frozenset(
-    {
-        "spark.master",
-        "spark.submit.deployMode",
-        "spark.app.name",
-        "spark.kubernetes.namespace",
-        "spark.kubernetes.container.image",
-        "spark.kubernetes.container.image.pullPolicy",
-        "spark.kubernetes.driver.pod.name",
-        "spark.driver.host",
-        "spark.driver.port",
-        "spark.driver.blockManager.port",
-        "spark.driver.bindAddress",
-        "spark.kubernetes.executor.useDriverPodIP",
-        "spark.executor.instances",
-        "spark.kubernetes.executor.podNamePrefix",
-        "spark.kubernetes.authenticate.executor.serviceAccountName",
-        "spark.kubernetes.executor.podTemplateFile",
-        "spark.kubernetes.executor.podTemplateContainerName",
-        "spark.kubernetes.executor.deleteOnTermination",
-        "spark.dynamicAllocation.enabled",
-        "spark.sql.streaming.checkpointLocation",
-    }
-)
-RESERVED_CONF_PREFIXES = (
-    "spark.kubernetes.executor.label.",
-    "spark.kubernetes.driver.",
-    "spark.kubernetes.executor.secretKeyRef.",
-    "spark.kubernetes.authenticate.",
-)
 
 ENV_USERNAME, ENV_PASSWORD = ENV_SASL_USERNAME, ENV_SASL_PASSWORD  # spark_app.kafka_config
 
@@ -102,7 +71,7 @@ def base_labels(name: str) -> dict[str, str]:
     return {LABEL_JOB: label_value(name), LABEL_MANAGED_BY: MANAGED_BY}
 
 
-def _meta(job: dict[str, Any], name: str, labels: dict[str, str] | None = None) -> dict:
+def _meta(job: dict[str, Any], name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
     job_name = job["metadata"]["name"]
     return {
         "name": name,
@@ -123,7 +92,7 @@ def spark_memory_mib(value: str) -> int:
 
 def pod_resources(
     cores: int, memory: str, overhead: str, cpu_limit: str | None, cpu_request: str | None = None
-) -> dict:
+) -> dict[str, Any]:
     total = spark_memory_mib(memory) + spark_memory_mib(overhead)
     limits: dict[str, str] = {"memory": f"{total}Mi"}
     if cpu_limit:
@@ -273,6 +242,8 @@ def build_executor_template(
         "kind": "Pod",
         "metadata": {"labels": base_labels(name)},
         "spec": {
+            # Executors never call the API server: no token, whatever the account grants.
+            "automountServiceAccountToken": False,
             "securityContext": _pod_security(),
             "tolerations": _tolerations(spec),
             "nodeSelector": dict(spec.node_selector),
@@ -405,21 +376,33 @@ def build_service_account(job: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def build_role(job: dict[str, Any]) -> dict[str, Any]:
-    """What the driver may do: manage its executors (pods, their config maps, services and
-    PVCs) in the namespace, and write only its own report ConfigMap."""
+def executor_name_budget(instances: int) -> int:
+    """How many executor ids of one driver its Role names: the first set plus Spark's default
+    `spark.executor.maxNumFailures` (max(3, 2 * instances); the application fails past it)
+    and some slack. A driver that replaces executors beyond it cannot delete the later failed
+    ones; they stay Terminated until the operator deletes the driver (owner-reference GC)."""
+    return instances + max(3, 2 * instances) + 8
+
+
+def build_role(job: dict[str, Any], driver_pod: str, instances: int) -> dict[str, Any]:
+    """The least the driver needs (docs/operator.md, "RBAC"): create its executor pods, read
+    pods (Spark watches and lists its executors by label, which RBAC cannot express), delete
+    and patch only the executor pods this driver will name, and write only its own report
+    ConfigMap. No Secrets, Services, PVCs or other ConfigMaps; no `deletecollection` (it
+    would reach every pod of the namespace). Pod `create` cannot be limited by name: that is
+    the residual (a driver could create pods, not touch existing ones)."""
     name = job["metadata"]["name"]
-    manage = ["create", "get", "list", "watch", "delete", "deletecollection"]
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "Role",
         "metadata": _meta(job, driver_account_name(name)),
         "rules": [
-            {"apiGroups": [""], "resources": ["pods"], "verbs": [*manage, "patch"]},
+            {"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "get", "list", "watch"]},
             {
                 "apiGroups": [""],
-                "resources": ["services", "configmaps", "persistentvolumeclaims"],
-                "verbs": manage,
+                "resources": ["pods"],
+                "resourceNames": executor_pod_names(driver_pod, executor_name_budget(instances)),
+                "verbs": ["delete", "patch"],
             },
             {
                 "apiGroups": [""],
@@ -480,6 +463,12 @@ def spark_confs(
             "spark.kubernetes.executor.podTemplateFile": EXECUTOR_TEMPLATE_PATH,
             "spark.kubernetes.executor.podTemplateContainerName": "executor",
             "spark.kubernetes.executor.deleteOnTermination": "true",
+            # Least privilege (build_role): no executor ConfigMap (its name is generated, the
+            # driver could not be limited to it), no PVCs, no Service clean-up by label.
+            "spark.kubernetes.executor.disableConfigMap": "true",
+            "spark.kubernetes.driver.ownPersistentVolumeClaim": "false",
+            "spark.kubernetes.driver.reusePersistentVolumeClaim": "false",
+            "spark.kubernetes.driver.service.deleteOnTermination": "false",
             f"spark.kubernetes.executor.label.{LABEL_JOB}": label_value(name),
             f"spark.kubernetes.executor.label.{LABEL_EPOCH}": str(epoch),
             f"spark.kubernetes.executor.label.{LABEL_ATTEMPT}": str(attempt),
@@ -503,6 +492,7 @@ def driver_args(
     attempt: int,
     checkpoint_location: str,
     entrypoint: str,
+    previous_checkpoint: str = "",
 ) -> list[str]:
     name = job["metadata"]["name"]
     args = ["--master", MASTER, "--deploy-mode", "client", "--name", name]
@@ -521,6 +511,8 @@ def driver_args(
         "--report-configmap",
         report_configmap_name(name),
     ]
+    if previous_checkpoint:  # empty when an offsets action set the group (it wins)
+        args += ["--previous-checkpoint", previous_checkpoint]
     return args
 
 
@@ -535,6 +527,7 @@ def build_driver_pod(
     entrypoint: str = "/opt/streamingjob/run_job.py",
     spark_submit: str = "/opt/spark/bin/spark-submit",
     avoid_nodes: list[str] | None = None,
+    previous_checkpoint: str = "",
 ) -> dict[str, Any]:
     name = job["metadata"]["name"]
     labels = {
@@ -590,6 +583,7 @@ def build_driver_pod(
                             attempt=attempt,
                             checkpoint_location=checkpoint_location,
                             entrypoint=entrypoint,
+                            previous_checkpoint=previous_checkpoint,
                         ),
                     ],
                     "ports": [

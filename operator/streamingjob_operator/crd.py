@@ -13,6 +13,7 @@ import sys
 from typing import Any
 
 import yaml
+from pydantic import BaseModel
 
 from .models import (
     API_GROUP,
@@ -122,7 +123,7 @@ def _check_descriptions(node: dict[str, Any], path: str) -> None:
             _check_descriptions(sub["items"], f"{path}.{name}[]")
 
 
-def model_schema(model: type) -> dict[str, Any]:
+def model_schema(model: type[BaseModel]) -> dict[str, Any]:
     raw = model.model_json_schema(by_alias=True, mode="validation")
     defs = raw.pop("$defs", {})
     schema = _inline(raw, defs)

@@ -79,13 +79,11 @@ FIELD_CLASSES: dict[str, str] = {
 REASONS = (
     "Launching",
     "Launched",
-    "Running",
     "DriverNotStarting",
     "DriverFailed",
     "BackOff",
     "Restarting",
     "Redeploying",
-    "Stopping",
     "Suspended",
     "Resumed",
     "StableRun",
@@ -95,7 +93,6 @@ REASONS = (
     "Completed",
     "InvalidSpec",
     "KafkaUnavailable",
-    "Deleting",
     "CheckpointKept",
     "CheckpointDeleted",
     "ApiRejected",  # a reconcile failed: the API server refused a request (reconcile.py)
@@ -115,6 +112,10 @@ class Event:
     type: Literal["Normal", "Warning"]
     reason: str
     message: str
+
+    def __post_init__(self) -> None:
+        if self.reason not in REASONS:  # the documented vocabulary (docs/operator.md)
+            raise ValueError(f"Event reason {self.reason!r} is not in decide.REASONS")
 
 
 @dataclass
@@ -158,7 +159,7 @@ def backoff_delay(spec: StreamingJobSpec, consecutive_failures: int) -> float:
     exponent = max(consecutive_failures - 1, 0)
     if exponent > 60:
         return backoff.cap_seconds
-    return min(backoff.cap_seconds, backoff.base_seconds * (2**exponent))
+    return min(backoff.cap_seconds, backoff.base_seconds * (1 << exponent))
 
 
 def _record(st: StreamingJobStatus, now: datetime, reason: str, message: str, limit: int) -> None:
@@ -177,7 +178,7 @@ def _manual_trigger(spec: StreamingJobSpec, st: StreamingJobStatus) -> tuple[str
     if st.epoch == 0:
         return ("redeploy", "Launching", "first launch")
     if st.suspended:
-        if st.offsets_altered_for_epoch > st.epoch:  # the user's new offsets win
+        if st.offsets_acted_since_launch:  # the user's new offsets win, also over last-state
             return (
                 "redeploy",
                 "Resumed",
@@ -209,6 +210,13 @@ def _set_target(
     epoch: int,
     attempt: int,
 ) -> None:
+    if epoch != st.epoch:  # a new epoch: the one before it is where its offsets catch up from
+        st.previous_checkpoint_location = st.checkpoint_location
+    if st.offsets_acted_since_launch:
+        # The user set the group's offsets after the last driver stopped: they win over the
+        # previous epoch's checkpoint, for this launch and every later one of the epoch.
+        st.previous_checkpoint_location = ""
+        st.offsets_acted_since_launch = False
     st.epoch, st.attempt = epoch, attempt
     st.avoid_nodes = []  # a lost node is avoided by the attempt after the loss only
     st.driver_pod = driver_pod_name(name, epoch, attempt)
@@ -469,103 +477,138 @@ def decide(
     name: str,
     cfg: DecideConfig | None = None,
 ) -> Decision:
+    """The one decision of a reconcile step, by what the job is doing: suspended, acted on by
+    hand (first launch, resume, nonce, spec change), ended, launching, or launched."""
     cfg = cfg or DecideConfig()
-    now = observed.now
     st = status.model_copy(deep=True)
     d = Decision(action="none", status=st, requeue_after=cfg.resync_seconds)
-    pods = observed.pods
+    job = _Job(spec, namespace, name, observed, cfg)
 
-    # Suspend: stop everything, keep the epoch (and the checkpoint).
     if spec.suspend:
-        if not st.suspended:
-            st.suspended = True
-            st.launch_state = ""
-            st.next_retry_time = ""
-            _record(st, now, "Stopping", "suspend requested", cfg.history_limit)
-        if pods:
-            return _delete(d, pods, st, now, cfg, phase="Stopping", msg="suspending")
-        if st.phase != "Suspended":
-            st.phase, st.message = "Suspended", "suspended; the epoch and checkpoint are kept"
-            _record(st, now, "Suspended", st.message, cfg.history_limit)
-            d.events.append(Event("Normal", "Suspended", st.message))
-        return d
-
-    # A manual act (first launch, resume, nonce, spec change) sets a new target now, unless
-    # the spec it would launch is invalid: then the running driver (if any) is left alone.
-    if (trigger := _manual_trigger(spec, st)) and observed.invalid is not None:
-        return _invalid(d, str(observed.invalid), now, cfg)
-    if trigger:
-        kind, reason, message = trigger
-        if kind == "redeploy" or st.epoch == 0:
-            _set_target(spec, st, namespace, name, st.epoch + 1, 1)
-            path = "fresh start from committed offsets"
-        else:
-            if stale := _checkpoint_too_old(spec, st, now):
-                _mark_deployed(spec, st)
-                st.suspended = False
-                return _fail(d, now, "StaleCheckpoint", stale, cfg)
-            _set_target(spec, st, namespace, name, st.epoch, st.attempt + 1)
-            st.restarts += 1
-            st.last_restart_reason, st.last_restart_time = reason, iso(now)
-            path = "restore from checkpoint"
-        _mark_deployed(spec, st)
-        st.suspended = False
-        st.next_retry_time = ""
-        st.consecutive_failures = 0
-        st.recent_failures = []
-        st.phase = "Launching"
-        st.message = f"{message}: epoch {st.epoch} attempt {st.attempt} ({path})"
-        _record(st, now, reason, st.message, cfg.history_limit)
-        d.events.append(Event("Normal", reason, st.message))
-        d.requeue_after = 0
-        return d
-
+        return _suspend(job, d)
+    # A manual act sets a new target now, unless the spec it would launch is invalid: then
+    # the running driver (if any) is left alone.
+    if trigger := _manual_trigger(spec, st):
+        if observed.invalid is not None:
+            return _invalid(d, str(observed.invalid), observed.now, cfg)
+        return _act_by_hand(job, d, *trigger)
     if st.phase in ("Failed", "Completed") and not st.launch_state:
-        if pods:
-            return _delete(d, pods, st, now, cfg, phase=st.phase, msg=st.message)
+        if observed.pods:
+            return _delete(d, observed.pods, st, observed.now, cfg, phase=st.phase, msg=st.message)
         return d
 
     target = st.driver_pod if st.launch_state else ""
     current = [
         p
-        for p in pods
+        for p in observed.pods
         if target and (p.name == target or (p.role == "executor" and p.driver_pod == target))
     ]
-    stale = [p for p in pods if p not in current]
-    if stale:
-        return _delete(d, stale, st, now, cfg, phase=None, msg=None)
-
+    leftover = [p for p in observed.pods if p not in current]
+    if leftover:
+        return _delete(d, leftover, st, observed.now, cfg, phase=None, msg=None)
     driver = next((p for p in current if p.name == target), None)
-
     if st.launch_state == "Pending":
-        retry_at = parse_time(st.next_retry_time)
-        if retry_at and now < retry_at and driver is None:
-            st.phase = "Restarting"
-            d.action = "wait"
-            d.requeue_after = max((retry_at - now).total_seconds(), 0.05)
-            return d
-        if observed.invalid is not None and driver is None:
-            return _invalid(d, str(observed.invalid), now, cfg)
-        if driver is not None:
-            st.launch_state = "Created"
-            st.launched_at = iso(now)
-            st.next_retry_time = ""
-            st.phase = "Pending"
-            st.message = f"driver {target} created (epoch {st.epoch} attempt {st.attempt})"
-            _record(st, now, "Launched", st.message, cfg.history_limit)
-            d.events.append(Event("Normal", "Launched", st.message))
-            d.requeue_after = 0
-            return d
-        if st.phase != "Restarting":  # an automatic restart stays Restarting until created
-            st.phase = "Launching"  # (one status write less per relaunch)
-        d.action = "launch"
-        d.requeue_after = 0
-        return d
-
+        return _launching(job, d, driver)
     if st.launch_state != "Created":
         return d  # nothing targeted (only reachable with a hand-edited status)
+    return _launched(job, d, driver, current)
 
-    _apply_report(st, observed)
+
+@dataclass(frozen=True)
+class _Job:
+    """What every phase's decision reads besides the status it changes."""
+
+    spec: StreamingJobSpec
+    namespace: str
+    name: str
+    observed: Observed
+    cfg: DecideConfig
+
+    @property
+    def now(self) -> datetime:
+        return self.observed.now
+
+
+def _suspend(job: _Job, d: Decision) -> Decision:
+    """Stop everything, keep the epoch (and the checkpoint)."""
+    st, now, cfg = d.status, job.now, job.cfg
+    if not st.suspended:
+        st.suspended = True
+        st.launch_state = ""
+        st.next_retry_time = ""
+        _record(st, now, "Stopping", "suspend requested", cfg.history_limit)
+    if job.observed.pods:
+        return _delete(d, job.observed.pods, st, now, cfg, phase="Stopping", msg="suspending")
+    if st.phase != "Suspended":
+        st.phase, st.message = "Suspended", "suspended; the epoch and checkpoint are kept"
+        _record(st, now, "Suspended", st.message, cfg.history_limit)
+        d.events.append(Event("Normal", "Suspended", st.message))
+    return d
+
+
+def _act_by_hand(job: _Job, d: Decision, kind: str, reason: str, message: str) -> Decision:
+    """A new target: a new epoch (redeploy, first launch) or the next attempt (restore)."""
+    spec, st, now, cfg = job.spec, d.status, job.now, job.cfg
+    if kind == "redeploy" or st.epoch == 0:
+        _set_target(spec, st, job.namespace, job.name, st.epoch + 1, 1)
+        path = "fresh start from committed offsets"
+    else:
+        if stale := _checkpoint_too_old(spec, st, now):
+            _mark_deployed(spec, st)
+            st.suspended = False
+            return _fail(d, now, "StaleCheckpoint", stale, cfg)
+        _set_target(spec, st, job.namespace, job.name, st.epoch, st.attempt + 1)
+        st.restarts += 1
+        st.last_restart_reason, st.last_restart_time = reason, iso(now)
+        path = "restore from checkpoint"
+    _mark_deployed(spec, st)
+    st.suspended = False
+    st.next_retry_time = ""
+    st.consecutive_failures = 0
+    st.recent_failures = []
+    st.phase = "Launching"
+    st.message = f"{message}: epoch {st.epoch} attempt {st.attempt} ({path})"
+    _record(st, now, reason, st.message, cfg.history_limit)
+    d.events.append(Event("Normal", reason, st.message))
+    d.requeue_after = 0
+    return d
+
+
+def _launching(job: _Job, d: Decision, driver: PodInfo | None) -> Decision:
+    """A target recorded, its driver maybe not created yet: wait out the backoff, launch,
+    or note the created driver."""
+    st, now, cfg = d.status, job.now, job.cfg
+    retry_at = parse_time(st.next_retry_time)
+    if retry_at and now < retry_at and driver is None:
+        st.phase = "Restarting"
+        d.action = "wait"
+        d.requeue_after = max((retry_at - now).total_seconds(), 0.05)
+        return d
+    if job.observed.invalid is not None and driver is None:
+        return _invalid(d, str(job.observed.invalid), now, cfg)
+    if driver is not None:
+        st.launch_state = "Created"
+        st.launched_at = iso(now)
+        st.next_retry_time = ""
+        st.phase = "Pending"
+        st.message = f"driver {st.driver_pod} created (epoch {st.epoch} attempt {st.attempt})"
+        _record(st, now, "Launched", st.message, cfg.history_limit)
+        d.events.append(Event("Normal", "Launched", st.message))
+        d.requeue_after = 0
+        return d
+    if st.phase != "Restarting":  # an automatic restart stays Restarting until created
+        st.phase = "Launching"  # (one status write less per relaunch)
+    d.action = "launch"
+    d.requeue_after = 0
+    return d
+
+
+def _launched(job: _Job, d: Decision, driver: PodInfo | None, current: list[PodInfo]) -> Decision:
+    """The driver was created: follow it (moves off cordoned nodes, losses, failures,
+    silence, running, starting)."""
+    spec, st, now, cfg = job.spec, d.status, job.now, job.cfg
+    namespace, name = job.namespace, job.name
+    _apply_report(st, job.observed)
     grace = cfg.node_lost_grace_seconds
     lost = driver is not None and is_lost(driver, now, grace, parse_time(st.unknown_since))
     # A drain's eviction may reach the driver before the operator moved the job: either way
@@ -588,28 +631,32 @@ def decide(
         d.requeue_after = max(min((at - now).total_seconds(), cfg.resync_seconds), 0.05)
         return d
     st.unknown_since = ""
-
     if driver.phase == "Running":
-        if not st.running_since:
-            st.running_since = iso(now)
-            st.phase, st.message = "Running", f"driver {target} running"
-            _record(st, now, "Running", st.message, cfg.history_limit)
-        st.phase = "Running"
-        running_for = (now - (parse_time(st.running_since) or now)).total_seconds()
-        stable = spec.restart_policy.stable_run_seconds
-        if st.consecutive_failures or st.recent_failures:
-            if running_for >= stable:
-                st.consecutive_failures = 0
-                st.recent_failures = []
-                msg = f"driver ran {int(running_for)}s: failure counters reset"
-                _record(st, now, "StableRun", msg, cfg.history_limit)
-                d.events.append(Event("Normal", "StableRun", msg))
-            else:
-                d.requeue_after = min(cfg.resync_seconds, max(stable - running_for, 0.05))
-        return d
-
+        return _running(job, d)
     st.phase = "Pending"  # created, not running yet (scheduling, pulling the image)
     return _while_starting(spec, d, namespace, name, driver, now, cfg)
+
+
+def _running(job: _Job, d: Decision) -> Decision:
+    """Running: note it once, reset the failure counters after a stable run."""
+    st, now, cfg = d.status, job.now, job.cfg
+    if not st.running_since:
+        st.running_since = iso(now)
+        st.phase, st.message = "Running", f"driver {st.driver_pod} running"
+        _record(st, now, "Running", st.message, cfg.history_limit)
+    st.phase = "Running"
+    running_for = (now - (parse_time(st.running_since) or now)).total_seconds()
+    stable = job.spec.restart_policy.stable_run_seconds
+    if st.consecutive_failures or st.recent_failures:
+        if running_for >= stable:
+            st.consecutive_failures = 0
+            st.recent_failures = []
+            msg = f"driver ran {int(running_for)}s: failure counters reset"
+            _record(st, now, "StableRun", msg, cfg.history_limit)
+            d.events.append(Event("Normal", "StableRun", msg))
+        else:
+            d.requeue_after = min(cfg.resync_seconds, max(stable - running_for, 0.05))
+    return d
 
 
 def _while_starting(

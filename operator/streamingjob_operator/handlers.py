@@ -21,13 +21,15 @@ from typing import Any
 
 import kopf
 
+from .finalizer import Finalizer
 from .k8s import KubeApi
 from .kafka import KafkaMonitor
 from .metrics import Metrics
 from .models import API_GROUP, API_VERSION, KIND, PLURAL
 from .naming import FINALIZER, LABEL_MANAGED_BY, LABEL_ROLE, MANAGED_BY
 from .nodes import NodeTracker
-from .reconcile import Finalizer, Reconciler, Seen
+from .reconcile import Reconciler
+from .seen import Seen
 from .settings import OperatorSettings
 
 log = logging.getLogger(__name__)
@@ -150,7 +152,9 @@ def probe(memo: kopf.Memo, **_: Any) -> int:
 FINALIZER_WAIT_SECONDS = 2.0  # then reconcile anyway
 
 
-@kopf.daemon(API_GROUP, API_VERSION, PLURAL, id="reconcile", cancellation_timeout=5.0)
+# kopf's handler protocols allow namespace=None (cluster-scoped kinds); StreamingJobs are
+# namespaced, so these handlers take a str (the ignores below).
+@kopf.daemon(API_GROUP, API_VERSION, PLURAL, id="reconcile", cancellation_timeout=5.0)  # type: ignore[arg-type]
 async def keep_reconciled(
     namespace: str, name: str, body: kopf.Body, memo: kopf.Memo, **_: Any
 ) -> None:
@@ -201,7 +205,8 @@ async def _reconcile(
     done = asyncio.wrap_future(queued)
     woken = asyncio.ensure_future(wake.wait())
     try:
-        await asyncio.wait({done, woken}, return_when=asyncio.FIRST_COMPLETED)
+        either: set[asyncio.Future[Any]] = {done, woken}
+        await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
     finally:
         woken.cancel()
     if not done.done() and queued.cancel():
@@ -210,7 +215,7 @@ async def _reconcile(
     return await done
 
 
-@kopf.on.event(API_GROUP, API_VERSION, PLURAL)
+@kopf.on.event(API_GROUP, API_VERSION, PLURAL)  # type: ignore[arg-type]
 async def job_event(namespace: str, name: str, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     """A spec change (new generation) wakes the job; status and metadata writes do not."""
     runtime = memo.get("runtime")

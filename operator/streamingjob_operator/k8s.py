@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
+from pydantic import ValidationError
 
 from .errors import ConflictError, FatalError, NotFoundError, TransientError
 from .models import API_GROUP, API_VERSION, KIND, PLURAL
@@ -79,6 +80,23 @@ def _rejection(exc: ApiException) -> Rejection | None:
         if isinstance(c, dict)
     )
     return Rejection(status, message, causes)
+
+
+def _over_quota(exc: ApiException) -> bool:
+    return exc.status == 403 and "exceeded quota" in str(exc.body or "")
+
+
+def _client_rejection(exc: ValidationError) -> Rejection:
+    """The client's own model check of a body, as the server would word it: the field path
+    in the object (`spec.containers[0].volumeMounts[1].mountPath`) and the problem."""
+    causes = []
+    for error in exc.errors():
+        loc = list(error["loc"])[1:]  # the first item is the argument's position
+        path = ""
+        for part in loc:
+            path += f"[{part}]" if isinstance(part, int) else f".{part}"
+        causes.append((path.lstrip("."), str(error["msg"])))
+    return Rejection(422, "; ".join(f"{p}: {m}" for p, m in causes), tuple(causes))
 
 
 # Children the operator applies: API client, method suffix, and how an existing object is
@@ -247,12 +265,17 @@ class KubeApi:
         kind, meta = obj["kind"], obj["metadata"]
         if kind != "Pod":
             raise ValueError(f"no dry run for kind {kind}")
-        fn = self.core.create_namespaced_pod
+        # the client takes plain dicts for bodies (its annotations name its model classes)
+        fn: Callable[..., Any] = self.core.create_namespaced_pod
 
         def dry_run_create_namespaced_pod(namespace: str, body: dict[str, Any], **kw: Any):
             try:
                 fn(namespace, body, dry_run="All", field_validation="Strict", **kw)
+            except ValidationError as exc:  # the client checks the body before sending it
+                return _client_rejection(exc)
             except ApiException as exc:
+                if _over_quota(exc):  # the namespace is full, the spec may be fine
+                    return None
                 rejection = _rejection(exc)
                 if rejection is None:
                     raise
@@ -330,7 +353,7 @@ class KubeApi:
         client, suffix, update = _CHILD_APIS[kind]
         api = getattr(self, client)
         verbs = ("create", update, "read", "delete")
-        return tuple(getattr(api, f"{verb}_namespaced_{suffix}") for verb in verbs)  # type: ignore[return-value]
+        return tuple(getattr(api, f"{verb}_namespaced_{suffix}") for verb in verbs)
 
     def apply(self, obj: dict[str, Any], *, replace: bool = True, exists: bool = False) -> None:
         """Make the object exist with our content. replace=False: create only (keep an

@@ -653,6 +653,19 @@ class StreamingJobStatus(StatusModel):
     attempt: int = Field(default=0, description="Attempt within the epoch (restores).")
     driver_pod: str = Field(default="", description="Name of the current driver pod.")
     checkpoint_location: str = Field(default="", description="Checkpoint location in use.")
+    previous_checkpoint_location: str = Field(
+        default="",
+        description="The previous epoch's checkpoint. A fresh start of this epoch first "
+        "commits its last durable batch's end offsets where they are ahead of the group "
+        "(nothing it made durable is read again). Empty: no catch-up.",
+    )
+    offsets_acted_since_launch: bool = Field(
+        default=False,
+        description="The group's offsets were set by an offsets action (spec.offsetsAction "
+        "reset or alter) since the last launch: the next launch is a new epoch (also under "
+        "upgradeMode last-state) that starts from them, without catching up from the "
+        "previous epoch's checkpoint (the action wins). Cleared by that launch.",
+    )
     launch_state: str = Field(
         default="",
         description="Pending: the launch is recorded but the pod may not exist yet. "
@@ -727,12 +740,6 @@ class StreamingJobStatus(StatusModel):
     )
     offsets_action: OffsetsActionStatus | None = Field(
         default=None, description="The last offsets action (spec.offsetsAction)."
-    )
-    offsets_altered_for_epoch: int = Field(
-        default=0,
-        description="A reset or alter of the group's offsets happened while suspended; the "
-        "epoch given here (the next one then) starts fresh from the group's offsets as they "
-        "are, with no catch-up from the previous epoch's checkpoint. 0: never.",
     )
     reconcile_failure: ReconcileFailure | None = Field(
         default=None,

@@ -59,6 +59,13 @@ def offsets_configmap_name(job: str) -> str:
     return _fit(job, "-offsets", 253)
 
 
+def executor_pod_names(driver_pod: str, count: int) -> list[str]:
+    """The first `count` executor pods of a driver, as Spark names them
+    (`<spark.kubernetes.executor.podNamePrefix>-exec-<id>`, ids counting up from 1 per driver,
+    replacements included; the prefix is the driver pod's name)."""
+    return [f"{driver_pod}-exec-{i}" for i in range(1, count + 1)]
+
+
 def driver_account_name(job: str) -> str:
     return _fit(job, "-driver", 253)
 

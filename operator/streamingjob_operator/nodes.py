@@ -22,10 +22,12 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from .errors import FatalError
+from .observed import PodInfo, pod_info
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +51,7 @@ class NodeTracker:
         list_nodes: Lister,
         watch_nodes: Watcher,
         grace_seconds: float,
-        wake: Callable[[str, str], None],
+        wake: Callable[[str, str], object],  # its result is ignored
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self._sources = {
@@ -186,3 +188,16 @@ class NodeTracker:
                 log.info("node %s silent since %s: waking %s/%s", node, heard, *key)
                 due.append(key)
         return due
+
+
+def with_node_view(pods: list[dict[str, Any]], nodes: NodeTracker | None) -> tuple[PodInfo, ...]:
+    """Pods as plain values, with this operator's view of their nodes (liveness, cordon)."""
+    infos = tuple(pod_info(p) for p in pods)
+    if nodes is None:
+        return infos
+    return tuple(
+        replace(p, node_heard_at=nodes.heard_at(p.node), node_cordoned=nodes.cordoned(p.node))
+        if p.node
+        else p
+        for p in infos
+    )

@@ -8,9 +8,10 @@ request is refused at once (recorded, nonce consumed: bump it again once suspend
 job is still stopping it waits. Kafka's answer is recorded as Succeeded, Refused (out of range,
 unknown partition, live group members: nothing written) or Failed (Kafka did not answer).
 
-A reset or alter sets status.offsetsAlteredForEpoch to the next epoch: the next resume starts
-that epoch fresh from the group's offsets (decide._manual_trigger), even under upgradeMode
-last-state, whose restored checkpoint would otherwise ignore them.
+A reset or alter sets status.offsetsActedSinceLaunch: the next resume starts a new epoch fresh
+from the group's offsets (decide._manual_trigger), even under upgradeMode last-state, whose
+restored checkpoint would otherwise ignore them, and without the catch-up from the previous
+epoch's checkpoint (decide._set_target clears previousCheckpointLocation and the flag).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ Outcome = Literal["Succeeded", "Refused", "Failed"]
 Gate = Literal["run", "wait", "refuse"]
 
 _DONE_REASONS = {"list": "OffsetsListed", "reset": "OffsetsReset", "alter": "OffsetsAltered"}
+_NOT_DONE_REASONS = {"Refused": "OffsetsRefused", "Failed": "OffsetsFailed"}
 
 
 def pending(spec: StreamingJobSpec, st: StreamingJobStatus) -> bool:
@@ -125,8 +127,9 @@ def record(
         config_map=config_map,
     )
     if outcome == "Succeeded" and action.action != "list":
-        st.offsets_altered_for_epoch = st.epoch + 1
-    reason = _DONE_REASONS[action.action] if outcome == "Succeeded" else f"Offsets{outcome}"
+        st.offsets_acted_since_launch = True
+    done = outcome == "Succeeded"
+    reason = _DONE_REASONS[action.action] if done else _NOT_DONE_REASONS[outcome]
     by = f" (requested by {who[0]})" if who[0] else ""
     text = f"offsets {described} (nonce {action.nonce}){by}: {message}"
     st.history = [

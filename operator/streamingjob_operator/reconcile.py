@@ -1,4 +1,5 @@
-"""One idempotent reconcile: observe → validate → decide → act → record.
+"""One idempotent reconcile: observe → validate → decide → act → record. Deletion is
+`finalizer.py`; what reconciles saw, for the handlers, is `seen.py`.
 
 `Reconciler.reconcile(namespace, name)` is the only entry point; handlers call nothing else.
 It loops over single decision steps (each recorded in status before it is acted on) until a
@@ -20,9 +21,8 @@ import contextlib
 import hashlib
 import json
 import logging
-import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -48,15 +48,16 @@ from .builders import (
     build_service,
     build_service_account,
 )
-from .decide import DecideConfig, Decision, Event, decide, invalid, is_lost
+from .decide import DecideConfig, Decision, Event, decide, invalid
 from .errors import ConflictError, FatalError, OperatorError, TransientError
 from .k8s import KubeApi
 from .kafka import KafkaMonitor, KafkaTarget, run_offsets_action
 from .metrics import Metrics
 from .models import HistoryEntry, ReconcileFailure, StreamingJobSpec, parse_status
 from .naming import report_configmap_name
-from .nodes import NodeTracker
-from .observed import Observed, PodInfo, iso, parse_report, pod_info
+from .nodes import NodeTracker, with_node_view
+from .observed import Observed, PodInfo, iso, parse_report
+from .seen import Seen, resource_version
 from .settings import OperatorSettings
 from .status import apply_kafka, set_conditions, status_body
 from .validation import (
@@ -73,86 +74,6 @@ from .validation import (
 log = logging.getLogger(__name__)
 
 MAX_STEPS = 8
-
-
-class Seen:
-    """What the reconciles last observed of each job: its generation and its pods' resource
-    versions. A watch event that shows nothing new (most often the echo of the operator's own
-    write) need not wake the job's reconcile; anything else does. Written by reconciles
-    (worker threads, one at a time per job), read by the handlers (event loop); a job's pod
-    snapshot is replaced, never changed in place.
-
-    A pod snapshot maps names to resourceVersions, or to CREATING / DELETING while this
-    operator's own create or delete of that pod is under way: their echoes wake nothing. A
-    deletion the API server did not complete at once (graceful) leaves the pod with an
-    unknown version, so its later events wake the job; the reconcile that deleted it also
-    looks again after fencingPollSeconds by itself.
-    """
-
-    CREATING = "+"
-    DELETING = "-"
-
-    def __init__(self) -> None:
-        self._generations: dict[tuple[str, str], int] = {}
-        self._pods: dict[tuple[str, str], dict[str, str]] = {}
-        self._lock = threading.Lock()
-
-    # --- written by reconciles -----------------------------------------------------------
-
-    def saw_job(self, namespace: str, name: str, job: dict[str, Any]) -> None:
-        with self._lock:
-            self._generations[(namespace, name)] = int(job["metadata"].get("generation") or 0)
-
-    def saw_pods(self, namespace: str, name: str, pods: list[dict[str, Any]]) -> None:
-        """A list of the job's pods (replaces what was known)."""
-        snapshot = {p["metadata"]["name"]: _rv(p) for p in pods}
-        with self._lock:
-            self._pods[(namespace, name)] = snapshot
-
-    def mark(self, namespace: str, name: str, pod: str, state: str | None) -> None:
-        """One pod: a resourceVersion, CREATING, DELETING, or None (gone / unknown)."""
-        with self._lock:
-            snapshot = dict(self._pods.get((namespace, name)) or {})
-            if state is None:
-                snapshot.pop(pod, None)
-            else:
-                snapshot[pod] = state
-            self._pods[(namespace, name)] = snapshot
-
-    def forget(self, namespace: str, name: str) -> None:
-        with self._lock:
-            self._generations.pop((namespace, name), None)
-            self._pods.pop((namespace, name), None)
-
-    # --- read by handlers ----------------------------------------------------------------
-
-    def job_is_news(self, namespace: str, name: str, generation: Any) -> bool:
-        """A StreamingJob event: news unless its generation (spec) was already observed."""
-        return self._generations.get((namespace, name)) != int(generation or 0)
-
-    def pod_is_news(
-        self, namespace: str, job: str, pod: str, resource_version: Any, event_type: str | None
-    ) -> bool:
-        """A pod event (ADDED, MODIFIED, DELETED, or None when kopf lists): news unless the
-        last observation already showed it. A MODIFIED pod that the last list did not show
-        was deleted before that list (a stale event), or its ADDED event woke the job."""
-        snapshot = self._pods.get((namespace, job))
-        if snapshot is None:
-            return True
-        known = snapshot.get(pod)
-        if known == self.DELETING:
-            return False
-        if event_type == "DELETED":
-            return known is not None
-        if known is None:
-            return event_type != "MODIFIED"
-        if known == self.CREATING:
-            return event_type == "MODIFIED"
-        return known != str(resource_version or "")
-
-
-def _rv(obj: dict[str, Any]) -> str:
-    return str(obj["metadata"].get("resourceVersion") or "")
 
 
 @dataclass
@@ -225,7 +146,8 @@ class Reconciler:
                     continue
                 if not again:
                     break
-            self._clear_failure(known.job or job)
+            if (last := known.job or job) is not None:
+                self._clear_failure(last)
             self.metrics.reconciles.labels("ok").inc()
             return delay
         except TransientError as exc:
@@ -579,7 +501,8 @@ class Reconciler:
             build_disruption_budget(job, spec),
         ]
         if spec.service_account_name is None:
-            children += [build_service_account(job), build_role(job), build_role_binding(job)]
+            role = build_role(job, st.driver_pod, spec.executor.instances)  # names this driver's
+            children += [build_service_account(job), role, build_role_binding(job)]
         for child in children:  # stable children: applied once per job uid and content
             key = (meta["uid"], child["kind"], child["metadata"]["name"])
             digest = hashlib.sha256(json.dumps(child, sort_keys=True).encode()).hexdigest()
@@ -610,13 +533,14 @@ class Reconciler:
             entrypoint=self.settings.driver_entrypoint,
             spark_submit=self.settings.spark_submit,
             avoid_nodes=st.avoid_nodes,
+            previous_checkpoint=st.previous_checkpoint_location,
         )
         self.seen.mark(meta["namespace"], meta["name"], st.driver_pod, Seen.CREATING)
         created = None
         try:
             created = self.api.create_pod(pod)
         finally:
-            state = _rv(created) if created is not None else None
+            state = resource_version(created) if created is not None else None
             self.seen.mark(meta["namespace"], meta["name"], st.driver_pod, state)
         if created is None:
             return None  # it exists already: the next step lists again and adopts it
@@ -634,78 +558,3 @@ class Reconciler:
 
 def _warning(reason: str, message: str) -> Event:
     return Event("Warning", reason, message)
-
-
-def with_node_view(pods: list[dict[str, Any]], nodes: NodeTracker | None) -> tuple[PodInfo, ...]:
-    """Pods as plain values, with this operator's view of their nodes (liveness, cordon)."""
-    infos = tuple(pod_info(p) for p in pods)
-    if nodes is None:
-        return infos
-    return tuple(
-        replace(p, node_heard_at=nodes.heard_at(p.node), node_cordoned=nodes.cordoned(p.node))
-        if p.node
-        else p
-        for p in infos
-    )
-
-
-class Finalizer:
-    """Deletion: remove the children, keep checkpoint data unless the spec says otherwise."""
-
-    def __init__(
-        self, api: KubeApi, settings: OperatorSettings, nodes: NodeTracker | None = None
-    ) -> None:
-        self.api = api
-        self.settings = settings
-        self.nodes = nodes
-
-    def finalize(self, job: dict[str, Any]) -> None:
-        from .builders import build_cleanup_job, checkpoint_cleanup_path
-        from .naming import (
-            cleanup_job_name,
-            disruption_budget_name,
-            driver_account_name,
-            job_configmap_name,
-            offsets_configmap_name,
-            service_name,
-        )
-
-        meta = job["metadata"]
-        namespace, name = meta["namespace"], meta["name"]
-        now = datetime.now(UTC)
-        pods = with_node_view(self.api.list_job_pods(namespace, name), self.nodes)
-        if pods:
-            for pod in pods:
-                if is_lost(pod, now, self.settings.node_lost_grace_seconds):
-                    self.api.delete_pod(namespace, pod.name, force=True)
-                elif pod.deleting_since is None:
-                    self.api.delete_pod(namespace, pod.name)
-            raise TransientError(
-                f"waiting for {len(pods)} pod(s) of {name} to terminate",
-                delay=self.settings.fencing_poll_seconds,
-            )
-        self.api.delete("Service", namespace, service_name(name))
-        self.api.delete("PodDisruptionBudget", namespace, disruption_budget_name(name))
-        self.api.delete("ConfigMap", namespace, job_configmap_name(name))
-        self.api.delete("ConfigMap", namespace, report_configmap_name(name))
-        self.api.delete("ConfigMap", namespace, offsets_configmap_name(name))
-        for kind in ("RoleBinding", "Role", "ServiceAccount"):
-            self.api.delete(kind, namespace, driver_account_name(name))
-        spec, _problems = parse(job.get("spec") or {})
-        if spec is None:
-            return
-        if not spec.checkpoint.delete_on_job_deletion:
-            return
-        path = checkpoint_cleanup_path(spec, namespace, name)
-        if path is None:
-            self.api.post_event(
-                job,
-                "Normal",
-                "CheckpointKept",
-                f"checkpoint data under {spec.checkpoint.location} is kept: the operator "
-                "deletes s3a:// checkpoints and file:// ones on a mounted volume only; use "
-                "the store's lifecycle rules for others",
-            )
-            return
-        self.api.apply(build_cleanup_job(job, spec, path, cleanup_job_name(name)), replace=False)
-        self.api.post_event(job, "Normal", "CheckpointDeleted", f"cleanup Job deletes {path}")

@@ -58,7 +58,7 @@ def _condition(
         status=value,
         reason=reason,
         message=message,
-        last_transition_time=iso(now) if changed else old.last_transition_time,
+        last_transition_time=iso(now) if old is None or changed else old.last_transition_time,
         observed_generation=generation,
     )
 

@@ -29,8 +29,6 @@ import yaml
 from pydantic import ValidationError
 
 from .builders import (
-    RESERVED_CONF_KEYS,
-    RESERVED_CONF_PREFIXES,
     build_driver_pod,
     build_executor_template,
     build_job_configmap,
@@ -100,6 +98,63 @@ def _spec_path(loc: tuple[Any, ...]) -> str:
 
 # --- 2. rules without I/O --------------------------------------------------------------------
 
+# sparkConf keys that would let a manifest escape the operator's control, each with the
+# field to use instead. A key ending in "." is a prefix. The operator sets most of them itself
+# (fencing: names, labels, ports; placement; the per-job ServiceAccount); the others would
+# bypass a field the operator checks (image, resources, volumes, nodes). docs/operator.md
+# lists them; a unit test checks every entry is refused.
+SPARK_CONF_GUARDRAILS: dict[str, str] = {
+    "spark.master": "the operator runs every job against its cluster's API server",
+    "spark.submit.deployMode": "the driver is the operator's pod (client mode)",
+    "spark.app.name": "the application is named after the StreamingJob",
+    "spark.kubernetes.context": "the driver uses its in-cluster account",
+    "spark.kubernetes.namespace": "a job runs in its StreamingJob's namespace",
+    "spark.kubernetes.authenticate.": "API credentials and service accounts are the "
+    "operator's (a per-job ServiceAccount; spec.serviceAccountName to choose another)",
+    "spark.kubernetes.container.image": "use spec.image",
+    "spark.kubernetes.executor.container.image": "use spec.image",
+    "spark.kubernetes.container.image.pullPolicy": "use spec.imagePullPolicy",
+    "spark.kubernetes.driver.": "the driver pod is built by the operator: use spec.driver, "
+    "spec.env, spec.volumes, spec.podTemplate",
+    "spark.driver.host": "executors reach the driver through its Service",
+    "spark.driver.port": "executors reach the driver through its Service",
+    "spark.driver.blockManager.port": "executors reach the driver through its Service",
+    "spark.driver.bindAddress": "executors reach the driver through its Service",
+    "spark.driver.memory": "use spec.driver.memory",
+    "spark.executor.instances": "use spec.executor.instances (or kubectl scale)",
+    "spark.executor.cores": "use spec.executor.cores",
+    "spark.executor.memory": "use spec.executor.memory",
+    "spark.executor.memoryOverhead": "use spec.executor.memoryOverhead",
+    "spark.dynamicAllocation.": "the executor count is spec.executor.instances",
+    "spark.kubernetes.executor.request.cores": "use spec.executor.cpuRequest",
+    "spark.kubernetes.executor.limit.cores": "use spec.executor.cpuLimit",
+    "spark.kubernetes.executor.useDriverPodIP": "executors reach the driver through its Service",
+    "spark.kubernetes.executor.podNamePrefix": "executor names fence the job's attempts",
+    "spark.kubernetes.executor.podTemplateFile": "use spec.podTemplate",
+    "spark.kubernetes.executor.podTemplateContainerName": "use spec.podTemplate",
+    "spark.kubernetes.executor.deleteOnTermination": "executors go with their driver",
+    "spark.kubernetes.executor.disableConfigMap": "the driver's Role has no ConfigMap rights "
+    "beyond its report",
+    "spark.kubernetes.executor.label.": "executor labels fence the job's attempts: use "
+    "spec.podTemplate.metadata.labels",
+    "spark.kubernetes.executor.secrets.": "use spec.volumes / spec.env[].valueFrom",
+    "spark.kubernetes.executor.secretKeyRef.": "use spec.env[].valueFrom.secretKeyRef",
+    "spark.kubernetes.executor.volumes.": "use spec.volumes and spec.volumeMounts",
+    "spark.kubernetes.executor.node.selector.": "use spec.nodeSelector",
+    "spark.kubernetes.node.selector.": "use spec.nodeSelector",
+    "spark.kubernetes.file.upload.path": "the job's code is in its image",
+    "spark.sql.streaming.checkpointLocation": "use spec.checkpoint.location",
+}
+
+
+def guardrail(key: str) -> str | None:
+    """Why `key` may not be set in sparkConf (and what to use instead), or None."""
+    for reserved, fix in SPARK_CONF_GUARDRAILS.items():
+        if key == reserved or (reserved.endswith(".") and key.startswith(reserved)):
+            return fix
+    return None
+
+
 # Keys whose values are credentials. A credential in sparkConf reaches the driver's command
 # line (visible to everyone who can read pods); in job options it reaches the job ConfigMap.
 SECRET_KEY = re.compile(
@@ -108,7 +163,9 @@ SECRET_KEY = re.compile(
     re.IGNORECASE,
 )
 # ...except those that name where a credential is, not the credential.
-_NOT_SECRET = re.compile(r"(provider|providers|file|location|type|path|enabled)$", re.IGNORECASE)
+_NOT_SECRET = re.compile(
+    r"(provider|providers|file|location|type|path|enabled|pullsecrets)$", re.IGNORECASE
+)
 
 _S3_FIX = (
     "remove it: give the object store's access key pair by Secret reference in "
@@ -143,12 +200,12 @@ def check_spec(spec: StreamingJobSpec) -> list[InvalidJobError]:
     problems = []
     for key in sorted(spec.spark_conf):
         where = f"spec.sparkConf[{key!r}]"
-        if key in RESERVED_CONF_KEYS or key.startswith(RESERVED_CONF_PREFIXES):
+        if (fix := guardrail(key)) is not None:
             problems.append(
                 InvalidJobError(
                     where,
-                    "is set by the operator (fencing/placement) and cannot be overridden",
-                    "remove it",
+                    "is reserved: it would escape the operator's control",
+                    f"remove it ({fix})",
                 )
             )
         elif is_secret_key(key):
@@ -158,6 +215,17 @@ def check_spec(spec: StreamingJobSpec) -> list[InvalidJobError]:
                     "looks like a credential: it would be visible in the driver's arguments "
                     "to everyone who can read pods",
                     _secret_fix(key),
+                )
+            )
+    for i, mount in enumerate(spec.volume_mounts):
+        path = mount.get("mountPath")
+        if isinstance(path, str) and not path.startswith("/"):
+            # the pod API accepts it; the container runtime refuses to start the container
+            problems.append(
+                InvalidJobError(
+                    f"spec.volumeMounts[{i}].mountPath",
+                    f"{path[:100]!r} is not an absolute path",
+                    "give an absolute path such as /data",
                 )
             )
     source = spec.job.source

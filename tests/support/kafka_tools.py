@@ -89,3 +89,44 @@ def consume_values(bootstrap: str, topic: str) -> list[bytes]:
         return values
     finally:
         consumer.close()
+
+
+class ContinuousProducer:
+    """Records with ids 0, 1, 2, … arriving continuously at about `rate` per second, from a
+    thread, until `stop()` (which returns how many were produced: ids range(0, n))."""
+
+    def __init__(self, bootstrap: str, topic: str, rate: int = 500, first_id: int = 0):
+        import threading
+
+        self._producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+        self._topic, self._rate, self._next = topic, rate, first_id
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="producer", daemon=True)
+
+    def __enter__(self) -> ContinuousProducer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
+    @property
+    def produced(self) -> int:
+        return self._next
+
+    def _run(self) -> None:
+        tick, per_tick = 0.02, max(1, self._rate // 50)
+        while not self._stopped.wait(tick):
+            for n in range(self._next, self._next + per_tick):
+                self._producer.produce(
+                    self._topic, key=str(n).encode(), value=json.dumps({"id": n}).encode()
+                )
+            self._next += per_tick
+            self._producer.poll(0)
+
+    def stop(self) -> int:
+        if not self._stopped.is_set():
+            self._stopped.set()
+            self._thread.join(10)
+            assert self._producer.flush(30) == 0
+        return self._next

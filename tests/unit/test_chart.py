@@ -60,7 +60,7 @@ def _driver_grants() -> set[tuple[str, str, str]]:
     job = {"metadata": {"name": "any", "namespace": "ns", "uid": "u"}}
     return {
         (group, resource, verb)
-        for rule in build_role(job)["rules"]
+        for rule in build_role(job, "any-e1-a1-driver", 1)["rules"]
         for group in rule["apiGroups"]
         for resource in rule["resources"]
         for verb in rule["verbs"]

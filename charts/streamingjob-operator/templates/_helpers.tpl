@@ -128,13 +128,12 @@ tests/unit/test_chart.py asserts the union is exactly the expected set.
 - apiGroups: ["policy"]
   resources: ["poddisruptionbudgets"]
   verbs: ["create", "patch", "delete"]
-# 2. Granted to drivers for their executors (the driver Role, builders.build_role).
+# 2. Granted to drivers for their executors (the driver Role, builders.build_role), beyond
+# the above: reading a pod (Spark reads its own driver pod), patching executor pods (by name,
+# Spark marks them), its own report ConfigMap patched (by name).
 - apiGroups: [""]
   resources: ["pods"]
-  verbs: ["create", "get", "list", "watch", "delete", "deletecollection", "patch"]
-- apiGroups: [""]
-  resources: ["services", "configmaps", "persistentvolumeclaims"]
-  verbs: ["create", "get", "list", "watch", "delete", "deletecollection"]
+  verbs: ["create", "get", "list", "watch", "delete", "patch"]
 - apiGroups: [""]
   resources: ["configmaps"]
   verbs: ["get", "patch", "update"]

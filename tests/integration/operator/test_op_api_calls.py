@@ -88,6 +88,7 @@ def test_first_launch_and_relaunch_calls(kube: Kube, apiserver, ns: str):
             "read_namespaced_config_map": 1,  # the runner's report
             "delete_namespaced_pod": 1,
             "replace_namespaced_config_map": 1,  # this launch's manifest, updated first
+            "replace_namespaced_role": 1,  # the driver Role names this driver's executors
             "create_namespaced_pod": 1,
             "create_namespaced_event": 3,  # DriverFailed, BackOff, Launched
         }

@@ -15,6 +15,7 @@ import contextlib
 import json
 import re
 import socket
+import subprocess
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +25,12 @@ import kopf.testing
 import pytest
 from kubernetes import client, utils
 
+from streamingjob_operator.builders import (
+    build_role,
+    build_role_binding,
+    build_service_account,
+)
+from streamingjob_operator.naming import driver_pod_name
 from tests.integration.operator.kube_helpers import (
     OPERATOR_ENV,
     Kube,
@@ -31,7 +38,7 @@ from tests.integration.operator.kube_helpers import (
     operator_env,
     wait_for,
 )
-from tests.support.kube_apiserver import KubeAPIServer
+from tests.support.kube_apiserver import KubeAPIServer, find_bin_dir
 from tests.unit.test_chart import container, of_kind, render
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
@@ -191,3 +198,71 @@ def test_operator_runs_with_the_namespaced_chart_rbac(apiserver: KubeAPIServer, 
         _exercise(kube, watched, "orders")
         # jobs outside the watched namespaces are not the operator's (and it could not act)
         assert kube.pods(other) == [] and kube.status(other, "elsewhere") == {}
+
+
+def _can_i(apiserver: KubeAPIServer, account: str, ns: str, verb: str, what: str) -> bool:
+    """`kubectl auth can-i` as a service account: the API server's own RBAC answer."""
+    assert apiserver.kubeconfig is not None
+    proc = subprocess.run(
+        [
+            str(find_bin_dir() / "kubectl"),
+            "--kubeconfig", str(apiserver.kubeconfig),
+            "auth", "can-i", verb, what,
+            "--namespace", ns,
+            "--as", f"system:serviceaccount:{ns}:{account}",
+        ],
+        capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    answer = proc.stdout.strip()
+    assert answer in ("yes", "no"), (proc.returncode, proc.stdout, proc.stderr)
+    return answer == "yes"
+
+
+def test_a_job_cannot_touch_another_jobs_children(apiserver: KubeAPIServer, kube: Kube):
+    """Each job's driver account (builders.build_role) may manage only what is its own: the
+    executors its driver names and its report ConfigMap. Pod `create` (and reading pods,
+    which Spark watches by label) cannot be limited by name: the documented residual."""
+    ns = kube.namespace()
+    drivers = {}
+    for job in ("a", "b"):
+        meta = {"name": job, "namespace": ns, "uid": f"uid-{job}"}
+        drivers[job] = driver_pod_name(job, 1, 1)
+        for obj in (
+            build_service_account({"metadata": meta}),
+            build_role({"metadata": meta}, drivers[job], 2),
+            build_role_binding({"metadata": meta}),
+        ):
+            del obj["metadata"]["ownerReferences"]  # no StreamingJob behind them here
+            utils.create_from_dict(kube.api_client, obj)
+    a, b_driver = "a-driver", drivers["b"]
+
+    def can(verb: str, what: str) -> bool:
+        return _can_i(apiserver, a, ns, verb, what)
+
+    # its own: create and remove its executors, write its report
+    assert can("create", "pods")  # the residual: RBAC has no name for a pod not yet created
+    assert can("delete", f"pods/{drivers['a']}-exec-1")
+    assert can("patch", f"pods/{drivers['a']}-exec-2")
+    assert can("patch", "configmaps/a-report")
+    # another job's pods and ConfigMaps, and anything of the namespace at once: no
+    for verb in ("delete", "patch", "update"):
+        assert not can(verb, f"pods/{b_driver}")
+        assert not can(verb, f"pods/{b_driver}-exec-1")
+        assert not can(verb, "configmaps/b-report")
+        assert not can(verb, "configmaps/b-job")
+    assert not can("delete", f"pods/{drivers['a']}")  # not even its own driver
+    assert not can("deletecollection", "pods")
+    assert not can("create", "configmaps")
+    assert not can("get", "configmaps/b-report")
+    # nothing else: Secrets, Services, PVCs, RBAC, the jobs themselves
+    for verb, what in [
+        ("get", "secrets"),
+        ("list", "secrets"),
+        ("create", "services"),
+        ("delete", "services/b-driver"),
+        ("create", "persistentvolumeclaims"),
+        ("create", "roles"),
+        ("create", "rolebindings"),
+        ("patch", "streamingjobs.sparkkafka.dev/b"),
+    ]:
+        assert not can(verb, what), (verb, what)

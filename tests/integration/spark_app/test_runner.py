@@ -18,7 +18,9 @@ from spark_app.options import READ_PATH_ENV
 from tests.support.file_sink import committed_rows
 from tests.support.kafka_broker import KafkaBroker, free_port
 from tests.support.kafka_tools import (
+    ContinuousProducer,
     add_partitions,
+    commit_offsets,
     consume_values,
     group_offsets,
     log_end_offsets,
@@ -89,37 +91,79 @@ def test_sigkill_at_random_points_then_restore_is_exactly_once(kafka, tmp_path, 
     assert all(committed[p] is not None and committed[p] <= processed[p] for p in committed)
 
 
+def batch_ends(storage: Storage, job: str, epoch: int) -> tuple[int | None, dict[int, dict]]:
+    """(newest batch in the commit log, {batch: end offsets by partition} of the offset log)
+    of an epoch's checkpoint, read straight from its storage."""
+    from pyarrow import fs
+
+    store = storage.filesystem
+    base = f"{storage.root}/checkpoints/test/{job}/epoch-{epoch}"
+
+    def ids(log: str, where: str = base) -> list[int]:
+        found = store.get_file_info(fs.FileSelector(f"{where}/{log}", allow_not_found=True))
+        names = (f.base_name.removesuffix(".compact") for f in found)
+        return sorted(int(n) for n in names if n.isdigit())
+
+    ends = {}
+    for batch in ids("offsets"):
+        with store.open_input_stream(f"{base}/offsets/{batch}") as stream:
+            (topic_offsets,) = json.loads(stream.read().decode().splitlines()[-1])[
+                "offsets"
+            ].values()
+        ends[batch] = {int(p): o for p, o in topic_offsets.items()}
+    # durable: in Spark's commit log, or in the file sink's own log (its output is final)
+    durable = ids("commits") + ids("_spark_metadata", f"{storage.output_path}/epoch-{epoch}")
+    durable = [batch for batch in durable if batch in ends]
+    return (max(durable) if durable else None), ends
+
+
 def test_redeploy_starts_from_the_groups_committed_offsets(kafka, tmp_path, storage):
-    """Manual redeploy (rule 5): new epoch, empty checkpoint, committed offsets (checkpoints
-    and sink on a local disk or on a real object store)."""
+    """Manual redeploy (rule 5) under continuous production: a new epoch, an empty checkpoint,
+    committed offsets, which first catch up with what the previous epoch made durable even
+    when its driver crashed before its commits reached the group; a graceful stop leaves the
+    group at the last durable batch's end. Checkpoints and sink on a local disk or on a real
+    object store (s3a://)."""
     topic = new_topic(kafka.bootstrap, partitions=2)
     manifest = job_manifest("redeploy", kafka.bootstrap, topic, tmp_path, storage)
     produce(kafka.bootstrap, topic, range(3000))
-    first = RunnerProcess(manifest, tmp_path, epoch=1, env=storage.env).start()
-    wait_for_all(first, kafka.bootstrap, topic)
-    produce(kafka.bootstrap, topic, range(3000, 4000))
-    first.wait_for_batch((first.report()["latestBatch"]["batchId"]) + 1)
-    assert first.terminate() == 0
-    committed = group_offsets(kafka.bootstrap, "redeploy-group", topic)
-    assert all(o is not None for o in committed.values())
+    with ContinuousProducer(kafka.bootstrap, topic, rate=500, first_id=3000) as producer:
+        first = RunnerProcess(manifest, tmp_path, epoch=1, env=storage.env).start()
+        first.wait_for_batch(3)
+        first.kill()  # a crashed driver…
+        # …whose last commits never reached the group: the group is where it started.
+        commit_offsets(kafka.bootstrap, "redeploy-group", topic, {0: 0, 1: 0})
+        durable1, ends1 = batch_ends(storage, "redeploy", 1)
+        assert durable1 is not None and durable1 >= 3
 
-    produce(kafka.bootstrap, topic, range(4000, 5000))
-    second = RunnerProcess(manifest, tmp_path, epoch=2, env=storage.env).start()
-    report = wait_for_all(second, kafka.bootstrap, topic)
-    assert report["startPath"] == "fresh"
-    assert report["checkpointLocation"].endswith("/test/redeploy/epoch-2")
-    starts = {int(p): d for p, d in report["startOffsets"][topic].items()}
-    assert {p: d["offset"] for p, d in starts.items()} == committed
-    assert {d["from"] for d in starts.values()} == {"committed"}
-    assert second.terminate() == 0
+        previous = f"{storage.checkpoints}/test/redeploy/epoch-1"
+        second = RunnerProcess(manifest, tmp_path, epoch=2, env=storage.env)
+        report = second.start("--previous-checkpoint", previous).wait_for_batch(1)
+        assert report["startPath"] == "fresh"
+        assert report["checkpointLocation"].endswith("/test/redeploy/epoch-2")
+        caught_up = report["previousCheckpoint"]
+        assert (caught_up["outcome"], caught_up["batch"]) == ("committed", durable1), caught_up
+        starts = {int(p): d for p, d in report["startOffsets"][topic].items()}
+        assert {p: d["offset"] for p, d in starts.items()} == ends1[durable1]
+        assert {d["from"] for d in starts.values()} == {"committed"}
+        second.wait_for_batch(report["latestBatch"]["batchId"] + 2)
+        assert second.terminate() == 0  # graceful, records still arriving
+        assert producer.produced > 3000
+    durable2, ends2 = batch_ends(storage, "redeploy", 2)
+    committed = group_offsets(kafka.bootstrap, "redeploy-group", topic)
+    assert committed == ends2[durable2]  # the last durable batch's end, not one before
+    final = second.report()["finalCommit"]
+    assert final["batch"] == durable2 and final["outcome"] in ("committed", "nothing ahead")
+    assert f"final commit of the last durable batch: {final['outcome']}" in second.output()
 
     rows = sink_rows(storage)  # both epochs write to the same sink
-    epoch2 = [r for r in rows if r["offset"] >= committed[r["partition"]]]
-    assert Counter(r["id"] for r in rows).keys() == set(range(5000))  # nothing lost
-    # Nothing committed was read again: every duplicate lies at or after the committed offset.
-    duplicates = [i for i, n in Counter(r["id"] for r in rows).items() if n > 1]
-    reread = {r["id"] for r in epoch2}
-    assert set(duplicates) <= reread
+    seen = {(r["partition"], r["offset"]) for r in rows}
+    lost = {(p, o) for p, end in committed.items() for o in range(end) if (p, o) not in seen}
+    assert not lost, f"{len(lost)} records lost, e.g. {sorted(lost)[:5]}"
+    # Nothing epoch 1 made durable (commit log or file-sink log) is read again.
+    twice = {(r["partition"], r["offset"]) for r in rows if r["epoch"] == "epoch-2"} & {
+        (r["partition"], r["offset"]) for r in rows if r["epoch"] == "epoch-1"
+    }
+    assert not twice, f"{len(twice)} records in both epochs, e.g. {sorted(twice)[:10]}"
 
 
 def test_commit_offsets_on_checkpoints_false_leaves_the_group_untouched(kafka, tmp_path):

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 import yaml
 
@@ -31,7 +34,7 @@ from streamingjob_operator.naming import (
     driver_pod_name,
     service_name,
 )
-from streamingjob_operator.validation import check_spec
+from streamingjob_operator.validation import SPARK_CONF_GUARDRAILS, check_spec, guardrail
 from tests.unit.operator.helpers_operator import BASE_SPEC, make_spec
 
 pytestmark = pytest.mark.unit
@@ -128,6 +131,21 @@ def test_driver_runs_spark_submit_client_mode_with_runner_contract():
     assert confs["spark.kubernetes.namespace"] == "team"
     assert confs["spark.kubernetes.authenticate.executor.serviceAccountName"] == "orders-driver"
     assert confs[f"spark.kubernetes.executor.label.{LABEL_EPOCH}"] == "2"
+
+
+def test_the_previous_epochs_checkpoint_is_passed_only_when_given():
+    previous = "s3a://ckpt/base/team/orders/epoch-1"
+    args = build_driver_pod(
+        JOB,
+        SPEC,
+        driver_pod=POD_NAME,
+        epoch=2,
+        attempt=3,
+        checkpoint_location=LOC,
+        previous_checkpoint=previous,
+    )["spec"]["containers"][0]["args"]
+    assert args[-2:] == ["--previous-checkpoint", previous]
+    assert "--previous-checkpoint" not in pod()["spec"]["containers"][0]["args"]
 
 
 def test_ports_resources_and_security():
@@ -240,23 +258,43 @@ def test_service_selects_the_current_driver_headless():
     assert {p["port"] for p in svc["spec"]["ports"]} == {7078, 7079, 4040}
 
 
-def test_role_limits_patch_to_the_report_configmap():
-    role = build_role(JOB)
+def test_role_is_the_least_a_driver_needs():
+    """Least privilege (docs/operator.md, "RBAC"): pods created and read; deleted and
+    patched only by this driver's executor names; only its own report ConfigMap; nothing
+    else (no Secrets, Services, PVCs, other ConfigMaps, no deletecollection)."""
+    role = build_role(JOB, POD_NAME, 2)
     _owned(role)
-    patchers = [r for r in role["rules"] if "patch" in r["verbs"]]
-    cm_patch = [r for r in patchers if "configmaps" in r["resources"]]
-    assert cm_patch == [
+    executors = [f"{POD_NAME}-exec-{i}" for i in range(1, 2 + 4 + 8 + 1)]
+    assert role["rules"] == [
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "get", "list", "watch"]},
+        {
+            "apiGroups": [""],
+            "resources": ["pods"],
+            "resourceNames": executors,
+            "verbs": ["delete", "patch"],
+        },
         {
             "apiGroups": [""],
             "resources": ["configmaps"],
             "resourceNames": ["orders-report"],
             "verbs": ["get", "patch", "update"],
-        }
+        },
     ]
-    assert all("secrets" not in r["resources"] for r in role["rules"])
+    # Spark's own names for the executors of this driver
+    confs = spark_confs(JOB, SPEC, POD_NAME, 1, 1)
+    assert confs["spark.kubernetes.executor.podNamePrefix"] == POD_NAME
+    # what the Role leaves out, Spark must not try: its executor ConfigMap, PVCs, Services
+    assert confs["spark.kubernetes.executor.disableConfigMap"] == "true"
+    assert confs["spark.kubernetes.driver.ownPersistentVolumeClaim"] == "false"
+    assert confs["spark.kubernetes.driver.service.deleteOnTermination"] == "false"
     binding = build_role_binding(JOB)
     assert binding["subjects"][0]["name"] == "orders-driver"
     assert build_report_configmap(JOB)["data"] == {}
+
+
+def test_executors_get_no_api_token():
+    user = make_spec(podTemplate={"spec": {"automountServiceAccountToken": True}})
+    assert build_executor_template(user, "orders")["spec"]["automountServiceAccountToken"] is False
 
 
 def test_reserved_spark_confs_are_rejected_by_name():
@@ -265,6 +303,35 @@ def test_reserved_spark_confs_are_rejected_by_name():
     assert problem.field == "spec.sparkConf['spark.kubernetes.driver.pod.name']"
     user = make_spec(sparkConf={"spark.sql.shuffle.partitions": "4"})
     assert spark_confs(JOB, user, POD_NAME, 1, 1)["spark.sql.shuffle.partitions"] == "4"
+
+
+@pytest.mark.parametrize("reserved", sorted(SPARK_CONF_GUARDRAILS))
+def test_every_guardrail_refuses_its_key_naming_it_and_the_field_to_use(reserved):
+    key = reserved + "x" if reserved.endswith(".") else reserved
+    (problem,) = check_spec(make_spec(sparkConf={key: "1"}))
+    assert problem.field == f"spec.sparkConf[{key!r}]"
+    assert SPARK_CONF_GUARDRAILS[reserved] in str(problem)
+
+
+def test_the_confs_the_operator_sets_are_all_guarded():
+    """A user value for any of them would be silently overridden (or worse, not)."""
+    ours = spark_confs(JOB, make_spec(executor={"cpuLimit": "1", "cpuRequest": "1"}), "p", 1, 1)
+    assert [key for key in ours if guardrail(key) is None] == []
+
+
+@pytest.mark.parametrize(
+    "allowed",
+    [
+        "spark.sql.shuffle.partitions",
+        "spark.kubernetes.executor.annotation.team",
+        "spark.kubernetes.allocation.batch.size",
+        "spark.kubernetes.container.image.pullSecrets",
+        "spark.executor.extraJavaOptions",
+        "spark.driver.extraJavaOptions",
+    ],
+)
+def test_ordinary_spark_confs_pass(allowed):
+    assert check_spec(make_spec(sparkConf={allowed: "1"})) == []
 
 
 def test_long_names_fit_dns_labels():
@@ -442,3 +509,9 @@ def test_the_attempt_after_a_node_loss_avoids_that_node_in_every_user_term():
         "requiredDuringSchedulingIgnoredDuringExecution"
     ] == {"nodeSelectorTerms": [{"matchExpressions": [away]}]}
     assert "affinity" not in build_executor_template(make_spec(), "orders")["spec"]
+
+
+def test_the_documented_guardrails_are_the_code_s():
+    docs = (Path(__file__).parents[3] / "docs" / "operator.md").read_text()
+    listed = docs.split("<!-- guardrails -->")[1].split("<!-- /guardrails -->")[0]
+    assert re.findall(r"^- `([^`]+)`", listed, re.MULTILINE) == list(SPARK_CONF_GUARDRAILS)

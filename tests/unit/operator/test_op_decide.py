@@ -416,6 +416,39 @@ def test_resume(mode, expected):
     assert [e.reason for e in d.events] == ["Resumed"]
 
 
+def test_a_new_epoch_catches_up_from_the_previous_epochs_checkpoint():
+    spec = make_spec()
+    st = launched(spec)
+    assert st.previous_checkpoint_location == ""  # epoch 1: no epoch before it
+    d = run(make_spec(redeployNonce=1), st, [driver(st.driver_pod)], later(10))
+    assert d.status.epoch == 2 and d.status.previous_checkpoint_location == LOC1
+    d = run(make_spec(redeployNonce=1), d.status, [], later(11))
+    assert d.action == "launch"
+    # A restore in the same epoch keeps it (a start that is still fresh catches up again).
+    st = d.status.model_copy(update={"launch_state": "Created"})
+    d = run(make_spec(redeployNonce=1, restartNonce=1), st, [], later(12))
+    assert (d.status.epoch, d.status.attempt) == (2, 2)
+    assert d.status.previous_checkpoint_location == LOC1
+
+
+# An offsets action makes the resume a new epoch under last-state too (its restored checkpoint
+# would ignore the new offsets): tests/unit/operator/test_op_offsets_action.py.
+@pytest.mark.parametrize(("mode", "expected"), [("stateless", (2, 1)), ("last-state", (2, 1))])
+def test_an_offsets_action_while_suspended_wins_over_the_catch_up(mode, expected):
+    spec = make_spec(upgradeMode=mode)
+    st = launched(spec)
+    st = run(make_spec(upgradeMode=mode, suspend=True), st, [], later(10)).status
+    st = st.model_copy(update={"offsets_acted_since_launch": True})  # the offsets action
+    d = run(make_spec(upgradeMode=mode, suspend=False), st, [], later(20))
+    assert (d.status.epoch, d.status.attempt) == expected
+    assert d.status.previous_checkpoint_location == ""
+    assert not d.status.offsets_acted_since_launch  # consumed by this launch
+    d = run(make_spec(upgradeMode=mode, redeployNonce=1), d.status, [], later(30))
+    assert d.status.previous_checkpoint_location == d.status.checkpoint_location.replace(
+        f"epoch-{d.status.epoch}", f"epoch-{d.status.epoch - 1}"
+    )
+
+
 # --- fencing ------------------------------------------------------------------------------
 
 

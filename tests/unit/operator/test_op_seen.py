@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from streamingjob_operator.reconcile import Seen
+from streamingjob_operator.seen import Seen
 
 pytestmark = pytest.mark.unit
 

@@ -280,7 +280,7 @@ def test_every_valid_job_name_gives_valid_child_names(name):
         build_report_configmap(job),
         build_disruption_budget(job, spec),
         build_service_account(job),
-        build_role(job),
+        build_role(job, driver_pod_name(name, 1, 1), 2),
     ]
     for child in children:
         child_name = child["metadata"]["name"]

@@ -60,7 +60,7 @@ def test_snapshots_are_never_torn_while_the_source_threads_run(monkeypatch):
     <= planned per partition (fails without the table's lock)."""
     from pyspark.sql.streaming.datasource import ReadAllAvailable
 
-    from spark_app import source as source_module
+    from spark_app import driver_side as source_module
     from spark_app.options import SourceOptions
 
     commits: list[dict] = []
@@ -131,7 +131,7 @@ def test_an_older_discovery_reading_never_overwrites_a_newer_log_end(monkeypatch
     start and fail with a spurious data-loss error."""
     from pyspark.sql.streaming.datasource import ReadAllAvailable
 
-    from spark_app import source as source_module
+    from spark_app import driver_side as source_module
     from spark_app.options import SourceOptions
 
     read, release, next_reading, finish = (threading.Event() for _ in range(4))

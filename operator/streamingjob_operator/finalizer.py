@@ -1,0 +1,76 @@
+"""Deletion of a StreamingJob: its pods first (fenced by the one lost-pod rule), then its
+children; checkpoint data only when the spec asks for it (a cleanup Job)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from .builders import build_cleanup_job, checkpoint_cleanup_path
+from .decide import is_lost
+from .errors import TransientError
+from .k8s import KubeApi
+from .naming import (
+    cleanup_job_name,
+    disruption_budget_name,
+    driver_account_name,
+    job_configmap_name,
+    offsets_configmap_name,
+    report_configmap_name,
+    service_name,
+)
+from .nodes import NodeTracker, with_node_view
+from .settings import OperatorSettings
+from .validation import parse
+
+
+class Finalizer:
+    """Deletion: remove the children, keep checkpoint data unless the spec says otherwise."""
+
+    def __init__(
+        self, api: KubeApi, settings: OperatorSettings, nodes: NodeTracker | None = None
+    ) -> None:
+        self.api = api
+        self.settings = settings
+        self.nodes = nodes
+
+    def finalize(self, job: dict[str, Any]) -> None:
+        meta = job["metadata"]
+        namespace, name = meta["namespace"], meta["name"]
+        now = datetime.now(UTC)
+        pods = with_node_view(self.api.list_job_pods(namespace, name), self.nodes)
+        if pods:
+            for pod in pods:
+                if is_lost(pod, now, self.settings.node_lost_grace_seconds):
+                    self.api.delete_pod(namespace, pod.name, force=True)
+                elif pod.deleting_since is None:
+                    self.api.delete_pod(namespace, pod.name)
+            raise TransientError(
+                f"waiting for {len(pods)} pod(s) of {name} to terminate",
+                delay=self.settings.fencing_poll_seconds,
+            )
+        self.api.delete("Service", namespace, service_name(name))
+        self.api.delete("PodDisruptionBudget", namespace, disruption_budget_name(name))
+        self.api.delete("ConfigMap", namespace, job_configmap_name(name))
+        self.api.delete("ConfigMap", namespace, report_configmap_name(name))
+        self.api.delete("ConfigMap", namespace, offsets_configmap_name(name))
+        for kind in ("RoleBinding", "Role", "ServiceAccount"):
+            self.api.delete(kind, namespace, driver_account_name(name))
+        spec, _problems = parse(job.get("spec") or {})
+        if spec is None:
+            return
+        if not spec.checkpoint.delete_on_job_deletion:
+            return
+        path = checkpoint_cleanup_path(spec, namespace, name)
+        if path is None:
+            self.api.post_event(
+                job,
+                "Normal",
+                "CheckpointKept",
+                f"checkpoint data under {spec.checkpoint.location} is kept: the operator "
+                "deletes s3a:// checkpoints and file:// ones on a mounted volume only; use "
+                "the store's lifecycle rules for others",
+            )
+            return
+        self.api.apply(build_cleanup_job(job, spec, path, cleanup_job_name(name)), replace=False)
+        self.api.post_event(job, "Normal", "CheckpointDeleted", f"cleanup Job deletes {path}")

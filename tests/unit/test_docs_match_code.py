@@ -1,0 +1,95 @@
+"""The operator's docs say what the code does: its settings, the Event reasons it posts, and
+the regular-expression dialect of subscribePattern."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from spark_app.kafka_metadata import matching_topics
+from spark_app.manifest import SourceSpec
+from streamingjob_operator.decide import REASONS, Event
+from streamingjob_operator.settings import OperatorSettings
+
+pytestmark = pytest.mark.unit
+
+ROOT = Path(__file__).resolve().parents[2]
+OPERATOR_DOC = (ROOT / "docs" / "operator.md").read_text()
+PACKAGE = ROOT / "operator" / "streamingjob_operator"
+DRIVER_ENV = {"NAMESPACE", "NAME", "EPOCH", "ATTEMPT"}  # set in driver pods (builders.py)
+
+
+def _paragraph(doc: str, start: str, end: str) -> str:
+    return doc[doc.index(start) : doc.index(end, doc.index(start))]
+
+
+def test_settings_in_the_docs_are_the_settings_with_their_defaults():
+    text = _paragraph(OPERATOR_DOC, "Environment variables `STREAMINGJOB_*`", "\nMetrics:")
+    documented = dict(re.findall(r"`([A-Z][A-Z_]+)`\s+\(([^;)]*)", text))
+    defaults = OperatorSettings()
+    expected = {name.upper(): getattr(defaults, name) for name in OperatorSettings.model_fields}
+    assert set(documented) == set(expected)
+    for name, shown in documented.items():
+        value = expected[name]
+        if isinstance(value, tuple):
+            assert not value and shown.startswith("empty"), name
+        elif isinstance(value, float):
+            assert float(shown) == value, name
+        else:
+            assert shown == str(value), name
+    # every STREAMINGJOB_* variable any doc names exists
+    docs = [*ROOT.glob("*.md"), *ROOT.glob("docs/*.md"), *ROOT.glob("charts/*/README.md")]
+    for doc in docs:
+        for name in re.findall(r"STREAMINGJOB_([A-Z_]+[A-Z])", doc.read_text()):
+            assert name in expected or name in DRIVER_ENV, f"{doc.name}: STREAMINGJOB_{name}"
+
+
+def _string_literals() -> list[str]:
+    """Every string literal of the operator package, with repeats."""
+    return [
+        node.value
+        for path in PACKAGE.glob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+    ]
+
+
+def test_event_reasons_in_the_docs_are_the_ones_posted():
+    text = _paragraph(OPERATOR_DOC, "Event reasons (every reason", "\n\n")
+    listed = text.split("against it):", 1)[1].split(".", 1)[0]
+    documented = {r.strip() for r in listed.replace("\n", " ").split(",")}
+    assert documented == set(REASONS)
+    # no Event of another reason: Events are built from decide.Event, which refuses one ...
+    with pytest.raises(ValueError, match=r"not in decide\.REASONS"):
+        Event("Normal", "Deleting", "")
+    # ... or posted directly with a literal reason from REASONS
+    for path in PACKAGE.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "post_event":
+                reason = node.args[2]
+                if isinstance(reason, ast.Constant):
+                    assert reason.value in REASONS, (path.name, reason.value)
+    # every listed reason is used somewhere besides the list itself
+    literals = _string_literals()
+    unused = [r for r in REASONS if literals.count(r) < 2]
+    assert not unused, f"reasons never posted: {unused}"
+
+
+def test_subscribe_pattern_is_a_python_regex_matched_against_the_whole_name():
+    topics = ["orders", "orders-eu", "xorders", "__consumer_offsets", "payments.eu"]
+    assert matching_topics("orders", topics) == ["orders"]  # whole name, not a prefix/search
+    assert matching_topics("orders.*", topics) == ["orders", "orders-eu"]
+    assert matching_topics(r"payments\..*", topics) == ["payments.eu"]
+    assert matching_topics(".*", topics) == ["orders", "orders-eu", "xorders", "payments.eu"]
+    assert matching_topics(r"(?P<region>\w+)", ["eu", "a-b"]) == ["eu"]  # Python's syntax
+    source = {"bootstrapServers": "k:9092", "groupId": "g"}
+    SourceSpec.model_validate({**source, "subscribePattern": r"orders-(?P<r>eu|us)"})
+    for java_only in (r"orders-(?<r>eu|us)", r"\p{Alpha}+"):
+        with pytest.raises(ValidationError, match="not a Python regular expression"):
+            SourceSpec.model_validate({**source, "subscribePattern": java_only})
+    doc = (ROOT / "docs" / "source.md").read_text()
+    assert "Python `re` syntax that must match the whole topic name" in doc
