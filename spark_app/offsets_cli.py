@@ -1,4 +1,5 @@
-"""`python -m spark_app offsets --manifest job.yaml list|reset|alter ...`: the offsets actions
+"""`python -m spark_app offsets --manifest job.yaml list|reset|alter ...` (installed:
+`streamingjob-offsets --manifest ...`, also in the Spark image): the offsets actions
 of `spark_app.offsets_admin` for local use, on the job's consumer group.
 
     offsets --manifest job.yaml list [--partition orders:0 ...]
