@@ -322,14 +322,13 @@ class Reconciler:
     ) -> dict[str, Any]:
         """Runs spec.offsetsAction (the job is suspended, no pod left: offsets_action.gate)
         and records the outcome. Kafka is asked in this reconcile's thread, each request
-        bounded by kafkaTimeoutSeconds. Should the status write fail, the next reconcile runs
-        the action again: every action is idempotent except a reset to latest, which then
-        takes the log end of that moment."""
+        bounded by kafkaTimeoutSeconds. Should recording it fail (the API server down), the
+        next reconcile runs the action again: every action is idempotent except a reset to
+        latest, which then takes the log end of that moment."""
         action = spec.offsets_action
         assert action is not None
         meta = job["metadata"]
         namespace, name = meta["namespace"], meta["name"]
-        st = parse_status(job.get("status"))
         result = None
         config_map = ""
         try:
@@ -347,21 +346,34 @@ class Reconciler:
             outcome, message = "Refused", f"nothing written: {exc}"
         except (KafkaUnavailable, UnknownTopic, OptionError) as exc:
             outcome, message = "Failed", f"nothing written: {exc}"
-        now = datetime.now(UTC)
-        event = offsets_action.record(
-            st,
-            action,
-            outcome,  # type: ignore[arg-type]
-            message,
-            who=offsets_action.requested_by(meta),
-            now=now,
-            history_limit=self.cfg.history_limit,
-            result=result,
-            config_map=config_map,
-        )
+        # Kafka has answered: record it even if the job changed meanwhile (a resume right
+        # after the request must still see offsetsActedSinceLaunch), on the job as it is now.
+        for _ in range(5):
+            now = datetime.now(UTC)
+            st = parse_status(job.get("status"))
+            event = offsets_action.record(
+                st,
+                action,
+                outcome,  # type: ignore[arg-type]
+                message,
+                who=offsets_action.requested_by(meta),
+                now=now,
+                history_limit=self.cfg.history_limit,
+                result=result,
+                config_map=config_map,
+            )
+            set_conditions(st, int(job["metadata"].get("generation") or 0), now)
+            try:
+                job = self.api.replace_status(job, status_body(st))
+                break
+            except ConflictError:
+                fresh = self.api.get_job(namespace, name)
+                if fresh is None:
+                    return job
+                job = fresh
+        else:
+            raise TransientError(f"offsets action of {namespace}/{name}: status kept changing")
         log.info("offsets action of %s/%s: %s", namespace, name, event.message)
-        set_conditions(st, int(meta.get("generation") or 0), now)
-        job = self.api.replace_status(job, status_body(st))
         events.append((job, event))
         return job
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -319,6 +320,54 @@ def test_an_offsets_action_kafka_does_not_answer_fails_with_the_broker_named(
     assert any(e.reason == "OffsetsFailed" and e.type == "Warning" for e in events)
     assert kube.status(ns, "nobroker")["phase"] == "Suspended"
     assert kube.driver_names(ns) == []
+
+
+def test_a_resume_while_kafka_applies_the_action_still_starts_a_new_epoch(
+    kube: Kube, apiserver, ns: str, kafka
+):
+    """The user resumes while the reset is being committed (a real commit on the real broker,
+    the resume patched in between): the outcome is still recorded (status conflict → the job
+    read again) and the resume starts epoch 2 from the new offsets, under last-state."""
+    from streamingjob_operator.k8s import KubeApi
+    from streamingjob_operator.kafka import run_offsets_action
+    from streamingjob_operator.reconcile import Reconciler
+    from streamingjob_operator.settings import OperatorSettings
+    from tests.integration.operator.kube_helpers import operator_env
+    from tests.support.kafka_tools import commit_offsets, group_offsets, new_topic, produce
+
+    topic = new_topic(kafka.bootstrap, partitions=1, prefix="op-race")
+    produce(kafka.bootstrap, topic, range(10), partition=0)
+    commit_offsets(kafka.bootstrap, f"{topic}-g", topic, {0: 6})
+    spec = job_spec(upgradeMode="last-state")
+    spec["job"]["source"].update(
+        {"bootstrapServers": kafka.bootstrap, "subscribe": [topic], "groupId": f"{topic}-g"}
+    )
+    kube.create_job(ns, "race", spec)
+    with operator_env(apiserver.kubeconfig):
+        reconciler = Reconciler(KubeApi(), OperatorSettings.from_env())
+        reconciler.reconcile(ns, "race")
+        assert kube.driver_names(ns) == ["race-e1-a1-driver"]
+        resumed = []
+
+        def resumed_meanwhile(target, request, timeout):
+            result = run_offsets_action(target, request, timeout)  # committed on the broker
+            kube.patch_spec(ns, "race", {"suspend": False})
+            resumed.append(True)
+            return result
+
+        reconciler.offsets_runner = resumed_meanwhile
+        _request(kube, ns, "race", {"nonce": 1, "action": "reset", "to": "earliest"}, suspend=True)
+        for _ in range(5):  # stop, Suspended, the action, then (spec changed) the resume
+            reconciler.reconcile(ns, "race")
+            if resumed and kube.driver_names(ns):
+                break
+    assert resumed == [True]
+    assert group_offsets(kafka.bootstrap, f"{topic}-g", topic) == {0: 0}
+    st = kube.status(ns, "race")
+    assert st["offsetsAction"]["result"] == "Succeeded", st["offsetsAction"]
+    assert kube.driver_names(ns) == ["race-e2-a1-driver"], json.dumps(st)  # new epoch, no restore
+    assert st.get("previousCheckpointLocation", "") == ""  # the action wins over catch-up
+    assert not st.get("offsetsActedSinceLaunch")  # consumed by that launch
 
 
 # --- per-job metrics and the chart's alert rules (promtool) ----------------------------------
