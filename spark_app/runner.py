@@ -4,14 +4,20 @@ The same command runs locally (`make run`) and inside the driver pod, where the 
 starts it through spark-submit in client mode. The manifest → query mapping is
 `spark_app/query.py`; the group's offsets are written by `spark_app/group_offsets.py`.
 Exit codes: 0 stopped on request (SIGTERM) or finished (availableNow); 1 the query failed;
-2 the input is invalid (nothing was started or committed).
+2 the input is invalid (nothing was started or committed); 3 Kafka refused the SASL
+credentials; 4 the TLS handshake with Kafka failed (the broker's certificate does not verify
+against the CA). For 3 and 4 the container's termination message (/dev/termination-log) says
+which Secret and why; the operator turns the code into a condition (KafkaAuthFailed,
+KafkaTLSFailed) and restarts with backoff.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
+import os
 import signal
 import sys
 import tempfile
@@ -26,7 +32,7 @@ from spark_app import group_offsets as group_writer
 from spark_app import offsets as off
 from spark_app.checkpoint_log import CheckpointFiles
 from spark_app.group_offsets import GroupOffsets
-from spark_app.kafka_config import source_options
+from spark_app.kafka_config import EXIT_KAFKA_AUTH, EXIT_KAFKA_TLS, source_options
 from spark_app.manifest import (
     ManifestError,
     RunnerManifest,
@@ -45,7 +51,8 @@ from spark_app.report import ConfigMapPublisher, Reporter, now_iso
 
 log = logging.getLogger("spark_app.runner")
 
-EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
+EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2  # and EXIT_KAFKA_AUTH (3), EXIT_KAFKA_TLS (4)
+TERMINATION_LOG = Path(os.environ.get("STREAMJOB_TERMINATION_LOG", "/dev/termination-log"))
 STOP_GRACE_S = 25.0  # below Kubernetes' default 30 s termination grace period
 POLL_S = 0.2  # how soon a finished batch is printed and reported (a local py4j call each)
 # The graceful stop's final commit: with STOP_GRACE_S inside the 30 s termination grace.
@@ -53,10 +60,48 @@ FINAL_COMMIT_S = 4.0
 LINE_WAIT_S = 0.5  # a batch's line waits this long for its own commit to show its offsets
 
 
-def preflight(options: dict[str, str], timeout_s: float = 15.0) -> None:
-    """Fails fast, before Spark starts, on what would otherwise fail inside a batch."""
-    from spark_app.kafka_metadata import KafkaMetadata, KafkaUnavailable, UnknownTopic
+class KafkaAccessDenied(RuntimeError):
+    """Kafka refused the job's credentials or the TLS handshake failed: a fact about the
+    Secrets (or the broker), not about the manifest; `exit_code` tells which."""
+
+    def __init__(self, message: str, exit_code: int):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def _credentials_fields(credentials: dict[str, Any] | None) -> tuple[str, str]:
+    """How messages name the job's Secrets: (SASL credentials, CA)."""
+    creds = credentials or {}
+    sasl = (
+        f"spec.kafkaCredentials.secretName (Secret {creds['secretName']!r})"
+        if creds.get("secretName")
+        else "spec.kafkaCredentials"
+    )
+    ca_ref = creds.get("caSecret") or {}
+    ca = (
+        f"spec.kafkaCredentials.caSecret (Secret {ca_ref['name']!r}, key "
+        f"{ca_ref.get('key', 'ca.crt')!r})"
+        if ca_ref.get("name")
+        else "spec.kafkaCredentials.caSecret (none: the system's CA bundle)"
+    )
+    return sasl, ca
+
+
+def preflight(
+    options: dict[str, str], timeout_s: float = 15.0, credentials: dict[str, Any] | None = None
+) -> None:
+    """Fails fast, before Spark starts, on what would otherwise fail inside a batch.
+    `credentials`: the manifest's spec.kafkaCredentials (names only), for the messages."""
+    from spark_app.kafka_metadata import (
+        KafkaAuthFailed,
+        KafkaMetadata,
+        KafkaTLSFailed,
+        KafkaUnavailable,
+        UnknownTopic,
+    )
     from spark_app.options import OptionError, SourceOptions
+
+    sasl_field, ca_field = _credentials_fields(credentials)
 
     try:
         parsed = SourceOptions.parse(options)
@@ -69,6 +114,10 @@ def preflight(options: dict[str, str], timeout_s: float = 15.0) -> None:
         raise InvalidJob(f"spec.job.source: {exc}") from None
     except UnknownTopic as exc:
         raise InvalidJob(f"spec.job.source.subscribe: {exc}") from None
+    except KafkaAuthFailed as exc:
+        raise KafkaAccessDenied(f"{sasl_field}: {exc}", EXIT_KAFKA_AUTH) from None
+    except KafkaTLSFailed as exc:
+        raise KafkaAccessDenied(f"{ca_field}: {exc}", EXIT_KAFKA_TLS) from None
     except KafkaUnavailable as exc:
         raise InvalidJob(f"spec.job.source.bootstrapServers: {exc}") from None
 
@@ -158,14 +207,32 @@ def main(argv: list[str] | None = None) -> int:
     location = args.checkpoint_location or checkpoint_location(
         spec.checkpoint.location, meta.namespace, meta.name, args.epoch
     )
+    credentials = (document.get("spec") or {}).get("kafkaCredentials")
     try:
-        preflight(source_options(spec.job.source), args.preflight_timeout)
+        preflight(
+            source_options(spec.job.source),
+            args.preflight_timeout,
+            credentials if isinstance(credentials, dict) else None,
+        )
         if spec.job.transform:
             load_transform(spec.job.transform)
     except InvalidJob as exc:
         log.error("invalid job: %s", exc)
         return EXIT_INVALID
+    except KafkaAccessDenied as exc:
+        log.error("cannot connect to Kafka: %s", exc)
+        _termination_message(str(exc))
+        return exc.exit_code
     return run(manifest, args, location)
+
+
+def _termination_message(text: str) -> None:
+    """The container's termination message (Kubernetes shows it in the pod's status); the
+    kubelet creates the file, elsewhere there is none and nothing is written."""
+    if not TERMINATION_LOG.exists():
+        return
+    with contextlib.suppress(OSError):  # the log line says it all anyway
+        TERMINATION_LOG.write_text(text[:4000])
 
 
 def run(manifest: RunnerManifest, args: argparse.Namespace, location: str) -> int:

@@ -19,6 +19,7 @@ from spark_app.kafka_config import (
     ENV_SASL_PASSWORD,
     ENV_SASL_USERNAME,
     ENV_SECURITY_PROTOCOL,
+    ENV_SSL_CA_LOCATION,
 )
 from spark_app.manifest import S3_ACCESS_KEY_ENV, S3_SECRET_KEY_ENV, CheckpointSpec
 
@@ -51,6 +52,13 @@ UI_PORT = 4040
 SPARK_UID = 185  # the spark user of Apache Spark images
 IMAGE_HADOOP_CONF = "/opt/streamingjob/hadoop-conf"  # an empty core-site.xml (FsShell wants one)
 MASTER = "k8s://https://kubernetes.default.svc:443"
+KAFKA_CA_VOLUME = "streamingjob-kafka-ca"
+KAFKA_CA_DIR = "/etc/streamingjob-kafka-ca"  # not below CONFIG_DIR: a ConfigMap volume
+KAFKA_CA_FILE = f"{KAFKA_CA_DIR}/ca.crt"
+# Writable directories of a container whose root filesystem is read-only (emptyDirs): Spark's
+# local dirs and work dir, Python's and the JVM's temporary files, the runner's work files.
+SCRATCH_VOLUME = "streamingjob-scratch"
+SCRATCH_MOUNTS = {"tmp": "/tmp", "work": "/opt/streamingjob/work", "home": "/home/spark"}
 
 ENV_USERNAME, ENV_PASSWORD = ENV_SASL_USERNAME, ENV_SASL_PASSWORD  # spark_app.kafka_config
 
@@ -109,12 +117,60 @@ def _kafka_env(spec: StreamingJobSpec) -> list[dict[str, Any]]:
     creds = spec.kafka_credentials
     if creds is None:
         return []
-    return [
+    env = [
         _from_secret(ENV_USERNAME, creds.secret_name, creds.username_key),
         _from_secret(ENV_PASSWORD, creds.secret_name, creds.password_key),
         {"name": ENV_SASL_MECHANISM, "value": creds.sasl_mechanism},
         {"name": ENV_SECURITY_PROTOCOL, "value": creds.security_protocol},
     ]
+    if creds.ca_secret is not None:
+        env.append({"name": ENV_SSL_CA_LOCATION, "value": KAFKA_CA_FILE})
+    return env
+
+
+def _kafka_ca_volumes(spec: StreamingJobSpec) -> list[dict[str, Any]]:
+    """The CA Secret's key as the file KAFKA_CA_FILE (the CA is no credential, but it comes
+    by Secret reference like the credentials it goes with)."""
+    creds = spec.kafka_credentials
+    if creds is None or creds.ca_secret is None:
+        return []
+    ca = creds.ca_secret
+    return [
+        {
+            "name": KAFKA_CA_VOLUME,
+            "secret": {
+                "secretName": ca.name,
+                "items": [{"key": ca.key, "path": "ca.crt"}],
+                "defaultMode": 0o444,
+            },
+        }
+    ]
+
+
+def _kafka_ca_mounts(spec: StreamingJobSpec) -> list[dict[str, Any]]:
+    if not _kafka_ca_volumes(spec):
+        return []
+    return [{"name": KAFKA_CA_VOLUME, "mountPath": KAFKA_CA_DIR, "readOnly": True}]
+
+
+def _scratch_volumes() -> list[dict[str, Any]]:
+    return [{"name": f"{SCRATCH_VOLUME}-{key}", "emptyDir": {}} for key in SCRATCH_MOUNTS]
+
+
+def _scratch_mounts() -> list[dict[str, Any]]:
+    return [
+        {"name": f"{SCRATCH_VOLUME}-{key}", "mountPath": path}
+        for key, path in SCRATCH_MOUNTS.items()
+    ]
+
+
+def pod_volumes(spec: StreamingJobSpec) -> list[dict[str, Any]]:
+    """The volumes every Spark pod of the job has (before the user's)."""
+    return [*_kafka_ca_volumes(spec), *_scratch_volumes()]
+
+
+def pod_mounts(spec: StreamingJobSpec) -> list[dict[str, Any]]:
+    return [*_kafka_ca_mounts(spec), *_scratch_mounts()]
 
 
 def _s3_env(spec: StreamingJobSpec) -> list[dict[str, Any]]:
@@ -150,6 +206,14 @@ def secret_references(spec: StreamingJobSpec) -> list[tuple[str, str, dict[str, 
                 },
             )
         )
+        if k.ca_secret is not None:
+            refs.append(
+                (
+                    "spec.kafkaCredentials.caSecret.name",
+                    k.ca_secret.name,
+                    {"spec.kafkaCredentials.caSecret.key": k.ca_secret.key},
+                )
+            )
     if spec.s3 is not None and spec.s3.credentials_secret is not None:
         c = spec.s3.credentials_secret
         refs.append(
@@ -166,10 +230,14 @@ def secret_references(spec: StreamingJobSpec) -> list[tuple[str, str, dict[str, 
 
 
 def _container_security() -> dict[str, Any]:
+    """The `restricted` Pod Security Standard, and a read-only root filesystem: what Spark,
+    Python and the runner write goes to emptyDirs (SCRATCH_MOUNTS)."""
     return {
         "allowPrivilegeEscalation": False,
         "runAsNonRoot": True,
         "capabilities": {"drop": ["ALL"]},
+        "readOnlyRootFilesystem": True,
+        "seccompProfile": {"type": "RuntimeDefault"},
     }
 
 
@@ -247,12 +315,12 @@ def build_executor_template(
             "securityContext": _pod_security(),
             "tolerations": _tolerations(spec),
             "nodeSelector": dict(spec.node_selector),
-            "volumes": copy.deepcopy(spec.volumes),
+            "volumes": [*pod_volumes(spec), *copy.deepcopy(spec.volumes)],
             "containers": [
                 {
                     "name": "executor",
                     "env": [*credential_env(spec), *copy.deepcopy(spec.env)],
-                    "volumeMounts": copy.deepcopy(spec.volume_mounts),
+                    "volumeMounts": [*pod_mounts(spec), *copy.deepcopy(spec.volume_mounts)],
                     "securityContext": _container_security(),
                 }
             ],
@@ -563,6 +631,7 @@ def build_driver_pod(
             "nodeSelector": dict(spec.node_selector),
             "volumes": [
                 {"name": "streamingjob-config", "configMap": {"name": job_configmap_name(name)}},
+                *pod_volumes(spec),
                 *copy.deepcopy(spec.volumes),
             ],
             "containers": [
@@ -601,6 +670,7 @@ def build_driver_pod(
                     ),
                     "volumeMounts": [
                         {"name": "streamingjob-config", "mountPath": CONFIG_DIR, "readOnly": True},
+                        *pod_mounts(spec),
                         *copy.deepcopy(spec.volume_mounts),
                     ],
                     "securityContext": _container_security(),
@@ -685,15 +755,18 @@ def build_cleanup_job(
                     "securityContext": _pod_security(),
                     "tolerations": _tolerations(spec),
                     "nodeSelector": dict(spec.node_selector),
-                    "volumes": copy.deepcopy(spec.volumes),
+                    "volumes": [*_scratch_volumes(), *copy.deepcopy(spec.volumes)],
                     "containers": [
                         {
                             "name": "cleanup",
                             "image": spec.image,
                             "imagePullPolicy": spec.image_pull_policy,
                             "command": cleanup_command(spec, path),
-                            "env": credential_env(spec),
-                            "volumeMounts": copy.deepcopy(spec.volume_mounts),
+                            "env": _s3_env(spec),
+                            "volumeMounts": [
+                                *_scratch_mounts(),
+                                *copy.deepcopy(spec.volume_mounts),
+                            ],
                             "securityContext": _container_security(),
                         }
                     ],

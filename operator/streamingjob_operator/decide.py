@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+from spark_app.kafka_config import KAFKA_EXIT_REASONS
 from spark_app.manifest import checkpoint_location
 
 from .models import StreamingJobSpec, StreamingJobStatus
@@ -93,6 +94,8 @@ REASONS = (
     "Completed",
     "InvalidSpec",
     "KafkaUnavailable",
+    "KafkaAuthFailed",  # Kafka refused the job's SASL credentials (runner or lag reader)
+    "KafkaTLSFailed",  # the broker's certificate did not verify against the job's CA
     "CheckpointKept",
     "CheckpointDeleted",
     "ApiRejected",  # a reconcile failed: the API server refused a request (reconcile.py)
@@ -395,6 +398,14 @@ def _failure_of(pod: PodInfo | None, lost: bool = False) -> tuple[str, str, bool
         return ("OOMKilled", f"driver pod {pod.name} was OOM-killed", False)
     if term.exit_code == 0:
         return ("DriverExited", f"driver pod {pod.name} exited 0: the stream stopped", True)
+    if term.exit_code in KAFKA_EXIT_REASONS:  # the runner's preflight: Secrets or broker
+        reason = KAFKA_EXIT_REASONS[term.exit_code]
+        cause = term.message or (
+            "Kafka refused the SASL credentials of spec.kafkaCredentials"
+            if reason == "KafkaAuthFailed"
+            else "the broker's certificate did not verify against spec.kafkaCredentials.caSecret"
+        )
+        return (reason, f"driver pod {pod.name} exited {term.exit_code}: {cause}", False)
     detail = f" ({term.reason})" if term.reason else ""
     return ("DriverFailed", f"driver pod {pod.name} exited {term.exit_code}{detail}", False)
 

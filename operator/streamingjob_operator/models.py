@@ -85,11 +85,32 @@ def _free_form(description: str) -> Any:
     )
 
 
+class KafkaCASecretSpec(SpecModel):
+    """The CA certificate (PEM) that signed the brokers' certificates, from a Secret in the
+    job's namespace: mounted as a file in the driver and executors (ssl.ca.location); the
+    operator reads it for its own Kafka look-ups (ssl.ca.pem, in memory)."""
+
+    name: str = Field(
+        min_length=1,
+        max_length=253,
+        pattern=_K8S_NAME,
+        description="Name of the Secret in the job's namespace that holds the CA certificate.",
+    )
+    key: str = Field(
+        default="ca.crt",
+        min_length=1,
+        max_length=253,
+        pattern=_SECRET_KEY,
+        description="Key of the PEM CA certificate in the Secret.",
+    )
+
+
 class KafkaCredentialsSpec(SpecModel):
     """SASL credentials for the source (and a kafka sink), read from a Secret in the job's
     namespace. The values reach the driver and executors only as environment variables
     (KAFKA_SASL_USERNAME, KAFKA_SASL_PASSWORD) through secretKeyRef; they never appear in
-    the job ConfigMap, the status or the logs."""
+    the job ConfigMap, the status or the logs. The source, the driver's offset committer,
+    the operator's lag reader and a kafka sink all connect with them."""
 
     secret_name: str = Field(
         min_length=1,
@@ -112,10 +133,15 @@ class KafkaCredentialsSpec(SpecModel):
         description="Key of the SASL password in the Secret.",
     )
     sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = Field(
-        default="PLAIN", description="SASL mechanism (sasl.mechanism)."
+        default="SCRAM-SHA-512", description="SASL mechanism (sasl.mechanism)."
     )
     security_protocol: Literal["SASL_PLAINTEXT", "SASL_SSL"] = Field(
         default="SASL_SSL", description="Kafka security protocol (security.protocol)."
+    )
+    ca_secret: KafkaCASecretSpec | None = Field(
+        default=None,
+        description="The CA that signed the brokers' certificates (SASL_SSL), by Secret "
+        "reference. Unset: the image's system CA bundle (a public CA, e.g. a managed service).",
     )
 
 

@@ -108,7 +108,7 @@ def pod_info(pod: dict[str, Any]) -> PodInfo:
             termination = Termination(
                 exit_code=int(term.get("exitCode", 0)),
                 reason=term.get("reason") or "",
-                message=(term.get("message") or "")[:200],
+                message=(term.get("message") or "")[:600],
             )
     ready_unknown = None
     for cond in status.get("conditions") or []:

@@ -31,6 +31,7 @@ from spark_app.kafka_config import (
     ENV_SASL_PASSWORD,
     ENV_SASL_USERNAME,
     ENV_SECURITY_PROTOCOL,
+    ENV_SSL_CA_PEM,
 )
 from spark_app.kafka_metadata import KafkaUnavailable, UnknownTopic
 from spark_app.offsets_admin import OffsetsRefused
@@ -455,17 +456,29 @@ class Reconciler:
         """The job's source as its driver connects to it (credentials as the pod gets them)."""
         credentials: dict[str, str] = {}
         creds = spec.kafka_credentials
-        if creds is not None:
-            data = self.api.secret_data(namespace, creds.secret_name)
-            if data is None:
+        if creds is None:
+            return KafkaTarget.of(spec.job.source, credentials)
+        data = self.api.secret_data(namespace, creds.secret_name)
+        if data is None:
+            return None  # reported as InvalidSpec by validation
+        credentials = {
+            ENV_SECURITY_PROTOCOL: creds.security_protocol,
+            ENV_SASL_MECHANISM: creds.sasl_mechanism,
+            ENV_SASL_USERNAME: data.get(creds.username_key) or "",
+            ENV_SASL_PASSWORD: data.get(creds.password_key) or "",
+        }
+        ca_field = "spec.kafkaCredentials.caSecret (none: the system's CA bundle)"
+        if creds.ca_secret is not None:
+            ca = self.api.secret_data(namespace, creds.ca_secret.name)
+            if ca is None:
                 return None  # reported as InvalidSpec by validation
-            credentials = {
-                ENV_SECURITY_PROTOCOL: creds.security_protocol,
-                ENV_SASL_MECHANISM: creds.sasl_mechanism,
-                ENV_SASL_USERNAME: data.get(creds.username_key) or "",
-                ENV_SASL_PASSWORD: data.get(creds.password_key) or "",
-            }
-        return KafkaTarget.of(spec.job.source, credentials)
+            credentials[ENV_SSL_CA_PEM] = ca.get(creds.ca_secret.key) or ""
+            ca_field = (
+                f"spec.kafkaCredentials.caSecret (Secret {creds.ca_secret.name!r}, key "
+                f"{creds.ca_secret.key!r})"
+            )
+        sasl_field = f"spec.kafkaCredentials.secretName (Secret {creds.secret_name!r})"
+        return KafkaTarget.of(spec.job.source, credentials, (sasl_field, ca_field))
 
     # --- act ---------------------------------------------------------------------------
 

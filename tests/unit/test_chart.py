@@ -401,6 +401,39 @@ def test_alert_rules_and_dashboard_when_enabled():
     assert not of_kind(off, "PrometheusRule") and not of_kind(off, "ConfigMap")
 
 
+# --- security ----------------------------------------------------------------------------------
+
+
+def test_the_operator_pod_meets_the_restricted_pod_security_standard():
+    spec = one(render(), "Deployment")["spec"]["template"]["spec"]
+    pod = spec["securityContext"]
+    assert pod["runAsNonRoot"] is True and pod["seccompProfile"] == {"type": "RuntimeDefault"}
+    (container,) = spec["containers"]
+    security = container["securityContext"]
+    assert security["allowPrivilegeEscalation"] is False
+    assert security["capabilities"] == {"drop": ["ALL"]}
+    assert security["readOnlyRootFilesystem"] is True
+    assert security["runAsNonRoot"] is True
+
+
+def test_network_policy_is_optional_and_opens_only_the_operators_ports():
+    assert not of_kind(render(), "NetworkPolicy")
+    docs = render(
+        "--set", "networkPolicy.enabled=true",
+        "--set-json", 'networkPolicy.egressTo=[{"ipBlock": {"cidr": "10.0.0.0/8"}}]',
+    )  # fmt: skip
+    policy = one(docs, "NetworkPolicy")["spec"]
+    pod_labels = one(docs, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert policy["podSelector"]["matchLabels"].items() <= pod_labels.items()
+    assert policy["policyTypes"] == ["Ingress", "Egress"]
+    (ingress,) = policy["ingress"]
+    assert {p["port"] for p in ingress["ports"]} == {8080, 9090} and "from" not in ingress
+    dns, servers = policy["egress"]
+    assert {p["port"] for p in dns["ports"]} == {53}
+    assert [p["port"] for p in servers["ports"]] == [443, 6443, 9092, 9093, 9094]
+    assert servers["to"] == [{"ipBlock": {"cidr": "10.0.0.0/8"}}]
+
+
 # --- values.schema.json ----------------------------------------------------------------------
 
 

@@ -4,17 +4,23 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.integration.operator.kube_helpers import REPO, Kube, job_spec, wait_for
+from tests.support.tls import Authority
+
+TMP = Path(tempfile.mkdtemp(prefix="op-kafka-"))
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
 
 def test_committed_offsets_and_lag_in_status(kube: Kube, ns: str, operator: object, kafka):
+    """Read over SASL_SSL with the job's Secrets (SCRAM-SHA-512, a CA of the test's own)."""
     admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
     admin.create_topics([NewTopic("op-lag", num_partitions=2, replication_factor=1)])[
         "op-lag"
@@ -27,10 +33,11 @@ def test_committed_offsets_and_lag_in_status(kube: Kube, ns: str, operator: obje
     consumer.commit(offsets=[TopicPartition("op-lag", 0, 3)], asynchronous=False)
     consumer.close()
 
-    spec = job_spec()
-    spec["job"]["source"].update(
-        {"bootstrapServers": kafka.bootstrap, "subscribe": ["op-lag"], "groupId": "op-lag-group"}
+    kube.create_secret(
+        ns, "kafka-login", {"username": kafka.SASL_USER, "password": kafka.sasl_password}
     )
+    kube.create_secret(ns, "kafka-ca", {"ca.crt": kafka.ca_pem})
+    spec = secured_spec(kafka.secured_bootstrap, "op-lag", "op-lag-group")
     kube.create_job(ns, "lagging", spec)
     st = wait_for(
         lambda: kube.status(ns, "lagging").get("lag") is not None and kube.status(ns, "lagging"),
@@ -57,6 +64,81 @@ def test_committed_offsets_and_lag_in_status(kube: Kube, ns: str, operator: obje
     assert "spec.job.source.subscribe" in cond["message"] and "no-such-topic" in cond["message"]
     # the job itself is still launched: Kafka may come back, the driver retries on its own
     wait_for(lambda: "notopic-e1-a1-driver" in kube.driver_names(ns), 30, "notopic driver")
+
+
+def secured_spec(
+    bootstrap: str, topic: str, group: str, login: str = "kafka-login", ca: str = "kafka-ca"
+) -> dict:
+    spec = job_spec(kafkaCredentials={"secretName": login, "caSecret": {"name": ca}})
+    spec["job"]["source"].update(
+        {"bootstrapServers": bootstrap, "subscribe": [topic], "groupId": group}
+    )
+    return spec
+
+
+def test_refused_credentials_are_degraded_naming_the_secret_with_restart_backoff(
+    kube: Kube, ns: str, operator: object, kafka
+):
+    """A wrong password: the lag reader's condition names the Secret and the cause; the
+    driver's exit 3 (the runner's preflight) is a restart with backoff, not a storm. An
+    untrusted CA is KafkaTLSFailed naming the CA Secret. No password in status or Events."""
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+    new = NewTopic("op-refused", num_partitions=1, replication_factor=1)
+    admin.create_topics([new])["op-refused"].result(30)
+    kube.create_secret(ns, "wrong-login", {"username": kafka.SASL_USER, "password": "nope-123"})
+    kube.create_secret(
+        ns, "kafka-login", {"username": kafka.SASL_USER, "password": kafka.sasl_password}
+    )
+    kube.create_secret(ns, "kafka-ca", {"ca.crt": kafka.ca_pem})
+    kube.create_secret(ns, "other-ca", {"ca.crt": Authority.create(TMP / ns).pem})  # untrusted
+    bootstrap = kafka.secured_bootstrap
+    kube.create_job(ns, "refused", secured_spec(bootstrap, "op-refused", "g", "wrong-login"))
+    kube.create_job(ns, "untrusted", secured_spec(bootstrap, "op-refused", "g", ca="other-ca"))
+
+    def degraded(name: str, reason: str):
+        def probe():
+            conditions = kube.status(ns, name).get("conditions") or []
+            return next((c for c in conditions if c["type"] == "Degraded"), {}).get(
+                "reason"
+            ) == reason and kube.status(ns, name)
+
+        return probe
+
+    st = wait_for(degraded("untrusted", "KafkaTLSFailed"), 60, "KafkaTLSFailed")
+    cond = next(c for c in st["conditions"] if c["type"] == "Degraded")
+    assert "spec.kafkaCredentials.caSecret (Secret 'other-ca', key 'ca.crt')" in cond["message"]
+    assert "certificate verify failed" in cond["message"]
+
+    wait_for(degraded("refused", "KafkaAuthFailed"), 60, "KafkaAuthFailed from the lag reader")
+    st = kube.status(ns, "refused")
+    cond = next(c for c in st["conditions"] if c["type"] == "Degraded")
+    assert "spec.kafkaCredentials.secretName (Secret 'wrong-login')" in cond["message"]
+    assert "authentication failed (SASL)" in cond["message"]
+
+    # the driver's runner refuses too (exit 3, its termination message): backoff, no storm
+    wait_for(lambda: "refused-e1-a1-driver" in kube.driver_names(ns), 30, "refused driver")
+    runner_says = (
+        "spec.kafkaCredentials.secretName (Secret 'wrong-login'): Kafka at "
+        f"{kafka.secured_bootstrap}: authentication failed (SASL)"
+    )
+    kube.set_terminated(ns, "refused-e1-a1-driver", 3, message=runner_says)
+    st = wait_for(
+        lambda: (
+            (s := kube.status(ns, "refused")).get("lastRestartReason") == "KafkaAuthFailed" and s
+        ),
+        60,
+        "a restart for KafkaAuthFailed",
+    )
+    assert st["nextRetryTime"], st  # a delay before the next attempt (restartPolicy.backoff)
+    backoff = [h for h in st["history"] if h["reason"] == "BackOff"]
+    assert runner_says in backoff[-1]["message"]
+    wait_for(lambda: "refused-e1-a2-driver" in kube.driver_names(ns), 30, "the next attempt")
+    events = [e.message or "" for e in kube.events(ns)]
+    assert any("KafkaAuthFailed" in m and "wrong-login" in m for m in events), events
+    for name in ("refused", "untrusted"):
+        assert kafka.sasl_password not in str(kube.job(ns, name))
+        assert "nope-123" not in str(kube.job(ns, name))
+    assert not any(kafka.sasl_password in m or "nope-123" in m for m in events)
 
 
 # --- the operator's Kafka reader on its own (no API server) ---------------------------------
