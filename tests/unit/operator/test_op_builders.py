@@ -22,10 +22,7 @@ from streamingjob_operator.builders import (
     build_role_binding,
     build_service,
     checkpoint_cleanup_path,
-    merge,
-    secret_references,
     spark_confs,
-    spark_memory_mib,
 )
 from streamingjob_operator.naming import (
     LABEL_ATTEMPT,
@@ -33,6 +30,11 @@ from streamingjob_operator.naming import (
     LABEL_JOB,
     driver_pod_name,
     service_name,
+)
+from streamingjob_operator.pod_parts import (
+    merge,
+    secret_references,
+    spark_memory_mib,
 )
 from streamingjob_operator.validation import SPARK_CONF_GUARDRAILS, check_spec, guardrail
 from tests.unit.operator.helpers_operator import BASE_SPEC, make_spec
