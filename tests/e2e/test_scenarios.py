@@ -603,9 +603,14 @@ def test_redeploy_starts_a_new_epoch_from_the_committed_offsets(job: Job) -> Non
     assert report["startPath"] == "fresh" and report["attempt"] == 1
     starts = report["startOffsets"][job.topic]
     assert {int(p): e["from"] for p, e in starts.items()} == dict.fromkeys(committed, "committed")
+    # the runner reports its start path first, its start offsets once resolved
     status = wait_for(
-        "status of the new epoch",
-        lambda: (s := job.status()).get("epoch") == epoch + 1 and s.get("startPath") and s,
+        "status of the new epoch with its start offsets",
+        lambda: (
+            (s := job.status()).get("epoch") == epoch + 1
+            and s.get("startDetail", "").startswith("fresh:")
+            and s
+        ),
         60,
     )
     assert status["startPath"] == "fresh" and "committed" in status["startDetail"], status

@@ -252,7 +252,7 @@ def test_a_broker_restart_mid_run_loses_nothing(tmp_path):
         (
             "startingOffsets",
             {"startingOffsets": "yesterday"},
-            "startingOffsets 'yesterday' is not committed, earliest, latest",
+            "spec.job.source.startingOffsets: String should match pattern '^(committed|earliest",
         ),
         (
             "subscribePattern",
