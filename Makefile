@@ -27,11 +27,12 @@ run: ## Run the sample StreamingJob on local Spark + a local Kafka broker (Ctrl-
 	@$(TREE) bash scripts/run-local.sh "$(PY)"
 
 .PHONY: lint
-lint: ## ruff lint + format check, mypy (strict on the pure modules), the import contracts
+lint: ## ruff lint + format check, mypy (strict on the pure modules), the import contracts, CRD compatibility with the last release
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	$(TREE) $(VENV)/bin/lint-imports --no-cache
+	$(PY) scripts/crd_compat.py
 
 .PHONY: lock
 lock: ## Rewrite the hash locks in requirements/ after a pin in pyproject.toml changed
