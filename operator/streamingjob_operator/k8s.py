@@ -448,17 +448,19 @@ class KubeApi:
     ) -> dict[str, Any] | None:
         """Create the Lease (resource_version None) or replace the version read; None when
         another replica wrote it first (a 409: it exists, or changed since it was read)."""
+        metadata = {"name": name, "namespace": namespace}
+        if resource_version is not None:
+            metadata["resourceVersion"] = resource_version
         body = {
             "apiVersion": "coordination.k8s.io/v1",
             "kind": "Lease",
-            "metadata": {"name": name, "namespace": namespace},
+            "metadata": metadata,
             "spec": spec,
         }
         what = f"write Lease {namespace}/{name}"
         try:
             if resource_version is None:
                 return self._raw(what, self.coordination.create_namespaced_lease, namespace, body)
-            body["metadata"]["resourceVersion"] = resource_version
             return self._raw(
                 what, self.coordination.replace_namespaced_lease, name, namespace, body
             )

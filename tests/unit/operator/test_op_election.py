@@ -79,21 +79,18 @@ class Clock:
 def test_the_gate_refuses_writes_from_its_deadline_and_after_close():
     clock = Clock()
     gate = Gate(clock)
-    with pytest.raises(NotLeading, match="create pod"):  # never opened
-        with gate.writing("create pod"):
-            pass
+    with pytest.raises(NotLeading, match="create pod"), gate.writing("create pod"):
+        pass  # never opened
     gate.open_until(1010)
     with gate.writing("create pod"):
         pass
     clock.now = 1010
-    with pytest.raises(NotLeading):
-        with gate.writing("create pod"):
-            pass
+    with pytest.raises(NotLeading), gate.writing("create pod"):
+        pass
     gate.open_until(1020)
     gate.close(0)
-    with pytest.raises(NotLeading):
-        with gate.writing("create pod"):
-            pass
+    with pytest.raises(NotLeading), gate.writing("create pod"):
+        pass
 
 
 def test_close_waits_for_the_writes_in_flight():
@@ -188,9 +185,8 @@ def test_a_leader_that_cannot_renew_stops_acting_at_its_deadline():
     assert a.gate.is_open()
     clock.now += 0.01
     assert not a.gate.is_open()
-    with pytest.raises(NotLeading):
-        with a.gate.writing("delete pod ns/x"):
-            pass
+    with pytest.raises(NotLeading), a.gate.writing("delete pod ns/x"):
+        pass
 
 
 def test_release_clears_the_holder_so_the_next_replica_takes_over_at_once():
