@@ -13,15 +13,17 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
+import signal
 import socket
 import subprocess
+import sys
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import kopf.testing
 import pytest
 from kubernetes import client, utils
 
@@ -45,6 +47,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 RELEASE_NS = "streamingjob-system"
 NODE_VIEW = ("-nodes", "-node-leases")  # the read-only node view, in both modes
+LEADER = ("-leader",)  # the leader-election Lease Role, in the release namespace
 RBAC_KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
 # kopf's cluster scanning (a watch on CRDs; a list of namespaces when watching a list) is not
 # granted: the operator turns it off (settings.scanning.disabled in handlers.configure_kopf).
@@ -91,21 +94,35 @@ def _kubeconfig_as(apiserver: KubeAPIServer, kube: Kube, account: dict[str, Any]
 
 @contextlib.contextmanager
 def _operator_as_deployed(
-    docs: list[dict[str, Any]], kubeconfig: Path
-) -> Iterator[kopf.testing.KopfRunner]:
-    """kopf in-process with the rendered Deployment's args and env (test-speed loops)."""
+    docs: list[dict[str, Any]], kubeconfig: Path, log: Path
+) -> Iterator[subprocess.Popen[bytes]]:
+    """The rendered Deployment's command and env as a real process (test-speed loops): the
+    pod's own fields filled in as the kubelet would. It elects itself through the chart's
+    Lease Role, and on SIGTERM releases the Lease (get, create, update all used)."""
     c = container(docs)
-    assert c["args"][0] == "kopf"
-    env = {e["name"]: e["value"] for e in c["env"]}
-    with (
-        operator_env(kubeconfig, **{**env, **OPERATOR_ENV}),
-        kopf.testing.KopfRunner(c["args"][1:], timeout=60) as runner,
-    ):
-        yield runner
-    assert runner.exception is None, runner.exception
+    assert c["args"] == ["streamingjob-operator"]
+    pod_fields = {"metadata.namespace": RELEASE_NS, "metadata.name": "operator-0"}
+
+    def value(e: dict[str, Any]) -> str:
+        return e["value"] if "value" in e else pod_fields[e["valueFrom"]["fieldRef"]["fieldPath"]]
+
+    env = {e["name"]: value(e) for e in c["env"]}
+    # the entry point is streamingjob_operator.__main__:main (tests/unit/test_packaging.py)
+    command = [sys.executable, "-m", "streamingjob_operator"]
+    with operator_env(kubeconfig, **{**env, **OPERATOR_ENV}) as full_env, log.open("wb") as out:
+        proc = subprocess.Popen(
+            command, env={**os.environ, **full_env}, stdout=out, stderr=subprocess.STDOUT
+        )
+        try:
+            yield proc
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            code = proc.wait(30)
+    output = log.read_text(errors="replace")
+    assert code == 0 and "released the Lease" in output, output[-3000:]
     problems = [
         line
-        for line in runner.output.splitlines()
+        for line in output.splitlines()
         if re.search(r"forbidden|(?<![,.:\d])\b403\b|permission", line, re.IGNORECASE)
     ]
     assert not problems, f"the operator hit RBAC denials ({SCANNING_HINT}?):\n" + "\n".join(
@@ -165,20 +182,24 @@ def _exercise(kube: Kube, ns: str, name: str) -> None:
     assert [j.metadata.name for j in jobs] == [f"{name}-ckpt-cleanup"]
 
 
-def test_operator_runs_with_the_cluster_wide_chart_rbac(apiserver: KubeAPIServer, kube: Kube):
+def test_operator_runs_with_the_cluster_wide_chart_rbac(
+    apiserver: KubeAPIServer, kube: Kube, tmp_path: Path
+):
     health = _free_port()
     docs = render("--set", f"health.port={health}", "--set", "metrics.enabled=false")
-    main = [d for d in docs if not d["metadata"]["name"].endswith(NODE_VIEW)]
+    main = [d for d in docs if not d["metadata"]["name"].endswith(NODE_VIEW + LEADER)]
     assert of_kind(main, "ClusterRole") and not of_kind(main, "Role")
     account = _install_chart_rbac(kube, docs)
     kubeconfig = _kubeconfig_as(apiserver, kube, account)
     ns = kube.namespace()
-    with _operator_as_deployed(docs, kubeconfig):
-        wait_for(lambda: _healthz(health), 30, "kopf's /healthz on the chart's health port")
+    with _operator_as_deployed(docs, kubeconfig, tmp_path / "operator.log"):
+        wait_for(lambda: _healthz(health), 30, "/healthz on the chart's health port")
         _exercise(kube, ns, "orders")
 
 
-def test_operator_runs_with_the_namespaced_chart_rbac(apiserver: KubeAPIServer, kube: Kube):
+def test_operator_runs_with_the_namespaced_chart_rbac(
+    apiserver: KubeAPIServer, kube: Kube, tmp_path: Path
+):
     watched, other = kube.namespace(), kube.namespace()
     health = _free_port()
     docs = render(
@@ -187,14 +208,14 @@ def test_operator_runs_with_the_namespaced_chart_rbac(apiserver: KubeAPIServer, 
         "--set", f"health.port={health}",
         "--set", "metrics.enabled=false",
     )  # fmt: skip
-    main = [d for d in docs if not d["metadata"]["name"].endswith(NODE_VIEW)]
+    main = [d for d in docs if not d["metadata"]["name"].endswith(NODE_VIEW + LEADER)]
     assert not of_kind(main, "ClusterRole")
     assert [r["metadata"]["namespace"] for r in of_kind(main, "Role")] == [watched]
     account = _install_chart_rbac(kube, docs)
     kubeconfig = _kubeconfig_as(apiserver, kube, account)
     kube.create_job(other, "elsewhere", job_spec())
-    with _operator_as_deployed(docs, kubeconfig):
-        wait_for(lambda: _healthz(health), 30, "kopf's /healthz")
+    with _operator_as_deployed(docs, kubeconfig, tmp_path / "operator.log"):
+        wait_for(lambda: _healthz(health), 30, "/healthz")
         _exercise(kube, watched, "orders")
         # jobs outside the watched namespaces are not the operator's (and it could not act)
         assert kube.pods(other) == [] and kube.status(other, "elsewhere") == {}
