@@ -66,16 +66,7 @@ test-integration: toolchain native ## Integration tests: real Kafka + Spark, rea
 
 .PHONY: test
 test: lint native-check toolchain helm native ## Every test tier: unit, integration, then e2e on kind (what CI runs)
-	@# the kind bed (cluster, images) comes up while the other tiers run: they wait on
-	@# services more than they use the CPU
-	@up_log=$$(mktemp); bash scripts/kind/up.sh >$$up_log.out 2>$$up_log & up=$$!; \
-	$(PY) -m pytest -m "not e2e" $(PYTEST_ARGS); rc=$$?; \
-	wait $$up; up_rc=$$?; cat $$up_log >&2; \
-	if [ $$up_rc != 0 ]; then echo "kind bed failed (exit $$up_rc)" >&2; rc=1; \
-	elif [ $$rc = 0 ]; then \
-	  STREAMJOB_E2E_KUBECONFIG=$$(cat $$up_log.out) $(PY) -m pytest -m e2e $(PYTEST_ARGS); rc=$$?; \
-	fi; \
-	bash scripts/kind/down.sh; rm -f $$up_log $$up_log.out; exit $$rc
+	@bash scripts/test-all.sh $(PY) $(PYTEST_ARGS)
 
 .PHONY: images
 images: ## Build the Spark, operator and Kafka images (docker, no registry needed)

@@ -57,7 +57,7 @@ JOB_LABEL = "sparkkafka.dev/job"
 KILLS = ["delete", "process", "delete", "process"]
 DRAINS = 3
 DEFAULT_GRACE, SHORT_GRACE = 40.0, 20.0  # the chart's nodeLostGraceSeconds, and a short one
-LOSSES_DEFAULT_GRACE, LOSSES_SHORT_GRACE = 3, 1
+LOSSES_DEFAULT_GRACE, LOSSES_SHORT_GRACE = 2, 1
 
 
 @dataclass
@@ -627,7 +627,7 @@ def test_redeploy_starts_a_new_epoch_from_the_committed_offsets(job: Job) -> Non
         assert offsets and min(offsets) == offset, (partition, offset, sorted(offsets)[:5])
 
 
-LEADER_HANDOVERS = 3
+LEADER_HANDOVERS = 2
 LEASE = f"{RELEASE}-streamingjob-operator"
 
 

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Every test tier, as `make test` (and so CI) runs them:
+#   scripts/test-all.sh <python> [pytest args...]
+# Three things start together, as they mostly wait on different resources: the kind bed
+# (docker, image loads), the Spark tier (tests/integration/spark_app: local Spark JVMs, CPU)
+# and everything else but e2e (unit tests; the operator on a real API server, mostly
+# waiting). The e2e tier runs last, on a quiet machine, as its figures go to bench/results.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+PY=$1
+shift
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+SPARK_TIER=tests/integration/spark_app
+
+bash scripts/kind/up.sh >"$logs/kubeconfig" 2>"$logs/up.log" &
+up=$!
+# its own --basetemp: two pytest sessions must not clean up each other's tmp_path dirs
+"$PY" -m pytest -m "not e2e" --basetemp="$logs/spark-tmp" "$@" "$SPARK_TIER" \
+  >"$logs/spark.log" 2>&1 &
+spark=$!
+"$PY" -m pytest -m "not e2e" --basetemp="$logs/rest-tmp" --ignore="$SPARK_TIER" "$@"
+rc=$?
+wait $spark
+spark_rc=$?
+echo "=== $SPARK_TIER (ran beside the tiers above) ==="
+cat "$logs/spark.log"
+[ $rc = 0 ] && rc=$spark_rc
+wait $up
+up_rc=$?
+cat "$logs/up.log" >&2
+if [ $up_rc != 0 ]; then
+  echo "kind bed failed (exit $up_rc)" >&2
+  rc=1
+elif [ $rc = 0 ]; then
+  STREAMJOB_E2E_KUBECONFIG=$(cat "$logs/kubeconfig") "$PY" -m pytest -m e2e "$@"
+  rc=$?
+fi
+bash scripts/kind/down.sh
+exit $rc
