@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Every test tier, as `make test` (and so CI) runs them:
 #   scripts/test-all.sh <python> [pytest args...]
-# Three things start together, as they mostly wait on different resources: the kind bed
-# (docker, image loads), the Spark tier (tests/integration/spark_app: local Spark JVMs, CPU)
-# and everything else but e2e (unit tests; the operator on a real API server, mostly
-# waiting). The e2e tier runs last, on a quiet machine, as its figures go to bench/results.
+# The Spark tier (tests/integration/spark_app: local Spark JVMs, CPU-bound) runs beside the
+# rest but e2e (unit tests; the operator on a real API server: mostly waiting). The kind bed
+# (docker, image loads: CPU again) comes up once that rest is done, and the e2e tier runs
+# last, alone, as its figures go to bench/results.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=$1
@@ -13,17 +13,17 @@ logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 SPARK_TIER=tests/integration/spark_app
 
-bash scripts/kind/up.sh >"$logs/kubeconfig" 2>"$logs/up.log" &
-up=$!
 # its own --basetemp: two pytest sessions must not clean up each other's tmp_path dirs
 "$PY" -m pytest -m "not e2e" --basetemp="$logs/spark-tmp" "$@" "$SPARK_TIER" \
   >"$logs/spark.log" 2>&1 &
 spark=$!
 "$PY" -m pytest -m "not e2e" --basetemp="$logs/rest-tmp" --ignore="$SPARK_TIER" "$@"
 rc=$?
+bash scripts/kind/up.sh >"$logs/kubeconfig" 2>"$logs/up.log" &
+up=$!
 wait $spark
 spark_rc=$?
-echo "=== $SPARK_TIER (ran beside the tiers above) ==="
+echo "=== $SPARK_TIER (ran beside the tests above) ==="
 cat "$logs/spark.log"
 [ $rc = 0 ] && rc=$spark_rc
 wait $up

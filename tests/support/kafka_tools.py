@@ -7,7 +7,7 @@ import time
 import uuid
 from collections.abc import Iterable
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 
@@ -46,12 +46,33 @@ def group_offsets(bootstrap: str, group: str, topic: str) -> dict[int, int | Non
         consumer.close()
 
 
+_COORDINATOR_NOT_READY = {
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+    KafkaError.NOT_COORDINATOR,
+}
+
+
 def commit_offsets(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> None:
+    """Commits as a consumer of `group`; a retriable refusal (the group's coordinator still
+    loading on a busy broker) is retried for up to 30 s."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    deadline = time.monotonic() + 30
     try:
-        consumer.commit(
-            offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False
-        )
+        while True:
+            try:
+                consumer.commit(
+                    offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()],
+                    asynchronous=False,
+                )
+                return
+            except KafkaException as exc:
+                error = exc.args[0]
+                if time.monotonic() > deadline or not (
+                    error.retriable() or error.code() in _COORDINATOR_NOT_READY
+                ):
+                    raise
+                time.sleep(0.2)
     finally:
         consumer.close()
 
