@@ -53,7 +53,14 @@ def test_crd_metadata_columns_and_rules():
     assert crd["metadata"]["name"] == "streamingjobs.sparkkafka.dev"
     assert crd["spec"]["names"]["shortNames"] == ["sj"]
     version = crd["spec"]["versions"][0]
-    assert version["subresources"] == {"status": {}}
+    assert version["subresources"] == {
+        "status": {},
+        "scale": {
+            "specReplicasPath": ".spec.executor.instances",
+            "statusReplicasPath": ".status.executors",
+            "labelSelectorPath": ".status.selector",
+        },
+    }
     columns = {c["name"]: c["jsonPath"] for c in version["additionalPrinterColumns"]}
     assert columns["Phase"] == ".status.phase"
     assert columns["Restarts"] == ".status.restarts"
