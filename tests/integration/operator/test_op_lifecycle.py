@@ -397,13 +397,11 @@ def test_spark_ui_service_follows_the_switch(kube: Kube, ns: str, operator: obje
     assert _no_service(kube, ns, "ui-ui")
 
 
-def _kubectl(apiserver, *args: str) -> str:
-    proc = subprocess.run(
+def _kubectl(apiserver, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
         [str(find_bin_dir() / "kubectl"), "--kubeconfig", str(apiserver.kubeconfig), *args],
         capture_output=True, text=True, timeout=30,
     )  # fmt: skip
-    assert proc.returncode == 0, (proc.stdout, proc.stderr)
-    return proc.stdout
 
 
 def test_kubectl_scale_restarts_in_the_epoch_with_the_new_executor_count(
@@ -420,7 +418,8 @@ def test_kubectl_scale_restarts_in_the_epoch_with_the_new_executor_count(
     assert scale["spec"]["replicas"] == 1 and scale["status"]["replicas"] == 1
     assert scale["status"]["selector"] == "spark-role=executor,sparkkafka.dev/job=scaled"
 
-    _kubectl(apiserver, "scale", "-n", ns, "sj/scaled", "--replicas=3")
+    done = _kubectl(apiserver, "scale", "-n", ns, "sj/scaled", "--replicas=3")
+    assert done.returncode == 0, done.stderr
     pod = _only_driver(kube, ns, "scaled-e1-a2-driver")  # same epoch, next attempt: restore
     assert _confs(pod)["spark.executor.instances"] == "3"
     assert _annotation(pod) == f"s3a://ckpt/base/{ns}/scaled/epoch-1"
@@ -433,3 +432,7 @@ def test_kubectl_scale_restarts_in_the_epoch_with_the_new_executor_count(
         API_GROUP, API_VERSION, ns, PLURAL, "scaled"
     )
     assert scale["spec"]["replicas"] == 3 and scale["status"]["replicas"] == 3
+    # no scale to zero: the schema's minimum holds for the scale subresource too (suspend stops)
+    refused = _kubectl(apiserver, "scale", "-n", ns, "sj/scaled", "--replicas=0")
+    assert refused.returncode != 0 and "spec.executor.instances" in refused.stderr
+    assert kube.job(ns, "scaled")["spec"]["executor"]["instances"] == 3
