@@ -47,9 +47,10 @@ native-check: ## The native crate's own checks: rustfmt, clippy, cargo test
 	bash scripts/native.sh --check
 
 .PHONY: toolchain
-toolchain: ## Build (once, cached) kube-apiserver, etcd, kubectl and MinIO from Go modules
+toolchain: ## Build (once, cached) kube-apiserver, etcd, kubectl, MinIO and promtool from Go modules
 	bash scripts/k8s-toolchain.sh apiserver >/dev/null
 	bash scripts/k8s-toolchain.sh minio >/dev/null
+	bash scripts/k8s-toolchain.sh promtool >/dev/null
 
 .PHONY: helm
 helm: ## Build (once, cached) helm from Go modules (chart tests)

@@ -8,6 +8,8 @@
 #                                          kind, helm (the kind bed)
 #   scripts/k8s-toolchain.sh minio       minio only: the S3-compatible server of the object-storage
 #                                          tests (a test service, AGPLv3: never shipped by the chart)
+#   scripts/k8s-toolchain.sh promtool    promtool only: evaluates the chart's alert rules against
+#                                          the operator's real metrics (tests/integration)
 #
 # Idempotent: each binary has a stamp recording what it was built from; a binary whose stamp
 # matches is not rebuilt. The wrapper modules are generated under the cache, not kept in the repo.
@@ -22,6 +24,8 @@ KIND_VERSION=v0.30.0
 HELM_VERSION=v3.22.0
 # MinIO publishes no Go module tags; this pseudo-version is the module proxy's @latest of 2026-02.
 MINIO_VERSION=v0.0.0-20260212201848-7aac2a2c5b7c
+# Prometheus 3.x publishes its Go module as v0.3XX.Y (v0.316.0 = Prometheus 3.16.0).
+PROMETHEUS_VERSION=v0.316.0
 
 APISERVER_BINS=(kube-apiserver kubectl)
 ALL_BINS=(kube-controller-manager kube-scheduler kube-proxy kubelet kubeadm)
@@ -31,8 +35,8 @@ exec 3>&1 1>&2
 
 stage=${1:-}
 case "$stage" in
-  apiserver|helm|all|minio) ;;
-  *) die "usage: $0 apiserver|helm|all|minio" ;;
+  apiserver|helm|all|minio|promtool) ;;
+  *) die "usage: $0 apiserver|helm|all|minio|promtool" ;;
 esac
 
 command -v go >/dev/null || PATH="/usr/local/go/bin:$PATH"
@@ -183,6 +187,17 @@ build_minio() {
   mark_built minio "$MINIO_VERSION"
 }
 
+# promtool only (not the server): `promtool test rules` runs the chart's alert rules on series.
+# remove_all_sd: no service discovery plugins (promtool's rule tests need none, and one of
+# them pins a module version the proxy does not serve).
+build_promtool() {
+  up_to_date promtool "$PROMETHEUS_VERSION" && { log "up to date: promtool"; return 0; }
+  log "building promtool $PROMETHEUS_VERSION"
+  GOBIN="$bin" go install -tags remove_all_sd -ldflags "-s -w" \
+    "github.com/prometheus/prometheus/cmd/promtool@$PROMETHEUS_VERSION"
+  mark_built promtool "$PROMETHEUS_VERSION"
+}
+
 # Everything runs from main: bash reads scripts lazily, so editing this file while a long build
 # runs must not change what the running instance executes next.
 main() {
@@ -192,6 +207,8 @@ main() {
     timed build_helm
   elif [ "$stage" = minio ]; then
     timed build_minio
+  elif [ "$stage" = promtool ]; then
+    timed build_promtool
   else
     timed build_k8s "${APISERVER_BINS[@]}"
     timed build_etcd

@@ -1,5 +1,10 @@
 import sys
 
+if sys.argv[1:2] == ["offsets"]:
+    from spark_app.offsets_cli import main as offsets_main
+
+    sys.exit(offsets_main(sys.argv[2:]))
+
 from spark_app.runner import main
 
 sys.exit(main())

@@ -16,12 +16,20 @@ backwards through them.
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from spark_app import offsets as off
-from spark_app.checkpoint_log import DurableBatch, ahead_of_group
+from spark_app.checkpoint_log import (
+    CheckpointFiles,
+    CheckpointUnreadable,
+    DurableBatch,
+    ahead_of_group,
+)
 from spark_app.committer import OffsetCommitter
+from spark_app.kafka_config import source_options
 from spark_app.kafka_metadata import KafkaMetadata, group_committer
+from spark_app.manifest import RunnerManifest, epoch_sink_path
 from spark_app.offsets import Positions
 from spark_app.options import SourceOptions
 from spark_app.partition_state import PartitionStateTable
@@ -96,3 +104,64 @@ def describe(result: dict[str, Any]) -> str:
     tail = f": {', '.join(moves)}" if moves else ""
     error = f"; {result['error']}" if result.get("error") else ""
     return head + tail + error
+
+
+def for_manifest(manifest: RunnerManifest) -> GroupOffsets | None:
+    """The runner's writer of the group's offsets, when the job commits them."""
+    from spark_app.options import SourceOptions
+
+    source = manifest.spec.job.source
+    if not source.commit_offsets_on_checkpoints:
+        return None
+    return GroupOffsets(SourceOptions.parse(source_options(source)))
+
+
+def catch_up(
+    spark, manifest: RunnerManifest, group: GroupOffsets | None, previous: str, timeout: float
+) -> dict:
+    """Before a fresh epoch resolves committed offsets: the previous epoch's last durable
+    batch reaches the group where it is ahead, so nothing it made durable is read again,
+    whether the old driver stopped or crashed. Never fails the job."""
+    starting = manifest.spec.job.source.starting_offsets
+    if group is None:
+        result = {"outcome": "skipped", "reason": "commitOffsetsOnCheckpoints is false"}
+    elif starting != "committed":
+        result = {"outcome": "skipped", "reason": f"startingOffsets is {starting}"}
+    else:
+        try:
+            sink_log = previous_sink_log(manifest, previous)
+            batch = CheckpointFiles(spark, previous).durable_batch(sink_log)
+        except CheckpointUnreadable as exc:
+            log.warning("previous checkpoint unreadable, its offsets are not caught up: %s", exc)
+            return {"location": previous, "outcome": "unreadable", "error": str(exc)}
+        result = {"outcome": "nothing durable"} if batch is None else group.catch_up(batch, timeout)
+    line = describe(result) if "partitions" in result else result["outcome"]
+    log.info("previous epoch's checkpoint %s: %s", previous, line)
+    return {"location": previous, **result}
+
+
+def previous_sink_log(manifest: RunnerManifest, previous_checkpoint: str) -> str | None:
+    """The previous epoch's file-sink log (`<sink.path>/epoch-<k>/_spark_metadata`), when the
+    sink writes files and the checkpoint is an epoch's (`.../epoch-<k>`)."""
+    sink_path = manifest.spec.job.sink.path
+    epoch = re.search(r"/epoch-(\d+)/?$", previous_checkpoint)
+    if not sink_path or epoch is None:
+        return None
+    return f"{epoch_sink_path(sink_path, int(epoch.group(1)))}/_spark_metadata"
+
+
+def final_commit(checkpoint: CheckpointFiles, group: GroupOffsets, timeout: float) -> dict:
+    """After the query stopped: the last durable batch's end offsets reach the group,
+    synchronously and within `timeout` (its last batch may have ended after the last poll)."""
+    try:
+        batch = checkpoint.durable_batch()
+    except CheckpointUnreadable as exc:
+        log.warning("final commit: checkpoint unreadable: %s", exc)
+        return {"outcome": "unreadable", "error": str(exc)}
+    if batch is None:
+        return {"outcome": "nothing durable"}
+    result = group.catch_up(batch, timeout)
+    (log.info if result["outcome"] in ("committed", "nothing ahead") else log.warning)(
+        "final commit of the last durable batch: %s", describe(result)
+    )
+    return result

@@ -1,8 +1,10 @@
 """Kafka client settings in one place, for the driver, the source and the operator.
 
 * The credentials contract: the operator gives the driver and executor pods SASL settings as
-  environment variables (values by `secretKeyRef`), and every client built from a job reads
-  them back as librdkafka properties through `CREDENTIAL_ENV`.
+  environment variables (values by `secretKeyRef`) and the CA that signed the brokers'
+  certificates as a file (a Secret volume, `KAFKA_SSL_CA_LOCATION`); every client built from
+  a job reads them back as librdkafka properties through `CREDENTIAL_ENV`. The operator,
+  which reads the Secrets itself, passes the CA in memory instead (`KAFKA_SSL_CA_PEM`).
 * `source_options`: a job's `spec.job.source` as the `kafka_checkpointed` source's Spark
   options. The driver starts its query with them and the operator parses the same options
   (`spark_app.options.SourceOptions`) for its own look-ups (`spark_app.kafka_metadata`), so
@@ -22,6 +24,13 @@ ENV_SECURITY_PROTOCOL = "KAFKA_SECURITY_PROTOCOL"
 ENV_SASL_MECHANISM = "KAFKA_SASL_MECHANISM"
 ENV_SASL_USERNAME = "KAFKA_SASL_USERNAME"
 ENV_SASL_PASSWORD = "KAFKA_SASL_PASSWORD"
+ENV_SSL_CA_LOCATION = "KAFKA_SSL_CA_LOCATION"
+ENV_SSL_CA_PEM = "KAFKA_SSL_CA_PEM"
+
+# The runner's exit codes when Kafka refuses the job's credentials / the TLS handshake fails
+# (spark_app.runner); the operator turns them into conditions.
+EXIT_KAFKA_AUTH, EXIT_KAFKA_TLS = 3, 4
+KAFKA_EXIT_REASONS = {EXIT_KAFKA_AUTH: "KafkaAuthFailed", EXIT_KAFKA_TLS: "KafkaTLSFailed"}
 
 # environment variable → librdkafka property
 CREDENTIAL_ENV = {
@@ -29,6 +38,8 @@ CREDENTIAL_ENV = {
     ENV_SASL_MECHANISM: "sasl.mechanism",
     ENV_SASL_USERNAME: "sasl.username",
     ENV_SASL_PASSWORD: "sasl.password",
+    ENV_SSL_CA_LOCATION: "ssl.ca.location",
+    ENV_SSL_CA_PEM: "ssl.ca.pem",
 }
 
 

@@ -2,9 +2,15 @@
 committed offsets, commits.
 
 Every call has a bounded timeout and raises `KafkaUnavailable` naming the broker, so an
-unreachable cluster is a clear error rather than a hang. Clients are created on first use:
-the reader that owns this object is pickled and must not hold a live client. An owner keeps
-one `KafkaMetadata` per connection setting and calls `close()` once no look-up is in flight.
+unreachable cluster is a clear error rather than a hang. A broker that refuses the client's
+SASL credentials or whose certificate does not verify is told apart (`KafkaAuthFailed`,
+`KafkaTLSFailed`, both `KafkaUnavailable`): librdkafka reports these only through its error
+callback while the request itself just times out with a transport error, so the clients
+record them and a metadata request gives up as soon as one is seen.
+
+Clients are created on first use: the reader that owns this object is pickled and must not
+hold a live client. An owner keeps one `KafkaMetadata` per connection setting and calls
+`close()` once no look-up is in flight.
 
 Committed offsets are read through a consumer of the group, never with the admin API's
 ListConsumerGroupOffsets: librdkafka's admin client dereferences the (absent) consumer group
@@ -43,8 +49,45 @@ class KafkaUnavailable(RuntimeError):
     pass
 
 
+class KafkaAuthFailed(KafkaUnavailable):
+    """The broker refused the SASL credentials (wrong user name, password or mechanism)."""
+
+
+class KafkaTLSFailed(KafkaUnavailable):
+    """The TLS handshake failed: most often the broker's certificate does not verify
+    against the configured CA (or the host name is not among its names)."""
+
+
 class UnknownTopic(RuntimeError):
     pass
+
+
+class SecurityErrors:
+    """librdkafka's error callback: keeps the last authentication or TLS error (its text
+    names the broker and the cause, never a credential)."""
+
+    def __init__(self) -> None:
+        self.last: tuple[type[KafkaUnavailable], str] | None = None
+
+    def __call__(self, error) -> None:
+        from confluent_kafka import KafkaError
+
+        kinds = {KafkaError._AUTHENTICATION: KafkaAuthFailed, KafkaError._SSL: KafkaTLSFailed}
+        kind = kinds.get(error.code())
+        if kind is not None:
+            self.last = (kind, error.str())
+
+    def error(self, bootstrap: str) -> KafkaUnavailable | None:
+        if self.last is None:
+            return None
+        kind, text = self.last
+        cause = (
+            "authentication failed (SASL): the broker refused the user name or password"
+            if kind is KafkaAuthFailed
+            else "certificate verify failed (TLS): the broker's certificate is not signed by "
+            "the configured CA or does not name the host"
+        )
+        return kind(f"Kafka at {bootstrap}: {cause} ({text})")
 
 
 class KafkaMetadata:
@@ -59,6 +102,7 @@ class KafkaMetadata:
         self._overrides = dict(client_overrides or {})  # e.g. the operator's socket timeouts
         self._admin: AdminClient | None = None
         self._consumer: Consumer | None = None
+        self._security = SecurityErrors()
         self._lock = threading.Lock()  # librdkafka handles are shared by two threads here
 
     def _clients(self):
@@ -68,19 +112,30 @@ class KafkaMetadata:
         with self._lock:
             if self._consumer is None:
                 group = self.options.group_id or "kafka-checkpointed-metadata"
-                self._consumer = Consumer(
-                    self.options.client(**{**self._overrides, "group.id": group})
-                )
+                overrides = {**self._overrides, "error_cb": self._security}
+                self._consumer = Consumer(self.options.client(**{**overrides, "group.id": group}))
                 self._admin = AdminClient(
                     {
                         k: v
-                        for k, v in self.options.client(**self._overrides).items()
+                        for k, v in self.options.client(**overrides).items()
                         if not k.startswith(("enable.auto", "isolation"))
                     }
                 )
         return self._admin, self._consumer
 
+    def security_error(self) -> KafkaUnavailable | None:
+        """The authentication or TLS error the clients saw, if any (served from their
+        queues first: librdkafka calls the error callback only inside poll)."""
+        with self._lock:
+            for client in (self._admin, self._consumer):
+                if client is not None:
+                    client.poll(0)
+        return self._security.error(self.options.bootstrap_servers)
+
     def _unavailable(self, what: str, exc: BaseException) -> KafkaUnavailable:
+        security = self.security_error()
+        if security is not None:
+            return security
         return KafkaUnavailable(
             f"Kafka at {self.options.bootstrap_servers} did not answer {what} within "
             f"{self.timeout_s:.0f}s ({exc}); check kafka.bootstrap.servers and that the "
@@ -90,10 +145,16 @@ class KafkaMetadata:
     def topic_partitions(self) -> list[TopicPartition]:
         """Partitions of the subscribed topics (or of the topics matching the pattern)."""
         admin, _ = self._clients()
-        try:
-            metadata = admin.list_topics(timeout=self.timeout_s)
-        except Exception as exc:
-            raise self._unavailable("a metadata request", exc) from exc
+        deadline = time.monotonic() + self.timeout_s
+        while True:  # short tries: a refused login or certificate ends the wait early
+            try:
+                metadata = admin.list_topics(
+                    timeout=min(1.0, max(0.1, deadline - time.monotonic()))
+                )
+                break
+            except Exception as exc:
+                if time.monotonic() >= deadline or self.security_error() is not None:
+                    raise self._unavailable("a metadata request", exc) from exc
         if self.options.topics is not None:
             missing = [t for t in self.options.topics if t not in metadata.topics]
             if missing:
@@ -198,6 +259,24 @@ class KafkaMetadata:
         except Exception as exc:
             raise self._unavailable("a ListOffsets-by-time request", exc) from exc
         return {(k.topic, k.partition): (k.offset if k.offset >= 0 else None) for k in answer}
+
+    def commit(self, offsets: Positions) -> None:
+        """A synchronous standalone commit of the group (no subscription, no rebalance).
+        Raises the client's KafkaException as it comes: the broker refuses it while the
+        group has live members (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS),
+        and the caller says what that means."""
+        from confluent_kafka import TopicPartition as KafkaTP
+
+        _, consumer = self._clients()
+        answer = consumer.commit(
+            offsets=[KafkaTP(t, p, o) for (t, p), o in sorted(offsets.items())],
+            asynchronous=False,
+        )
+        failed = [tp for tp in answer or () if tp.error is not None]
+        if failed:
+            from confluent_kafka import KafkaException
+
+            raise KafkaException(failed[0].error)
 
     def close(self) -> None:
         with self._lock:

@@ -11,6 +11,7 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from spark_app.offsets import parse_starting_offsets
 
@@ -170,9 +171,10 @@ class SourceOptions:
             client_config=client,
         )
 
-    def client(self, **overrides: str | int | bool) -> dict[str, str | int | bool]:
-        """librdkafka configuration shared by every client this source creates."""
-        config: dict[str, str | int | bool] = {
+    def client(self, **overrides: Any) -> dict[str, Any]:
+        """librdkafka configuration shared by every client this source creates (overrides may
+        include callbacks such as `error_cb`)."""
+        config: dict[str, Any] = {
             "bootstrap.servers": self.bootstrap_servers,
             "isolation.level": self.isolation_level,
             "enable.auto.commit": False,

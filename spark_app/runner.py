@@ -1,19 +1,23 @@
 """Runs the job a StreamingJob manifest describes: Kafka → optional transform → sink.
 
 The same command runs locally (`make run`) and inside the driver pod, where the operator
-starts it through spark-submit in client mode. The manifest → query mapping lives here
-and nowhere else. Exit codes: 0 stopped on request (SIGTERM) or finished (availableNow);
-1 the query failed; 2 the input is invalid (nothing was started or committed).
+starts it through spark-submit in client mode. The manifest → query mapping is
+`spark_app/query.py`; the group's offsets are written by `spark_app/group_offsets.py`.
+Exit codes: 0 stopped on request (SIGTERM) or finished (availableNow); 1 the query failed;
+2 the input is invalid (nothing was started or committed); 3 Kafka refused the SASL
+credentials; 4 the TLS handshake with Kafka failed (the broker's certificate does not verify
+against the CA). For 3 and 4 the container's termination message (/dev/termination-log) says
+which Secret and why; the operator turns the code into a condition (KafkaAuthFailed,
+KafkaTLSFailed) and restarts with backoff.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
+import contextlib
 import json
 import logging
 import os
-import re
 import signal
 import sys
 import tempfile
@@ -24,24 +28,31 @@ from typing import Any
 
 import yaml
 
+from spark_app import group_offsets as group_writer
 from spark_app import offsets as off
-from spark_app.checkpoint_log import CheckpointFiles, CheckpointUnreadable
-from spark_app.group_offsets import GroupOffsets, describe
-from spark_app.kafka_config import credential_options, source_options
+from spark_app.checkpoint_log import CheckpointFiles
+from spark_app.group_offsets import GroupOffsets
+from spark_app.kafka_config import EXIT_KAFKA_AUTH, EXIT_KAFKA_TLS, source_options
 from spark_app.manifest import (
-    JobSpec,
     ManifestError,
     RunnerManifest,
     checkpoint_location,
-    epoch_sink_path,
     load_manifest,
+)
+from spark_app.query import (
+    DRAIN_FILE,
+    SOURCE_REPORT,
+    InvalidJob,
+    build_session,
+    load_transform,
+    start_query,
 )
 from spark_app.report import ConfigMapPublisher, Reporter, now_iso
 
 log = logging.getLogger("spark_app.runner")
 
-EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
-SOURCE_REPORT, DRAIN_FILE = "source-report.json", "drain"  # in the run's work directory
+EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2  # and EXIT_KAFKA_AUTH (3), EXIT_KAFKA_TLS (4)
+TERMINATION_LOG = Path(os.environ.get("STREAMJOB_TERMINATION_LOG", "/dev/termination-log"))
 STOP_GRACE_S = 25.0  # below Kubernetes' default 30 s termination grace period
 POLL_S = 0.2  # how soon a finished batch is printed and reported (a local py4j call each)
 # The graceful stop's final commit: with STOP_GRACE_S inside the 30 s termination grace.
@@ -49,14 +60,48 @@ FINAL_COMMIT_S = 4.0
 LINE_WAIT_S = 0.5  # a batch's line waits this long for its own commit to show its offsets
 
 
-class InvalidJob(ValueError):
-    """Input that cannot run, named by its manifest field."""
+class KafkaAccessDenied(RuntimeError):
+    """Kafka refused the job's credentials or the TLS handshake failed: a fact about the
+    Secrets (or the broker), not about the manifest; `exit_code` tells which."""
+
+    def __init__(self, message: str, exit_code: int):
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
-def preflight(options: dict[str, str], timeout_s: float = 15.0) -> None:
-    """Fails fast, before Spark starts, on what would otherwise fail inside a batch."""
-    from spark_app.kafka_metadata import KafkaMetadata, KafkaUnavailable, UnknownTopic
+def _credentials_fields(credentials: dict[str, Any] | None) -> tuple[str, str]:
+    """How messages name the job's Secrets: (SASL credentials, CA)."""
+    creds = credentials or {}
+    sasl = (
+        f"spec.kafkaCredentials.secretName (Secret {creds['secretName']!r})"
+        if creds.get("secretName")
+        else "spec.kafkaCredentials"
+    )
+    ca_ref = creds.get("caSecret") or {}
+    ca = (
+        f"spec.kafkaCredentials.caSecret (Secret {ca_ref['name']!r}, key "
+        f"{ca_ref.get('key', 'ca.crt')!r})"
+        if ca_ref.get("name")
+        else "spec.kafkaCredentials.caSecret (none: the system's CA bundle)"
+    )
+    return sasl, ca
+
+
+def preflight(
+    options: dict[str, str], timeout_s: float = 15.0, credentials: dict[str, Any] | None = None
+) -> None:
+    """Fails fast, before Spark starts, on what would otherwise fail inside a batch.
+    `credentials`: the manifest's spec.kafkaCredentials (names only), for the messages."""
+    from spark_app.kafka_metadata import (
+        KafkaAuthFailed,
+        KafkaMetadata,
+        KafkaTLSFailed,
+        KafkaUnavailable,
+        UnknownTopic,
+    )
     from spark_app.options import OptionError, SourceOptions
+
+    sasl_field, ca_field = _credentials_fields(credentials)
 
     try:
         parsed = SourceOptions.parse(options)
@@ -69,85 +114,12 @@ def preflight(options: dict[str, str], timeout_s: float = 15.0) -> None:
         raise InvalidJob(f"spec.job.source: {exc}") from None
     except UnknownTopic as exc:
         raise InvalidJob(f"spec.job.source.subscribe: {exc}") from None
+    except KafkaAuthFailed as exc:
+        raise KafkaAccessDenied(f"{sasl_field}: {exc}", EXIT_KAFKA_AUTH) from None
+    except KafkaTLSFailed as exc:
+        raise KafkaAccessDenied(f"{ca_field}: {exc}", EXIT_KAFKA_TLS) from None
     except KafkaUnavailable as exc:
         raise InvalidJob(f"spec.job.source.bootstrapServers: {exc}") from None
-
-
-def load_transform(reference: str):
-    module_name, _, function_name = reference.partition(":")
-    try:
-        function = getattr(importlib.import_module(module_name), function_name)
-    except (ImportError, AttributeError) as exc:
-        raise InvalidJob(
-            f"spec.job.transform: cannot load {reference!r} ({exc}); the module must be "
-            "importable in the driver image"
-        ) from None
-    if not callable(function):
-        raise InvalidJob(f"spec.job.transform: {reference!r} is not a function")
-    return function
-
-
-def start_query(spark, job: JobSpec, name: str, epoch: int, location: str, workdir: Path):
-    """The query; its source reports to and takes drain requests from files in `workdir`."""
-    from spark_app.source import FORMAT
-
-    options = source_options(job.source)
-    # The runner commits the group's offsets itself (GroupOffsets): as soon as a batch is
-    # durable, at a graceful stop and for the previous epoch. One writer, no race.
-    options["commitOffsetsOnCheckpoints"] = "false"
-    options["reportPath"] = str(workdir / SOURCE_REPORT)
-    options["drainPath"] = str(workdir / DRAIN_FILE)
-    frame = spark.readStream.format(FORMAT).options(**options).load()
-    if job.transform:
-        frame = load_transform(job.transform)(frame)
-        if not hasattr(frame, "writeStream"):
-            raise InvalidJob(f"spec.job.transform: {job.transform} must return a DataFrame")
-    sink = job.sink
-    writer = frame.writeStream.queryName(name).outputMode(sink.output_mode)
-    writer = writer.option("checkpointLocation", location)
-    if sink.format == "kafka":
-        writer = (
-            writer.format(FORMAT)
-            .option("topic", sink.topic or "")
-            .option(
-                "kafka.bootstrap.servers", sink.bootstrap_servers or job.source.bootstrap_servers
-            )
-        )
-        writer = writer.options(**credential_options(options))
-    else:
-        writer = writer.format(sink.format)
-        if sink.path:
-            writer = writer.option("path", epoch_sink_path(sink.path, epoch))
-    writer = writer.options(**sink.options)
-    if job.trigger.processing_time:
-        writer = writer.trigger(processingTime=job.trigger.processing_time)
-    elif job.trigger.available_now:
-        writer = writer.trigger(availableNow=True)
-    return writer.start()
-
-
-def build_session(manifest: RunnerManifest, master: str | None):
-    from pyspark.sql import SparkSession
-
-    from spark_app.source import KafkaCheckpointedDataSource
-
-    conf = manifest.spec.session_conf()
-    # Python workers must run this interpreter (it has pyarrow and confluent-kafka).
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    builder = SparkSession.builder.appName(manifest.metadata.name)
-    under_submit = "PYSPARK_GATEWAY_PORT" in os.environ  # launched by spark-submit
-    if master or not under_submit:
-        builder = builder.master(master or conf.pop("spark.master", "local[2]"))
-        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        conf.setdefault("spark.ui.enabled", "false")
-        conf.setdefault("spark.ui.showConsoleProgress", "false")
-        conf.setdefault("spark.sql.shuffle.partitions", "2")
-    for key, value in conf.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
-    spark.dataSource.register(KafkaCheckpointedDataSource)
-    return spark
 
 
 def progress_line(progress: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -235,14 +207,32 @@ def main(argv: list[str] | None = None) -> int:
     location = args.checkpoint_location or checkpoint_location(
         spec.checkpoint.location, meta.namespace, meta.name, args.epoch
     )
+    credentials = (document.get("spec") or {}).get("kafkaCredentials")
     try:
-        preflight(source_options(spec.job.source), args.preflight_timeout)
+        preflight(
+            source_options(spec.job.source),
+            args.preflight_timeout,
+            credentials if isinstance(credentials, dict) else None,
+        )
         if spec.job.transform:
             load_transform(spec.job.transform)
     except InvalidJob as exc:
         log.error("invalid job: %s", exc)
         return EXIT_INVALID
+    except KafkaAccessDenied as exc:
+        log.error("cannot connect to Kafka: %s", exc)
+        _termination_message(str(exc))
+        return exc.exit_code
     return run(manifest, args, location)
+
+
+def _termination_message(text: str) -> None:
+    """The container's termination message (Kubernetes shows it in the pod's status); the
+    kubelet creates the file, elsewhere there is none and nothing is written."""
+    if not TERMINATION_LOG.exists():
+        return
+    with contextlib.suppress(OSError):  # the log line says it all anyway
+        TERMINATION_LOG.write_text(text[:4000])
 
 
 def run(manifest: RunnerManifest, args: argparse.Namespace, location: str) -> int:
@@ -288,11 +278,15 @@ def run(manifest: RunnerManifest, args: argparse.Namespace, location: str) -> in
         publisher,
         workdir / SOURCE_REPORT,
     )
-    group = group_offsets(manifest)
+    group = group_writer.for_manifest(manifest)
     if group is not None:
         reporter.commits = group.report
     if args.previous_checkpoint and start_path == "fresh":
-        reporter.update(previousCheckpoint=catch_up(spark, manifest, group, args))
+        reporter.update(
+            previousCheckpoint=group_writer.catch_up(
+                spark, manifest, group, args.previous_checkpoint, args.final_commit_timeout
+            )
+        )
     stop_requested = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop_requested.set())
     signal.signal(signal.SIGINT, lambda *_: stop_requested.set())
@@ -320,72 +314,9 @@ def run(manifest: RunnerManifest, args: argparse.Namespace, location: str) -> in
         )
     finally:
         if group is not None:
-            result = final_commit(checkpoint, group, args.final_commit_timeout)
+            result = group_writer.final_commit(checkpoint, group, args.final_commit_timeout)
             reporter.update(finalCommit=result)
             group.close(1.0)
-
-
-def group_offsets(manifest: RunnerManifest) -> GroupOffsets | None:
-    """The runner's writer of the group's offsets, when the job commits them."""
-    from spark_app.options import SourceOptions
-
-    source = manifest.spec.job.source
-    if not source.commit_offsets_on_checkpoints:
-        return None
-    return GroupOffsets(SourceOptions.parse(source_options(source)))
-
-
-def catch_up(spark, manifest: RunnerManifest, group: GroupOffsets | None, args) -> dict:
-    """Before a fresh epoch resolves committed offsets: the previous epoch's last durable
-    batch reaches the group where it is ahead, so nothing it made durable is read again,
-    whether the old driver stopped or crashed. Never fails the job."""
-    previous = args.previous_checkpoint
-    starting = manifest.spec.job.source.starting_offsets
-    if group is None:
-        result = {"outcome": "skipped", "reason": "commitOffsetsOnCheckpoints is false"}
-    elif starting != "committed":
-        result = {"outcome": "skipped", "reason": f"startingOffsets is {starting}"}
-    else:
-        try:
-            sink_log = previous_sink_log(manifest, previous)
-            batch = CheckpointFiles(spark, previous).durable_batch(sink_log)
-        except CheckpointUnreadable as exc:
-            log.warning("previous checkpoint unreadable, its offsets are not caught up: %s", exc)
-            return {"location": previous, "outcome": "unreadable", "error": str(exc)}
-        if batch is None:
-            result = {"outcome": "nothing durable"}
-        else:
-            result = group.catch_up(batch, args.final_commit_timeout)
-    line = describe(result) if "partitions" in result else result["outcome"]
-    log.info("previous epoch's checkpoint %s: %s", previous, line)
-    return {"location": previous, **result}
-
-
-def previous_sink_log(manifest: RunnerManifest, previous_checkpoint: str) -> str | None:
-    """The previous epoch's file-sink log (`<sink.path>/epoch-<k>/_spark_metadata`), when the
-    sink writes files and the checkpoint is an epoch's (`.../epoch-<k>`)."""
-    sink_path = manifest.spec.job.sink.path
-    epoch = re.search(r"/epoch-(\d+)/?$", previous_checkpoint)
-    if not sink_path or epoch is None:
-        return None
-    return f"{epoch_sink_path(sink_path, int(epoch.group(1)))}/_spark_metadata"
-
-
-def final_commit(checkpoint: CheckpointFiles, group: GroupOffsets, timeout: float) -> dict:
-    """After the query stopped: the last durable batch's end offsets reach the group,
-    synchronously and within `timeout` (its last batch may have ended after the last poll)."""
-    try:
-        batch = checkpoint.durable_batch()
-    except CheckpointUnreadable as exc:
-        log.warning("final commit: checkpoint unreadable: %s", exc)
-        return {"outcome": "unreadable", "error": str(exc)}
-    if batch is None:
-        return {"outcome": "nothing durable"}
-    result = group.catch_up(batch, timeout)
-    (log.info if result["outcome"] in ("committed", "nothing ahead") else log.warning)(
-        "final commit of the last durable batch: %s", describe(result)
-    )
-    return result
 
 
 def executor_tasks(spark) -> list[dict[str, Any]]:

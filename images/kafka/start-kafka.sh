@@ -14,6 +14,14 @@
 #   KAFKA_HEAP                 JVM heap (default 512m)
 #   KAFKA_LOG_LEVEL            root log level (default INFO)
 #   KAFKA_CFG_<NAME>           any broker property: KAFKA_CFG_NUM_PARTITIONS=3 -> num.partitions=3
+#   KAFKA_TLS_DIR              directory with tls.crt (chain) and tls.key (PKCS#8, unencrypted),
+#                              e.g. a mounted kubernetes.io/tls Secret (default /etc/kafka/tls).
+#                              When tls.crt exists, a SASL_SSL listener (SCRAM-SHA-512) is added
+#                              beside PLAINTEXT on
+#   KAFKA_SASL_SSL_PORT        (default 9094), advertised under KAFKA_ADVERTISED_HOST, with the
+#                              SCRAM user KAFKA_SCRAM_USERNAME / KAFKA_SCRAM_PASSWORD created when
+#                              the storage is formatted (KRaft, KIP-900). The password is never
+#                              printed.
 # Kubernetes' service links put variables such as KAFKA_PORT=tcp://10.96.0.10:9092 into every pod
 # of a namespace with a Service named "kafka": port variables that are not plain numbers are
 # ignored for that reason (pods can also set enableServiceLinks: false).
@@ -25,7 +33,17 @@ controller_port=$(number_or "${KAFKA_CONTROLLER_PORT:-}" 9093)
 node_id=${KAFKA_NODE_ID:-1}
 data_dir=${KAFKA_DATA_DIR:-/var/lib/kafka/data}
 advertised_host=${KAFKA_ADVERTISED_HOST:-$(hostname -i | awk '{print $1}')}
-advertised=${KAFKA_ADVERTISED_LISTENERS:-PLAINTEXT://$advertised_host:$port}
+sasl_port=$(number_or "${KAFKA_SASL_SSL_PORT:-}" 9094)
+tls_dir=${KAFKA_TLS_DIR:-/etc/kafka/tls}
+secured=false
+[ -f "$tls_dir/tls.crt" ] && secured=true
+listeners="PLAINTEXT://0.0.0.0:$port"
+default_advertised="PLAINTEXT://$advertised_host:$port"
+if $secured; then
+  listeners="$listeners,SASL_SSL://0.0.0.0:$sasl_port"
+  default_advertised="$default_advertised,SASL_SSL://$advertised_host:$sasl_port"
+fi
+advertised=${KAFKA_ADVERTISED_LISTENERS:-$default_advertised}
 config_dir=${KAFKA_CONFIG_DIR:-/tmp/kafka-config}
 mkdir -p "$config_dir" "$data_dir"
 props="$config_dir/server.properties"
@@ -35,10 +53,10 @@ cat >"$props" <<PROPS
 process.roles=broker,controller
 node.id=$node_id
 controller.quorum.voters=$node_id@127.0.0.1:$controller_port
-listeners=PLAINTEXT://0.0.0.0:$port,CONTROLLER://127.0.0.1:$controller_port
+listeners=$listeners,CONTROLLER://127.0.0.1:$controller_port
 advertised.listeners=$advertised
 controller.listener.names=CONTROLLER
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT
 inter.broker.listener.name=PLAINTEXT
 log.dirs=$data_dir
 num.partitions=1
@@ -51,6 +69,16 @@ share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
 auto.create.topics.enable=false
 PROPS
+if $secured; then
+  # Kafka's PEM keystore: the key and its chain in one file (no keytool, no password).
+  cat "$tls_dir/tls.key" "$tls_dir/tls.crt" >"$config_dir/keystore.pem"
+  cat >>"$props" <<PROPS
+sasl.enabled.mechanisms=SCRAM-SHA-512
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+ssl.keystore.type=PEM
+ssl.keystore.location=$config_dir/keystore.pem
+PROPS
+fi
 while IFS='=' read -r name value; do
   key=$(tr 'A-Z_' 'a-z.' <<<"${name#KAFKA_CFG_}")
   printf '%s=%s\n' "$key" "$value" >>"$props"
@@ -65,7 +93,13 @@ if [ ! -f "$data_dir/meta.properties" ]; then
   cluster_id=${KAFKA_CLUSTER_ID:-$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')}
   cluster_id=${cluster_id/#-/A}  # a leading "-" would be read as an option (1 in 64)
   echo "formatting $data_dir for cluster $cluster_id"
-  "${java[@]}" kafka.tools.StorageTool format --ignore-formatted -t "$cluster_id" -c "$props"
+  scram=()
+  if $secured && [ -n "${KAFKA_SCRAM_USERNAME:-}" ]; then
+    echo "creating the SCRAM-SHA-512 user $KAFKA_SCRAM_USERNAME"
+    scram=(--add-scram "SCRAM-SHA-512=[name=$KAFKA_SCRAM_USERNAME,password=$KAFKA_SCRAM_PASSWORD]")
+  fi
+  "${java[@]}" kafka.tools.StorageTool format --ignore-formatted -t "$cluster_id" -c "$props" \
+    "${scram[@]}"
 fi
-echo "starting Kafka: listeners PLAINTEXT://0.0.0.0:$port, advertised $advertised"
+echo "starting Kafka: listeners $listeners, advertised $advertised"
 exec "${java[@]}" kafka.Kafka "$props"

@@ -9,18 +9,11 @@ with the job, epoch, attempt and driver name). Credentials reach containers only
 from __future__ import annotations
 
 import copy
-import re
 from typing import Any
 
 import yaml
 
-from spark_app.kafka_config import (
-    ENV_SASL_MECHANISM,
-    ENV_SASL_PASSWORD,
-    ENV_SASL_USERNAME,
-    ENV_SECURITY_PROTOCOL,
-)
-from spark_app.manifest import S3_ACCESS_KEY_ENV, S3_SECRET_KEY_ENV, CheckpointSpec
+from spark_app.manifest import CheckpointSpec
 
 from .models import API_GROUP, API_VERSION, KIND, StreamingJobSpec
 from .naming import (
@@ -37,9 +30,24 @@ from .naming import (
     job_configmap_name,
     job_selector,
     label_value,
+    offsets_configmap_name,
     report_configmap_name,
     service_name,
     ui_service_name,
+)
+from .pod_parts import (
+    avoiding,
+    container_security,
+    credential_env,
+    merge,
+    pod_mounts,
+    pod_resources,
+    pod_security,
+    pod_volumes,
+    s3_env,
+    scratch_mounts,
+    scratch_volumes,
+    spec_tolerations,
 )
 
 CONFIG_DIR = "/etc/streamingjob"
@@ -48,11 +56,8 @@ EXECUTOR_TEMPLATE_PATH = f"{CONFIG_DIR}/executor-template.yaml"
 DRIVER_PORT = 7078
 BLOCK_MANAGER_PORT = 7079
 UI_PORT = 4040
-SPARK_UID = 185  # the spark user of Apache Spark images
 IMAGE_HADOOP_CONF = "/opt/streamingjob/hadoop-conf"  # an empty core-site.xml (FsShell wants one)
 MASTER = "k8s://https://kubernetes.default.svc:443"
-
-ENV_USERNAME, ENV_PASSWORD = ENV_SASL_USERNAME, ENV_SASL_PASSWORD  # spark_app.kafka_config
 
 
 def owner_reference(job: dict[str, Any]) -> dict[str, Any]:
@@ -81,158 +86,6 @@ def _meta(job: dict[str, Any], name: str, labels: dict[str, str] | None = None) 
     }
 
 
-def spark_memory_mib(value: str) -> int:
-    match = re.fullmatch(r"([0-9]+)([kmgtKMGT]?)", value)
-    if not match:
-        raise ValueError(f"not a Spark memory size: {value!r}")
-    number, unit = int(match.group(1)), match.group(2).lower()
-    factor = {"": 1 / (1024 * 1024), "k": 1 / 1024, "m": 1, "g": 1024, "t": 1024 * 1024}[unit]
-    return max(int(number * factor), 1)
-
-
-def pod_resources(
-    cores: int, memory: str, overhead: str, cpu_limit: str | None, cpu_request: str | None = None
-) -> dict[str, Any]:
-    total = spark_memory_mib(memory) + spark_memory_mib(overhead)
-    limits: dict[str, str] = {"memory": f"{total}Mi"}
-    if cpu_limit:
-        limits["cpu"] = cpu_limit
-    requests = {"cpu": cpu_request or str(cores), "memory": f"{total}Mi"}
-    return {"requests": requests, "limits": limits}
-
-
-def _from_secret(env: str, secret: str, key: str) -> dict[str, Any]:
-    return {"name": env, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
-
-
-def _kafka_env(spec: StreamingJobSpec) -> list[dict[str, Any]]:
-    creds = spec.kafka_credentials
-    if creds is None:
-        return []
-    return [
-        _from_secret(ENV_USERNAME, creds.secret_name, creds.username_key),
-        _from_secret(ENV_PASSWORD, creds.secret_name, creds.password_key),
-        {"name": ENV_SASL_MECHANISM, "value": creds.sasl_mechanism},
-        {"name": ENV_SECURITY_PROTOCOL, "value": creds.security_protocol},
-    ]
-
-
-def _s3_env(spec: StreamingJobSpec) -> list[dict[str, Any]]:
-    """The object store's access key pair, from its Secret, as the environment variables
-    S3A reads (the runner selects that provider; spark_app.manifest.S3Spec)."""
-    creds = spec.s3.credentials_secret if spec.s3 else None
-    if creds is None:
-        return []
-    return [
-        _from_secret(S3_ACCESS_KEY_ENV, creds.name, creds.access_key_id_key),
-        _from_secret(S3_SECRET_KEY_ENV, creds.name, creds.secret_access_key_key),
-    ]
-
-
-def credential_env(spec: StreamingJobSpec) -> list[dict[str, Any]]:
-    """Every credential of the job, each an env var from a secretKeyRef."""
-    return [*_kafka_env(spec), *_s3_env(spec)]
-
-
-def secret_references(spec: StreamingJobSpec) -> list[tuple[str, str, dict[str, str]]]:
-    """(spec field of the Secret's name, Secret name, {spec field of a key: key}) for every
-    Secret the job's pods read: what validation checks before a launch."""
-    refs = []
-    if spec.kafka_credentials is not None:
-        k = spec.kafka_credentials
-        refs.append(
-            (
-                "spec.kafkaCredentials.secretName",
-                k.secret_name,
-                {
-                    "spec.kafkaCredentials.usernameKey": k.username_key,
-                    "spec.kafkaCredentials.passwordKey": k.password_key,
-                },
-            )
-        )
-    if spec.s3 is not None and spec.s3.credentials_secret is not None:
-        c = spec.s3.credentials_secret
-        refs.append(
-            (
-                "spec.s3.credentialsSecret.name",
-                c.name,
-                {
-                    "spec.s3.credentialsSecret.accessKeyIdKey": c.access_key_id_key,
-                    "spec.s3.credentialsSecret.secretAccessKeyKey": c.secret_access_key_key,
-                },
-            )
-        )
-    return refs
-
-
-def _container_security() -> dict[str, Any]:
-    return {
-        "allowPrivilegeEscalation": False,
-        "runAsNonRoot": True,
-        "capabilities": {"drop": ["ALL"]},
-    }
-
-
-def _pod_security() -> dict[str, Any]:
-    return {
-        "runAsNonRoot": True,
-        "runAsUser": SPARK_UID,
-        "runAsGroup": SPARK_UID,
-        "fsGroup": SPARK_UID,
-        "seccompProfile": {"type": "RuntimeDefault"},
-    }
-
-
-def _merge_named(base: list[Any], ours: list[Any]) -> list[Any]:
-    """Merge lists of named objects (containers, env, volumes): ours wins per name."""
-    result = [copy.deepcopy(item) for item in base]
-    index = {item.get("name"): i for i, item in enumerate(result) if isinstance(item, dict)}
-    for item in ours:
-        name = item.get("name") if isinstance(item, dict) else None
-        if name is not None and name in index:
-            result[index[name]] = merge(result[index[name]], item)
-        else:
-            result.append(copy.deepcopy(item))
-    return result
-
-
-def merge(base: Any, ours: Any) -> Any:
-    """Deep-merge `ours` over a user template: dicts merge, named lists merge by name."""
-    if isinstance(base, dict) and isinstance(ours, dict):
-        out = copy.deepcopy(base)
-        for key, value in ours.items():
-            out[key] = merge(base[key], value) if key in base else copy.deepcopy(value)
-        return out
-    if isinstance(base, list) and isinstance(ours, list):
-        if all(isinstance(i, dict) and "name" in i for i in [*base, *ours]):
-            return _merge_named(base, ours)
-        return copy.deepcopy(ours) if ours else copy.deepcopy(base)
-    return copy.deepcopy(ours)
-
-
-def _tolerations(spec: StreamingJobSpec) -> list[dict[str, Any]]:
-    return [t.model_dump(by_alias=True, exclude_none=True) for t in spec.tolerations]
-
-
-def avoiding(pod: dict[str, Any], nodes: list[str]) -> dict[str, Any]:
-    """`pod` (a Pod or pod template) kept off `nodes`: a required node affinity term ANDed
-    into each of the user's terms (they are ORed), or the only term."""
-    if not nodes:
-        return pod
-    spec = pod.setdefault("spec", {})
-    required = (
-        spec.setdefault("affinity", {})
-        .setdefault("nodeAffinity", {})
-        .setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
-    )
-    terms = required.setdefault("nodeSelectorTerms", []) or [{}]
-    away = {"key": "kubernetes.io/hostname", "operator": "NotIn", "values": sorted(nodes)}
-    for term in terms:
-        term.setdefault("matchExpressions", []).append(dict(away))
-    required["nodeSelectorTerms"] = terms
-    return pod
-
-
 def build_executor_template(
     spec: StreamingJobSpec, name: str, avoid_nodes: list[str] | None = None
 ) -> dict[str, Any]:
@@ -244,16 +97,16 @@ def build_executor_template(
         "spec": {
             # Executors never call the API server: no token, whatever the account grants.
             "automountServiceAccountToken": False,
-            "securityContext": _pod_security(),
-            "tolerations": _tolerations(spec),
+            "securityContext": pod_security(),
+            "tolerations": spec_tolerations(spec),
             "nodeSelector": dict(spec.node_selector),
-            "volumes": copy.deepcopy(spec.volumes),
+            "volumes": [*pod_volumes(spec), *copy.deepcopy(spec.volumes)],
             "containers": [
                 {
                     "name": "executor",
                     "env": [*credential_env(spec), *copy.deepcopy(spec.env)],
-                    "volumeMounts": copy.deepcopy(spec.volume_mounts),
-                    "securityContext": _container_security(),
+                    "volumeMounts": [*pod_mounts(spec), *copy.deepcopy(spec.volume_mounts)],
+                    "securityContext": container_security(),
                 }
             ],
         },
@@ -306,6 +159,17 @@ def build_report_configmap(job: dict[str, Any]) -> dict[str, Any]:
         "kind": "ConfigMap",
         "metadata": _meta(job, report_configmap_name(name)),
         "data": {},
+    }
+
+
+def build_offsets_configmap(job: dict[str, Any], data: dict[str, str]) -> dict[str, Any]:
+    """The full result of the last offsets action (spec.offsetsAction), owned by the job."""
+    name = job["metadata"]["name"]
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _meta(job, offsets_configmap_name(name)),
+        "data": data,
     }
 
 
@@ -564,11 +428,12 @@ def build_driver_pod(
             "serviceAccountName": account_name(job, spec),
             "automountServiceAccountToken": True,
             "terminationGracePeriodSeconds": 30,
-            "securityContext": _pod_security(),
-            "tolerations": _tolerations(spec),
+            "securityContext": pod_security(),
+            "tolerations": spec_tolerations(spec),
             "nodeSelector": dict(spec.node_selector),
             "volumes": [
                 {"name": "streamingjob-config", "configMap": {"name": job_configmap_name(name)}},
+                *pod_volumes(spec),
                 *copy.deepcopy(spec.volumes),
             ],
             "containers": [
@@ -607,9 +472,10 @@ def build_driver_pod(
                     ),
                     "volumeMounts": [
                         {"name": "streamingjob-config", "mountPath": CONFIG_DIR, "readOnly": True},
+                        *pod_mounts(spec),
                         *copy.deepcopy(spec.volume_mounts),
                     ],
-                    "securityContext": _container_security(),
+                    "securityContext": container_security(),
                 }
             ],
         },
@@ -688,19 +554,22 @@ def build_cleanup_job(
                 "metadata": {"labels": base_labels(meta["name"])},
                 "spec": {
                     "restartPolicy": "OnFailure",
-                    "securityContext": _pod_security(),
-                    "tolerations": _tolerations(spec),
+                    "securityContext": pod_security(),
+                    "tolerations": spec_tolerations(spec),
                     "nodeSelector": dict(spec.node_selector),
-                    "volumes": copy.deepcopy(spec.volumes),
+                    "volumes": [*scratch_volumes(), *copy.deepcopy(spec.volumes)],
                     "containers": [
                         {
                             "name": "cleanup",
                             "image": spec.image,
                             "imagePullPolicy": spec.image_pull_policy,
                             "command": cleanup_command(spec, path),
-                            "env": credential_env(spec),
-                            "volumeMounts": copy.deepcopy(spec.volume_mounts),
-                            "securityContext": _container_security(),
+                            "env": s3_env(spec),
+                            "volumeMounts": [
+                                *scratch_mounts(),
+                                *copy.deepcopy(spec.volume_mounts),
+                            ],
+                            "securityContext": container_security(),
                         }
                     ],
                 },

@@ -22,6 +22,7 @@ were deployed, the nonces acted on). The table of the architecture sketch, as im
 | any                              | suspend: true               | delete pods, keep epoch      |
 | none (suspended)                 | resume, stateless           | epoch+1 (fresh)              |
 | none (suspended)                 | resume, last-state          | attempt+1 (restore)          |
+| none (suspended)                 | resume after offsets reset  | epoch+1 (fresh, any mode)    |
 | failed past maxRestarts           | -                           | Failed until a nonce/spec    |
 
 A new target makes every other pod of the job stale; stale drivers are deleted, their
@@ -37,6 +38,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+from spark_app.kafka_config import KAFKA_EXIT_REASONS
 from spark_app.manifest import checkpoint_location
 
 from .models import StreamingJobSpec, StreamingJobStatus
@@ -72,6 +74,7 @@ FIELD_CLASSES: dict[str, str] = {
     "restart_nonce": SEPARATE,
     "redeploy_nonce": SEPARATE,
     "suspend": SEPARATE,
+    "offsets_action": SEPARATE,  # runs while suspended (offsets_action.py), never relaunches
 }
 
 # The fixed vocabulary of Event reasons (also used in status.history).
@@ -92,10 +95,17 @@ REASONS = (
     "Completed",
     "InvalidSpec",
     "KafkaUnavailable",
+    "KafkaAuthFailed",  # Kafka refused the job's SASL credentials (runner or lag reader)
+    "KafkaTLSFailed",  # the broker's certificate did not verify against the job's CA
     "CheckpointKept",
     "CheckpointDeleted",
     "ApiRejected",  # a reconcile failed: the API server refused a request (reconcile.py)
     "ReconcileError",  # a reconcile failed otherwise (reconcile.py)
+    "OffsetsListed",  # spec.offsetsAction (offsets_action.py)
+    "OffsetsReset",
+    "OffsetsAltered",
+    "OffsetsRefused",
+    "OffsetsFailed",
 )
 
 ActionKind = Literal["none", "delete", "launch", "wait"]
@@ -184,6 +194,12 @@ def _manual_trigger(spec: StreamingJobSpec, st: StreamingJobStatus) -> tuple[str
     if st.epoch == 0:
         return ("redeploy", "Launching", "first launch")
     if st.suspended:
+        if st.offsets_acted_since_launch:  # the user's new offsets win, also over last-state
+            return (
+                "redeploy",
+                "Resumed",
+                "resumed from suspend after an offsets action (new epoch from the group's offsets)",
+            )
         if spec.upgrade_mode == "stateless":
             return ("redeploy", "Resumed", "resumed from suspend (stateless: new epoch)")
         return ("restart", "Resumed", "resumed from suspend (last-state: restore)")
@@ -397,6 +413,14 @@ def _failure_of(pod: PodInfo | None, lost: bool = False) -> tuple[str, str, bool
         return ("OOMKilled", f"driver pod {pod.name} was OOM-killed", False)
     if term.exit_code == 0:
         return ("DriverExited", f"driver pod {pod.name} exited 0: the stream stopped", True)
+    if term.exit_code in KAFKA_EXIT_REASONS:  # the runner's preflight: Secrets or broker
+        reason = KAFKA_EXIT_REASONS[term.exit_code]
+        cause = term.message or (
+            "Kafka refused the SASL credentials of spec.kafkaCredentials"
+            if reason == "KafkaAuthFailed"
+            else "the broker's certificate did not verify against spec.kafkaCredentials.caSecret"
+        )
+        return (reason, f"driver pod {pod.name} exited {term.exit_code}: {cause}", False)
     detail = f" ({term.reason})" if term.reason else ""
     return ("DriverFailed", f"driver pod {pod.name} exited {term.exit_code}{detail}", False)
 

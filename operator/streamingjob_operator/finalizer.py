@@ -15,6 +15,7 @@ from .naming import (
     disruption_budget_name,
     driver_account_name,
     job_configmap_name,
+    offsets_configmap_name,
     report_configmap_name,
     service_name,
     ui_service_name,
@@ -54,6 +55,7 @@ class Finalizer:
         self.api.delete("PodDisruptionBudget", namespace, disruption_budget_name(name))
         self.api.delete("ConfigMap", namespace, job_configmap_name(name))
         self.api.delete("ConfigMap", namespace, report_configmap_name(name))
+        self.api.delete("ConfigMap", namespace, offsets_configmap_name(name))
         for kind in ("RoleBinding", "Role", "ServiceAccount"):
             self.api.delete(kind, namespace, driver_account_name(name))
         spec, _problems = parse(job.get("spec") or {})

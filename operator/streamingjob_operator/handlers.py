@@ -190,6 +190,7 @@ async def keep_reconciled(
         runtime.nodes.track(key, set())
         runtime.seen.forget(namespace, name)
         runtime.kafka.forget(key)
+        runtime.metrics.jobs.forget(key)  # its series go with the job
 
 
 async def _reconcile(

@@ -14,8 +14,10 @@ it, closed once no job uses it and no reading is in flight; never dropped under 
 Readings run on a small dedicated thread pool with bounded timeouts; a reconcile never waits
 for Kafka: it takes the latest cached reading and asks for a fresh one when it is old. An
 unreachable broker or an unknown topic becomes a `problem` naming the spec field, never an
-exception in the reconcile. Credentials are used to connect and are never logged or stored
-outside the client.
+exception in the reconcile; a broker that refuses the job's SASL credentials or whose
+certificate does not verify against the job's CA is a problem of its own (KafkaAuthFailed,
+KafkaTLSFailed) naming the Secret. Credentials (and the CA, passed as `ssl.ca.pem` in
+memory) are used to connect and are never logged or stored outside the client.
 """
 
 from __future__ import annotations
@@ -28,9 +30,17 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from spark_app import offsets_admin
 from spark_app.kafka_config import source_options
-from spark_app.kafka_metadata import KafkaMetadata, KafkaUnavailable, UnknownTopic
+from spark_app.kafka_metadata import (
+    KafkaAuthFailed,
+    KafkaMetadata,
+    KafkaTLSFailed,
+    KafkaUnavailable,
+    UnknownTopic,
+)
 from spark_app.manifest import SourceSpec
+from spark_app.offsets_admin import OffsetsRequest, OffsetsResult
 from spark_app.options import OptionError, SourceOptions
 
 from .status import KafkaView
@@ -46,11 +56,22 @@ class KafkaTarget:
     never shown by repr)."""
 
     options: ConnectionKey
+    # how problems name the job's Secrets: (SASL credentials, CA); not part of the connection
+    secrets: tuple[str, str] = field(
+        default=("spec.kafkaCredentials", "spec.kafkaCredentials.caSecret"), compare=False
+    )
 
     @classmethod
-    def of(cls, source: SourceSpec, credentials: Mapping[str, str]) -> KafkaTarget:
-        """`credentials`: the KAFKA_* environment the driver pod gets from the Secret."""
-        return cls(tuple(sorted(source_options(source, credentials).items())))
+    def of(
+        cls,
+        source: SourceSpec,
+        credentials: Mapping[str, str],
+        secrets: tuple[str, str] | None = None,
+    ) -> KafkaTarget:
+        """`credentials`: the KAFKA_* environment the driver pod gets from the Secret (the
+        CA as KAFKA_SSL_CA_PEM)."""
+        options = tuple(sorted(source_options(source, credentials).items()))
+        return cls(options, secrets) if secrets else cls(options)
 
     def __repr__(self) -> str:
         shown = ("kafka.bootstrap.servers", "subscribe", "subscribePattern", "kafka.group.id")
@@ -68,9 +89,25 @@ def client_overrides(timeout: float) -> dict[str, Any]:
     }
 
 
-def read_offsets(metadata: KafkaMetadata) -> KafkaView:
+def run_offsets_action(
+    target: KafkaTarget, request: OffsetsRequest, timeout: float
+) -> OffsetsResult:
+    """One offsets action (spec.offsetsAction) with a client of its own, closed afterwards:
+    actions are rare and must not wait behind, or hold up, the shared readings. Blocking and
+    bounded by `timeout` per request; raises OffsetsRefused, KafkaUnavailable, UnknownTopic
+    or OptionError."""
+    options = SourceOptions.parse(dict(target.options))
+    metadata = KafkaMetadata(options, timeout, client_overrides(timeout))
+    try:
+        return offsets_admin.run(metadata, request)
+    finally:
+        metadata.close()
+
+
+def read_offsets(metadata: KafkaMetadata, target: KafkaTarget | None = None) -> KafkaView:
     """One blocking reading with a long-lived client (run it on a worker thread)."""
     now = datetime.now(UTC)
+    sasl_field, ca_field = (target or KafkaTarget(())).secrets
     try:
         tps = metadata.topic_partitions()
         end: dict[str, dict[str, int]] = {}
@@ -84,6 +121,10 @@ def read_offsets(metadata: KafkaMetadata) -> KafkaView:
         return KafkaView(committed=committed, end=end, read_at=now)
     except UnknownTopic as exc:
         return KafkaView(read_at=now, problem=f"spec.job.source.subscribe: {exc}")
+    except KafkaAuthFailed as exc:
+        return KafkaView(read_at=now, problem=f"{sasl_field}: {exc}", reason="KafkaAuthFailed")
+    except KafkaTLSFailed as exc:
+        return KafkaView(read_at=now, problem=f"{ca_field}: {exc}", reason="KafkaTLSFailed")
     except KafkaUnavailable as exc:
         return KafkaView(read_at=now, problem=f"spec.job.source.bootstrapServers: {exc}")
     except Exception as exc:  # anything else: report, never crash the caller
@@ -113,6 +154,7 @@ class KafkaMonitor:
         self._inflight: set[tuple[str, str]] = set()
         self._clients: dict[ConnectionKey, _Client] = {}
         self._uses: dict[tuple[str, str], ConnectionKey] = {}  # job → its connection
+        self._targets: dict[tuple[str, str], KafkaTarget] = {}  # job → its latest target
         self._closed = False
 
     def view(self, key: tuple[str, str]) -> KafkaView | None:
@@ -148,10 +190,11 @@ class KafkaMonitor:
                 client = None
             if client is not None:
                 self._inflight.add(key)
+                self._targets[key] = target
                 client.busy += 1
         self._close_later(unused)
         if client is not None:
-            self._pool.submit(self._run, key, client)
+            self._pool.submit(self._run, key, client, target)
 
     def _attach(self, key: tuple[str, str], target: KafkaTarget, unused: list[_Client]) -> _Client:
         """The job's client for this connection setting (held under the lock)."""
@@ -181,10 +224,10 @@ class KafkaMonitor:
         del self._clients[connection]
         return [client]
 
-    def _run(self, key: tuple[str, str], client: _Client) -> None:
+    def _run(self, key: tuple[str, str], client: _Client, target: KafkaTarget) -> None:
         view: KafkaView | None = None
         try:
-            view = read_offsets(client.metadata)
+            view = read_offsets(client.metadata, target)
         finally:
             unused: list[_Client] = []
             with self._lock:
@@ -212,6 +255,7 @@ class KafkaMonitor:
     def forget(self, key: tuple[str, str]) -> None:
         with self._lock:
             self._views.pop(key, None)
+            self._targets.pop(key, None)
             connection = self._uses.pop(key, None)
             unused = self._release(key, connection) if connection is not None else []
         self._close_later(unused)

@@ -1,13 +1,208 @@
-"""Prometheus metrics of the operator (served on settings.metrics_port)."""
+"""Prometheus metrics (served on settings.metrics_port): the operator's own, and per job
+what users alert on (docs/operator.md "Metrics", the chart's alert rules and dashboard).
+
+Per-job series carry bounded labels only: namespace and job, plus topic and partition for
+offsets, reason for restarts (the fixed vocabulary below, every value exported from the
+start so that increase() sees the first restart), phase and start path (fixed sets). A job's
+series go when the job is deleted (`JobMetrics.forget`). Offsets are the operator's own
+readings of the group (kafka.py); the rest comes from the job's status and the driver's
+report, so nothing is scraped from drivers.
+"""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from .models import StreamingJobStatus
+from .observed import Report, parse_time
+from .status import KafkaView
+
+# decide._failure_of, _while_starting and _move_off: why a driver was relaunched
+RESTART_REASONS = (
+    "DriverFailed",
+    "DriverExited",
+    "DriverDeleted",
+    "OOMKilled",
+    "NodeLost",
+    "NodeDrained",
+    "StartTimeout",
+)
+PHASES = (
+    "Pending",
+    "Launching",
+    "Running",
+    "Restarting",
+    "Stopping",
+    "Suspended",
+    "Failed",
+    "Completed",
+    "Invalid",
+)
+
+JobKey = tuple[str, str]
+
+
+@dataclass
+class _Job:
+    phase: str = ""
+    degraded: bool = False
+    start_path: str = ""
+    progress_at: datetime | None = None  # latest batch, else when the run started
+    commit_failures: int | None = None
+    committed: dict[tuple[str, str], int] = field(default_factory=dict)
+    end: dict[tuple[str, str], int] = field(default_factory=dict)
+    restarts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(RESTART_REASONS, 0))
+
+
+class JobMetrics(Collector):
+    """Per-job series from the latest reconcile of each job; `collect` runs at scrape time
+    (seconds since progress are computed then)."""
+
+    def __init__(self) -> None:
+        self._jobs: dict[JobKey, _Job] = {}
+        self._lock = threading.Lock()
+
+    def update(
+        self,
+        key: JobKey,
+        status: StreamingJobStatus,
+        kafka: KafkaView | None,
+        report: Report | None = None,
+    ) -> None:
+        degraded = next(
+            (c.status == "True" for c in status.conditions if c.type == "Degraded"), False
+        )
+        running = status.phase == "Running"
+        progress = parse_time(status.last_progress_time) or parse_time(status.running_since)
+        current = report is not None and (report.epoch, report.attempt) == (
+            status.epoch,
+            status.attempt,
+        )
+        with self._lock:
+            job = self._jobs.setdefault(key, _Job())
+            job.phase = status.phase
+            job.degraded = degraded
+            job.start_path = status.start_path
+            job.progress_at = progress if running else None
+            job.commit_failures = report.commit_failures if current and report else None
+            if status.suspended:  # nothing reads while suspended: no offsets series
+                job.committed, job.end = {}, {}
+            elif kafka is not None and kafka.committed is not None and kafka.end is not None:
+                job.committed = _flat(kafka.committed)
+                job.end = _flat(kafka.end)
+
+    def restarted(self, key: JobKey, reason: str) -> None:
+        with self._lock:
+            job = self._jobs.setdefault(key, _Job())
+            job.restarts[reason] = job.restarts.get(reason, 0) + 1
+
+    def forget(self, key: JobKey) -> None:
+        with self._lock:
+            self._jobs.pop(key, None)
+
+    def describe(self) -> list[Metric]:
+        return []  # series appear and go with jobs
+
+    def collect(self) -> Iterator[Metric]:
+        now = datetime.now(UTC)
+        with self._lock:
+            jobs = {key: _copy(job) for key, job in self._jobs.items()}
+        base = ["namespace", "job"]
+        part = [*base, "topic", "partition"]
+        committed = GaugeMetricFamily(
+            "streamingjob_consumer_committed_offset",
+            "The consumer group's committed offset (next record to read), per partition.",
+            labels=part,
+        )
+        end = GaugeMetricFamily(
+            "streamingjob_consumer_log_end_offset",
+            "Log end offset (the LSO under read_committed), per partition.",
+            labels=part,
+        )
+        lag = GaugeMetricFamily(
+            "streamingjob_consumer_lag",
+            "Log end minus committed offset per partition (a partition without a commit "
+            "counts whole).",
+            labels=part,
+        )
+        since = GaugeMetricFamily(
+            "streamingjob_seconds_since_progress",
+            "Seconds since the latest batch the driver reported (since the run started if "
+            "none yet); only while Running.",
+            labels=base,
+        )
+        restarts = CounterMetricFamily(
+            "streamingjob_job_restarts",
+            "Automatic driver relaunches by reason (since the operator started).",
+            labels=[*base, "reason"],
+        )
+        phase = GaugeMetricFamily(
+            "streamingjob_job_phase", "1 for the job's current phase.", labels=[*base, "phase"]
+        )
+        degraded = GaugeMetricFamily(
+            "streamingjob_job_degraded", "1 while condition Degraded is True.", labels=base
+        )
+        start = GaugeMetricFamily(
+            "streamingjob_job_start_path",
+            "1 for how the current run started (restored or fresh), as the driver reported.",
+            labels=[*base, "path"],
+        )
+        failures = GaugeMetricFamily(
+            "streamingjob_offset_commit_failures",
+            "Offset commits that failed in the current run (driver report).",
+            labels=base,
+        )
+        for (namespace, name), job in sorted(jobs.items()):
+            for (topic, partition), log_end in sorted(job.end.items()):
+                labels = [namespace, name, topic, partition]
+                done = job.committed.get((topic, partition))
+                if done is not None:
+                    committed.add_metric(labels, done)
+                end.add_metric(labels, log_end)
+                lag.add_metric(labels, max(log_end - (done or 0), 0))
+            if job.progress_at is not None:
+                since.add_metric([namespace, name], (now - job.progress_at).total_seconds())
+            for reason, count in sorted(job.restarts.items()):
+                restarts.add_metric([namespace, name, reason], count)
+            if job.phase in PHASES:
+                phase.add_metric([namespace, name, job.phase], 1)
+            degraded.add_metric([namespace, name], 1 if job.degraded else 0)
+            if job.start_path in ("restored", "fresh"):
+                start.add_metric([namespace, name, job.start_path], 1)
+            if job.commit_failures is not None:
+                failures.add_metric([namespace, name], job.commit_failures)
+        yield from (committed, end, lag, since, restarts, phase, degraded, start, failures)
+
+
+def _flat(nested: dict[str, dict[str, int]]) -> dict[tuple[str, str], int]:
+    return {(t, p): o for t, parts in nested.items() for p, o in parts.items()}
+
+
+def _copy(job: _Job) -> _Job:
+    return _Job(
+        phase=job.phase,
+        degraded=job.degraded,
+        start_path=job.start_path,
+        progress_at=job.progress_at,
+        commit_failures=job.commit_failures,
+        committed=dict(job.committed),
+        end=dict(job.end),
+        restarts=dict(job.restarts),
+    )
 
 
 class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
+        self.jobs = JobMetrics()
+        self.registry.register(self.jobs)
         self.reconciles = Counter(
             "streamingjob_reconciles",
             "Reconciles run, by result (ok, retry, error).",

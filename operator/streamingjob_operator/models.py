@@ -85,11 +85,32 @@ def _free_form(description: str) -> Any:
     )
 
 
+class KafkaCASecretSpec(SpecModel):
+    """The CA certificate (PEM) that signed the brokers' certificates, from a Secret in the
+    job's namespace: mounted as a file in the driver and executors (ssl.ca.location); the
+    operator reads it for its own Kafka look-ups (ssl.ca.pem, in memory)."""
+
+    name: str = Field(
+        min_length=1,
+        max_length=253,
+        pattern=_K8S_NAME,
+        description="Name of the Secret in the job's namespace that holds the CA certificate.",
+    )
+    key: str = Field(
+        default="ca.crt",
+        min_length=1,
+        max_length=253,
+        pattern=_SECRET_KEY,
+        description="Key of the PEM CA certificate in the Secret.",
+    )
+
+
 class KafkaCredentialsSpec(SpecModel):
     """SASL credentials for the source (and a kafka sink), read from a Secret in the job's
     namespace. The values reach the driver and executors only as environment variables
     (KAFKA_SASL_USERNAME, KAFKA_SASL_PASSWORD) through secretKeyRef; they never appear in
-    the job ConfigMap, the status or the logs."""
+    the job ConfigMap, the status or the logs. The source, the driver's offset committer,
+    the operator's lag reader and a kafka sink all connect with them."""
 
     secret_name: str = Field(
         min_length=1,
@@ -112,10 +133,15 @@ class KafkaCredentialsSpec(SpecModel):
         description="Key of the SASL password in the Secret.",
     )
     sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = Field(
-        default="PLAIN", description="SASL mechanism (sasl.mechanism)."
+        default="SCRAM-SHA-512", description="SASL mechanism (sasl.mechanism)."
     )
     security_protocol: Literal["SASL_PLAINTEXT", "SASL_SSL"] = Field(
         default="SASL_SSL", description="Kafka security protocol (security.protocol)."
+    )
+    ca_secret: KafkaCASecretSpec | None = Field(
+        default=None,
+        description="The CA that signed the brokers' certificates (SASL_SSL), by Secret "
+        "reference. Unset: the image's system CA bundle (a public CA, e.g. a managed service).",
     )
 
 
@@ -310,6 +336,99 @@ class PodTemplateSpec(SpecModel):
     )
 
 
+class OffsetsPartitionSpec(SpecModel):
+    """One partition of an offsets action."""
+
+    topic: str = Field(min_length=1, max_length=249, description="Topic name.")
+    partition: int = Field(ge=0, le=1_000_000, description="Partition number.")
+    offset: int | None = Field(
+        default=None,
+        ge=0,
+        le=2**62,
+        description="alter only: the group's new offset (the next record to read), between "
+        "the partition's log start and log end inclusive.",
+    )
+
+
+class OffsetsActionSpec(SpecModel):
+    """An action on the consumer group's offsets, run once per nonce and only while the job
+    is suspended with no driver or executor left. The result goes into
+    status.offsetsAction, an Event, and (list) the ConfigMap <job>-offsets. After a reset or
+    alter, the next resume starts a new epoch (an empty checkpoint) from the group's offsets,
+    also under upgradeMode last-state."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "self.action != 'reset' || has(self.to)",
+                    "message": "reset needs to: earliest, latest or timestamp",
+                },
+                {
+                    "rule": "self.action == 'reset' || !has(self.to)",
+                    "message": "to is for reset only",
+                },
+                {
+                    "rule": "(has(self.to) && self.to == 'timestamp') == has(self.timestamp)",
+                    "message": "timestamp is set exactly when to is timestamp",
+                },
+                {
+                    "rule": "self.action != 'alter' || (has(self.partitions) && "
+                    "size(self.partitions) > 0 && self.partitions.all(p, has(p.offset)))",
+                    "message": "alter needs partitions, each with an offset",
+                },
+                {
+                    "rule": "self.action == 'alter' || !has(self.partitions) || "
+                    "self.partitions.all(p, !has(p.offset))",
+                    "message": "offsets per partition are for alter only",
+                },
+            ]
+        }
+    )
+
+    nonce: int = Field(
+        ge=-(2**53),
+        le=2**53,
+        description="Change (e.g. increment) to request the action; each value runs once.",
+    )
+    action: Literal["list", "reset", "alter"] = Field(
+        description="list: committed offsets and log ends into status and the ConfigMap "
+        "<job>-offsets. reset: move the offsets to the earliest, latest or a timestamp. "
+        "alter: set the given offset of each listed partition."
+    )
+    to: Literal["earliest", "latest", "timestamp"] | None = Field(
+        default=None, description="reset only: earliest, latest or timestamp."
+    )
+    timestamp: str | None = Field(
+        default=None,
+        max_length=40,
+        pattern=r"^([0-9]{1,15}|[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+(Z|[+-][0-9]{2}:[0-9]{2}))$",
+        description="reset to timestamp: RFC 3339 (2026-11-23T05:00:00Z) or epoch "
+        "milliseconds. Each partition goes to its first record at or after it (the log end "
+        "if there is none).",
+    )
+    partitions: list[OffsetsPartitionSpec] | None = Field(
+        default=None,
+        max_length=1000,
+        description="The partitions to act on; unset: every partition of the job's topics.",
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> OffsetsActionSpec:
+        if self.action == "reset" and self.to is None:
+            raise ValueError("reset needs to: earliest, latest or timestamp")
+        if self.action != "reset" and self.to is not None:
+            raise ValueError("to is for reset only")
+        if (self.to == "timestamp") != (self.timestamp is not None):
+            raise ValueError("timestamp is set exactly when to is timestamp")
+        parts = self.partitions or []
+        if self.action == "alter" and (not parts or any(p.offset is None for p in parts)):
+            raise ValueError("alter needs partitions, each with an offset")
+        if self.action != "alter" and any(p.offset is not None for p in parts):
+            raise ValueError("offsets per partition are for alter only")
+        return self
+
+
 class SparkUISpec(SpecModel):
     """The driver's Spark UI (port 4040), off by default: it costs the driver memory and CPU."""
 
@@ -448,6 +567,12 @@ class StreamingJobSpec(SpecModel):
         default_factory=PodTemplateSpec,
         description="Escape hatch merged into the driver and executor pods.",
     )
+    offsets_action: OffsetsActionSpec | None = Field(
+        default=None,
+        description="List, reset or alter the consumer group's offsets while suspended "
+        "(runs once per nonce; refused while the job runs). Changing it never restarts "
+        "anything by itself.",
+    )
     spark_ui: SparkUISpec = Field(
         default_factory=SparkUISpec,
         alias="sparkUI",
@@ -479,7 +604,7 @@ class StatusModel(BaseModel):
 class Condition(StatusModel):
     """A condition in the Kubernetes style."""
 
-    type: str = Field(description="Ready, Progressing or Degraded.")
+    type: str = Field(description="Ready, Progressing, Degraded or OffsetsAction.")
     status: Literal["True", "False", "Unknown"] = Field(description="True, False, Unknown.")
     reason: str = Field(default="", description="One word, CamelCase.")
     message: str = Field(default="", description="Human-readable detail.")
@@ -512,6 +637,43 @@ class ReconcileFailure(StatusModel):
     count: int = Field(default=0, description="Consecutive failed reconciles (the backoff).")
 
 
+class OffsetsPartitionResult(StatusModel):
+    """One partition of an offsets action's result."""
+
+    topic: str = Field(description="Topic.")
+    partition: int = Field(description="Partition.")
+    before: int | None = Field(default=None, description="Committed offset before (absent: none).")
+    after: int | None = Field(default=None, description="Committed offset after (absent: none).")
+    log_start: int = Field(default=0, description="Log start offset.")
+    log_end: int = Field(default=0, description="Log end offset (the LSO, read_committed).")
+
+
+class OffsetsActionStatus(StatusModel):
+    """The last offsets action: what was asked, by whom, and what happened."""
+
+    nonce: int = Field(description="spec.offsetsAction.nonce acted on.")
+    action: str = Field(default="", description="list, reset or alter (with its target).")
+    result: str = Field(
+        default="",
+        description="Succeeded, Refused (nothing written: the job runs, out of range, ...) "
+        "or Failed (Kafka did not answer).",
+    )
+    message: str = Field(default="", description="What happened, or why not.")
+    requested_by: str = Field(
+        default="",
+        description="Who asked: the annotation sparkkafka.dev/offsets-requested-by if set, "
+        "else the field manager that last wrote spec.offsetsAction.",
+    )
+    requested_at: str = Field(default="", description="When spec.offsetsAction was written.")
+    time: str = Field(default="", description="When the action ran (or was refused).")
+    partitions: list[OffsetsPartitionResult] = Field(
+        default_factory=list,
+        description="Per partition, before and after (the first 100; the ConfigMap "
+        "<job>-offsets holds all of a list).",
+    )
+    config_map: str = Field(default="", description="ConfigMap with the full list result.")
+
+
 class StreamingJobStatus(StatusModel):
     """Observed state of the job. The launch fields are written before the driver pod is
     created (a write-ahead log), so a restarted operator knows what it was doing."""
@@ -525,7 +687,8 @@ class StreamingJobStatus(StatusModel):
     observed_generation: int = Field(default=0, description="Last reconciled generation.")
     conditions: list[Condition] = Field(
         default_factory=list,
-        description="Ready, Progressing, Degraded.",
+        description="Ready, Progressing, Degraded; OffsetsAction once an offsets action "
+        "ran (True: it went through).",
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
     )
     epoch: int = Field(default=0, description="Deployment epoch (a new one = fresh start).")
@@ -556,9 +719,10 @@ class StreamingJobStatus(StatusModel):
     )
     offsets_acted_since_launch: bool = Field(
         default=False,
-        description="The group's offsets were set by an offsets action since the last "
-        "launch: the next launch starts from them, without catching up from the previous "
-        "epoch's checkpoint (the action wins). Cleared by that launch.",
+        description="The group's offsets were set by an offsets action (spec.offsetsAction "
+        "reset or alter) since the last launch: the next launch is a new epoch (also under "
+        "upgradeMode last-state) that starts from them, without catching up from the "
+        "previous epoch's checkpoint (the action wins). Cleared by that launch.",
     )
     launch_state: str = Field(
         default="",
@@ -631,6 +795,9 @@ class StreamingJobStatus(StatusModel):
     offsets_time: str = Field(default="", description="When offsets and lag were read.")
     history: list[HistoryEntry] = Field(
         default_factory=list, description="The latest transitions, newest last (bounded)."
+    )
+    offsets_action: OffsetsActionStatus | None = Field(
+        default=None, description="The last offsets action (spec.offsetsAction)."
     )
     reconcile_failure: ReconcileFailure | None = Field(
         default=None,

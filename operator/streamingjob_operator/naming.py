@@ -60,6 +60,10 @@ def report_configmap_name(job: str) -> str:
     return _fit(job, "-report", 253)
 
 
+def offsets_configmap_name(job: str) -> str:
+    return _fit(job, "-offsets", 253)
+
+
 def executor_pod_names(driver_pod: str, count: int) -> list[str]:
     """The first `count` executor pods of a driver, as Spark names them
     (`<spark.kubernetes.executor.podNamePrefix>-exec-<id>`, ids counting up from 1 per driver,

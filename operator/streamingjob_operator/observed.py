@@ -73,6 +73,7 @@ class Report:
     start_detail: str = ""
     latest_batch: dict[str, Any] = field(default_factory=dict)
     last_progress_time: str = ""
+    commit_failures: int | None = None  # offset commits that failed in this run
 
 
 @dataclass(frozen=True)
@@ -107,7 +108,7 @@ def pod_info(pod: dict[str, Any]) -> PodInfo:
             termination = Termination(
                 exit_code=int(term.get("exitCode", 0)),
                 reason=term.get("reason") or "",
-                message=(term.get("message") or "")[:200],
+                message=(term.get("message") or "")[:600],
             )
     ready_unknown = None
     for cond in status.get("conditions") or []:
@@ -183,4 +184,9 @@ def parse_report(configmap: dict[str, Any] | None) -> Report | None:
         start_detail=_describe_start(data),
         latest_batch=latest_view,
         last_progress_time=str(latest.get("timestamp") or ""),
+        commit_failures=_int_or_none((data.get("commits") or {}).get("failed")),
     )
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

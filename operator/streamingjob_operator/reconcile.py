@@ -31,12 +31,18 @@ from spark_app.kafka_config import (
     ENV_SASL_PASSWORD,
     ENV_SASL_USERNAME,
     ENV_SECURITY_PROTOCOL,
+    ENV_SSL_CA_PEM,
 )
+from spark_app.kafka_metadata import KafkaUnavailable, UnknownTopic
+from spark_app.offsets_admin import OffsetsRefused
+from spark_app.options import OptionError
 
+from . import offsets_action
 from .builders import (
     build_disruption_budget,
     build_driver_pod,
     build_job_configmap,
+    build_offsets_configmap,
     build_report_configmap,
     build_role,
     build_role_binding,
@@ -47,7 +53,7 @@ from .builders import (
 from .decide import DecideConfig, Decision, Event, decide, invalid
 from .errors import ConflictError, FatalError, OperatorError, TransientError
 from .k8s import KubeApi
-from .kafka import KafkaMonitor, KafkaTarget
+from .kafka import KafkaMonitor, KafkaTarget, run_offsets_action
 from .metrics import Metrics
 from .models import HistoryEntry, ReconcileFailure, StreamingJobSpec, parse_status
 from .naming import report_configmap_name
@@ -109,6 +115,7 @@ class Reconciler:
         self._applied: dict[tuple[str, str, str], str] = {}
         # (uid, generation) whose spec passed the checks without Secrets (validation.py)
         self._valid: set[tuple[str, int]] = set()
+        self.offsets_runner = run_offsets_action  # spec.offsetsAction's Kafka side
 
     # --- entry point -------------------------------------------------------------------
 
@@ -131,6 +138,7 @@ class Reconciler:
             for _ in range(MAX_STEPS):
                 job = known.job or self.api.get_job(namespace, name)
                 if job is None or job["metadata"].get("deletionTimestamp"):
+                    self.metrics.jobs.forget((namespace, name))  # its series go with it
                     return None
                 self.seen.saw_job(namespace, name, job)
                 try:
@@ -206,6 +214,7 @@ class Reconciler:
                     ),
                 ][-self.settings.history_limit :]
             set_conditions(st, int(job["metadata"].get("generation") or 0), now)
+            self.metrics.jobs.update((namespace, name), st, None)
             job = self.api.replace_status(job, status_body(st))
         except Exception as write_error:  # the API may be what fails: the Event still goes
             log.warning("could not record the failure of %s/%s: %s", namespace, name, write_error)
@@ -259,6 +268,20 @@ class Reconciler:
         )
         decision = decide(spec, old_status, observed, namespace=namespace, name=name, cfg=self.cfg)
         new_status = decision.status
+        pods_left = bool(observed.pods) or decision.action != "none"
+        offsets_gate = offsets_action.gate(spec, new_status, pods_left)
+        if offsets_gate == "refuse" and spec.offsets_action is not None:
+            decision.events.append(
+                offsets_action.record(
+                    new_status,
+                    spec.offsets_action,
+                    "Refused",
+                    offsets_action.RUNNING_REFUSAL,
+                    who=offsets_action.requested_by(meta),
+                    now=now,
+                    history_limit=self.cfg.history_limit,
+                )
+            )
         kafka_view = self._kafka_view(job, spec, old_status, now)
         apply_kafka(new_status, kafka_view)
         set_conditions(new_status, int(meta.get("generation") or 0), now, kafka_view)
@@ -273,8 +296,12 @@ class Reconciler:
         events.extend((job, event) for event in decision.events)
         if decision.restart_reason:
             self.metrics.restarts.labels(decision.restart_reason).inc()
+            self.metrics.jobs.restarted((namespace, name), decision.restart_reason)
+        self.metrics.jobs.update((namespace, name), new_status, kafka_view, observed.report)
 
         pods_after = self._act(job, spec, decision, pods, old_status.spark_ui_service)
+        if offsets_gate == "run" and decision.action == "none":
+            job = self._offsets_action(job, spec, events)
         known = _Known(job=job, pods=pods_after, report=report)
         # A launch, a deletion that completed at once, or a recorded transition that asks for
         # an immediate next step continues in this reconcile; deletions still under way are
@@ -286,6 +313,71 @@ class Reconciler:
         if decision.action == "none" and changed and decision.requeue_after == 0:
             return True, 0.0, known
         return False, decision.requeue_after, known
+
+    # --- offsets actions (offsets_action.py) ----------------------------------------------
+
+    def _offsets_action(
+        self,
+        job: dict[str, Any],
+        spec: StreamingJobSpec,
+        events: list[tuple[dict[str, Any], Event]],
+    ) -> dict[str, Any]:
+        """Runs spec.offsetsAction (the job is suspended, no pod left: offsets_action.gate)
+        and records the outcome. Kafka is asked in this reconcile's thread, each request
+        bounded by kafkaTimeoutSeconds. Should recording it fail (the API server down), the
+        next reconcile runs the action again: every action is idempotent except a reset to
+        latest, which then takes the log end of that moment."""
+        action = spec.offsets_action
+        assert action is not None
+        meta = job["metadata"]
+        namespace, name = meta["namespace"], meta["name"]
+        result = None
+        config_map = ""
+        try:
+            target = self._kafka_target(namespace, spec)
+            if target is None:
+                raise OffsetsRefused("the Secret of spec.kafkaCredentials is missing")
+            request = offsets_action.request(action)
+            result = self.offsets_runner(target, request, self.settings.kafka_timeout_seconds)
+            outcome, message = "Succeeded", result.summary()
+            listing = offsets_action.listing(result, datetime.now(UTC))
+            child = build_offsets_configmap(job, listing.data)
+            self.api.apply(child)
+            config_map = child["metadata"]["name"]
+        except OffsetsRefused as exc:
+            outcome, message = "Refused", f"nothing written: {exc}"
+        except (KafkaUnavailable, UnknownTopic, OptionError) as exc:
+            outcome, message = "Failed", f"nothing written: {exc}"
+        # Kafka has answered: record it even if the job changed meanwhile (a resume right
+        # after the request must still see offsetsActedSinceLaunch), on the job as it is now.
+        for _ in range(5):
+            now = datetime.now(UTC)
+            st = parse_status(job.get("status"))
+            event = offsets_action.record(
+                st,
+                action,
+                outcome,  # type: ignore[arg-type]
+                message,
+                who=offsets_action.requested_by(meta),
+                now=now,
+                history_limit=self.cfg.history_limit,
+                result=result,
+                config_map=config_map,
+            )
+            set_conditions(st, int(job["metadata"].get("generation") or 0), now)
+            try:
+                job = self.api.replace_status(job, status_body(st))
+                break
+            except ConflictError:
+                fresh = self.api.get_job(namespace, name)
+                if fresh is None:
+                    return job
+                job = fresh
+        else:
+            raise TransientError(f"offsets action of {namespace}/{name}: status kept changing")
+        log.info("offsets action of %s/%s: %s", namespace, name, event.message)
+        events.append((job, event))
+        return job
 
     # --- observe & validate -------------------------------------------------------------
 
@@ -365,17 +457,29 @@ class Reconciler:
         """The job's source as its driver connects to it (credentials as the pod gets them)."""
         credentials: dict[str, str] = {}
         creds = spec.kafka_credentials
-        if creds is not None:
-            data = self.api.secret_data(namespace, creds.secret_name)
-            if data is None:
+        if creds is None:
+            return KafkaTarget.of(spec.job.source, credentials)
+        data = self.api.secret_data(namespace, creds.secret_name)
+        if data is None:
+            return None  # reported as InvalidSpec by validation
+        credentials = {
+            ENV_SECURITY_PROTOCOL: creds.security_protocol,
+            ENV_SASL_MECHANISM: creds.sasl_mechanism,
+            ENV_SASL_USERNAME: data.get(creds.username_key) or "",
+            ENV_SASL_PASSWORD: data.get(creds.password_key) or "",
+        }
+        ca_field = "spec.kafkaCredentials.caSecret (none: the system's CA bundle)"
+        if creds.ca_secret is not None:
+            ca = self.api.secret_data(namespace, creds.ca_secret.name)
+            if ca is None:
                 return None  # reported as InvalidSpec by validation
-            credentials = {
-                ENV_SECURITY_PROTOCOL: creds.security_protocol,
-                ENV_SASL_MECHANISM: creds.sasl_mechanism,
-                ENV_SASL_USERNAME: data.get(creds.username_key) or "",
-                ENV_SASL_PASSWORD: data.get(creds.password_key) or "",
-            }
-        return KafkaTarget.of(spec.job.source, credentials)
+            credentials[ENV_SSL_CA_PEM] = ca.get(creds.ca_secret.key) or ""
+            ca_field = (
+                f"spec.kafkaCredentials.caSecret (Secret {creds.ca_secret.name!r}, key "
+                f"{creds.ca_secret.key!r})"
+            )
+        sasl_field = f"spec.kafkaCredentials.secretName (Secret {creds.secret_name!r})"
+        return KafkaTarget.of(spec.job.source, credentials, (sasl_field, ca_field))
 
     # --- act ---------------------------------------------------------------------------
 

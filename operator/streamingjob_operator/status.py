@@ -20,6 +20,7 @@ class KafkaView:
     end: dict[str, dict[str, int]] | None = None
     read_at: datetime | None = None
     problem: str | None = None  # "<field>: <message>"
+    reason: str = "KafkaUnavailable"  # of the problem: KafkaAuthFailed, KafkaTLSFailed too
 
 
 def compute_lag(committed: dict[str, dict[str, int]], end: dict[str, dict[str, int]]) -> int:
@@ -78,7 +79,7 @@ def set_conditions(
     elif phase == "Failed":
         degraded, d_reason = True, st.history[-1].reason if st.history else "Failed"
     elif kafka is not None and kafka.problem:
-        degraded, d_reason = True, "KafkaUnavailable"
+        degraded, d_reason = True, kafka.reason
     elif phase == "Pending" and st.history and st.history[-1].reason == "DriverNotStarting":
         degraded, d_reason = True, "DriverNotStarting"
     elif st.consecutive_failures:
@@ -90,12 +91,16 @@ def set_conditions(
             f"{failure.message} (failed {failure.count} time(s) since {failure.since}; "
             "retrying with backoff)"
         )
-    elif degraded and d_reason == "KafkaUnavailable" and kafka is not None:
-        d_message = kafka.problem or ""
+    elif degraded and kafka is not None and kafka.problem and d_reason == kafka.reason:
+        d_message = kafka.problem
     elif degraded and phase not in ("Invalid", "Failed") and d_reason != "DriverNotStarting":
         d_message = f"{st.consecutive_failures} consecutive failure(s), last: " + (
             st.last_restart_reason or "?"
         )
+        if d_reason in ("KafkaAuthFailed", "KafkaTLSFailed"):
+            # which Secret and why: the backoff's record of the failure
+            backoff = next((h for h in reversed(st.history) if h.reason == "BackOff"), None)
+            d_message += f" ({backoff.message})" if backoff else ""
     else:
         d_message = st.message if degraded else ""
     st.conditions = [
@@ -103,6 +108,19 @@ def set_conditions(
         _condition(prev, "Progressing", progressing, phase, st.message, generation, now),
         _condition(prev, "Degraded", degraded, d_reason, d_message, generation, now),
     ]
+    if st.offsets_action is not None:  # the last offsets action: True when it went through
+        done = st.offsets_action
+        st.conditions.append(
+            _condition(
+                prev,
+                "OffsetsAction",
+                done.result == "Succeeded",
+                done.result,
+                f"{done.action} (nonce {done.nonce}): {done.message}",
+                generation,
+                now,
+            )
+        )
     st.observed_generation = generation
 
 
@@ -125,6 +143,10 @@ def status_body(st: StreamingJobStatus) -> dict[str, Any]:
         body.pop("reconcileFailure", None)  # a PUT without it clears it
     else:
         body["reconcileFailure"]["message"] = _clip(body["reconcileFailure"]["message"])
+    if body.get("offsetsAction") is None:
+        body.pop("offsetsAction", None)
+    else:
+        body["offsetsAction"]["message"] = _clip(body["offsetsAction"]["message"])
     if body.get("restoredBatch") is None:
         body["restoredBatch"] = None  # explicit null clears it in a merge patch
     return body

@@ -32,12 +32,14 @@ from .builders import (
     build_driver_pod,
     build_executor_template,
     build_job_configmap,
+)
+from .models import StreamingJobSpec, StreamingJobStatus
+from .naming import driver_pod_name
+from .pod_parts import (
     credential_env,
     pod_resources,
     secret_references,
 )
-from .models import StreamingJobSpec, StreamingJobStatus
-from .naming import driver_pod_name
 
 MAX_MESSAGE = 1024  # what one status message / Event carries (the problems, clipped)
 MAX_PROBLEM = 300

@@ -275,15 +275,95 @@ def operator_release(kube: Kube, helm: Helm, images: Images) -> Iterator[str]:
         helm.run("uninstall", RELEASE, "-n", OPERATOR_NAMESPACE, "--wait")
 
 
+KAFKA_HOSTS = ["kafka.kafka.svc.cluster.local", "kafka.kafka.svc"]
+SECURED_BOOTSTRAP = f"{KAFKA_HOSTS[0]}:9094"  # SASL_SSL, SCRAM-SHA-512
+
+
+@dataclass(frozen=True)
+class KafkaLogin:
+    """The SASL_SSL listener's SCRAM user and the CA that signed the broker's certificate:
+    what a job namespace gets as its Secrets kafka-login and kafka-ca."""
+
+    username: str
+    password: str
+    ca_pem: str
+
+    def give_secrets(self, kube: Kube, namespace: str) -> None:
+        for name, data in (
+            ("kafka-login", {"username": self.username, "password": self.password}),
+            ("kafka-ca", {"ca.crt": self.ca_pem}),
+        ):
+            secret = {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": name, "namespace": namespace},
+                "stringData": data,
+            }
+            kube.apply(json.dumps(secret), namespace)
+
+
+def _secret_data(kube: Kube, name: str, namespace: str) -> dict[str, str] | None:
+    try:
+        secret = kube.get("secret", name, namespace)
+    except RuntimeError:
+        return None
+    return {k: base64.b64decode(v).decode() for k, v in (secret.get("data") or {}).items()}
+
+
+def _broker_secrets(kube: Kube, workdir: Path) -> bool:
+    """The broker's certificate (a CA of the test's own, SANs: the Service names) and SCRAM
+    user as the Secrets examples/kind/kafka.yaml mounts; kept when a kept cluster has them.
+    True when they were made now."""
+    kube.run("apply", "-f", "-", input=json.dumps(
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": KAFKA_NAMESPACE}}
+    ))  # fmt: skip
+    tls = _secret_data(kube, "kafka-tls", KAFKA_NAMESPACE)
+    if tls and "ca.crt" in tls and _secret_data(kube, "kafka-scram", KAFKA_NAMESPACE):
+        return False
+    from tests.support.tls import Authority
+
+    server = Authority.create(workdir).issue(KAFKA_HOSTS)
+    secrets = [
+        ("kafka-tls", "kubernetes.io/tls", {
+            "tls.crt": server.cert.read_text(),
+            "tls.key": server.key.read_text(),
+            "ca.crt": server.ca.read_text(),
+        }),
+        ("kafka-scram", "Opaque", {"username": "orders", "password": uuid.uuid4().hex}),
+    ]  # fmt: skip
+    for name, kind, data in secrets:
+        secret = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "type": kind,
+            "metadata": {"name": name, "namespace": KAFKA_NAMESPACE},
+            "stringData": data,
+        }
+        kube.apply(json.dumps(secret), KAFKA_NAMESPACE)
+    return True
+
+
 @pytest.fixture(scope="session")
-def kafka_broker(kube: Kube) -> str:
-    """The broker of examples/kind/kafka.yaml; its bootstrap address inside the cluster."""
+def kafka_broker(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The broker of examples/kind/kafka.yaml with its SASL_SSL listener; its PLAINTEXT
+    bootstrap address inside the cluster (the tests' own tools)."""
+    made = _broker_secrets(kube, tmp_path_factory.mktemp("kafka-tls"))
+    existed = bool(kube.run("get", "deployment", "-n", KAFKA_NAMESPACE, "-o", "name"))
     kube.run("apply", "-f", str(REPO_ROOT / "examples" / "kind" / "kafka.yaml"))
+    if made and existed:  # a kept cluster's broker started without these Secrets
+        kube.run("rollout", "restart", "deployment/kafka", "-n", KAFKA_NAMESPACE)
     kube.run(
         "rollout", "status", "deployment/kafka", "-n", KAFKA_NAMESPACE, "--timeout=240s",
         timeout=270,
     )  # fmt: skip
     return BOOTSTRAP
+
+
+@pytest.fixture(scope="session")
+def kafka_login(kube: Kube, kafka_broker: str) -> KafkaLogin:
+    scram = _secret_data(kube, "kafka-scram", KAFKA_NAMESPACE) or {}
+    tls = _secret_data(kube, "kafka-tls", KAFKA_NAMESPACE) or {}
+    return KafkaLogin(scram["username"], scram["password"], tls["ca.crt"])
 
 
 KAFKA_TOOL = r"""

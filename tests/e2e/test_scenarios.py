@@ -33,8 +33,10 @@ from tests.e2e.conftest import (
     OPERATOR_VALUES,
     RELEASE,
     REPO_ROOT,
+    SECURED_BOOTSTRAP,
     Helm,
     KafkaClient,
+    KafkaLogin,
     Kube,
     ObjectStore,
     ProducerLoop,
@@ -46,6 +48,7 @@ from tests.e2e.conftest import (
 from tests.support.file_sink import committed_rows
 
 pytestmark = pytest.mark.e2e
+RESTRICTED = "pod-security.kubernetes.io/enforce"
 
 EXAMPLE = REPO_ROOT / "examples" / "kind" / "orders-job.yaml"
 RESULTS = REPO_ROOT / "bench" / "results" / "e2e.json"
@@ -69,6 +72,7 @@ class Job:
     group: str = ""
     manifest: dict = field(default_factory=dict)
     next_id: int = 0  # ids 0 .. next_id-1 were produced (and must be in the sink once)
+    login: KafkaLogin | None = None
     kill_samples: list[dict] = field(default_factory=list)
 
     @property
@@ -149,13 +153,23 @@ class Job:
 
 @pytest.fixture(scope="module")
 def job(
-    kube: Kube, operator_release: str, kafka_client: KafkaClient, object_store: ObjectStore
+    kube: Kube,
+    operator_release: str,
+    kafka_client: KafkaClient,
+    object_store: ObjectStore,
+    kafka_login: KafkaLogin,
 ) -> Iterator[Job]:
+    """The orders job as examples/kind/orders-job.yaml has it: SASL_SSL with the Secrets
+    kafka-login and kafka-ca, in a namespace that enforces the `restricted` Pod Security
+    Standard (the API server refuses any pod of the job that does not comply)."""
     namespace = f"e2e-{uuid.uuid4().hex[:8]}"
     kube.run("create", "namespace", namespace)
+    kube.run("label", "namespace", namespace, f"{RESTRICTED}=restricted")
     object_store.give_secret(namespace)
+    kafka_login.give_secrets(kube, namespace)
     suffix = uuid.uuid4().hex[:6]
     state = Job(kube, kafka_client, namespace, object_store, topic=f"orders-{suffix}")
+    state.login = kafka_login
     state.group = f"orders-{suffix}"
     manifest = yaml.safe_load(EXAMPLE.read_text())
     source = manifest["spec"]["job"]["source"]
@@ -386,6 +400,48 @@ def _write_results(key: str, description: str, samples: list[dict], target: floa
     RESULTS.write_text(json.dumps(result, indent=2) + "\n")
 
 
+def test_a_secured_job_in_a_restricted_namespace_shows_its_password_nowhere(
+    job: Job, kube: Kube
+) -> None:
+    """After install and the kills: the job reads over SASL_SSL in a namespace that enforces
+    the restricted Pod Security Standard, and the SCRAM password is in no pod log (drivers,
+    executors, the operator), Event, status, ConfigMap (the job's manifest, the executor
+    template, the runner's report) or pod spec. Reads only: costs a few seconds."""
+    assert job.login is not None
+    namespace = json.loads(kube.run("get", "namespace", job.namespace, "-o", "json"))
+    assert namespace["metadata"]["labels"].get(RESTRICTED) == "restricted"
+    assert job.manifest["spec"]["job"]["source"]["bootstrapServers"] == SECURED_BOOTSTRAP
+    pods = job.pods()
+    assert {p["metadata"]["labels"].get("spark-role") for p in pods} == {"driver", "executor"}
+    for pod in pods:  # admitted under `restricted`: the securityContext is what it checks
+        (container,) = pod["spec"]["containers"]
+        assert container["securityContext"]["readOnlyRootFilesystem"] is True, pod
+    places = {
+        "status": json.dumps(job.status()),
+        "events": kube.run("get", "events", "-n", job.namespace, "-o", "json"),
+        "configmaps": kube.run("get", "configmaps", "-n", job.namespace, "-o", "json"),
+        "pods": json.dumps(pods),
+        "operator log": kube.run(
+            "logs",
+            "-n",
+            OPERATOR_NAMESPACE,
+            "-l",
+            f"app.kubernetes.io/instance={RELEASE}",
+            "--tail=-1",
+            "--all-containers",
+        ),
+    }
+    for pod in pods:
+        name = pod["metadata"]["name"]
+        places[f"log of {name}"] = kube.run("logs", name, "-n", job.namespace, "--tail=-1")
+    report = json.loads(
+        kube.get("configmap", f"{job.name}-report", job.namespace)["data"]["report.json"]
+    )
+    assert report["commits"].get("lastCommitted"), report  # the group commits over SASL_SSL
+    leaked = [where for where, text in places.items() if job.login.password in text]
+    assert not leaked, f"the Kafka password appears in: {leaked}"
+
+
 KILLED = "driver_killed_to_first_restored_batch_committed"
 
 
@@ -547,9 +603,14 @@ def test_redeploy_starts_a_new_epoch_from_the_committed_offsets(job: Job) -> Non
     assert report["startPath"] == "fresh" and report["attempt"] == 1
     starts = report["startOffsets"][job.topic]
     assert {int(p): e["from"] for p, e in starts.items()} == dict.fromkeys(committed, "committed")
+    # the runner reports its start path first, its start offsets once resolved
     status = wait_for(
-        "status of the new epoch",
-        lambda: (s := job.status()).get("epoch") == epoch + 1 and s.get("startPath") and s,
+        "status of the new epoch with its start offsets",
+        lambda: (
+            (s := job.status()).get("epoch") == epoch + 1
+            and s.get("startDetail", "").startswith("fresh:")
+            and s
+        ),
         60,
     )
     assert status["startPath"] == "fresh" and "committed" in status["startDetail"], status

@@ -31,10 +31,18 @@ _SERVER_PROPERTIES = """\
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:{controller_port}
-listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}
-advertised.listeners=PLAINTEXT://127.0.0.1:{port}
+listeners=PLAINTEXT://127.0.0.1:{port},SASL_SSL://127.0.0.1:{sasl_port},\
+CONTROLLER://127.0.0.1:{controller_port}
+advertised.listeners=PLAINTEXT://127.0.0.1:{port},SASL_SSL://127.0.0.1:{sasl_port}
 controller.listener.names=CONTROLLER
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT
+# SASL_SSL beside PLAINTEXT (test tools, producers): SCRAM users are created at format time,
+# the certificate is signed by a CA of the test's own (tests/support/tls.py).
+sasl.enabled.mechanisms=SCRAM-SHA-512
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=\
+org.apache.kafka.common.security.scram.ScramLoginModule required;
+ssl.keystore.type=PEM
+ssl.keystore.location={keystore}
 inter.broker.listener.name=PLAINTEXT
 log.dirs={data_dir}
 num.partitions=1
@@ -104,9 +112,13 @@ def free_port() -> int:
 class KafkaBroker:
     """One broker process; `stop(kill=True)` is a crash, `start()` after it is a recovery."""
 
+    # The SCRAM user of the SASL_SSL listener (the password is the workdir's own).
+    SASL_USER = "streamingjob"
+
     def __init__(self, workdir: Path, port: int | None = None, log_level: str = "WARN"):
         self.workdir = Path(workdir)
         self.port = port or free_port()
+        self.sasl_port = free_port()
         self.controller_port = free_port()
         self.log_level = log_level
         self.process: subprocess.Popen[bytes] | None = None
@@ -114,6 +126,35 @@ class KafkaBroker:
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def secured_bootstrap(self) -> str:
+        """The SASL_SSL listener (SCRAM-SHA-512, certificate of `ca_pem`'s CA)."""
+        return f"127.0.0.1:{self.sasl_port}"
+
+    @property
+    def tls_dir(self) -> Path:
+        return self.workdir / "tls"
+
+    @property
+    def ca_pem(self) -> str:
+        return (self.tls_dir / "ca.crt").read_text()
+
+    @property
+    def sasl_password(self) -> str:
+        return (self.tls_dir / "scram-password").read_text()
+
+    def secured_client(self, **extra: str) -> dict[str, str]:
+        """librdkafka settings of a client of the SASL_SSL listener."""
+        return {
+            "bootstrap.servers": self.secured_bootstrap,
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.username": self.SASL_USER,
+            "sasl.password": self.sasl_password,
+            "ssl.ca.pem": self.ca_pem,
+            **extra,
+        }
 
     @property
     def log_file(self) -> Path:
@@ -124,13 +165,21 @@ class KafkaBroker:
         data_dir = self.workdir / "data"
         if (data_dir / "meta.properties").exists():
             # A restart keeps its data, cluster id and ports.
-            listeners = re.search(r"PLAINTEXT://127.0.0.1:(\d+)", props.read_text())
+            text = props.read_text()
+            listeners = re.search(r"PLAINTEXT://127.0.0.1:(\d+)", text)
             self.port = int(listeners.group(1)) if listeners else self.port
+            secured = re.search(r"SASL_SSL://127.0.0.1:(\d+)", text)
+            self.sasl_port = int(secured.group(1)) if secured else self.sasl_port
             return props
         self.workdir.mkdir(parents=True, exist_ok=True)
+        keystore = self._make_tls()
         props.write_text(
             _SERVER_PROPERTIES.format(
-                port=self.port, controller_port=self.controller_port, data_dir=data_dir
+                port=self.port,
+                sasl_port=self.sasl_port,
+                controller_port=self.controller_port,
+                data_dir=data_dir,
+                keystore=keystore,
             )
         )
         (self.workdir / "log4j2.properties").write_text(
@@ -139,10 +188,22 @@ class KafkaBroker:
         cluster_id = "-"
         while cluster_id.startswith("-"):  # the tool would read "-..." as an option (1 in 64)
             cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        scram = f"SCRAM-SHA-512=[name={self.SASL_USER},password={self.sasl_password}]"
         self._java(
-            "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props), wait=True
-        )
+            "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props),
+            "--add-scram", scram, wait=True,
+        )  # fmt: skip
         return props
+
+    def _make_tls(self) -> Path:
+        """A CA, the listener's certificate (SAN 127.0.0.1, localhost) and the SCRAM password."""
+        from tests.support.tls import Authority
+
+        server = Authority.create(self.tls_dir).issue(["127.0.0.1", "localhost"])
+        keystore = self.tls_dir / "keystore.pem"
+        keystore.write_text(server.keystore_pem())
+        (self.tls_dir / "scram-password").write_text(uuid.uuid4().hex)
+        return keystore
 
     def _java(self, main: str, *args: str, wait: bool = False) -> subprocess.Popen[bytes]:
         command = [

@@ -336,6 +336,8 @@ def test_rbac_and_service_account_can_be_left_to_the_user():
 def test_metrics_service_and_no_service_monitor_by_default():
     docs = render()
     assert not of_kind(docs, "ServiceMonitor")
+    assert not of_kind(docs, "PrometheusRule")
+    assert [c["metadata"]["name"] for c in of_kind(docs, "ConfigMap")] == []
     service = one(docs, "Service")
     assert service["spec"]["ports"] == [
         {"name": "metrics", "port": 9090, "targetPort": "metrics", "protocol": "TCP"}
@@ -353,8 +355,83 @@ def test_service_monitor_when_enabled():
     assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
     assert monitor["metadata"]["labels"]["release"] == "prometheus"
     assert monitor["spec"]["endpoints"][0]["port"] == "metrics"
+    # per-job series carry the job's namespace and job labels, not the target's
+    assert monitor["spec"]["endpoints"][0]["honorLabels"] is True
     service_labels = one(docs, "Service")["metadata"]["labels"]
     assert monitor["spec"]["selector"]["matchLabels"].items() <= service_labels.items()
+
+
+def test_alert_rules_and_dashboard_when_enabled():
+    """The PrometheusRule is files/alerts.yaml (the file promtool tests against the operator's
+    real metrics: tests/integration/operator/test_op_kafka.py); the dashboard's queries use
+    only metrics the operator serves."""
+    docs = render(
+        "--set", "metrics.prometheusRule.enabled=true",
+        "--set", "metrics.prometheusRule.labels.release=prometheus",
+        "--set", "metrics.dashboard.enabled=true",
+    )  # fmt: skip
+    rule = one(docs, "PrometheusRule")
+    assert rule["metadata"]["labels"]["release"] == "prometheus"
+    assert rule["spec"] == yaml.safe_load((CHART / "files" / "alerts.yaml").read_text())
+    alerts = {r["alert"] for g in rule["spec"]["groups"] for r in g["rules"]}
+    assert {"StreamingJobLagGrowing", "StreamingJobNoProgress", "StreamingJobFailed"} <= alerts
+    dashboard = one(docs, "ConfigMap")
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+    board = json.loads(dashboard["data"]["streamingjobs.json"])
+    exprs = " ".join(t["expr"] for p in board["panels"] for t in p["targets"])
+    used = set(re.findall(r"streamingjob_[a-z_]+", exprs))
+    served = {
+        "streamingjob_consumer_lag",
+        "streamingjob_consumer_committed_offset",
+        "streamingjob_consumer_log_end_offset",
+        "streamingjob_seconds_since_progress",
+        "streamingjob_job_restarts_total",
+        "streamingjob_job_phase",
+        "streamingjob_job_degraded",
+        "streamingjob_job_start_path",
+        "streamingjob_offset_commit_failures",
+    }
+    assert used and used <= served, used - served
+    # metrics off: neither
+    off = render(
+        "--set", "metrics.enabled=false",
+        "--set", "metrics.prometheusRule.enabled=true",
+        "--set", "metrics.dashboard.enabled=true",
+    )  # fmt: skip
+    assert not of_kind(off, "PrometheusRule") and not of_kind(off, "ConfigMap")
+
+
+# --- security ----------------------------------------------------------------------------------
+
+
+def test_the_operator_pod_meets_the_restricted_pod_security_standard():
+    spec = one(render(), "Deployment")["spec"]["template"]["spec"]
+    pod = spec["securityContext"]
+    assert pod["runAsNonRoot"] is True and pod["seccompProfile"] == {"type": "RuntimeDefault"}
+    (container,) = spec["containers"]
+    security = container["securityContext"]
+    assert security["allowPrivilegeEscalation"] is False
+    assert security["capabilities"] == {"drop": ["ALL"]}
+    assert security["readOnlyRootFilesystem"] is True
+    assert security["runAsNonRoot"] is True
+
+
+def test_network_policy_is_optional_and_opens_only_the_operators_ports():
+    assert not of_kind(render(), "NetworkPolicy")
+    docs = render(
+        "--set", "networkPolicy.enabled=true",
+        "--set-json", 'networkPolicy.egressTo=[{"ipBlock": {"cidr": "10.0.0.0/8"}}]',
+    )  # fmt: skip
+    policy = one(docs, "NetworkPolicy")["spec"]
+    pod_labels = one(docs, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert policy["podSelector"]["matchLabels"].items() <= pod_labels.items()
+    assert policy["policyTypes"] == ["Ingress", "Egress"]
+    (ingress,) = policy["ingress"]
+    assert {p["port"] for p in ingress["ports"]} == {8080, 9090} and "from" not in ingress
+    dns, servers = policy["egress"]
+    assert {p["port"] for p in dns["ports"]} == {53}
+    assert [p["port"] for p in servers["ports"]] == [443, 6443, 9092, 9093, 9094]
+    assert servers["to"] == [{"ipBlock": {"cidr": "10.0.0.0/8"}}]
 
 
 # --- values.schema.json ----------------------------------------------------------------------

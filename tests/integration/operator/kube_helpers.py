@@ -125,7 +125,9 @@ class Kube:
             {"phase": "Running", "containerStatuses": [_cs({"running": {"startedAt": _now()}})]},
         )
 
-    def set_terminated(self, ns: str, pod: str, exit_code: int, reason: str = "Error") -> None:
+    def set_terminated(
+        self, ns: str, pod: str, exit_code: int, reason: str = "Error", message: str = ""
+    ) -> None:
         phase = "Succeeded" if exit_code == 0 else "Failed"
         state = {
             "terminated": {
@@ -133,6 +135,7 @@ class Kube:
                 "reason": reason,
                 "startedAt": _now(),
                 "finishedAt": _now(),
+                **({"message": message} if message else {}),
             }
         }
         self._status(ns, pod, {"phase": phase, "containerStatuses": [_cs(state)]})
@@ -150,6 +153,11 @@ class Kube:
     def delete_pod(self, ns: str, pod: str) -> None:
         with contextlib.suppress(client.ApiException):
             self.core.delete_namespaced_pod(pod, ns, grace_period_seconds=0)
+
+    def create_secret(self, ns: str, name: str, data: dict[str, str]) -> None:
+        self.core.create_namespaced_secret(
+            ns, {"metadata": {"name": name}, "stringData": data, "type": "Opaque"}
+        )
 
     def events(self, ns: str) -> list[client.CoreV1Event]:
         return self.core.list_namespaced_event(ns).items

@@ -9,11 +9,19 @@ import json
 import random
 import re
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
+from spark_app.kafka_config import (
+    ENV_SASL_MECHANISM,
+    ENV_SASL_PASSWORD,
+    ENV_SASL_USERNAME,
+    ENV_SECURITY_PROTOCOL,
+    ENV_SSL_CA_LOCATION,
+)
 from spark_app.options import READ_PATH_ENV
 from tests.support.file_sink import committed_rows
 from tests.support.kafka_broker import KafkaBroker, free_port
@@ -28,7 +36,9 @@ from tests.support.kafka_tools import (
     produce,
 )
 from tests.support.object_store import Storage
+from tests.support.polling import wait_for
 from tests.support.runner_process import RunnerProcess, job_manifest
+from tests.support.tls import Authority
 
 pytestmark = pytest.mark.integration
 
@@ -242,7 +252,7 @@ def test_a_broker_restart_mid_run_loses_nothing(tmp_path):
         (
             "startingOffsets",
             {"startingOffsets": "yesterday"},
-            "startingOffsets 'yesterday' is not committed, earliest, latest",
+            "spec.job.source.startingOffsets: String should match pattern '^(committed|earliest",
         ),
         (
             "subscribePattern",
@@ -289,17 +299,85 @@ def test_an_invalid_manifest_names_every_bad_field(tmp_path):
     )
 
 
-def test_a_transform_and_the_kafka_sink_deliver_every_record(kafka, tmp_path):
+def secured_env(kafka: KafkaBroker, tmp_path: Path, **changes: str) -> dict[str, str]:
+    """The KAFKA_* environment the operator gives a driver pod of a SASL_SSL job: SCRAM
+    credentials (from the Secret) and the CA as a file (the Secret volume)."""
+    ca = tmp_path / "kafka-ca.crt"
+    ca.write_text(changes.pop("ca_pem", kafka.ca_pem))
+    return {
+        ENV_SECURITY_PROTOCOL: "SASL_SSL",
+        ENV_SASL_MECHANISM: "SCRAM-SHA-512",
+        ENV_SASL_USERNAME: kafka.SASL_USER,
+        ENV_SASL_PASSWORD: kafka.sasl_password,
+        ENV_SSL_CA_LOCATION: str(ca),
+        **changes,
+    }
+
+
+SECURED_CREDENTIALS = {"secretName": "kafka-login", "caSecret": {"name": "kafka-ca"}}
+
+
+def test_a_transform_and_the_kafka_sink_deliver_every_record_over_sasl_ssl(kafka, tmp_path):
+    """Source, committer and Kafka sink on the broker's SASL_SSL listener (SCRAM-SHA-512, a
+    CA of the test's own); the password is in no output and no report."""
     source, target = (new_topic(kafka.bootstrap, partitions=2) for _ in range(2))
-    manifest = job_manifest("tokafka", kafka.bootstrap, source, tmp_path)
+    manifest = job_manifest("tokafka", kafka.secured_bootstrap, source, tmp_path)
+    manifest["spec"]["kafkaCredentials"] = SECURED_CREDENTIALS
     manifest["spec"]["job"]["transform"] = "tests.support.transforms:even_ids"
     manifest["spec"]["job"]["sink"] = {"format": "kafka", "topic": target}
     produce(kafka.bootstrap, source, range(2000))
-    runner = RunnerProcess(manifest, tmp_path).start()
+    runner = RunnerProcess(manifest, tmp_path, env=secured_env(kafka, tmp_path)).start()
     wait_for_all(runner, kafka.bootstrap, source)
+    ends = log_end_offsets(kafka.bootstrap, source)
+    wait_for(  # the committer's commits went over SASL_SSL too
+        lambda: group_offsets(kafka.bootstrap, "tokafka-group", source) == ends,
+        60,
+        "the group's offsets at the log end",
+    )
     assert runner.terminate() == 0
     ids = Counter(json.loads(value)["id"] for value in consume_values(kafka.bootstrap, target))
     assert ids == Counter(range(0, 2000, 2))  # no kills: at-least-once is exactly once here
+    assert kafka.sasl_password not in runner.output()
+    assert kafka.sasl_password not in json.dumps(runner.report())
+
+
+@pytest.mark.parametrize(
+    ("change", "code", "message"),
+    [
+        (
+            {ENV_SASL_PASSWORD: "not-the-password"},
+            3,
+            "spec.kafkaCredentials.secretName (Secret 'kafka-login'): Kafka at 127.0.0.1:"
+            "{port}: authentication failed (SASL)",
+        ),
+        (
+            {"ca_pem": "other"},
+            4,
+            "spec.kafkaCredentials.caSecret (Secret 'kafka-ca', key 'ca.crt'): Kafka at "
+            "127.0.0.1:{port}: certificate verify failed (TLS)",
+        ),
+    ],
+    ids=["wrong-password", "untrusted-ca"],
+)
+def test_refused_credentials_or_certificate_exit_fast_naming_the_secret_and_cause(
+    kafka, tmp_path, change, code, message
+):
+    """The preflight, before Spark starts: a distinct exit code per cause (the operator's
+    KafkaAuthFailed / KafkaTLSFailed), long before the preflight timeout."""
+    if change.get("ca_pem") == "other":
+        change["ca_pem"] = Authority.create(tmp_path / "other-ca").pem
+    topic = new_topic(kafka.bootstrap, partitions=1)
+    manifest = job_manifest("refused", kafka.secured_bootstrap, topic, tmp_path)
+    manifest["spec"]["kafkaCredentials"] = SECURED_CREDENTIALS
+    runner = RunnerProcess(manifest, tmp_path, env=secured_env(kafka, tmp_path, **change))
+    started = time.monotonic()
+    runner.start("--preflight-timeout", "30")
+    assert runner.wait(60) == code
+    assert time.monotonic() - started < 20  # the cause ends the wait, not the timeout
+    output = runner.output()
+    assert message.format(port=kafka.sasl_port) in output
+    assert kafka.sasl_password not in output and "not-the-password" not in output
+    assert not (tmp_path / "checkpoints").exists()
 
 
 @pytest.mark.parametrize("read_path", ["native", "python"])

@@ -22,10 +22,7 @@ from streamingjob_operator.builders import (
     build_role_binding,
     build_service,
     checkpoint_cleanup_path,
-    merge,
-    secret_references,
     spark_confs,
-    spark_memory_mib,
 )
 from streamingjob_operator.naming import (
     LABEL_ATTEMPT,
@@ -33,6 +30,11 @@ from streamingjob_operator.naming import (
     LABEL_JOB,
     driver_pod_name,
     service_name,
+)
+from streamingjob_operator.pod_parts import (
+    merge,
+    secret_references,
+    spark_memory_mib,
 )
 from streamingjob_operator.validation import SPARK_CONF_GUARDRAILS, check_spec, guardrail
 from tests.unit.operator.helpers_operator import BASE_SPEC, make_spec
@@ -182,7 +184,7 @@ def test_secrets_only_through_secret_key_refs():
         "key": "username",
     }
     assert "value" not in env["KAFKA_SASL_PASSWORD"]
-    assert env["KAFKA_SASL_MECHANISM"]["value"] == "PLAIN"
+    assert env["KAFKA_SASL_MECHANISM"]["value"] == "SCRAM-SHA-512"
     assert env["TZ"]["value"] == "UTC"
     for item in c["env"]:
         if item["name"] in ("KAFKA_SASL_USERNAME", "KAFKA_SASL_PASSWORD"):
@@ -192,10 +194,10 @@ def test_secrets_only_through_secret_key_refs():
 def test_volumes_tolerations_node_selector_and_config_mount():
     p = pod()
     names = [v["name"] for v in p["spec"]["volumes"]]
-    assert names == ["streamingjob-config", "ckpt"]
+    assert names == ["streamingjob-config", *SCRATCH, "ckpt"]
     (c,) = p["spec"]["containers"]
     mounts = {m["mountPath"] for m in c["volumeMounts"]}
-    assert mounts == {"/etc/streamingjob", "/mnt/ckpt"}
+    assert mounts == {"/etc/streamingjob", "/mnt/ckpt", *SCRATCH_PATHS}
     assert p["spec"]["tolerations"] == [
         {"key": "spark", "operator": "Exists", "effect": "NoSchedule"}
     ]
@@ -246,8 +248,63 @@ def test_job_configmap_holds_a_manifest_the_runner_accepts():
     assert c["name"] == "executor"
     assert any(e["name"] == "KAFKA_SASL_PASSWORD" and "valueFrom" in e for e in c["env"])
     assert template["spec"]["volumes"] == [
-        {"name": "ckpt", "persistentVolumeClaim": {"claimName": "c"}}
+        *({"name": n, "emptyDir": {}} for n in SCRATCH),
+        {"name": "ckpt", "persistentVolumeClaim": {"claimName": "c"}},
     ]
+
+
+SCRATCH = ["streamingjob-scratch-tmp", "streamingjob-scratch-work", "streamingjob-scratch-home"]
+SCRATCH_PATHS = {"/tmp", "/opt/streamingjob/work", "/home/spark"}
+RESTRICTED_CONTAINER = {
+    "allowPrivilegeEscalation": False,
+    "runAsNonRoot": True,
+    "capabilities": {"drop": ["ALL"]},
+    "readOnlyRootFilesystem": True,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+
+
+def test_every_pod_meets_the_restricted_pod_security_standard():
+    """Non-root uid 185, RuntimeDefault seccomp, no capabilities, no privilege escalation,
+    read-only root filesystem with emptyDirs where Spark, Python and the runner write."""
+    template = build_executor_template(SPEC, "orders")
+    cleanup = build_cleanup_job(JOB, SPEC, "s3a://ckpt/base/ns/orders", "orders-cleanup")
+    for spec in (pod()["spec"], template["spec"], cleanup["spec"]["template"]["spec"]):
+        assert spec["securityContext"]["runAsNonRoot"] is True
+        assert spec["securityContext"]["runAsUser"] == 185
+        assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        (c,) = spec["containers"]
+        assert c["securityContext"] == RESTRICTED_CONTAINER
+        assert {m["mountPath"] for m in c["volumeMounts"]} >= SCRATCH_PATHS
+    # the cleanup Job reads no Kafka
+    (c,) = cleanup["spec"]["template"]["spec"]["containers"]
+    assert not any(e["name"].startswith("KAFKA_") for e in c["env"])
+
+
+def test_the_kafka_ca_is_a_secret_file_in_the_driver_and_the_executors():
+    spec = make_spec(
+        kafkaCredentials={"secretName": "kafka-creds", "caSecret": {"name": "kafka-ca"}}
+    )
+    assert spec.kafka_credentials.sasl_mechanism == "SCRAM-SHA-512"
+    assert spec.kafka_credentials.security_protocol == "SASL_SSL"
+    for built in (pod(spec)["spec"], build_executor_template(spec, "orders")["spec"]):
+        volume = next(v for v in built["volumes"] if v["name"] == "streamingjob-kafka-ca")
+        assert volume["secret"]["secretName"] == "kafka-ca"
+        assert volume["secret"]["items"] == [{"key": "ca.crt", "path": "ca.crt"}]
+        (c,) = built["containers"]
+        env = {e["name"]: e for e in c["env"]}
+        assert env["KAFKA_SSL_CA_LOCATION"]["value"] == "/etc/streamingjob-kafka-ca/ca.crt"
+        mount = next(m for m in c["volumeMounts"] if m["name"] == "streamingjob-kafka-ca")
+        assert mount == {
+            "name": "streamingjob-kafka-ca",
+            "mountPath": "/etc/streamingjob-kafka-ca",
+            "readOnly": True,
+        }
+    refs = {field: (name, keys) for field, name, keys in secret_references(spec)}
+    assert refs["spec.kafkaCredentials.caSecret.name"] == (
+        "kafka-ca",
+        {"spec.kafkaCredentials.caSecret.key": "ca.crt"},
+    )
 
 
 def test_service_selects_the_current_driver_headless():

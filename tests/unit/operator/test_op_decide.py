@@ -431,7 +431,9 @@ def test_a_new_epoch_catches_up_from_the_previous_epochs_checkpoint():
     assert d.status.previous_checkpoint_location == LOC1
 
 
-@pytest.mark.parametrize(("mode", "expected"), [("stateless", (2, 1)), ("last-state", (1, 2))])
+# An offsets action makes the resume a new epoch under last-state too (its restored checkpoint
+# would ignore the new offsets): tests/unit/operator/test_op_offsets_action.py.
+@pytest.mark.parametrize(("mode", "expected"), [("stateless", (2, 1)), ("last-state", (2, 1))])
 def test_an_offsets_action_while_suspended_wins_over_the_catch_up(mode, expected):
     spec = make_spec(upgradeMode=mode)
     st = launched(spec)
@@ -668,3 +670,23 @@ def test_a_drain_eviction_before_the_cordon_was_seen_is_a_move_not_a_failure():
     assert d.status.next_retry_time == ""  # no backoff
     d = run(spec, d.status, [evicted], later(11))
     assert d.action == "delete" and (d.delete, d.force_delete) == ((), ())  # it stops itself
+
+
+@pytest.mark.parametrize(("code", "reason"), [(3, "KafkaAuthFailed"), (4, "KafkaTLSFailed")])
+def test_kafka_refusals_of_the_runner_restart_with_backoff_naming_the_secret(code, reason):
+    """The runner's exit 3 (SASL refused) or 4 (TLS failed) is a restart like any failure
+    (growing backoff, maxRestarts) with its own reason; the Degraded condition carries the
+    runner's termination message (which Secret, which cause)."""
+    from streamingjob_operator.status import set_conditions
+
+    spec = make_spec(restartPolicy__maxRestarts=10)
+    st = launched(spec)
+    said = "spec.kafkaCredentials.secretName (Secret 'kafka-creds'): authentication failed"
+    ended = driver(st.driver_pod, "Failed", termination=Termination(code, "Error", said))
+    d = run(spec, st, [ended], later(1))
+    assert d.restart_reason == reason and d.requeue_after == 10
+    assert d.status.last_restart_reason == reason
+    assert any(e.reason == "DriverFailed" and reason in e.message for e in d.events)
+    set_conditions(d.status, 1, later(1))
+    degraded = next(c for c in d.status.conditions if c.type == "Degraded")
+    assert degraded.reason == reason and said in degraded.message

@@ -44,7 +44,17 @@ from tests.unit.operator.helpers_operator import exited, later, launched, make_s
 pytestmark = pytest.mark.unit
 
 PACKAGE = Path(__file__).resolve().parents[3] / "operator" / "streamingjob_operator"
-PURE = ("models", "validation", "builders", "decide", "observed", "status", "naming", "crd")
+PURE = (
+    "models",
+    "validation",
+    "builders",
+    "decide",
+    "observed",
+    "status",
+    "naming",
+    "crd",
+    "offsets_action",
+)
 IMPURE = {"errors", "k8s", "handlers", "reconcile", "kafka", "metrics", "nodes", "settings"}
 
 DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")

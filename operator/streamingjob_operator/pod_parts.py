@@ -1,0 +1,243 @@
+"""The pod parts the driver pod, the executor pod template and the cleanup Job share: resources,
+credentials (only as `secretKeyRef` env), the Kafka CA volume, scratch volumes for a read-only
+root filesystem, the restricted security contexts, the merge of the user's podTemplate, node
+avoidance. Pure: plain dicts."""
+
+from __future__ import annotations
+
+import copy
+import re
+from typing import Any
+
+from spark_app.kafka_config import (
+    ENV_SASL_MECHANISM,
+    ENV_SASL_PASSWORD,
+    ENV_SASL_USERNAME,
+    ENV_SECURITY_PROTOCOL,
+    ENV_SSL_CA_LOCATION,
+)
+from spark_app.manifest import S3_ACCESS_KEY_ENV, S3_SECRET_KEY_ENV
+
+from .models import StreamingJobSpec
+
+ENV_USERNAME, ENV_PASSWORD = ENV_SASL_USERNAME, ENV_SASL_PASSWORD  # spark_app.kafka_config
+SPARK_UID = 185  # the spark user of Apache Spark images
+KAFKA_CA_VOLUME = "streamingjob-kafka-ca"
+KAFKA_CA_DIR = "/etc/streamingjob-kafka-ca"  # not below CONFIG_DIR: a ConfigMap volume
+KAFKA_CA_FILE = f"{KAFKA_CA_DIR}/ca.crt"
+# Writable directories of a container whose root filesystem is read-only (emptyDirs): Spark's
+# local dirs and work dir, Python's and the JVM's temporary files, the runner's work files.
+SCRATCH_VOLUME = "streamingjob-scratch"
+SCRATCH_MOUNTS = {"tmp": "/tmp", "work": "/opt/streamingjob/work", "home": "/home/spark"}
+
+
+def spark_memory_mib(value: str) -> int:
+    match = re.fullmatch(r"([0-9]+)([kmgtKMGT]?)", value)
+    if not match:
+        raise ValueError(f"not a Spark memory size: {value!r}")
+    number, unit = int(match.group(1)), match.group(2).lower()
+    factor = {"": 1 / (1024 * 1024), "k": 1 / 1024, "m": 1, "g": 1024, "t": 1024 * 1024}[unit]
+    return max(int(number * factor), 1)
+
+
+def pod_resources(
+    cores: int, memory: str, overhead: str, cpu_limit: str | None, cpu_request: str | None = None
+) -> dict[str, Any]:
+    total = spark_memory_mib(memory) + spark_memory_mib(overhead)
+    limits: dict[str, str] = {"memory": f"{total}Mi"}
+    if cpu_limit:
+        limits["cpu"] = cpu_limit
+    requests = {"cpu": cpu_request or str(cores), "memory": f"{total}Mi"}
+    return {"requests": requests, "limits": limits}
+
+
+def _from_secret(env: str, secret: str, key: str) -> dict[str, Any]:
+    return {"name": env, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
+
+
+def _kafka_env(spec: StreamingJobSpec) -> list[dict[str, Any]]:
+    creds = spec.kafka_credentials
+    if creds is None:
+        return []
+    env = [
+        _from_secret(ENV_USERNAME, creds.secret_name, creds.username_key),
+        _from_secret(ENV_PASSWORD, creds.secret_name, creds.password_key),
+        {"name": ENV_SASL_MECHANISM, "value": creds.sasl_mechanism},
+        {"name": ENV_SECURITY_PROTOCOL, "value": creds.security_protocol},
+    ]
+    if creds.ca_secret is not None:
+        env.append({"name": ENV_SSL_CA_LOCATION, "value": KAFKA_CA_FILE})
+    return env
+
+
+def _kafka_ca_volumes(spec: StreamingJobSpec) -> list[dict[str, Any]]:
+    """The CA Secret's key as the file KAFKA_CA_FILE (the CA is no credential, but it comes
+    by Secret reference like the credentials it goes with)."""
+    creds = spec.kafka_credentials
+    if creds is None or creds.ca_secret is None:
+        return []
+    ca = creds.ca_secret
+    return [
+        {
+            "name": KAFKA_CA_VOLUME,
+            "secret": {
+                "secretName": ca.name,
+                "items": [{"key": ca.key, "path": "ca.crt"}],
+                "defaultMode": 0o444,
+            },
+        }
+    ]
+
+
+def _kafka_ca_mounts(spec: StreamingJobSpec) -> list[dict[str, Any]]:
+    if not _kafka_ca_volumes(spec):
+        return []
+    return [{"name": KAFKA_CA_VOLUME, "mountPath": KAFKA_CA_DIR, "readOnly": True}]
+
+
+def scratch_volumes() -> list[dict[str, Any]]:
+    return [{"name": f"{SCRATCH_VOLUME}-{key}", "emptyDir": {}} for key in SCRATCH_MOUNTS]
+
+
+def scratch_mounts() -> list[dict[str, Any]]:
+    return [
+        {"name": f"{SCRATCH_VOLUME}-{key}", "mountPath": path}
+        for key, path in SCRATCH_MOUNTS.items()
+    ]
+
+
+def pod_volumes(spec: StreamingJobSpec) -> list[dict[str, Any]]:
+    """The volumes every Spark pod of the job has (before the user's)."""
+    return [*_kafka_ca_volumes(spec), *scratch_volumes()]
+
+
+def pod_mounts(spec: StreamingJobSpec) -> list[dict[str, Any]]:
+    return [*_kafka_ca_mounts(spec), *scratch_mounts()]
+
+
+def s3_env(spec: StreamingJobSpec) -> list[dict[str, Any]]:
+    """The object store's access key pair, from its Secret, as the environment variables
+    S3A reads (the runner selects that provider; spark_app.manifest.S3Spec)."""
+    creds = spec.s3.credentials_secret if spec.s3 else None
+    if creds is None:
+        return []
+    return [
+        _from_secret(S3_ACCESS_KEY_ENV, creds.name, creds.access_key_id_key),
+        _from_secret(S3_SECRET_KEY_ENV, creds.name, creds.secret_access_key_key),
+    ]
+
+
+def credential_env(spec: StreamingJobSpec) -> list[dict[str, Any]]:
+    """Every credential of the job, each an env var from a secretKeyRef."""
+    return [*_kafka_env(spec), *s3_env(spec)]
+
+
+def secret_references(spec: StreamingJobSpec) -> list[tuple[str, str, dict[str, str]]]:
+    """(spec field of the Secret's name, Secret name, {spec field of a key: key}) for every
+    Secret the job's pods read: what validation checks before a launch."""
+    refs = []
+    if spec.kafka_credentials is not None:
+        k = spec.kafka_credentials
+        refs.append(
+            (
+                "spec.kafkaCredentials.secretName",
+                k.secret_name,
+                {
+                    "spec.kafkaCredentials.usernameKey": k.username_key,
+                    "spec.kafkaCredentials.passwordKey": k.password_key,
+                },
+            )
+        )
+        if k.ca_secret is not None:
+            refs.append(
+                (
+                    "spec.kafkaCredentials.caSecret.name",
+                    k.ca_secret.name,
+                    {"spec.kafkaCredentials.caSecret.key": k.ca_secret.key},
+                )
+            )
+    if spec.s3 is not None and spec.s3.credentials_secret is not None:
+        c = spec.s3.credentials_secret
+        refs.append(
+            (
+                "spec.s3.credentialsSecret.name",
+                c.name,
+                {
+                    "spec.s3.credentialsSecret.accessKeyIdKey": c.access_key_id_key,
+                    "spec.s3.credentialsSecret.secretAccessKeyKey": c.secret_access_key_key,
+                },
+            )
+        )
+    return refs
+
+
+def container_security() -> dict[str, Any]:
+    """The `restricted` Pod Security Standard, and a read-only root filesystem: what Spark,
+    Python and the runner write goes to emptyDirs (SCRATCH_MOUNTS)."""
+    return {
+        "allowPrivilegeEscalation": False,
+        "runAsNonRoot": True,
+        "capabilities": {"drop": ["ALL"]},
+        "readOnlyRootFilesystem": True,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def pod_security() -> dict[str, Any]:
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": SPARK_UID,
+        "runAsGroup": SPARK_UID,
+        "fsGroup": SPARK_UID,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def _merge_named(base: list[Any], ours: list[Any]) -> list[Any]:
+    """Merge lists of named objects (containers, env, volumes): ours wins per name."""
+    result = [copy.deepcopy(item) for item in base]
+    index = {item.get("name"): i for i, item in enumerate(result) if isinstance(item, dict)}
+    for item in ours:
+        name = item.get("name") if isinstance(item, dict) else None
+        if name is not None and name in index:
+            result[index[name]] = merge(result[index[name]], item)
+        else:
+            result.append(copy.deepcopy(item))
+    return result
+
+
+def merge(base: Any, ours: Any) -> Any:
+    """Deep-merge `ours` over a user template: dicts merge, named lists merge by name."""
+    if isinstance(base, dict) and isinstance(ours, dict):
+        out = copy.deepcopy(base)
+        for key, value in ours.items():
+            out[key] = merge(base[key], value) if key in base else copy.deepcopy(value)
+        return out
+    if isinstance(base, list) and isinstance(ours, list):
+        if all(isinstance(i, dict) and "name" in i for i in [*base, *ours]):
+            return _merge_named(base, ours)
+        return copy.deepcopy(ours) if ours else copy.deepcopy(base)
+    return copy.deepcopy(ours)
+
+
+def spec_tolerations(spec: StreamingJobSpec) -> list[dict[str, Any]]:
+    return [t.model_dump(by_alias=True, exclude_none=True) for t in spec.tolerations]
+
+
+def avoiding(pod: dict[str, Any], nodes: list[str]) -> dict[str, Any]:
+    """`pod` (a Pod or pod template) kept off `nodes`: a required node affinity term ANDed
+    into each of the user's terms (they are ORed), or the only term."""
+    if not nodes:
+        return pod
+    spec = pod.setdefault("spec", {})
+    required = (
+        spec.setdefault("affinity", {})
+        .setdefault("nodeAffinity", {})
+        .setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
+    )
+    terms = required.setdefault("nodeSelectorTerms", []) or [{}]
+    away = {"key": "kubernetes.io/hostname", "operator": "NotIn", "values": sorted(nodes)}
+    for term in terms:
+        term.setdefault("matchExpressions", []).append(dict(away))
+    required["nodeSelectorTerms"] = terms
+    return pod

@@ -1,0 +1,95 @@
+"""The manifest → Spark mapping: the session (with the job's settings and our source
+registered) and the query (source → optional transform → sink, per epoch)."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from pathlib import Path
+
+from spark_app.kafka_config import credential_options, source_options
+from spark_app.manifest import JobSpec, RunnerManifest, epoch_sink_path
+
+SOURCE_REPORT, DRAIN_FILE = "source-report.json", "drain"  # in the run's work directory
+
+
+class InvalidJob(ValueError):
+    """Input that cannot run, named by its manifest field."""
+
+
+def load_transform(reference: str):
+    module_name, _, function_name = reference.partition(":")
+    try:
+        function = getattr(importlib.import_module(module_name), function_name)
+    except (ImportError, AttributeError) as exc:
+        raise InvalidJob(
+            f"spec.job.transform: cannot load {reference!r} ({exc}); the module must be "
+            "importable in the driver image"
+        ) from None
+    if not callable(function):
+        raise InvalidJob(f"spec.job.transform: {reference!r} is not a function")
+    return function
+
+
+def start_query(spark, job: JobSpec, name: str, epoch: int, location: str, workdir: Path):
+    """The query; its source reports to and takes drain requests from files in `workdir`."""
+    from spark_app.source import FORMAT
+
+    options = source_options(job.source)
+    # The runner commits the group's offsets itself (GroupOffsets): as soon as a batch is
+    # durable, at a graceful stop and for the previous epoch. One writer, no race.
+    options["commitOffsetsOnCheckpoints"] = "false"
+    options["reportPath"] = str(workdir / SOURCE_REPORT)
+    options["drainPath"] = str(workdir / DRAIN_FILE)
+    frame = spark.readStream.format(FORMAT).options(**options).load()
+    if job.transform:
+        frame = load_transform(job.transform)(frame)
+        if not hasattr(frame, "writeStream"):
+            raise InvalidJob(f"spec.job.transform: {job.transform} must return a DataFrame")
+    sink = job.sink
+    writer = frame.writeStream.queryName(name).outputMode(sink.output_mode)
+    writer = writer.option("checkpointLocation", location)
+    if sink.format == "kafka":
+        writer = (
+            writer.format(FORMAT)
+            .option("topic", sink.topic or "")
+            .option(
+                "kafka.bootstrap.servers", sink.bootstrap_servers or job.source.bootstrap_servers
+            )
+        )
+        writer = writer.options(**credential_options(options))
+    else:
+        writer = writer.format(sink.format)
+        if sink.path:
+            writer = writer.option("path", epoch_sink_path(sink.path, epoch))
+    writer = writer.options(**sink.options)
+    if job.trigger.processing_time:
+        writer = writer.trigger(processingTime=job.trigger.processing_time)
+    elif job.trigger.available_now:
+        writer = writer.trigger(availableNow=True)
+    return writer.start()
+
+
+def build_session(manifest: RunnerManifest, master: str | None):
+    from pyspark.sql import SparkSession
+
+    from spark_app.source import KafkaCheckpointedDataSource
+
+    conf = manifest.spec.session_conf()
+    # Python workers must run this interpreter (it has pyarrow and confluent-kafka).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder.appName(manifest.metadata.name)
+    under_submit = "PYSPARK_GATEWAY_PORT" in os.environ  # launched by spark-submit
+    if master or not under_submit:
+        builder = builder.master(master or conf.pop("spark.master", "local[2]"))
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        conf.setdefault("spark.ui.enabled", "false")
+        conf.setdefault("spark.ui.showConsoleProgress", "false")
+        conf.setdefault("spark.sql.shuffle.partitions", "2")
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    spark.dataSource.register(KafkaCheckpointedDataSource)
+    return spark
