@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -124,15 +125,23 @@ def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
 
 @kopf.on.startup()
 async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+    """`memo` may carry, from a leader-elected start (__main__.run_elected), the write gate
+    and the metrics already served."""
     config = OperatorSettings.from_env()
     logging.getLogger("streamingjob_operator").setLevel(config.log_level.upper())
     configure_kopf(settings, config)
-    metrics = Metrics()
-    if config.metrics_port and config.metrics_port not in _metrics_started:
-        metrics.serve(config.metrics_port)
-        _metrics_started.add(config.metrics_port)
+    metrics = memo.get("metrics")
+    if metrics is None:
+        metrics = Metrics()
+        if config.metrics_port and config.metrics_port not in _metrics_started:
+            metrics.serve(config.metrics_port)
+            _metrics_started.add(config.metrics_port)
     threads = config.workers + resync_workers(config)
-    api = KubeApi(timeout=config.api_timeout_seconds, connections=threads + 1)
+    api = KubeApi(
+        timeout=config.api_timeout_seconds,
+        connections=threads + 1,
+        write_gate=memo.get("write_gate"),
+    )
     memo.runtime = Runtime(config, api, metrics)
 
 
@@ -175,9 +184,18 @@ async def keep_reconciled(
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(wake.wait(), timeout=left)
         resync = False  # the first reconcile, a wake-up, a pending step: the main pool
+        first = True
         while True:
             wake.clear()
             delay = await _reconcile(runtime, wake, namespace, name, resync=resync)
+            if first and memo.get("leading_since") is not None:
+                log.info(
+                    "first reconcile of %s/%s as leader, %.2f s after taking the Lease",
+                    namespace,
+                    name,
+                    time.monotonic() - memo.leading_since,
+                )
+            first = False
             if delay is None:
                 delay = runtime.config.resync_seconds
             try:

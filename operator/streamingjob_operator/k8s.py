@@ -13,8 +13,9 @@ import json
 import logging
 import os
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
@@ -111,6 +112,15 @@ _CHILD_APIS = {
     "PodDisruptionBudget": ("policy", "pod_disruption_budget", "patch"),
 }
 NODE_LEASE_NAMESPACE = "kube-node-lease"
+# client methods that change state: the write gate sees each of them (dry runs are named
+# dry_run_*, so they pass)
+WRITE_VERBS = ("create_", "replace_", "patch_", "delete_")
+
+
+class WriteGate(Protocol):
+    """Lets a write through only while this replica leads (leadership.Gate)."""
+
+    def writing(self, what: str) -> AbstractContextManager[None]: ...
 
 
 class KubeApi:
@@ -121,9 +131,11 @@ class KubeApi:
         configuration: client.Configuration | None = None,
         timeout: float = 30,
         connections: int = 0,
+        write_gate: WriteGate | None = None,
     ):
         """`connections`: keep-alive connections kept open, at least one per thread that
-        calls (fewer, and the surplus connections are opened and closed on every call)."""
+        calls (fewer, and the surplus connections are opened and closed on every call).
+        `write_gate`: every create/replace/patch/delete passes it first (leader election)."""
         configuration = configuration or load_client_config()
         configuration.connection_pool_maxsize = max(
             configuration.connection_pool_maxsize, connections
@@ -136,11 +148,18 @@ class KubeApi:
         self.policy = client.PolicyV1Api(self.api_client)
         self.coordination = client.CoordinationV1Api(self.api_client)
         self.timeout = timeout
+        self.write_gate = write_gate
 
     def close(self) -> None:
         self.api_client.close()
 
     def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        if self.write_gate is not None and fn.__name__.startswith(WRITE_VERBS):
+            with self.write_gate.writing(what):
+                return self._attempt(what, fn, *args, **kwargs)
+        return self._attempt(what, fn, *args, **kwargs)
+
+    def _attempt(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         kwargs.setdefault("_request_timeout", self.timeout)
         try:
             return fn(*args, **kwargs)
@@ -410,6 +429,43 @@ class KubeApi:
         out = {k: base64.b64decode(v).decode(errors="replace") for k, v in data.items()}
         out.update(secret.get("stringData") or {})
         return out
+
+    # --- the operator's leader-election Lease (leadership.py) --------------------------
+
+    def get_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            return self._raw(
+                f"get Lease {namespace}/{name}",
+                self.coordination.read_namespaced_lease,
+                name,
+                namespace,
+            )
+        except NotFoundError:
+            return None
+
+    def write_lease(
+        self, namespace: str, name: str, spec: dict[str, Any], resource_version: str | None
+    ) -> dict[str, Any] | None:
+        """Create the Lease (resource_version None) or replace the version read; None when
+        another replica wrote it first (a 409: it exists, or changed since it was read)."""
+        metadata = {"name": name, "namespace": namespace}
+        if resource_version is not None:
+            metadata["resourceVersion"] = resource_version
+        body = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": metadata,
+            "spec": spec,
+        }
+        what = f"write Lease {namespace}/{name}"
+        try:
+            if resource_version is None:
+                return self._raw(what, self.coordination.create_namespaced_lease, namespace, body)
+            return self._raw(
+                what, self.coordination.replace_namespaced_lease, name, namespace, body
+            )
+        except ConflictError:
+            return None
 
     # --- events ------------------------------------------------------------------------
 

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -231,6 +231,11 @@ class Metrics:
             "streamingjob_errors",
             "Reconcile errors, by error type.",
             ["type"],
+            registry=self.registry,
+        )
+        self.leader = Gauge(
+            "streamingjob_operator_leader",
+            "1 while this replica holds the leader Lease (and acts), else 0.",
             registry=self.registry,
         )
 

@@ -20,6 +20,13 @@
 | STREAMINGJOB_HEALTH_PORT | 8080 | liveness endpoint port /healthz (0 = off) |
 | STREAMINGJOB_DRIVER_ENTRYPOINT | /opt/streamingjob/run_job.py | runner path in the image |
 | STREAMINGJOB_SPARK_SUBMIT | /opt/spark/bin/spark-submit | spark-submit path in the image |
+| STREAMINGJOB_LEADER_ELECTION | true | one acting replica, through a Lease (the entry point) |
+| STREAMINGJOB_LEASE_NAME | streamingjob-operator | the Lease the replicas compete for |
+| STREAMINGJOB_LEASE_NAMESPACE | (own) | its namespace; empty = the pod's own, else `default` |
+| STREAMINGJOB_LEADER_IDENTITY | (host_random) | this replica's name in the Lease (the pod's) |
+| STREAMINGJOB_LEASE_DURATION_SECONDS | 15 | a silent leader's Lease expires after this long |
+| STREAMINGJOB_RENEW_DEADLINE_SECONDS | 10 | a leader that cannot renew this long stops acting |
+| STREAMINGJOB_RETRY_PERIOD_SECONDS | 2 | renewal and candidate retry interval |
 """
 
 from __future__ import annotations
@@ -27,7 +34,9 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from .election import ElectionTiming
 
 PREFIX = "STREAMINGJOB_"
 
@@ -53,6 +62,13 @@ class OperatorSettings(BaseModel):
     health_port: int = Field(default=8080, ge=0)
     driver_entrypoint: str = "/opt/streamingjob/run_job.py"
     spark_submit: str = "/opt/spark/bin/spark-submit"
+    leader_election: bool = True
+    lease_name: str = Field(default="streamingjob-operator", min_length=1)
+    lease_namespace: str = ""
+    leader_identity: str = ""
+    lease_duration_seconds: float = Field(default=15.0, gt=0)
+    renew_deadline_seconds: float = Field(default=10.0, gt=0)
+    retry_period_seconds: float = Field(default=2.0, gt=0)
 
     @field_validator("namespaces", mode="before")
     @classmethod
@@ -60,6 +76,19 @@ class OperatorSettings(BaseModel):
         if isinstance(value, str):
             return tuple(part.strip() for part in value.split(",") if part.strip())
         return value
+
+    @model_validator(mode="after")
+    def _election_timing_ordered(self) -> OperatorSettings:
+        self.election_timing  # noqa: B018  (raises when the durations are out of order)
+        return self
+
+    @property
+    def election_timing(self) -> ElectionTiming:
+        return ElectionTiming(
+            lease_duration_seconds=self.lease_duration_seconds,
+            renew_deadline_seconds=self.renew_deadline_seconds,
+            retry_period_seconds=self.retry_period_seconds,
+        )
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> OperatorSettings:

@@ -22,6 +22,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -626,9 +627,64 @@ def test_redeploy_starts_a_new_epoch_from_the_committed_offsets(job: Job) -> Non
         assert offsets and min(offsets) == offset, (partition, offset, sorted(offsets)[:5])
 
 
-def test_helm_upgrade_mid_stream_keeps_the_driver(job: Job, kube: Kube, helm: Helm) -> None:
-    """Scenario 5: an operator upgrade that restarts its pod → the job keeps running, and no
-    second driver ever exists (pods watched during the upgrade)."""
+LEADER_HANDOVERS = 3
+LEASE = f"{RELEASE}-streamingjob-operator"
+
+
+def _operator_pods(kube: Kube) -> list[str]:
+    out = kube.run(
+        "get", "pods", "-n", OPERATOR_NAMESPACE, "-o", "name",
+        "-l", "app.kubernetes.io/instance=" + RELEASE, "--field-selector=status.phase=Running",
+    )  # fmt: skip
+    return [name.removeprefix("pod/") for name in out.split()]
+
+
+def _log_time(kube: Kube, pod: str, needle: str) -> float | None:
+    """When the pod first logged a line containing `needle` (the runtime's timestamp)."""
+    try:
+        text = kube.run("logs", pod, "-n", OPERATOR_NAMESPACE, "--timestamps", "--tail=-1")
+    except RuntimeError:  # just started: no log yet
+        return None
+    for line in text.splitlines():
+        stamp, _, message = line.partition(" ")
+        if needle in message:
+            # RFC 3339 with nanoseconds: keep microseconds for fromisoformat
+            head, _, frac = stamp.rstrip("Z").partition(".")
+            return datetime.fromisoformat(f"{head}.{(frac + '000000')[:6]}+00:00").timestamp()
+    return None
+
+
+def _hand_over(job: Job, kube: Kube, caused: set[str]) -> dict:
+    """Deletes the leading operator pod; the time from the delete to the other replica's
+    first reconcile of the job (its own log line), with the job left alone."""
+    holder = kube.get("lease", LEASE, OPERATOR_NAMESPACE)["spec"]["holderIdentity"]
+    standby = wait_for(
+        "a standby replica waiting on the Lease",
+        lambda: [
+            p for p in _operator_pods(kube) if p != holder and _log_time(kube, p, "waits to lead")
+        ],
+        180,
+        1,
+    )
+    caused.add(f"{OPERATOR_NAMESPACE}/{holder}")
+    deleted = time.time()
+    kube.run("delete", "pod", holder, "-n", OPERATOR_NAMESPACE, "--wait=false")
+    needle = f"first reconcile of {job.namespace}/{job.name} as leader"
+    took_over = wait_for(
+        "the other replica's first reconcile",
+        lambda: min((t for p in standby if (t := _log_time(kube, p, needle))), default=None),
+        120,
+        0.5,
+    )
+    return {"seconds": round(took_over - deleted, 2), "from": holder}
+
+
+def test_leader_loss_and_helm_upgrade_mid_stream_keep_the_driver(
+    job: Job, kube: Kube, helm: Helm, caused_restarts: set[str]
+) -> None:
+    """Scenario 5: the leading operator pod deleted (LEADER_HANDOVERS times), then an
+    operator upgrade that replaces every replica → the job keeps running, and no second
+    driver ever exists (pods watched throughout)."""
     status = job.status()
     epoch, attempt, driver = status["epoch"], status["attempt"], status["driverPod"]
     restarts = status["restarts"]
@@ -642,22 +698,25 @@ def test_helm_upgrade_mid_stream_keeps_the_driver(job: Job, kube: Kube, helm: He
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
+        job.wait_batch(epoch, attempt, what="a batch before the leader is lost")
+        handovers = [_hand_over(job, kube, caused_restarts) for _ in range(LEADER_HANDOVERS)]
+        _write_results(
+            "leader_pod_deleted_to_first_reconcile_by_the_other_replica",
+            "kubectl delete of the pod holding the operator's Lease until the other replica "
+            "logs its first reconcile of the job (chart defaults: Lease 15 s, renew 10 s, "
+            "retry 2 s; the leader releases the Lease on SIGTERM)",
+            handovers,
+            15,
+        )
         before = job.wait_batch(epoch, attempt, what="a batch before the upgrade")
-        operator_pods = kube.run(
-            "get", "pods", "-n", OPERATOR_NAMESPACE, "-o", "name",
-            "-l", "app.kubernetes.io/instance=" + RELEASE,
-        ).split()  # fmt: skip
+        operator_pods = _operator_pods(kube)
         helm.run(
             "upgrade", RELEASE, str(REPO_ROOT / "charts" / "streamingjob-operator"),
             "-n", OPERATOR_NAMESPACE, "--reuse-values", *OPERATOR_VALUES,
             "--set", "config.resyncSeconds=5", "--wait", "--timeout", "180s",
         )  # fmt: skip
         upgraded = time.time()
-        after_pods = kube.run(
-            "get", "pods", "-n", OPERATOR_NAMESPACE, "-o", "name",
-            "-l", "app.kubernetes.io/instance=" + RELEASE,
-            "--field-selector=status.phase=Running",
-        ).split()  # fmt: skip
+        after_pods = _operator_pods(kube)
         assert after_pods and not set(after_pods) & set(operator_pods), "operator not restarted"
 
         # The new operator has observed the job (it refreshed the Kafka view) ...

@@ -132,7 +132,13 @@ def container(docs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def env_of(docs: list[dict[str, Any]]) -> dict[str, str]:
-    return {e["name"]: e.get("value") for e in container(docs)["env"]}
+    """name → value; a value from the pod's own fields shows as `fieldRef:<path>`."""
+    return {
+        e["name"]: e["value"]
+        if "value" in e
+        else f"fieldRef:{e['valueFrom']['fieldRef']['fieldPath']}"
+        for e in container(docs)["env"]
+    }
 
 
 # --- the CRD copy, lint, metadata ----------------------------------------------------------
@@ -198,9 +204,21 @@ def test_deployment_defaults():
     docs = render()
     deployment = one(docs, "Deployment")
     assert deployment["metadata"]["namespace"] == RELEASE_NS
-    assert deployment["spec"]["replicas"] == 1
-    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+    # two replicas, one acting through the Lease; a new pod waits before an old one goes
+    assert deployment["spec"]["replicas"] == 2
+    assert deployment["spec"]["strategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+    }
     pod = deployment["spec"]["template"]["spec"]
+    (spread,) = pod["affinity"]["podAntiAffinity"][
+        "preferredDuringSchedulingIgnoredDuringExecution"
+    ]
+    assert spread["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    selector = deployment["spec"]["selector"]["matchLabels"]
+    assert spread["podAffinityTerm"]["labelSelector"]["matchLabels"] == selector
+    pdb = one(docs, "PodDisruptionBudget")
+    assert pdb["spec"] == {"minAvailable": 1, "selector": {"matchLabels": selector}}
     assert pod["serviceAccountName"] == one(docs, "ServiceAccount")["metadata"]["name"]
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert pod["securityContext"]["runAsUser"] != 0
@@ -225,10 +243,7 @@ def test_deployment_defaults():
     assert ports == {"health": 8080, "metrics": 9090}
     probe = c["livenessProbe"]
     assert probe["httpGet"] == {"path": "/healthz", "port": "health"}
-    assert c["args"][:5] == ["kopf", "run", "-m", "streamingjob_operator", "--standalone"]
-    assert "--liveness=http://0.0.0.0:8080/healthz" in c["args"]
-    assert "--all-namespaces" in c["args"]
-    assert not [a for a in c["args"] if a.startswith("--namespace")]
+    assert c["args"] == ["streamingjob-operator"]  # settings, namespaces included, from env
 
 
 def test_env_sets_every_operator_setting():
@@ -236,9 +251,28 @@ def test_env_sets_every_operator_setting():
     assert set(env) == {PREFIX + field.upper() for field in OperatorSettings.model_fields}
     assert env["STREAMINGJOB_NAMESPACES"] == ""
     assert env["STREAMINGJOB_METRICS_PORT"] == "9090"
+    # each replica is its pod in the Lease, and the Lease lives in the release namespace
+    assert env.pop("STREAMINGJOB_LEADER_IDENTITY") == "fieldRef:metadata.name"
+    assert env.pop("STREAMINGJOB_LEASE_NAMESPACE") == "fieldRef:metadata.namespace"
+    assert env.pop("STREAMINGJOB_LEASE_NAME") == one(render(), "Deployment")["metadata"]["name"]
     # the chart's defaults are the operator's defaults, and they parse
     parsed = OperatorSettings.from_env(env)
     assert parsed == OperatorSettings()
+
+
+def test_without_leader_election_one_replica_recreated():
+    docs = render("--set", "leaderElection.enabled=false", "--set", "replicaCount=1")
+    deployment = one(docs, "Deployment")
+    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+    assert env_of(docs)["STREAMINGJOB_LEADER_ELECTION"] == "false"
+    assert not of_kind(docs, "PodDisruptionBudget")
+    assert "affinity" not in deployment["spec"]["template"]["spec"]
+    assert not [d for d in docs if d["metadata"]["name"].endswith("-leader")]
+    proc = helm(
+        "template", RELEASE, str(CHART), "--set", "leaderElection.enabled=false",
+        "--set", "replicaCount=2", check=False,
+    )  # fmt: skip
+    assert proc.returncode != 0 and "needs leaderElection.enabled=true" in proc.stderr
 
 
 def test_env_values_parse_as_settings():
@@ -246,6 +280,7 @@ def test_env_values_parse_as_settings():
     args += ["--set", "metrics.enabled=false", "--set", "config.logLevel=DEBUG"]
     docs = render(*args)
     parsed = OperatorSettings.from_env(env_of(docs))
+    assert parsed.leader_identity == "fieldRef:metadata.name"  # the kubelet fills it in
     assert (parsed.workers, parsed.fencing_poll_seconds) == (1_000_000, 0.25)
     assert (parsed.metrics_port, parsed.log_level) == (0, "DEBUG")
     assert not of_kind(docs, "Service")
@@ -267,6 +302,30 @@ def node_view(docs: list[dict[str, Any]]) -> tuple[list[dict], list[dict]]:
     ]
 
 
+def leader_lease_rules(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Takes the leader-election Role + binding out of `docs` (checked apart): create leases
+    in the release namespace, and get/update only the release's own Lease."""
+    picked = [d for d in docs if d["metadata"]["name"].endswith("-leader")]
+    for doc in picked:
+        docs.remove(doc)
+    (role,) = [d for d in picked if d["kind"] == "Role"]
+    (binding,) = [d for d in picked if d["kind"] == "RoleBinding"]
+    assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == RELEASE_NS
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    return role["rules"]
+
+
+LEADER_RULES = [
+    {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+    {
+        "apiGroups": ["coordination.k8s.io"],
+        "resources": ["leases"],
+        "resourceNames": [f"{RELEASE}-streamingjob-operator"],
+        "verbs": ["get", "update"],
+    },
+]
+
+
 def assert_node_view(cluster: list[dict], leases: list[dict]) -> None:
     (nodes_role,) = [d for d in cluster if d["kind"] == "ClusterRole"]
     (lease_role,) = [d for d in leases if d["kind"] == "Role"]
@@ -281,6 +340,7 @@ def assert_node_view(cluster: list[dict], leases: list[dict]) -> None:
 def test_cluster_rbac_is_exactly_the_least_privilege_set():
     docs = render()
     assert_node_view(*node_view(docs))
+    assert leader_lease_rules(docs) == LEADER_RULES
     role = one(docs, "ClusterRole")
     assert_least_privilege(role["rules"])
     binding = one(docs, "ClusterRoleBinding")
@@ -302,6 +362,7 @@ def test_watch_namespaces_gives_namespaced_roles_only():
         'watchNamespaces=["team-a","team-b","{{ .Release.Namespace }}"]',
     )
     assert_node_view(*node_view(docs))  # the one cluster-wide grant: reading nodes
+    assert leader_lease_rules(docs) == LEADER_RULES
     assert not of_kind(docs, "ClusterRole") and not of_kind(docs, "ClusterRoleBinding")
     watched = ["team-a", "team-b", RELEASE_NS]
     roles = {r["metadata"]["namespace"]: r for r in of_kind(docs, "Role")}
@@ -315,9 +376,6 @@ def test_watch_namespaces_gives_namespaced_roles_only():
         assert bindings[ns]["subjects"] == [
             {"kind": "ServiceAccount", "name": account, "namespace": RELEASE_NS}
         ]
-    args = container(docs)["args"]
-    assert [a for a in args if a.startswith("--namespace")] == [f"--namespace={n}" for n in watched]
-    assert "--all-namespaces" not in args
     assert env_of(docs)["STREAMINGJOB_NAMESPACES"] == ",".join(watched)
 
 
@@ -441,7 +499,7 @@ def test_network_policy_is_optional_and_opens_only_the_operators_ports():
     "args",
     [
         ["--set", "replicaCount=-1"],
-        ["--set", "replicaCount=2"],  # no peering: never two operators
+        ["--set", "leaderElection.leaseDurationSeconds=0"],
         ["--set", "replicaCount=one"],
         ["--set", "image.tag=latest"],
         ["--set", "image.pullPolicy=Sometimes"],

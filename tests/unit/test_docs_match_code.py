@@ -35,8 +35,10 @@ def test_settings_in_the_docs_are_the_settings_with_their_defaults():
     assert set(documented) == set(expected)
     for name, shown in documented.items():
         value = expected[name]
-        if isinstance(value, tuple):
+        if isinstance(value, tuple) or value == "":
             assert not value and shown.startswith("empty"), name
+        elif isinstance(value, bool):
+            assert shown == str(value).lower(), name
         elif isinstance(value, float):
             assert float(shown) == value, name
         else:

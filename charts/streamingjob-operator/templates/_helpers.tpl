@@ -138,3 +138,8 @@ tests/unit/test_chart.py asserts the union is exactly the expected set.
   resources: ["configmaps"]
   verbs: ["get", "patch", "update"]
 {{- end }}
+
+{{/* The Lease the replicas compete for: one per release. */}}
+{{- define "streamingjob-operator.leaseName" -}}
+{{- include "streamingjob-operator.fullname" . }}
+{{- end }}

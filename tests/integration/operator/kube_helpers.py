@@ -7,15 +7,17 @@ import contextlib
 import os
 import subprocess
 import sys
+import threading
 import time
 import uuid
+from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import kopf.testing
 import yaml
-from kubernetes import client, config
+from kubernetes import client, config, watch
 
 from streamingjob_operator.models import API_GROUP, API_VERSION, PLURAL
 from tests.support.polling import wait_for
@@ -248,3 +250,49 @@ def spawn_operator(
         stderr=stderr,
         start_new_session=True,
     )
+
+
+class DriverWatch:
+    """Follows driver pods of a namespace through a watch; records the max overlap per job."""
+
+    def __init__(self, kube: Kube, ns: str) -> None:
+        self.kube, self.ns = kube, ns
+        self.live: dict[str, set[str]] = defaultdict(set)
+        self.max_live: dict[str, int] = defaultdict(int)
+        self.created: list[str] = []
+        self._watch = watch.Watch()
+        self._stopped = False
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> DriverWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stopped = True
+        self._watch.stop()
+
+    def _run(self) -> None:
+        try:
+            self._follow()
+        except Exception:  # the stream ends when the watch is stopped
+            if not self._stopped:
+                raise
+
+    def _follow(self) -> None:
+        stream = self._watch.stream(
+            self.kube.core.list_namespaced_pod,
+            self.ns,
+            label_selector="spark-role=driver",
+            timeout_seconds=600,
+        )
+        for event in stream:
+            pod = event["object"]
+            job = pod.metadata.labels["sparkkafka.dev/job"]
+            name = pod.metadata.name
+            if event["type"] == "ADDED":
+                self.live[job].add(name)
+                self.created.append(name)
+                self.max_live[job] = max(self.max_live[job], len(self.live[job]))
+            elif event["type"] == "DELETED":
+                self.live[job].discard(name)
