@@ -9,6 +9,7 @@ import yaml
 
 from streamingjob_operator.crd import REGENERATE, build_crd, render
 from streamingjob_operator.models import StreamingJob
+from streamingjob_operator.validation import check_spec
 
 pytestmark = pytest.mark.unit
 
@@ -90,3 +91,6 @@ def _examples():
 def test_examples_validate_against_the_models(doc):
     job = StreamingJob.model_validate(doc)
     assert job.spec.image
+    # and the operator's own rules pass: no reserved sparkConf key (spark.ui.enabled is
+    # spec.sparkUI now), no credential in the driver's arguments
+    assert [str(p) for p in check_spec(job.spec)] == []
