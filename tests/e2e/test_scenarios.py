@@ -805,9 +805,14 @@ def test_kubectl_scale_restarts_in_the_epoch_with_one_more_executor(
     finally:
         job.next_id = producer.stop()
     assert report["startPath"] == "restored" and report["rerunBatch"] is None, report
-    status = wait_for(
-        "status of the scaled attempt",
-        lambda: (s := job.status()).get("attempt") == attempt + 1 and s.get("executors") and s,
+    status = wait_for(  # the start path reaches status with the operator's next report read
+        "status of the scaled attempt with its start path",
+        lambda: (
+            (s := job.status()).get("attempt") == attempt + 1
+            and s.get("startPath")
+            and s.get("executors")
+            and s
+        ),
         60,
     )
     assert (status["epoch"], status["startPath"]) == (epoch, "restored"), status
