@@ -33,6 +33,7 @@ from .naming import (
     offsets_configmap_name,
     report_configmap_name,
     service_name,
+    ui_service_name,
 )
 from .pod_parts import (
     avoiding,
@@ -219,6 +220,22 @@ def build_service(job: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def build_ui_service(job: dict[str, Any]) -> dict[str, Any]:
+    """The current driver's Spark UI (spec.sparkUI.enabled), for `kubectl port-forward
+    svc/<job>-ui 4040`. One driver runs at a time (fencing), so job + role select it."""
+    name = job["metadata"]["name"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _meta(job, ui_service_name(name)),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": {LABEL_JOB: label_value(name), LABEL_ROLE: "driver"},
+            "ports": [{"name": "http", "port": UI_PORT, "targetPort": UI_PORT}],
+        },
+    }
+
+
 def build_service_account(job: dict[str, Any]) -> dict[str, Any]:
     name = job["metadata"]["name"]
     return {
@@ -310,6 +327,7 @@ def spark_confs(
             "spark.executor.memory": ex.memory,
             "spark.executor.memoryOverhead": ex.memory_overhead,
             "spark.dynamicAllocation.enabled": "false",
+            "spark.ui.enabled": "true" if spec.spark_ui.enabled else "false",
             "spark.kubernetes.executor.podNamePrefix": driver_pod,
             "spark.kubernetes.authenticate.executor.serviceAccountName": account_name(job, spec),
             "spark.kubernetes.executor.podTemplateFile": EXECUTOR_TEMPLATE_PATH,

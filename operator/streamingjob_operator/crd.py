@@ -179,7 +179,16 @@ def build_crd() -> dict[str, Any]:
                     "name": API_VERSION,
                     "served": True,
                     "storage": True,
-                    "subresources": {"status": {}},
+                    "subresources": {
+                        "status": {},
+                        # kubectl scale, the HorizontalPodAutoscaler and KEDA drive the
+                        # executor count; a change restarts the job in its epoch (restore)
+                        "scale": {
+                            "specReplicasPath": ".spec.executor.instances",
+                            "statusReplicasPath": ".status.executors",
+                            "labelSelectorPath": ".status.selector",
+                        },
+                    },
                     "additionalPrinterColumns": [
                         {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
                         {"name": "Epoch", "type": "integer", "jsonPath": ".status.epoch"},

@@ -42,7 +42,7 @@ from spark_app.kafka_config import KAFKA_EXIT_REASONS
 from spark_app.manifest import checkpoint_location
 
 from .models import StreamingJobSpec, StreamingJobStatus
-from .naming import driver_pod_name
+from .naming import driver_pod_name, executor_selector, ui_service_name
 from .observed import Observed, PodInfo, iso, parse_time
 
 # How each spec field is treated when it changes (tested to cover every field).
@@ -68,6 +68,7 @@ FIELD_CLASSES: dict[str, str] = {
     "node_selector": RESTART,
     "service_account_name": RESTART,
     "pod_template": RESTART,
+    "spark_ui": RESTART,  # spark.ui.enabled is read when the driver starts
     "restart_policy": IGNORE,
     "upgrade_mode": IGNORE,
     "restart_nonce": SEPARATE,
@@ -140,11 +141,23 @@ class DecideConfig:
     history_limit: int = 20
 
 
+# Fields added after a release: hashed only when they differ from their default, so that the
+# hashes of jobs deployed by the older operator stay the same (an upgrade restarts no job).
+ADDED_SINCE_RELEASE = ("spark_ui",)
+
+
 def _hash(spec: StreamingJobSpec, klass: str) -> str:
     data = spec.model_dump(mode="json", by_alias=True)
     names = sorted(name for name, k in FIELD_CLASSES.items() if k == klass)
-    aliases = [StreamingJobSpec.model_fields[n].alias or n for n in names]
-    picked = {alias: data.get(alias) for alias in aliases}
+    picked = {}
+    for name in names:
+        info = StreamingJobSpec.model_fields[name]
+        alias = info.alias or name
+        if name in ADDED_SINCE_RELEASE and getattr(spec, name) == info.get_default(
+            call_default_factory=True
+        ):
+            continue
+        picked[alias] = data.get(alias)
     return hashlib.sha256(json.dumps(picked, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -223,6 +236,8 @@ def _set_target(
     st.epoch, st.attempt = epoch, attempt
     st.avoid_nodes = []  # a lost node is avoided by the attempt after the loss only
     st.driver_pod = driver_pod_name(name, epoch, attempt)
+    st.spark_ui_service = ui_service_name(name) if spec.spark_ui.enabled else ""
+    st.selector = executor_selector(name)
     st.checkpoint_location = checkpoint_location(spec.checkpoint.location, namespace, name, epoch)
     st.launch_state = "Pending"
     # unknown_since stays: the old driver may still be silent and is fenced by it (_delete)
@@ -490,6 +505,21 @@ def decide(
 ) -> Decision:
     """The one decision of a reconcile step, by what the job is doing: suspended, acted on by
     hand (first launch, resume, nonce, spec change), ended, launching, or launched."""
+    d = _dispatch(spec, status, observed, namespace=namespace, name=name, cfg=cfg)
+    if d.status.phase != "Running":
+        d.status.executors = 0  # the scale's status replicas: only a running job has any
+    return d
+
+
+def _dispatch(
+    spec: StreamingJobSpec,
+    status: StreamingJobStatus,
+    observed: Observed,
+    *,
+    namespace: str,
+    name: str,
+    cfg: DecideConfig | None,
+) -> Decision:
     cfg = cfg or DecideConfig()
     st = status.model_copy(deep=True)
     d = Decision(action="none", status=st, requeue_after=cfg.resync_seconds)
@@ -656,6 +686,8 @@ def _running(job: _Job, d: Decision) -> Decision:
         st.phase, st.message = "Running", f"driver {st.driver_pod} running"
         _record(st, now, "Running", st.message, cfg.history_limit)
     st.phase = "Running"
+    # launched with these: a change of spec.executor.instances restarts before it gets here
+    st.executors = job.spec.executor.instances
     running_for = (now - (parse_time(st.running_since) or now)).total_seconds()
     stable = job.spec.restart_policy.stable_run_seconds
     if st.consecutive_failures or st.recent_failures:

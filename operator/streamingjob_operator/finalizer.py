@@ -18,6 +18,7 @@ from .naming import (
     offsets_configmap_name,
     report_configmap_name,
     service_name,
+    ui_service_name,
 )
 from .nodes import NodeTracker, with_node_view
 from .settings import OperatorSettings
@@ -50,6 +51,7 @@ class Finalizer:
                 delay=self.settings.fencing_poll_seconds,
             )
         self.api.delete("Service", namespace, service_name(name))
+        self.api.delete("Service", namespace, ui_service_name(name))  # if sparkUI was on
         self.api.delete("PodDisruptionBudget", namespace, disruption_budget_name(name))
         self.api.delete("ConfigMap", namespace, job_configmap_name(name))
         self.api.delete("ConfigMap", namespace, report_configmap_name(name))

@@ -429,6 +429,17 @@ class OffsetsActionSpec(SpecModel):
         return self
 
 
+class SparkUISpec(SpecModel):
+    """The driver's Spark UI (port 4040), off by default: it costs the driver memory and CPU."""
+
+    enabled: bool = Field(
+        default=False,
+        description="true runs the Spark UI in the driver (spark.ui.enabled) and creates a "
+        "Service <job>-ui selecting the current driver (port 4040, named http; reach it with "
+        "kubectl port-forward svc/<job>-ui 4040). Changing it restarts the job (restore).",
+    )
+
+
 class StreamingJobSpec(SpecModel):
     """The desired state of one Spark Structured Streaming job that reads Kafka."""
 
@@ -562,6 +573,11 @@ class StreamingJobSpec(SpecModel):
         "(runs once per nonce; refused while the job runs). Changing it never restarts "
         "anything by itself.",
     )
+    spark_ui: SparkUISpec = Field(
+        default_factory=SparkUISpec,
+        alias="sparkUI",
+        description="The driver's Spark UI and its Service (off by default).",
+    )
 
     @field_validator("spark_conf")
     @classmethod
@@ -678,6 +694,22 @@ class StreamingJobStatus(StatusModel):
     epoch: int = Field(default=0, description="Deployment epoch (a new one = fresh start).")
     attempt: int = Field(default=0, description="Attempt within the epoch (restores).")
     driver_pod: str = Field(default="", description="Name of the current driver pod.")
+    spark_ui_service: str = Field(
+        default="",
+        alias="sparkUIService",
+        description="The Service of the current driver's Spark UI (spec.sparkUI.enabled); "
+        "empty: none.",
+    )
+    executors: int = Field(
+        default=0,
+        description="Executors of the current run (spec.executor.instances it was launched "
+        "with) once its driver runs; 0 otherwise. The scale subresource's status replicas.",
+    )
+    selector: str = Field(
+        default="",
+        description="Label selector of the job's executor pods (the scale subresource's, for "
+        "the HorizontalPodAutoscaler).",
+    )
     checkpoint_location: str = Field(default="", description="Checkpoint location in use.")
     previous_checkpoint_location: str = Field(
         default="",

@@ -47,6 +47,11 @@ def service_name(job: str) -> str:
     return name if name[0].isalpha() else _fit("j" + job, "-driver")
 
 
+def ui_service_name(job: str) -> str:
+    """`<job>-ui`, a DNS-1035 label like service_name()."""
+    return service_name(job).removesuffix("-driver") + "-ui"
+
+
 def job_configmap_name(job: str) -> str:
     return _fit(job, "-job", 253)
 
@@ -85,6 +90,11 @@ def label_value(value: str) -> str:
 
 def job_selector(job: str) -> dict[str, str]:
     return {LABEL_JOB: label_value(job)}
+
+
+def executor_selector(job: str) -> str:
+    """The job's executor pods, as a label selector string (the scale subresource's)."""
+    return selector_string({**job_selector(job), LABEL_ROLE: "executor"})
 
 
 def selector_string(labels: dict[str, str]) -> str:

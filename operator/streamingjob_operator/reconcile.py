@@ -48,6 +48,7 @@ from .builders import (
     build_role_binding,
     build_service,
     build_service_account,
+    build_ui_service,
 )
 from .decide import DecideConfig, Decision, Event, decide, invalid
 from .errors import ConflictError, FatalError, OperatorError, TransientError
@@ -298,7 +299,7 @@ class Reconciler:
             self.metrics.jobs.restarted((namespace, name), decision.restart_reason)
         self.metrics.jobs.update((namespace, name), new_status, kafka_view, observed.report)
 
-        pods_after = self._act(job, spec, decision, pods)
+        pods_after = self._act(job, spec, decision, pods, old_status.spark_ui_service)
         if offsets_gate == "run" and decision.action == "none":
             job = self._offsets_action(job, spec, events)
         known = _Known(job=job, pods=pods_after, report=report)
@@ -488,9 +489,17 @@ class Reconciler:
         spec: StreamingJobSpec,
         decision: Decision,
         pods: list[dict[str, Any]],
+        previous_ui_service: str = "",
     ) -> list[dict[str, Any]] | None:
         """Acts; returns the job's pods afterwards when that is known first hand (None: a
         deletion is still under way, list again)."""
+        if previous_ui_service and previous_ui_service != decision.status.spark_ui_service:
+            # sparkUI switched off: status named the Service until this step's write; one
+            # delete, once. A crash right before it leaves a Service selecting a driver without
+            # a UI; the job's deletion removes it (finalizer.py, owner reference).
+            meta = job["metadata"]
+            self.api.delete("Service", meta["namespace"], previous_ui_service)
+            self._applied.pop((meta["uid"], "Service", previous_ui_service), None)
         if decision.action == "delete":
             gone = [self._delete_pod(job, pod, force=True) for pod in decision.force_delete]
             gone += [self._delete_pod(job, pod) for pod in decision.delete]
@@ -528,6 +537,8 @@ class Reconciler:
         if spec.service_account_name is None:
             role = build_role(job, st.driver_pod, spec.executor.instances)  # names this driver's
             children += [build_service_account(job), role, build_role_binding(job)]
+        if spec.spark_ui.enabled:
+            children.append(build_ui_service(job))
         for child in children:  # stable children: applied once per job uid and content
             key = (meta["uid"], child["kind"], child["metadata"]["name"])
             digest = hashlib.sha256(json.dumps(child, sort_keys=True).encode()).hexdigest()

@@ -145,6 +145,7 @@ SPARK_CONF_GUARDRAILS: dict[str, str] = {
     "spark.kubernetes.executor.node.selector.": "use spec.nodeSelector",
     "spark.kubernetes.node.selector.": "use spec.nodeSelector",
     "spark.kubernetes.file.upload.path": "the job's code is in its image",
+    "spark.ui.enabled": "use spec.sparkUI.enabled",
     "spark.sql.streaming.checkpointLocation": "use spec.checkpoint.location",
 }
 

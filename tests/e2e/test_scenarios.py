@@ -2,12 +2,14 @@
 examples/kind/kafka.yaml, the object store of examples/kind/minio.yaml and one StreamingJob
 (examples/kind/orders-job.yaml: s3a:// checkpoints and sink, two executors) on a control plane
 and two workers, walked through install → executors on both workers → driver kills → drains
-→ node losses → redeploy → operator upgrade → suspend/resume/delete, then invalid manifests.
+→ node losses → redeploy → operator upgrade → kubectl scale → suspend/resume/delete, then
+invalid manifests.
 The tests share the job and run in file order; each reads real output (the parquet sink in
 the object store, through its `_spark_metadata` log) and the group's offsets.
 
 Writes bench/results/e2e.json: driver killed / node drained / node lost → first restored batch
-committed, and the cluster create times that scripts/kind/up.sh logged.
+committed, scale request → first batch with the new executor count, and the cluster create
+times that scripts/kind/up.sh logged.
 """
 
 from __future__ import annotations
@@ -15,9 +17,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import statistics
 import subprocess
 import time
+import urllib.request
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -176,11 +180,39 @@ def job(
     source = manifest["spec"]["job"]["source"]
     source["subscribe"], source["groupId"] = [state.topic], state.group
     manifest["spec"]["job"]["sink"]["path"] = f"s3a://{state.sink_path}"
+    manifest["spec"]["sparkUI"] = {"enabled": True}  # reached through kubectl port-forward
     state.manifest = manifest
     kafka_client.create_topic(state.topic, 3)
     yield state
     if os.environ.get("STREAMJOB_E2E_KEEP") != "1":  # kept for a look after a failure
         kube.run("delete", "namespace", namespace, "--wait=false")
+
+
+def _spark_ui_applications(job: Job) -> list[dict]:
+    """The current driver's Spark UI as a user reaches it: `kubectl port-forward` to the
+    Service that status.sparkUIService names, then its REST API."""
+    service = job.status()["sparkUIService"]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    forward = subprocess.Popen(
+        [*job.kube.base, "port-forward", "-n", job.namespace, f"svc/{service}", f"{port}:4040"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+
+    def applications() -> list[dict] | None:
+        url = f"http://127.0.0.1:{port}/api/v1/applications"
+        try:
+            with urllib.request.urlopen(url, timeout=5) as answer:
+                return json.loads(answer.read()) or None
+        except OSError:
+            return None
+
+    try:
+        return wait_for(f"the Spark UI through port-forward to svc/{service}", applications, 60, 1)
+    finally:
+        forward.terminate()
+        forward.wait(10)
 
 
 def _phase(job: Job, *phases: str) -> dict | None:
@@ -225,6 +257,8 @@ def test_install_apply_and_records_flow_to_the_sink(job: Job, kube: Kube, helm: 
     values = wait_for("kubectl get sj: Running, fresh, lag 0", columns, 90, 1)
     assert values["RESTARTS"] == "0" and values["EPOCH"] == "1"
     assert job.status()["startPath"] == "fresh"
+    assert job.status()["sparkUIService"] == f"{job.name}-ui"
+    assert _spark_ui_applications(job)  # spec.sparkUI: the driver's UI behind <job>-ui
 
 
 def test_executors_on_both_workers_read_partitions(job: Job, kube: Kube) -> None:
@@ -747,6 +781,94 @@ def test_leader_loss_and_helm_upgrade_mid_stream_keep_the_driver(
     assert names == {driver}, f"driver pods seen during the upgrade: {seen}"
     assert [p["metadata"]["name"] for p in job.pods("spark-role=driver")] == [driver]
     job.assert_exactly_once(job.wait_sink_has_all(240))
+
+
+SCALED = "scale_to_first_batch_seconds"
+ATTEMPT_LABEL = "sparkkafka.dev/attempt"
+
+
+def _running_executors(job: Job, attempt: int) -> list[str]:
+    pods = job.pods(f"spark-role=executor,{ATTEMPT_LABEL}={attempt}")
+    return [p["metadata"]["name"] for p in pods if p["status"].get("phase") == "Running"]
+
+
+def test_kubectl_scale_restarts_in_the_epoch_with_one_more_executor(
+    job: Job, caused_restarts: set[str]
+) -> None:
+    """Scenario: `kubectl scale streamingjob --replicas=N+1` (the scale subresource sets
+    spec.executor.instances) mid-stream → the driver stops between batches and the next
+    attempt restores in the same epoch with N+1 executors. Measured from the scale request
+    until the first batch committed after all N+1 executor pods run (and Spark counts them);
+    no batch re-run, every record exactly once across the scale. One restore: ~20 s."""
+    status = job.status()
+    epoch, attempt = status["epoch"], status["attempt"]
+    replicas = job.kube.get("streamingjob", job.name, job.namespace)["spec"]["executor"][
+        "instances"
+    ]
+    producer = ProducerLoop(job.kafka, job.topic, job.next_id, rate=20)
+    try:
+        job.wait_batch(epoch, attempt, 240, "a batch before the scale")
+        assert job.status().get("executors") == replicas
+        caused_restarts.update(_pods_of_attempt(job))
+        started = time.monotonic()
+        job.kube.run(
+            "scale", "streamingjob", job.name, "-n", job.namespace, f"--replicas={replicas + 1}"
+        )
+        executors = wait_for(
+            f"{replicas + 1} executor pods of attempt {attempt + 1} running",
+            lambda: len(names := _running_executors(job, attempt + 1)) == replicas + 1 and names,
+            240,
+            0.5,
+        )
+        raw = job.kube.get("configmap", f"{job.name}-report", job.namespace)["data"]
+        before = committed_batch(json.loads(raw.get("report.json") or "{}"), epoch, attempt + 1)
+        mark = before["latestBatch"]["batchId"] if before else -1
+        report = job.wait_report(
+            f"a batch of attempt {attempt + 1} committed with {replicas + 1} executors",
+            lambda r: (
+                committed_batch(r, epoch, attempt + 1)
+                and r["latestBatch"]["batchId"] > mark
+                and len(r.get("executors") or []) == replicas + 1
+                and r
+            ),
+            240,
+        )
+        seconds = round(time.monotonic() - started, 2)
+    finally:
+        job.next_id = producer.stop()
+    assert report["startPath"] == "restored" and report["rerunBatch"] is None, report
+    status = wait_for(  # the start path reaches status with the operator's next report read
+        "status of the scaled attempt with its start path",
+        lambda: (
+            (s := job.status()).get("attempt") == attempt + 1
+            and s.get("startPath")
+            and s.get("executors")
+            and s
+        ),
+        60,
+    )
+    assert (status["epoch"], status["startPath"]) == (epoch, "restored"), status
+    assert status["executors"] == replicas + 1, status
+    assert sorted(_running_executors(job, attempt + 1)) == sorted(executors)
+    assert _spark_ui_applications(job)  # the UI Service follows the new driver
+    _write_results(
+        SCALED,
+        f"kubectl scale streamingjob --replicas={replicas + 1} (from {replicas}) until the "
+        "runner's report shows a batch committed after all executor pods of the next attempt "
+        "run and Spark counts them; same epoch, restored from the checkpoint",
+        [
+            {
+                "from": replicas,
+                "to": replicas + 1,
+                "seconds": seconds,
+                "restoredBatch": report["restoredBatch"],
+            }
+        ],
+        30,
+    )
+    rows = job.wait_sink_has_all(240)
+    job.assert_exactly_once(rows)
+    assert f"epoch-{epoch}" in {r["epoch"] for r in rows}
 
 
 CHILDREN = "services,configmaps,serviceaccounts,roles,rolebindings,poddisruptionbudgets"

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import subprocess
 import time
 
 import pytest
 from kubernetes import client
 
+from streamingjob_operator.models import API_GROUP, API_VERSION, PLURAL
 from tests.integration.operator.kube_helpers import Kube, job_spec, wait_for
+from tests.support.kube_apiserver import find_bin_dir
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -349,3 +352,87 @@ def test_a_graceful_restart_keeps_the_executors_until_their_driver_is_gone(
     assert kube.pods(ns, "executor") == [] or all(
         p.metadata.deletion_timestamp for p in kube.pods(ns, "executor")
     )
+
+
+def _confs(pod: client.V1Pod) -> dict[str, str]:
+    args = pod.spec.containers[0].args
+    pairs = [args[i + 1] for i, arg in enumerate(args) if arg == "--conf"]
+    return dict(pair.split("=", 1) for pair in pairs)
+
+
+def _no_service(kube: Kube, ns: str, name: str) -> bool:
+    return name not in {s.metadata.name for s in kube.core.list_namespaced_service(ns).items}
+
+
+def test_spark_ui_service_follows_the_switch(kube: Kube, ns: str, operator: object):
+    kube.create_job(ns, "ui", job_spec(sparkUI={"enabled": True}))
+    pod = _only_driver(kube, ns, "ui-e1-a1-driver")
+    assert _confs(pod)["spark.ui.enabled"] == "true"
+    svc = wait_for(
+        lambda: next(
+            (s for s in kube.core.list_namespaced_service(ns).items if s.metadata.name == "ui-ui"),
+            None,
+        ),
+        20,
+        "Service ui-ui",
+    )
+    assert svc.spec.selector == {"sparkkafka.dev/job": "ui", "spark-role": "driver"}
+    assert [(p.name, p.port) for p in svc.spec.ports] == [("http", 4040)]
+    assert svc.metadata.owner_references[0].uid == kube.job(ns, "ui")["metadata"]["uid"]
+    assert kube.status(ns, "ui")["sparkUIService"] == "ui-ui"
+
+    # off: a restart in the epoch without the UI, and the Service goes
+    kube.patch_spec(ns, "ui", {"sparkUI": {"enabled": False}})
+    pod = _only_driver(kube, ns, "ui-e1-a2-driver")
+    assert _confs(pod)["spark.ui.enabled"] == "false"
+    wait_for(lambda: _no_service(kube, ns, "ui-ui"), 20, "Service ui-ui deleted")
+    assert kube.status(ns, "ui")["sparkUIService"] == ""
+
+    # on again, then the job's deletion removes it with the other children
+    kube.patch_spec(ns, "ui", {"sparkUI": {"enabled": True}})
+    _only_driver(kube, ns, "ui-e1-a3-driver")
+    wait_for(lambda: not _no_service(kube, ns, "ui-ui"), 20, "Service ui-ui again")
+    kube.delete_job(ns, "ui")
+    wait_for(lambda: kube.job(ns, "ui") is None, 30, "job deleted (finalizer released)")
+    assert _no_service(kube, ns, "ui-ui")
+
+
+def _kubectl(apiserver, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(find_bin_dir() / "kubectl"), "--kubeconfig", str(apiserver.kubeconfig), *args],
+        capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+
+
+def test_kubectl_scale_restarts_in_the_epoch_with_the_new_executor_count(
+    kube: Kube, ns: str, operator: object, apiserver
+):
+    kube.create_job(ns, "scaled", job_spec())
+    pod = _only_driver(kube, ns, "scaled-e1-a1-driver")
+    assert _confs(pod)["spark.executor.instances"] == "1"
+    kube.set_running(ns, pod.metadata.name)
+    wait_for(lambda: kube.status(ns, "scaled").get("executors") == 1, 20, "1 executor running")
+    scale = kube.custom.get_namespaced_custom_object_scale(
+        API_GROUP, API_VERSION, ns, PLURAL, "scaled"
+    )
+    assert scale["spec"]["replicas"] == 1 and scale["status"]["replicas"] == 1
+    assert scale["status"]["selector"] == "spark-role=executor,sparkkafka.dev/job=scaled"
+
+    done = _kubectl(apiserver, "scale", "-n", ns, "sj/scaled", "--replicas=3")
+    assert done.returncode == 0, done.stderr
+    pod = _only_driver(kube, ns, "scaled-e1-a2-driver")  # same epoch, next attempt: restore
+    assert _confs(pod)["spark.executor.instances"] == "3"
+    assert _annotation(pod) == f"s3a://ckpt/base/{ns}/scaled/epoch-1"
+    assert kube.job(ns, "scaled")["spec"]["executor"]["instances"] == 3
+    st = kube.status(ns, "scaled")
+    assert (st["epoch"], st["attempt"], st["executors"]) == (1, 2, 0)  # not running yet
+    kube.set_running(ns, pod.metadata.name)
+    wait_for(lambda: kube.status(ns, "scaled").get("executors") == 3, 20, "3 executors running")
+    scale = kube.custom.get_namespaced_custom_object_scale(
+        API_GROUP, API_VERSION, ns, PLURAL, "scaled"
+    )
+    assert scale["spec"]["replicas"] == 3 and scale["status"]["replicas"] == 3
+    # no scale to zero: the schema's minimum holds for the scale subresource too (suspend stops)
+    refused = _kubectl(apiserver, "scale", "-n", ns, "sj/scaled", "--replicas=0")
+    assert refused.returncode != 0 and "spec.executor.instances" in refused.stderr
+    assert kube.job(ns, "scaled")["spec"]["executor"]["instances"] == 3

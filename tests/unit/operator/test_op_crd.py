@@ -9,6 +9,7 @@ import yaml
 
 from streamingjob_operator.crd import REGENERATE, build_crd, render
 from streamingjob_operator.models import StreamingJob
+from streamingjob_operator.validation import check_spec
 
 pytestmark = pytest.mark.unit
 
@@ -53,7 +54,14 @@ def test_crd_metadata_columns_and_rules():
     assert crd["metadata"]["name"] == "streamingjobs.sparkkafka.dev"
     assert crd["spec"]["names"]["shortNames"] == ["sj"]
     version = crd["spec"]["versions"][0]
-    assert version["subresources"] == {"status": {}}
+    assert version["subresources"] == {
+        "status": {},
+        "scale": {
+            "specReplicasPath": ".spec.executor.instances",
+            "statusReplicasPath": ".status.executors",
+            "labelSelectorPath": ".status.selector",
+        },
+    }
     columns = {c["name"]: c["jsonPath"] for c in version["additionalPrinterColumns"]}
     assert columns["Phase"] == ".status.phase"
     assert columns["Restarts"] == ".status.restarts"
@@ -83,3 +91,6 @@ def _examples():
 def test_examples_validate_against_the_models(doc):
     job = StreamingJob.model_validate(doc)
     assert job.spec.image
+    # and the operator's own rules pass: no reserved sparkConf key (spark.ui.enabled is
+    # spec.sparkUI now), no credential in the driver's arguments
+    assert [str(p) for p in check_spec(job.spec)] == []
