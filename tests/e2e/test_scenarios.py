@@ -180,7 +180,6 @@ def job(
     source = manifest["spec"]["job"]["source"]
     source["subscribe"], source["groupId"] = [state.topic], state.group
     manifest["spec"]["job"]["sink"]["path"] = f"s3a://{state.sink_path}"
-    manifest["spec"]["sparkUI"] = {"enabled": True}  # reached through kubectl port-forward
     state.manifest = manifest
     kafka_client.create_topic(state.topic, 3)
     yield state
@@ -257,8 +256,6 @@ def test_install_apply_and_records_flow_to_the_sink(job: Job, kube: Kube, helm: 
     values = wait_for("kubectl get sj: Running, fresh, lag 0", columns, 90, 1)
     assert values["RESTARTS"] == "0" and values["EPOCH"] == "1"
     assert job.status()["startPath"] == "fresh"
-    assert job.status()["sparkUIService"] == f"{job.name}-ui"
-    assert _spark_ui_applications(job)  # spec.sparkUI: the driver's UI behind <job>-ui
 
 
 def test_executors_on_both_workers_read_partitions(job: Job, kube: Kube) -> None:
@@ -850,7 +847,6 @@ def test_kubectl_scale_restarts_in_the_epoch_with_one_more_executor(
     assert (status["epoch"], status["startPath"]) == (epoch, "restored"), status
     assert status["executors"] == replicas + 1, status
     assert sorted(_running_executors(job, attempt + 1)) == sorted(executors)
-    assert _spark_ui_applications(job)  # the UI Service follows the new driver
     _write_results(
         SCALED,
         f"kubectl scale streamingjob --replicas={replicas + 1} (from {replicas}) until the "
@@ -884,9 +880,13 @@ def test_suspend_resume_and_delete_keep_the_checkpoint(job: Job, kube: Kube) -> 
     assert status["epoch"] == epoch and status.get("suspended")
     assert kube.run("get", "configmap", f"{job.name}-job", "-n", job.namespace)
 
-    job.patch({"suspend": False})  # stateless: a new epoch from the committed offsets
+    # stateless: a new epoch from the committed offsets; with the Spark UI on from here (on
+    # from the start, it slows every driver start the kill and drain figures time)
+    job.patch({"suspend": False, "sparkUI": {"enabled": True}})
     status = wait_for("phase Running again", lambda: _phase(job, "Running"), 240, 1)
     assert status["epoch"] == epoch + 1
+    assert status["sparkUIService"] == f"{job.name}-ui"
+    assert _spark_ui_applications(job)  # the driver's UI, as a user reaches it
     first, job.next_id = job.next_id, job.next_id + 10
     job.kafka.produce(job.topic, first, job.next_id)
     job.wait_batch(epoch + 1, 1, 240, "a batch after the resume")
