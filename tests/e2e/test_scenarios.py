@@ -663,11 +663,17 @@ LEASE = f"{RELEASE}-streamingjob-operator"
 
 
 def _operator_pods(kube: Kube) -> list[str]:
+    """Running operator pods, not those being deleted (a deleted one stays Running while it
+    terminates)."""
     out = kube.run(
-        "get", "pods", "-n", OPERATOR_NAMESPACE, "-o", "name",
+        "get", "pods", "-n", OPERATOR_NAMESPACE, "-o", "json",
         "-l", "app.kubernetes.io/instance=" + RELEASE, "--field-selector=status.phase=Running",
     )  # fmt: skip
-    return [name.removeprefix("pod/") for name in out.split()]
+    return [
+        pod["metadata"]["name"]
+        for pod in json.loads(out)["items"]
+        if not pod["metadata"].get("deletionTimestamp")
+    ]
 
 
 def _log_time(kube: Kube, pod: str, needle: str) -> float | None:
@@ -691,8 +697,12 @@ def _hand_over(job: Job, kube: Kube, caused: set[str]) -> dict:
     holder = kube.get("lease", LEASE, OPERATOR_NAMESPACE)["spec"]["holderIdentity"]
     standby = wait_for(
         "a standby replica waiting on the Lease",
-        lambda: [
-            p for p in _operator_pods(kube) if p != holder and _log_time(kube, p, "waits to lead")
+        lambda: [  # waiting, and never led (a former leader's log has its own take-over)
+            p
+            for p in _operator_pods(kube)
+            if p != holder
+            and _log_time(kube, p, "waits to lead")
+            and not _log_time(kube, p, " leads (Lease")
         ],
         180,
         1,
