@@ -125,6 +125,7 @@ class Leadership:
         self._seen: tuple[str | None, float] = (None, 0.0)  # (resourceVersion, first seen)
         self._held: LeaseRecord | None = None
         self._stop = threading.Event()
+        self._lease_writes = threading.Lock()  # a renewal never races the release
         self._lost = threading.Event()
         self.leading_since: float | None = None
 
@@ -192,7 +193,11 @@ class Leadership:
             if self._lost.is_set():
                 return
             try:
-                if self._try() is not None:  # lost the race for the Lease: someone took it
+                with self._lease_writes:
+                    if self._stop.is_set():
+                        return
+                    taken = self._try() is not None
+                if taken:  # lost the race for the Lease: someone took it
                     self._lose("the Lease changed hands")
                     return
             except OperatorError as exc:  # the deadline decides; keep trying until then
@@ -214,16 +219,21 @@ class Leadership:
         clear the holder so that a waiting replica takes over without waiting for expiry."""
         self._stop.set()
         self.gate.close(wait_seconds)
-        held = self._held
-        if held is None or self._lost.is_set():
-            return
-        try:
-            self.api.write_lease(
-                self.namespace,
-                self.name,
-                _spec(released(held, datetime.now(UTC))),
-                held.resource_version,
-            )
+        with self._lease_writes:
+            held = self._held
+            if held is None or self._lost.is_set():
+                return
+            try:
+                written = self.api.write_lease(
+                    self.namespace,
+                    self.name,
+                    _spec(released(held, datetime.now(UTC))),
+                    held.resource_version,
+                )
+            except OperatorError as exc:  # it expires by itself
+                log.warning("releasing the Lease: %s", exc)
+                return
+        if written is None:
+            log.warning("the Lease changed before its release: it expires by itself")
+        else:
             log.info("%s released the Lease", self.identity)
-        except OperatorError as exc:  # it expires by itself
-            log.warning("releasing the Lease: %s", exc)
