@@ -189,29 +189,34 @@ def job(
 
 def _spark_ui_applications(job: Job) -> list[dict]:
     """The current driver's Spark UI as a user reaches it: `kubectl port-forward` to the
-    Service that status.sparkUIService names, then its REST API."""
+    Service that status.sparkUIService names, then its REST API. kubectl ends a forward whose
+    connection the pod refused (the UI not listening yet): it is started again."""
     service = job.status()["sparkUIService"]
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    forward = subprocess.Popen(
-        [*job.kube.base, "port-forward", "-n", job.namespace, f"svc/{service}", f"{port}:4040"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    target = [f"svc/{service}", f"{port}:4040"]
+    command = [*job.kube.base, "port-forward", "-n", job.namespace, *target]
+    forwards: list[subprocess.Popen] = []
 
     def applications() -> list[dict] | None:
-        url = f"http://127.0.0.1:{port}/api/v1/applications"
+        if not forwards or forwards[-1].poll() is not None:
+            forwards.append(
+                subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            )
         try:
+            url = f"http://127.0.0.1:{port}/api/v1/applications"
             with urllib.request.urlopen(url, timeout=5) as answer:
                 return json.loads(answer.read()) or None
         except OSError:
             return None
 
     try:
-        return wait_for(f"the Spark UI through port-forward to svc/{service}", applications, 60, 1)
+        return wait_for(f"the Spark UI through port-forward to svc/{service}", applications, 90, 1)
     finally:
-        forward.terminate()
-        forward.wait(10)
+        for forward in forwards:
+            forward.terminate()
+            forward.wait(10)
 
 
 def _phase(job: Job, *phases: str) -> dict | None:
