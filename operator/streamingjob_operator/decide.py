@@ -106,6 +106,9 @@ REASONS = (
     "OffsetsAltered",
     "OffsetsRefused",
     "OffsetsFailed",
+    "LeaderElected",  # on the operator's Lease, not a job (leadership.py)
+    "LeaderLost",
+    "LeaderReleased",
 )
 
 ActionKind = Literal["none", "delete", "launch", "wait"]

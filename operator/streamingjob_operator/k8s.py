@@ -472,36 +472,65 @@ class KubeApi:
     def post_event(self, job: dict[str, Any], type_: str, reason: str, message: str) -> None:
         """A core/v1 Event on the StreamingJob. Failing to post is logged, never raised."""
         meta = job["metadata"]
-        now = datetime.now(UTC)
-        body = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {
-                "generateName": f"{meta['name'][:200]}.",
-                "namespace": meta["namespace"],
-                "labels": {LABEL_JOB: label_value(meta["name"])},
-            },
-            "involvedObject": {
-                "apiVersion": f"{API_GROUP}/{API_VERSION}",
-                "kind": job.get("kind", "StreamingJob"),
-                "name": meta["name"],
-                "namespace": meta["namespace"],
-                "uid": meta.get("uid"),
-                "resourceVersion": meta.get("resourceVersion"),
-            },
-            "type": type_,
-            "reason": reason,
-            "message": message[:1024],
-            "source": {"component": COMPONENT},
-            "reportingComponent": COMPONENT,
-            "reportingInstance": COMPONENT,
-            "firstTimestamp": now.isoformat(),
-            "lastTimestamp": now.isoformat(),
-            "count": 1,
+        involved = {
+            "apiVersion": f"{API_GROUP}/{API_VERSION}",
+            "kind": job.get("kind", "StreamingJob"),
+            **{k: meta.get(k) for k in ("name", "namespace", "uid", "resourceVersion")},
         }
+        body = _event(involved, {LABEL_JOB: label_value(meta["name"])}, type_, reason, message)
         try:
             self._send(
                 f"post event {reason}", self.core.create_namespaced_event, meta["namespace"], body
             )
         except Exception as exc:
             log.warning("could not post event %s on %s: %s", reason, meta["name"], exc)
+
+    def post_lease_event(
+        self, lease: dict[str, Any], type_: str, reason: str, message: str, *, timeout: float
+    ) -> None:
+        """A core/v1 Event on the leader-election Lease (`kubectl describe lease`), as
+        client-go's elections record theirs. It passes no write gate: it changes no job, and
+        the one on losing the Lease is posted after the gate closed. Logged, never raised."""
+        meta = lease["metadata"]
+        involved = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            **{k: meta.get(k) for k in ("name", "namespace", "uid", "resourceVersion")},
+        }
+        body = _event(involved, {}, type_, reason, message)
+        try:
+            self._attempt(
+                f"post event {reason}",
+                self.core.create_namespaced_event,
+                meta["namespace"],
+                body,
+                _preload_content=False,
+                _request_timeout=timeout,
+            )
+        except Exception as exc:
+            log.warning("could not post event %s on Lease %s: %s", reason, meta["name"], exc)
+
+
+def _event(
+    involved: dict[str, Any], labels: dict[str, str], type_: str, reason: str, message: str
+) -> dict[str, Any]:
+    now = datetime.now(UTC).isoformat()
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {
+            "generateName": f"{involved['name'][:200]}.",
+            "namespace": involved["namespace"],
+            "labels": labels,
+        },
+        "involvedObject": involved,
+        "type": type_,
+        "reason": reason,
+        "message": message[:1024],
+        "source": {"component": COMPONENT},
+        "reportingComponent": COMPONENT,
+        "reportingInstance": COMPONENT,
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+    }

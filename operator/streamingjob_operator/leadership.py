@@ -5,7 +5,8 @@ retry period. Every write the operator makes passes `Gate` (k8s.KubeApi's write 
 only until the renew deadline of the latest successful renewal: a replica that cannot renew
 refuses its own writes from that instant and ends its process (`on_lost`); a replica that
 finds the Lease taken does the same at once. Nothing of a lost term is resumed: the process
-restarts and waits as a candidate, as client-go's controllers do.
+restarts and waits as a candidate, as client-go's controllers do. Each change of leader is
+an Event on the Lease: LeaderElected, LeaderLost (Warning), LeaderReleased.
 """
 
 from __future__ import annotations
@@ -124,6 +125,7 @@ class Leadership:
         self._on_lost, self._clock = on_lost, clock
         self._seen: tuple[str | None, float] = (None, 0.0)  # (resourceVersion, first seen)
         self._held: LeaseRecord | None = None
+        self._lease: dict[str, Any] | None = None  # as last written: the Events' subject
         self._stop = threading.Event()
         self._lease_writes = threading.Lock()  # a renewal never races the release
         self._lost = threading.Event()
@@ -158,7 +160,7 @@ class Leadership:
         )
         if written is None:  # another replica wrote first: look again
             return self.timing.retry_period_seconds
-        self._held = _record(written)
+        self._held, self._lease = _record(written), written
         self.gate.open_until(sent + self.timing.renew_deadline_seconds)
         return None
 
@@ -166,7 +168,16 @@ class Leadership:
         self.gate.close(0)
         if not self._lost.is_set():
             self._lost.set()
+            self._event("Warning", "LeaderLost", f"{self.identity} stopped leading: {reason}")
             self._on_lost(reason)
+
+    def _event(self, type_: str, reason: str, message: str) -> None:
+        """An Event on the Lease, so that a change of leader shows beside the jobs' Events.
+        Bounded by one retry period: the API server may be why the term ended."""
+        if self._lease is not None:
+            self.api.post_lease_event(
+                self._lease, type_, reason, message, timeout=self.timing.retry_period_seconds
+            )
 
     # --- the loops --------------------------------------------------------------------
 
@@ -182,6 +193,7 @@ class Leadership:
             if wait is None:
                 self.leading_since = self._clock()
                 log.info("%s leads (Lease %s/%s)", self.identity, self.namespace, self.name)
+                self._event("Normal", "LeaderElected", f"{self.identity} leads")
                 threading.Thread(target=self._renew, name="lease-renew", daemon=True).start()
                 threading.Thread(target=self._watchdog, name="lease-watchdog", daemon=True).start()
                 return True
@@ -237,3 +249,5 @@ class Leadership:
             log.warning("the Lease changed before its release: it expires by itself")
         else:
             log.info("%s released the Lease", self.identity)
+            self._lease = written
+            self._event("Normal", "LeaderReleased", f"{self.identity} released the Lease")

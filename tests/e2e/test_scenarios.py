@@ -722,6 +722,15 @@ def _hand_over(job: Job, kube: Kube, caused: set[str]) -> dict:
         return min((t for p in others if (t := _log_time(kube, p, needle, deleted))), default=None)
 
     took_over = wait_for("another replica's first reconcile", first_reconcile, 120, 0.5)
+
+    def release_recorded() -> bool:  # the Event the deleted leader posts on the Lease
+        events = kube.run(
+            "get", "events", "-n", OPERATOR_NAMESPACE, "-o", "json", "--field-selector",
+            f"involvedObject.kind=Lease,involvedObject.name={LEASE},reason=LeaderReleased",
+        )  # fmt: skip
+        return f"{holder} released the Lease" in {e["message"] for e in json.loads(events)["items"]}
+
+    wait_for("a LeaderReleased Event on the Lease", release_recorded, 30, 1)
     return {"seconds": round(took_over - deleted, 2), "from": holder}
 
 

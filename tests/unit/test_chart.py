@@ -323,6 +323,7 @@ LEADER_RULES = [
         "resourceNames": [f"{RELEASE}-streamingjob-operator"],
         "verbs": ["get", "update"],
     },
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},  # on the Lease
 ]
 
 

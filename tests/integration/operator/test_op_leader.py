@@ -102,6 +102,14 @@ class Election:
         spec = self.lease_spec()
         return spec.holder_identity if spec else None
 
+    def lease_events(self) -> list[tuple[str, str]]:
+        """(reason, message) of the Events on the Lease, sorted (timestamps are whole seconds)."""
+        return sorted(
+            (e.reason, e.message)
+            for e in self.kube.events(self.ns)
+            if e.involved_object.kind == "Lease" and e.involved_object.name == self.lease
+        )
+
     def wait_for_holder(self, pick: Any, timeout: float = 30) -> str:
         return wait_for(lambda: (h := self.holder()) and pick(h) and h, timeout, "a leader")
 
@@ -136,6 +144,11 @@ def test_one_replica_acts_and_a_stopped_leader_hands_over_at_once(kube: Kube, el
     wait_for(lambda: f"first reconcile of {ns}/j as leader" in b.text(), 30, "b reconciles")
     spec = election.lease_spec()
     assert spec is not None and spec.lease_transitions == 1
+    assert election.lease_events() == [
+        ("LeaderElected", "replica-a leads"),
+        ("LeaderElected", "replica-b leads"),
+        ("LeaderReleased", "replica-a released the Lease"),
+    ]
     # b found a's driver and kept it: nothing relaunched
     kube.set_terminated(ns, "j-e1-a1-driver", 1)
     wait_for(lambda: "j-e1-a2-driver" in kube.driver_names(ns), 30, "b relaunches")
@@ -201,5 +214,7 @@ def test_killing_or_freezing_the_leader_at_random_never_gives_two_drivers(kube: 
         wait_for(settled, 60, "every job with exactly one live driver")
     assert all(w.max_live[j] == 1 for j in jobs), dict(w.max_live)
     assert all(code == EXIT_LEADERSHIP_LOST for code in frozen_exits), frozen_exits
+    lost = [message for reason, message in election.lease_events() if reason == "LeaderLost"]
+    assert len(lost) == len(frozen_exits), lost  # each frozen leader said so on waking
     spec = election.lease_spec()
     assert spec is not None and spec.lease_transitions >= 6

@@ -119,6 +119,7 @@ class MemoryLease:
         self.lease: dict[str, Any] | None = None
         self.version = 0
         self.fail = False
+        self.events: list[tuple[str, str]] = []  # (reason, message) posted on the Lease
 
     def get_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
         if self.fail:
@@ -134,6 +135,9 @@ class MemoryLease:
         self.version += 1
         self.lease = {"metadata": {"resourceVersion": str(self.version)}, "spec": dict(spec)}
         return self.lease
+
+    def post_lease_event(self, lease, type_, reason, message, *, timeout):
+        self.events.append((reason, message))
 
 
 def replica(store: MemoryLease, me: str, clock: Clock, lost: list[str]) -> Leadership:
@@ -161,6 +165,7 @@ def test_one_replica_leads_the_other_takes_over_only_after_expiry():
     assert store.lease is not None and store.lease["spec"]["leaseTransitions"] == 1
     a._try()  # a's next look finds the Lease taken: its term ends at once
     assert lost == ["the Lease is held by b now"]
+    assert store.events == [("LeaderLost", "a stopped leading: the Lease is held by b now")]
 
 
 def test_a_renewal_moves_the_deadline_and_resets_the_others_wait():
@@ -192,10 +197,11 @@ def test_a_leader_that_cannot_renew_stops_acting_at_its_deadline():
 def test_release_clears_the_holder_so_the_next_replica_takes_over_at_once():
     store, clock, lost = MemoryLease(), Clock(), []
     a, b = replica(store, "a", clock, lost), replica(store, "b", clock, lost)
-    a._try()
+    assert a.acquire(threading.Event()) is True
     b._try()
     a.release(wait_seconds=1)
     assert not a.gate.is_open()
     assert store.lease is not None and store.lease["spec"]["holderIdentity"] is None
     assert b._try() is None  # no expiry to wait for
     assert lost == []
+    assert [reason for reason, _ in store.events] == ["LeaderElected", "LeaderReleased"]
