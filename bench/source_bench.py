@@ -7,6 +7,8 @@ each query the CPU seconds its processes used (Spark's JVM, its Python workers, 
 and the peak RSS of the executor's processes (the JVM, the largest Python worker). Then where
 the time goes: the executor-side read path alone on both paths, and one extra, untimed run of
 (d) profiled on both sides (perf on the Python workers, Java Flight Recorder in the JVM).
+Every rate is given twice: wall (the query's start and stop included) and processing (the
+seconds in its triggers, Spark's processedRowsPerSecond; the raw loop from its first consume).
 Writes bench/results/source.json (unless --no-write); BENCH_RECORDS or --records overrides
 the record count (default 5 M).
 """
@@ -211,8 +213,11 @@ def _comm(pid: int) -> str:
         return ""
 
 
-def time_query(spark, fmt: str, options: dict[str, str]) -> float:
-    """One availableNow query to the noop sink over the whole topic; returns seconds."""
+def time_query(spark, fmt: str, options: dict[str, str]) -> tuple[float, float]:
+    """One availableNow query to the noop sink over the whole topic: (wall seconds from
+    start() to its end, seconds in its triggers). The triggers' time is what Spark's
+    processedRowsPerSecond divides by; the rest is the query's start and stop, for a Python
+    source mostly the planning process Spark spawns per query."""
     checkpoint = tempfile.mkdtemp(prefix=f"bench-{fmt}-")
     try:
         started = time.perf_counter()
@@ -230,7 +235,8 @@ def time_query(spark, fmt: str, options: dict[str, str]) -> float:
         rows = sum(p["numInputRows"] for p in query.recentProgress)
         if rows != RECORDS:
             raise RuntimeError(f"{fmt} read {rows} rows, expected {RECORDS}")
-        return elapsed
+        triggers = sum(p["durationMs"]["triggerExecution"] for p in query.recentProgress) / 1000
+        return elapsed, triggers
     finally:
         shutil.rmtree(checkpoint, ignore_errors=True)
 
@@ -254,16 +260,20 @@ def _raw_consume(
     consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
     remaining = sum(ends[p] for p in partitions)
     count = size = 0
+    reading = time.perf_counter()  # CLOCK_MONOTONIC: comparable across processes
     while count < remaining:
         for message in consumer.consume(10_000, 0.5):
             if message.error() is None:
                 count += 1
                 size += len(message.value())
+    finished = time.perf_counter()
     consumer.close()
-    out.put((count, size))
+    out.put((count, size, reading, finished))
 
 
-def time_raw_loop(bootstrap: str, topic: str) -> float:
+def time_raw_loop(bootstrap: str, topic: str) -> tuple[float, float]:
+    """(wall seconds with the processes' start, seconds from the first consume to the last
+    record): the latter is the loop's counterpart of a query's trigger time."""
     ends = log_end_offsets(bootstrap, topic)
     queue: multiprocessing.Queue = multiprocessing.Queue()
     halves = [list(range(0, PARTITIONS, 2)), list(range(1, PARTITIONS, 2))]
@@ -278,8 +288,8 @@ def time_raw_loop(bootstrap: str, topic: str) -> float:
     elapsed = time.perf_counter() - started
     for worker in workers:
         worker.join()
-    assert sum(c for c, _ in counts) == RECORDS
-    return elapsed
+    assert sum(c[0] for c in counts) == RECORDS
+    return elapsed, max(c[3] for c in counts) - min(c[2] for c in counts)
 
 
 def profile_read_path(bootstrap: str, topic: str, read_path: str) -> tuple[float, str]:
@@ -434,7 +444,11 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--records", type=int, default=RECORDS)
     parser.add_argument(
-        "--runs", type=int, default=2, help="alternating runs of each; the best one counts"
+        "--runs",
+        type=int,
+        default=3,
+        help="alternating runs of each; the best one counts (the JVM's JIT warms up over "
+        "about two runs, the built-in source's most)",
     )
     parser.add_argument(
         "--skip",
@@ -457,13 +471,13 @@ def main(argv: list[str] | None = None) -> None:
         spark_pid = spark.sparkContext._gateway.proc.pid
         broker_pid = broker.process.pid if broker.process else None
 
-        def measured(fmt: str, options: dict[str, str]) -> tuple[float, dict, dict]:
+        def measured(fmt: str, options: dict[str, str]) -> tuple[float, float, dict, dict]:
             reset_peak_rss(spark_pid)
             before = cpu_by_role(spark_pid, broker_pid)
-            elapsed = time_query(spark, fmt, options)
+            elapsed, triggers = time_query(spark, fmt, options)
             after = cpu_by_role(spark_pid, broker_pid)
             used = {k: round(after[k] - before.get(k, 0.0), 1) for k in after}
-            return elapsed, used, peak_rss_mb(spark_pid)
+            return elapsed, triggers, used, peak_rss_mb(spark_pid)
 
         ours = {
             "kafka.bootstrap.servers": broker.bootstrap,
@@ -484,7 +498,8 @@ def main(argv: list[str] | None = None) -> None:
             "native": ("kafka_checkpointed", {**ours, "readPath": "native"}),
         }
         queries = {k: v for k, v in queries.items() if k not in skip}
-        runs: dict[str, list[float]] = {name: [] for name in [*queries, "raw"]}
+        runs: dict[str, list[float]] = {name: [] for name in [*queries, "raw"]}  # wall
+        processing: dict[str, list[float]] = {name: [] for name in runs}  # triggers (raw: reads)
         cpu: dict[str, dict[str, float]] = {}  # CPU seconds of the best run of each query
         rss: dict[str, dict[str, float]] = {}  # peak RSS of the best run of each query
         builtin_error = "skipped" if "builtin" in skip else None
@@ -493,7 +508,7 @@ def main(argv: list[str] | None = None) -> None:
                 if name == "builtin" and builtin_error is not None:
                     continue
                 try:
-                    elapsed, used, memory = measured(fmt, options)
+                    elapsed, triggers, used, memory = measured(fmt, options)
                 except Exception as exc:
                     if name != "builtin":
                         raise
@@ -503,13 +518,21 @@ def main(argv: list[str] | None = None) -> None:
                 if not runs[name] or elapsed < min(runs[name]):
                     cpu[name], rss[name] = used, memory
                 runs[name].append(elapsed)
+                processing[name].append(triggers)
                 print(
-                    f"  {name}: {RECORDS / elapsed:,.0f} rows/s, CPU s {used}, RSS MB {memory}",
+                    f"  {name}: {RECORDS / elapsed:,.0f} rows/s ({RECORDS / triggers:,.0f} in its "
+                    f"trigger), CPU s {used}, RSS MB {memory}",
                     flush=True,
                 )
             if "raw" not in skip:
-                runs["raw"].append(time_raw_loop(broker.bootstrap, topic))
-                print(f"  raw loop: {RECORDS / runs['raw'][-1]:,.0f} msg/s", flush=True)
+                elapsed, reading = time_raw_loop(broker.bootstrap, topic)
+                runs["raw"].append(elapsed)
+                processing["raw"].append(reading)
+                print(
+                    f"  raw loop: {RECORDS / elapsed:,.0f} msg/s ({RECORDS / reading:,.0f} "
+                    "consuming)",
+                    flush=True,
+                )
         profile: dict[str, object] = {}
         if "profile" not in skip and "native" in queries:
             with Profiled(spark_pid, workdir) as profiled:
@@ -527,13 +550,20 @@ def main(argv: list[str] | None = None) -> None:
                 continue
             read_rates[path], read_profiles[path] = profile_read_path(broker.bootstrap, topic, path)
 
-    rates = {name: (RECORDS / min(times) if times else None) for name, times in runs.items()}
+    def best_rates(times: dict[str, list[float]]) -> dict[str, float | None]:
+        return {name: (RECORDS / min(t) if t else None) for name, t in times.items()}
 
-    def rate(name: str) -> int | None:
-        return round(rates[name]) if rates.get(name) else None
+    rates, processing_rates = best_rates(runs), best_rates(processing)
 
-    def ratio(a: str, b: str) -> float | None:
-        return round(rates[a] / rates[b], 3) if rates.get(a) and rates.get(b) else None
+    def rate(name: str, of: dict[str, float | None] = rates) -> int | None:
+        return round(of[name]) if of.get(name) else None
+
+    def ratio(a: str, b: str, of: dict[str, float | None] = rates) -> float | None:
+        return round(of[a] / of[b], 3) if of.get(a) and of.get(b) else None
+
+    pairs = {"a_over_b": ("python", "builtin"), "a_over_c": ("python", "raw")}
+    pairs |= {"d_over_b": ("native", "builtin"), "d_over_c": ("native", "raw")}
+    pairs |= {"d_over_a": ("native", "python")}
 
     result = {
         "records": RECORDS,
@@ -557,16 +587,23 @@ def main(argv: list[str] | None = None) -> None:
             if read_rates.get("native")
             else None,
         },
-        "ratios": {
-            "a_over_b": ratio("python", "builtin"),
-            "a_over_c": ratio("python", "raw"),
-            "d_over_b": ratio("native", "builtin"),
-            "d_over_c": ratio("native", "raw"),
-            "d_over_a": ratio("native", "python"),
+        "ratios": {key: ratio(a, b) for key, (a, b) in pairs.items()},
+        "processing_rates_per_s": {
+            "what": "records / seconds in the query's triggers (Spark's processedRowsPerSecond: "
+            "without the query's start and stop); raw loop: from its first consume to its "
+            "last record",
+            **{name: rate(name, processing_rates) for name in processing},
+        },
+        "processing_ratios": {key: ratio(a, b, processing_rates) for key, (a, b) in pairs.items()},
+        "query_start_and_stop_s_best_run": {
+            name: round(min(runs[name]) - processing[name][runs[name].index(min(runs[name]))], 2)
+            for name in runs
+            if runs[name]
         },
         "targets": {"d_over_b": ">= 2.5", "d_over_c": ">= 1.0"},
         "builtinSource": {"jars": [Path(j).name for j in jars], "error": builtin_error},
         "runs_s": {k: [round(t, 2) for t in v] for k, v in runs.items()},
+        "runs_processing_s": {k: [round(t, 2) for t in v] for k, v in processing.items()},
         "cpu_s_best_run": cpu,
         "peak_rss_mb_best_run": rss,
         "profile_extra_native_run": profile,
