@@ -504,7 +504,6 @@ class KubeApi:
                 self.core.create_namespaced_event,
                 meta["namespace"],
                 body,
-                _preload_content=False,
                 _request_timeout=timeout,
             )
         except Exception as exc:

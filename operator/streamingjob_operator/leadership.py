@@ -193,9 +193,9 @@ class Leadership:
             if wait is None:
                 self.leading_since = self._clock()
                 log.info("%s leads (Lease %s/%s)", self.identity, self.namespace, self.name)
-                self._event("Normal", "LeaderElected", f"{self.identity} leads")
                 threading.Thread(target=self._renew, name="lease-renew", daemon=True).start()
                 threading.Thread(target=self._watchdog, name="lease-watchdog", daemon=True).start()
+                self._event("Normal", "LeaderElected", f"{self.identity} leads")
                 return True
             stop.wait(wait)
         return False
