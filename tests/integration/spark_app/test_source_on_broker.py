@@ -13,7 +13,7 @@ import time
 import pyarrow as pa
 import pytest
 from confluent_kafka import Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from spark_app import offsets as off
@@ -291,9 +291,11 @@ def test_both_read_paths_give_identical_batches(kafka, timestamp_type):
     topic = new_topic(kafka.bootstrap, partitions=1)
     if timestamp_type == "LogAppendTime":
         admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
-        resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
-        resource.set_config("message.timestamp.type", "LogAppendTime")
-        admin.alter_configs([resource])[resource].result(30)
+        entry = ConfigEntry(
+            "message.timestamp.type", "LogAppendTime", incremental_operation=AlterConfigOpType.SET
+        )
+        resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[entry])
+        admin.incremental_alter_configs([resource])[resource].result(30)
     producer = Producer(
         {"bootstrap.servers": kafka.bootstrap, "transactional.id": f"tx-{topic}", "linger.ms": 5}
     )
