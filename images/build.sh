@@ -127,7 +127,6 @@ for t in "${targets[@]}"; do
       if [ "$t" = spark ]; then
         # The source's native read path (scripts/native.sh: a cached, host-built cp311 wheel)
         cp "$(bash "$REPO_ROOT/scripts/native.sh")" "$CTX/wheels/"
-        cp "$REPO_ROOT/scripts/pyspark_zip_bytecode.py" "$CTX/"
         # Spark's S3A connector (s3a:// checkpoints and sinks), minus what Spark ships itself
         bash "$REPO_ROOT/scripts/s3a-jars.sh" --into "$CTX/s3a-jars" --beside \
           "$("$(bash "$REPO_ROOT/scripts/venv.sh")/bin/python" -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')" >/dev/null
