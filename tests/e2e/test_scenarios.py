@@ -190,7 +190,8 @@ def job(
 def _spark_ui_applications(job: Job) -> list[dict]:
     """The current driver's Spark UI as a user reaches it: `kubectl port-forward` to the
     Service that status.sparkUIService names, then its REST API. kubectl ends a forward whose
-    connection the pod refused (the UI not listening yet): it is started again."""
+    connection the pod refused (the UI not listening yet): it is started again. While the
+    SparkContext starts, the UI answers 200 with a plain-text "Spark is starting up": not yet."""
     service = job.status()["sparkUIService"]
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -208,7 +209,7 @@ def _spark_ui_applications(job: Job) -> list[dict]:
             url = f"http://127.0.0.1:{port}/api/v1/applications"
             with urllib.request.urlopen(url, timeout=5) as answer:
                 return json.loads(answer.read()) or None
-        except OSError:
+        except (OSError, json.JSONDecodeError):
             return None
 
     try:
