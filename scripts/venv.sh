@@ -26,7 +26,8 @@ fi
 # Spark puts its pyspark.zip and py4j-*-src.zip first on the path of every Python process it
 # starts; imports from them cost ~0.25 s per query start (docs/source.md). Without the zips
 # those processes import the installed, compiled pyspark. Only YARN ships the zips.
-rm -f "$("$venv/bin/python" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')"/python/lib/*.zip
+# (A glob, not a Python start: this script runs on every make call.)
+rm -f "$venv"/lib/python3*/site-packages/pyspark/python/lib/*.zip
 # Spark's S3A connector beside Spark's own jars, as in the image: s3a:// locations work locally.
 s3a_mark="$venv/.s3a-$(sha256sum "$REPO_ROOT/scripts/s3a/pom.xml" | cut -c1-12)"
 if [ ! -f "$s3a_mark" ]; then

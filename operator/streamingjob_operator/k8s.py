@@ -472,12 +472,9 @@ class KubeApi:
     def post_event(self, job: dict[str, Any], type_: str, reason: str, message: str) -> None:
         """A core/v1 Event on the StreamingJob. Failing to post is logged, never raised."""
         meta = job["metadata"]
-        involved = {
-            "apiVersion": f"{API_GROUP}/{API_VERSION}",
-            "kind": job.get("kind", "StreamingJob"),
-            **{k: meta.get(k) for k in ("name", "namespace", "uid", "resourceVersion")},
-        }
-        body = _event(involved, {LABEL_JOB: label_value(meta["name"])}, type_, reason, message)
+        api_version, kind = f"{API_GROUP}/{API_VERSION}", job.get("kind", KIND)
+        labels = {LABEL_JOB: label_value(meta["name"])}
+        body = _event(api_version, kind, meta, labels, type_, reason, message)
         try:
             self._send(
                 f"post event {reason}", self.core.create_namespaced_event, meta["namespace"], body
@@ -492,12 +489,7 @@ class KubeApi:
         client-go's elections record theirs. It passes no write gate: it changes no job, and
         the one on losing the Lease is posted after the gate closed. Logged, never raised."""
         meta = lease["metadata"]
-        involved = {
-            "apiVersion": "coordination.k8s.io/v1",
-            "kind": "Lease",
-            **{k: meta.get(k) for k in ("name", "namespace", "uid", "resourceVersion")},
-        }
-        body = _event(involved, {}, type_, reason, message)
+        body = _event("coordination.k8s.io/v1", "Lease", meta, {}, type_, reason, message)
         try:
             self._attempt(
                 f"post event {reason}",
@@ -511,18 +503,29 @@ class KubeApi:
 
 
 def _event(
-    involved: dict[str, Any], labels: dict[str, str], type_: str, reason: str, message: str
+    api_version: str,
+    kind: str,
+    meta: dict[str, Any],
+    labels: dict[str, str],
+    type_: str,
+    reason: str,
+    message: str,
 ) -> dict[str, Any]:
+    """A core/v1 Event about the object with this apiVersion, kind and metadata."""
     now = datetime.now(UTC).isoformat()
     return {
         "apiVersion": "v1",
         "kind": "Event",
         "metadata": {
-            "generateName": f"{involved['name'][:200]}.",
-            "namespace": involved["namespace"],
+            "generateName": f"{meta['name'][:200]}.",
+            "namespace": meta["namespace"],
             "labels": labels,
         },
-        "involvedObject": involved,
+        "involvedObject": {
+            "apiVersion": api_version,
+            "kind": kind,
+            **{k: meta.get(k) for k in ("name", "namespace", "uid", "resourceVersion")},
+        },
         "type": type_,
         "reason": reason,
         "message": message[:1024],

@@ -124,8 +124,7 @@ class Leadership:
         self.gate = gate or Gate(clock)
         self._on_lost, self._clock = on_lost, clock
         self._seen: tuple[str | None, float] = (None, 0.0)  # (resourceVersion, first seen)
-        self._held: LeaseRecord | None = None
-        self._lease: dict[str, Any] | None = None  # as last written: the Events' subject
+        self._lease: dict[str, Any] | None = None  # as this replica last wrote it
         self._stop = threading.Event()
         self._lease_writes = threading.Lock()  # a renewal never races the release
         self._lost = threading.Event()
@@ -142,7 +141,7 @@ class Leadership:
         version = observed.resource_version if observed else None
         if version != self._seen[0]:
             self._seen = (version, sent)
-        if observed is not None and self._held is not None and observed.holder != self.identity:
+        if observed is not None and self._lease is not None and observed.holder != self.identity:
             self._lose(f"the Lease is held by {observed.holder or 'nobody'} now")
             return self.timing.retry_period_seconds
         step = next_step(
@@ -160,7 +159,7 @@ class Leadership:
         )
         if written is None:  # another replica wrote first: look again
             return self.timing.retry_period_seconds
-        self._held, self._lease = _record(written), written
+        self._lease = written
         self.gate.open_until(sent + self.timing.renew_deadline_seconds)
         return None
 
@@ -232,9 +231,9 @@ class Leadership:
         self._stop.set()
         self.gate.close(wait_seconds)
         with self._lease_writes:
-            held = self._held
-            if held is None or self._lost.is_set():
+            if self._lease is None or self._lost.is_set():
                 return
+            held = _record(self._lease)
             try:
                 written = self.api.write_lease(
                     self.namespace,
