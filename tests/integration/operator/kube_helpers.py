@@ -164,6 +164,18 @@ class Kube:
     def events(self, ns: str) -> list[client.CoreV1Event]:
         return self.core.list_namespaced_event(ns).items
 
+    def wait_for_events(
+        self, ns: str, name: str, reasons: set[str], timeout: float = 20
+    ) -> list[client.CoreV1Event]:
+        """The Events about `name` once all `reasons` are among them. A reconcile posts its
+        Events after it has written status, so a status just read may not have them yet."""
+
+        def posted() -> list[client.CoreV1Event] | None:
+            events = [e for e in self.events(ns) if e.involved_object.name == name]
+            return events if reasons <= {e.reason for e in events} else None
+
+        return wait_for(posted, timeout, f"Events {sorted(reasons)} about {name}")
+
 
 def _cs(state: dict[str, Any]) -> dict[str, Any]:
     return {

@@ -163,14 +163,7 @@ def _exercise(kube: Kube, ns: str, name: str) -> None:
     wait_for(lambda: kube.status(ns, name).get("phase") == "Running", 30, "Running")
     kube.set_terminated(ns, first, 1)
     wait_for(lambda: kube.driver_names(ns) == [second], 40, f"restored as {second}")
-    wait_for(
-        lambda: (
-            {"Launched", "DriverFailed"}
-            <= {e.reason for e in kube.events(ns) if e.involved_object.name == name}
-        ),
-        20,
-        "Events posted",
-    )
+    kube.wait_for_events(ns, name, {"Launched", "DriverFailed"})
 
     kube.delete_job(ns, name)
     wait_for(lambda: kube.job(ns, name) is None, 40, "job deleted (finalizer released)")

@@ -365,9 +365,9 @@ def test_offsets_actions_list_reset_alter_refusals_and_resume(
     assert group_offsets(kafka.bootstrap, group, topic) == {0: 7, 1: 0}
     st = kube.status(ns, "offs")
     assert st["offsetsActedSinceLaunch"] is True
-    reasons = [e.reason for e in kube.events(ns) if e.involved_object.name == "offs"]
-    for reason in ("OffsetsRefused", "OffsetsListed", "OffsetsReset", "OffsetsAltered"):
-        assert reason in reasons
+    kube.wait_for_events(
+        ns, "offs", {"OffsetsRefused", "OffsetsListed", "OffsetsReset", "OffsetsAltered"}
+    )
 
     # the same nonce never runs again: another spec change is reconciled, the offsets stay
     commit_offsets(kafka.bootstrap, group, topic, {0: 9})
@@ -398,8 +398,8 @@ def test_an_offsets_action_kafka_does_not_answer_fails_with_the_broker_named(
     done = _offsets_action(kube, ns, "nobroker", 1)
     assert done["result"] == "Failed", done
     assert "127.0.0.1:1" in done["message"] and "nothing written" in done["message"]
-    events = [e for e in kube.events(ns) if e.involved_object.name == "nobroker"]
-    assert any(e.reason == "OffsetsFailed" and e.type == "Warning" for e in events)
+    events = kube.wait_for_events(ns, "nobroker", {"OffsetsFailed"})
+    assert all(e.type == "Warning" for e in events if e.reason == "OffsetsFailed")
     assert kube.status(ns, "nobroker")["phase"] == "Suspended"
     assert kube.driver_names(ns) == []
 

@@ -101,8 +101,7 @@ def test_launch_failure_restore_and_children(kube: Kube, ns: str, operator: obje
     kube.set_terminated(ns, "orders-e1-a4-driver", 0, "Completed")
     _only_driver(kube, ns, "orders-e1-a5-driver")
     assert kube.status(ns, "orders")["lastRestartReason"] == "DriverExited"
-    reasons = {e.reason for e in kube.events(ns)}
-    assert {"Launching", "Launched", "DriverFailed", "BackOff"} <= reasons
+    kube.wait_for_events(ns, "orders", {"Launching", "Launched", "DriverFailed", "BackOff"})
 
 
 def test_spec_change_and_nonces(kube: Kube, ns: str, operator: object):
@@ -204,10 +203,7 @@ def test_driver_that_cannot_start_is_degraded_then_relaunched(
     assert condition["reason"] == "DriverNotStarting"
     assert "ImagePullBackOff" in condition["message"] and "spec.image" in condition["message"]
     assert kube.status(ns, "stuck")["phase"] == "Pending"
-    assert any(
-        e.reason == "DriverNotStarting" and e.involved_object.name == "stuck"
-        for e in kube.events(ns)
-    )
+    kube.wait_for_events(ns, "stuck", {"DriverNotStarting"})
     # A start timeout (lowered now, which relaunches nothing by itself) makes it a failure.
     kube.patch_spec(ns, "stuck", {"restartPolicy": {"startTimeoutSeconds": 1}})
     _only_driver(kube, ns, "stuck-e1-a2-driver")
@@ -246,13 +242,7 @@ def test_unknown_secret_is_degraded_and_does_not_stall_others(
     degraded = next(c for c in st["conditions"] if c["type"] == "Degraded")
     assert degraded["status"] == "True" and degraded["reason"] == "InvalidSpec"
     assert "spec.kafkaCredentials.secretName" in degraded["message"]
-    wait_for(
-        lambda: any(
-            e.reason == "InvalidSpec" and e.involved_object.name == "bad" for e in kube.events(ns)
-        ),
-        10,
-        "InvalidSpec event",
-    )
+    kube.wait_for_events(ns, "bad", {"InvalidSpec"})
     assert kube.driver_names(ns) == ["good-e1-a1-driver"]
     # the fix: create the Secret → the job launches on the next resync
     kube.core.create_namespaced_secret(
