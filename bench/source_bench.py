@@ -2,10 +2,12 @@
 
 (a) our `kafka_checkpointed` source on its pure-Python read path in a local[2] query, (b)
 Spark's built-in `kafka` source in the same query, (c) a raw confluent-kafka consume loop (two
-processes, one per core), (d) our source on its native read path (streamingjob_native). For
+processes, one per core), (d) our source on its native read path (streamingjob_native) with
+its `fetch` engine (Kafka's Fetch protocol decoded straight into Arrow), (e) the same with its
+`librdkafka` engine (librdkafka's consumer messages into Arrow). For
 each query the CPU seconds its processes used (Spark's JVM, its Python workers, the broker)
 and the peak RSS of the executor's processes (the JVM, the largest Python worker). Then where
-the time goes: the executor-side read path alone on both paths, and one extra, untimed run of
+the time goes: the executor-side read path alone on each path, and one extra, untimed run of
 (d) profiled on both sides (perf on the Python workers, Java Flight Recorder in the JVM).
 Every rate is given twice: wall (the query's start and stop included) and processing (the
 seconds in its triggers, Spark's processedRowsPerSecond; the raw loop from its first consume).
@@ -292,7 +294,9 @@ def time_raw_loop(bootstrap: str, topic: str) -> tuple[float, float]:
     return elapsed, max(c[3] for c in counts) - min(c[2] for c in counts)
 
 
-def profile_read_path(bootstrap: str, topic: str, read_path: str) -> tuple[float, str]:
+def profile_read_path(
+    bootstrap: str, topic: str, read_path: str, engine: str = "auto"
+) -> tuple[float, str]:
     """Our executor-side read of one partition alone: Kafka fetch + Arrow batches."""
     end = log_end_offsets(bootstrap, topic)[0]
     partition = KafkaInputPartition(
@@ -302,6 +306,7 @@ def profile_read_path(bootstrap: str, topic: str, read_path: str) -> tuple[float
         end=end,
         client_config={"bootstrap.servers": bootstrap},
         read_path=read_path,
+        native_engine=engine,
     )
     profiler = cProfile.Profile()
     started = time.perf_counter()
@@ -453,7 +458,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--skip",
         default="",
-        help="comma-separated parts to leave out: python, builtin, raw, native, profile",
+        help="comma-separated parts to leave out: python, builtin, raw, native, librdkafka, "
+        "profile",
     )
     parser.add_argument("--no-write", action="store_true", help=f"do not write {RESULTS}")
     args = parser.parse_args(argv)
@@ -495,7 +501,14 @@ def main(argv: list[str] | None = None) -> None:
                     "startingOffsets": "earliest",
                 },
             ),
-            "native": ("kafka_checkpointed", {**ours, "readPath": "native"}),
+            "native": (
+                "kafka_checkpointed",
+                {**ours, "readPath": "native", "nativeEngine": "fetch"},
+            ),
+            "librdkafka": (
+                "kafka_checkpointed",
+                {**ours, "readPath": "native", "nativeEngine": "librdkafka"},
+            ),
         }
         queries = {k: v for k, v in queries.items() if k not in skip}
         runs: dict[str, list[float]] = {name: [] for name in [*queries, "raw"]}  # wall
@@ -544,11 +557,15 @@ def main(argv: list[str] | None = None) -> None:
         spark.stop()
         read_rates: dict[str, float | None] = {}
         read_profiles: dict[str, str] = {}
-        for path in ("python", "native"):
+        read_paths = {"python": ("python", "auto"), "native": ("native", "fetch")}
+        read_paths["librdkafka"] = ("native", "librdkafka")
+        for path, (read_path, engine) in read_paths.items():
             if "profile" in skip or path in skip:
                 read_rates[path] = None
                 continue
-            read_rates[path], read_profiles[path] = profile_read_path(broker.bootstrap, topic, path)
+            read_rates[path], read_profiles[path] = profile_read_path(
+                broker.bootstrap, topic, read_path, engine
+            )
 
     def best_rates(times: dict[str, list[float]]) -> dict[str, float | None]:
         return {name: (RECORDS / min(t) if t else None) for name, t in times.items()}
@@ -563,7 +580,7 @@ def main(argv: list[str] | None = None) -> None:
 
     pairs = {"a_over_b": ("python", "builtin"), "a_over_c": ("python", "raw")}
     pairs |= {"d_over_b": ("native", "builtin"), "d_over_c": ("native", "raw")}
-    pairs |= {"d_over_a": ("native", "python")}
+    pairs |= {"d_over_a": ("native", "python"), "d_over_e": ("native", "librdkafka")}
 
     result = {
         "records": RECORDS,
@@ -579,13 +596,12 @@ def main(argv: list[str] | None = None) -> None:
             "a_kafka_checkpointed_python_local2": rate("python"),
             "b_spark_builtin_kafka_local2": rate("builtin"),
             "c_raw_confluent_consume_2proc": rate("raw"),
-            "d_kafka_checkpointed_native_local2": rate("native"),
-            "executor_read_path_alone_1partition_python": round(read_rates["python"])
-            if read_rates.get("python")
-            else None,
-            "executor_read_path_alone_1partition_native": round(read_rates["native"])
-            if read_rates.get("native")
-            else None,
+            "d_kafka_checkpointed_native_fetch_local2": rate("native"),
+            "e_kafka_checkpointed_native_librdkafka_local2": rate("librdkafka"),
+            **{
+                f"executor_read_path_alone_1partition_{path}": round(r) if r else None
+                for path, r in read_rates.items()
+            },
         },
         "ratios": {key: ratio(a, b) for key, (a, b) in pairs.items()},
         "processing_rates_per_s": {

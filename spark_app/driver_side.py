@@ -224,6 +224,7 @@ class DriverSide:
                 poll_timeout_ms=self.options.poll_timeout_ms,
                 max_records_per_batch=self.options.max_records_per_batch,
                 read_path=self.options.read_path,
+                native_engine=self.options.native_engine,
             )
             for tp in sorted(stop)
             if stop[tp] > begin.get(tp, 0)

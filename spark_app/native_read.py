@@ -1,15 +1,19 @@
-"""The native read path: librdkafka's fetched messages go straight into Arrow buffers.
+"""The native read path: fetched records go straight into Arrow buffers.
 
-`streamingjob_native` (native/, Rust: librdkafka through rdkafka-sys, arrow-rs, pyo3) reads
+`streamingjob_native` (native/, Rust: arrow-rs, pyo3, librdkafka through rdkafka-sys) reads
 one partition's `[start, end)` and hands each record batch over the Arrow C data interface;
-no Python object is made per record. It reads exactly as the pure-Python path does (same
-client configuration, position-based end, cut at `end`, `auto.offset.reset=error`), and
-the policy stays here: data loss per failOnDataLoss, the no-progress error, Kafka errors as
-confluent's `KafkaException`, so both paths behave alike.
+no Python object is made per record. Two engines read (the `nativeEngine` option):
+`fetch` sends Kafka Fetch requests to the partition's leader itself and decodes the record
+batches into Arrow (the fastest: no librdkafka message per record), for the client
+settings it understands; `librdkafka` takes librdkafka's consumer messages, for every
+setting; `auto` is fetch when it can, else librdkafka (the reason logged once per worker).
+Both read exactly as the pure-Python path does (position-based end, cut at `end`, an
+out-of-range start is an error), and the policy stays here: data loss per failOnDataLoss,
+the no-progress error, Kafka errors as confluent's `KafkaException`, so all paths behave alike.
 
-`readPath=auto` (the default) uses it when the module can be imported and the client
-configuration is one its librdkafka build accepts, and falls back to pure Python otherwise
-(logged once per worker); `readPath=native` makes either an error.
+`readPath=auto` (the default) uses the native path when the module can be imported and the
+client configuration is one it accepts, and falls back to pure Python otherwise (logged once
+per worker); `readPath=native` makes either an error.
 """
 
 from __future__ import annotations
@@ -70,7 +74,7 @@ def open_range(p: KafkaInputPartition, config: dict):
         _fallback(p, f"streamingjob_native cannot be imported: {_unavailable_reason[-1]}")
         return None
     try:
-        return native.RangeReader(
+        reader = native.RangeReader(
             [(k, _as_string(v)) for k, v in config.items()],
             p.topic,
             p.partition,
@@ -79,10 +83,15 @@ def open_range(p: KafkaInputPartition, config: dict):
             p.include_headers,
             p.max_records_per_batch,
             p.poll_timeout_ms,
+            p.native_engine,
         )
     except native.ConfigError as exc:
-        _fallback(p, f"its librdkafka rejects the client configuration: {exc}")
+        _fallback(p, f"it cannot use the client configuration: {exc}")
         return None
+    if reader.fallback_reason and reader.fallback_reason not in _warned:
+        _warned.add(reader.fallback_reason)
+        log.info("native fetcher not used (%s); reading with librdkafka", reader.fallback_reason)
+    return reader
 
 
 def drain(reader, p: KafkaInputPartition) -> Iterator:

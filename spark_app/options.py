@@ -22,6 +22,10 @@ _ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
 # STREAMJOB_READ_PATH sets the default (for jobs whose manifest cannot name the option).
 READ_PATHS = ("auto", "native", "python")
 READ_PATH_ENV = "STREAMJOB_READ_PATH"
+# The native path's engine: `fetch` (Kafka's Fetch protocol decoded straight into Arrow, for
+# the client settings it understands), `librdkafka` (its consumer, every setting), `auto`
+# (fetch when it can, else librdkafka).
+NATIVE_ENGINES = ("auto", "fetch", "librdkafka")
 # Client properties this source sets itself: letting a user override them would break
 # range reads (auto.offset.reset), commits (enable.auto.commit) or planning (isolation).
 _RESERVED_CLIENT_KEYS = {
@@ -91,6 +95,7 @@ class SourceOptions:
     report_path: str | None
     drain_path: str | None
     read_path: str = "auto"
+    native_engine: str = "auto"
     client_config: dict[str, str] = field(default_factory=dict)
 
     def __repr__(self) -> str:  # never print credentials passed through kafka.*
@@ -168,6 +173,7 @@ class SourceOptions:
             read_path=_choice(
                 options, "readPath", os.environ.get(READ_PATH_ENV, "auto"), READ_PATHS
             ),
+            native_engine=_choice(options, "nativeEngine", "auto", NATIVE_ENGINES),
             client_config=client,
         )
 

@@ -7,10 +7,11 @@ Spark may run a task twice (retries, speculation).
 A range is finished when the consumer's position reaches `end`, not when a message with
 offset `end - 1` arrives: transaction markers and compaction leave gaps in offsets.
 
-Two read paths give the same batches: the native one (`spark_app.native_read`, librdkafka
-straight into Arrow buffers, no Python object per record) when its module can be imported,
-and the pure-Python one here (confluent-kafka `Message` objects taken apart into columns).
-The `readPath` option picks one: `auto` (default), `native` or `python`.
+Two read paths give the same batches: the native one (`spark_app.native_read`: Kafka's
+record batches or librdkafka's messages straight into Arrow buffers, no Python object per
+record) when its module can be imported, and the pure-Python one here (confluent-kafka
+`Message` objects taken apart into columns). The `readPath` option picks one: `auto`
+(default), `native` or `python`; `nativeEngine` picks the native path's engine.
 """
 
 from __future__ import annotations
@@ -88,6 +89,7 @@ class KafkaInputPartition(InputPartition):
     poll_timeout_ms: int = 120_000
     max_records_per_batch: int = 10_000
     read_path: str = "auto"  # auto | native | python
+    native_engine: str = "auto"  # auto | fetch | librdkafka
 
     @property
     def name(self) -> str:

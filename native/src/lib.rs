@@ -1,12 +1,15 @@
 //! `streamingjob_native`: the native read path of the `kafka_checkpointed` source.
 //!
-//! `RangeReader` reads one Kafka partition's offset range `[start, end)` with librdkafka and
-//! hands out Arrow record batches through the Arrow C data interface; Python imports them
-//! with `pyarrow.RecordBatch._import_from_c` (spark_app/native_reader.py). Python keeps the
-//! policy (data loss, error texts); this crate only reads.
+//! `RangeReader` reads one Kafka partition's offset range `[start, end)` and hands out Arrow
+//! record batches through the Arrow C data interface; Python imports them with
+//! `pyarrow.RecordBatch._import_from_c` (spark_app/native_read.py). Two engines read:
+//! `fetch` (Kafka's Fetch protocol decoded straight into Arrow, for the settings it
+//! understands) and `librdkafka` (its consumer, for every setting). Python keeps the policy
+//! (data loss, error texts); this crate only reads.
 
 pub mod batch;
 pub mod consumer;
+pub mod fetch;
 
 #[cfg(feature = "python")]
 mod python {
@@ -16,7 +19,8 @@ mod python {
     use pyo3::exceptions::PyException;
     use pyo3::prelude::*;
 
-    use crate::consumer::{RangeReader as Inner, ReadError};
+    use crate::consumer::{RangeReader as Librdkafka, ReadError};
+    use crate::fetch::{RangeReader as Fetcher, Settings};
 
     create_exception!(streamingjob_native, ConfigError, PyException);
     create_exception!(streamingjob_native, KafkaError, PyException);
@@ -52,13 +56,41 @@ mod python {
         }
     }
 
+    enum Inner {
+        Fetch(Box<Fetcher>),
+        Librdkafka(Box<Librdkafka>),
+    }
+
+    impl Inner {
+        fn next_batch(&mut self) -> Result<Option<arrow_array::StructArray>, ReadError> {
+            match self {
+                Inner::Fetch(r) => r.next_batch(),
+                Inner::Librdkafka(r) => r.next_batch(),
+            }
+        }
+
+        fn assign(&mut self, offset: i64) -> Result<(), ReadError> {
+            match self {
+                Inner::Fetch(r) => r.assign(offset),
+                Inner::Librdkafka(r) => r.assign(offset),
+            }
+        }
+    }
+
     #[pyclass]
     struct RangeReader {
         inner: Option<Inner>,
+        #[pyo3(get)]
+        engine: &'static str,
+        /// why `engine="auto"` did not pick the fetcher ("" when it did)
+        #[pyo3(get)]
+        fallback_reason: String,
     }
 
     #[pymethods]
     impl RangeReader {
+        /// `engine`: "fetch", "librdkafka", or "auto" (the fetcher when it understands every
+        /// setting, librdkafka otherwise). "fetch" with a setting it lacks is a ConfigError.
         #[new]
         #[allow(clippy::too_many_arguments)]
         fn new(
@@ -71,11 +103,17 @@ mod python {
             include_headers: bool,
             max_records: usize,
             poll_timeout_ms: u64,
+            engine: &str,
         ) -> PyResult<Self> {
-            let inner = py
-                .detach(|| {
-                    Inner::open(
-                        &config,
+            let settings = match engine {
+                "librdkafka" => Err(String::new()),
+                "fetch" | "auto" => Settings::parse(&config),
+                other => return Err(ConfigError::new_err(format!("unknown engine {other:?}"))),
+            };
+            let (inner, engine, fallback_reason) = match settings {
+                Ok(settings) => {
+                    let reader = Fetcher::open(
+                        settings,
                         &topic,
                         partition,
                         start,
@@ -83,10 +121,33 @@ mod python {
                         include_headers,
                         max_records,
                         poll_timeout_ms,
-                    )
-                })
-                .map_err(to_py)?;
-            Ok(RangeReader { inner: Some(inner) })
+                    );
+                    (Inner::Fetch(Box::new(reader)), "fetch", String::new())
+                }
+                Err(why) if engine == "fetch" => return Err(ConfigError::new_err(why)),
+                Err(why) => {
+                    let reader = py
+                        .detach(|| {
+                            Librdkafka::open(
+                                &config,
+                                &topic,
+                                partition,
+                                start,
+                                end,
+                                include_headers,
+                                max_records,
+                                poll_timeout_ms,
+                            )
+                        })
+                        .map_err(to_py)?;
+                    (Inner::Librdkafka(Box::new(reader)), "librdkafka", why)
+                }
+            };
+            Ok(RangeReader {
+                inner: Some(inner),
+                engine,
+                fallback_reason,
+            })
         }
 
         /// The next batch as an `Exported`, or None once `[start, end)` is read.

@@ -1,18 +1,20 @@
 """The source's driver and executor halves against a real broker, called as Spark calls them
 (the call order observed in PySpark 4.3: docs/source.md). Whole queries: test_runner.py.
 
-Every test that reads runs on both executor read paths (`read_path`: native and pure
-Python); `readPath=native` fails rather than falls back when the native module is missing."""
+Every test that reads runs on each executor read path (`read_path`: the native path's fetch
+and librdkafka engines, and pure Python); `readPath=native` fails rather than falls back when
+the native module is missing."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 import time
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from confluent_kafka import Producer, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
@@ -34,24 +36,41 @@ from tests.support.kafka_tools import (
     produce,
 )
 from tests.support.polling import wait_for
+from tests.support.tls import Authority
 
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(params=["native", "python"])
+# (readPath, nativeEngine) of each way an executor reads
+READ_PATHS = {
+    "fetch": ("native", "fetch"),
+    "librdkafka": ("native", "librdkafka"),
+    "python": ("python", "auto"),
+    "auto": ("auto", "auto"),
+}
+
+
+@pytest.fixture(params=["fetch", "librdkafka", "python"])
 def read_path(request: pytest.FixtureRequest) -> str:
     return request.param
+
+
+def on_path(p: KafkaInputPartition, read_path: str) -> KafkaInputPartition:
+    path, engine = READ_PATHS[read_path]
+    return dataclasses.replace(p, read_path=path, native_engine=engine)
 
 
 def reader(
     bootstrap: str, topic: str, read_path: str = "auto", **options: str
 ) -> KafkaStreamReader:
+    path, engine = READ_PATHS[read_path]
     raw = {
         "kafka.bootstrap.servers": bootstrap,
         "subscribe": topic,
         "kafka.group.id": f"{topic}-g",
         "partitionDiscoveryIntervalMs": "0",
-        "readPath": read_path,
+        "readPath": path,
+        "nativeEngine": engine,
         **options,
     }
     return KafkaStreamReader(SourceOptions.parse(raw), schema=None)
@@ -280,7 +299,7 @@ def test_timestamp_start_on_a_real_broker(kafka):
 
 
 def _read_batches(p: KafkaInputPartition, read_path: str) -> list[pa.RecordBatch]:
-    return list(read_range(dataclasses.replace(p, read_path=read_path)))
+    return list(read_range(on_path(p, read_path)))
 
 
 @pytest.mark.parametrize("timestamp_type", ["CreateTime", "LogAppendTime"])
@@ -326,12 +345,14 @@ def test_both_read_paths_give_identical_batches(kafka, timestamp_type):
         max_records_per_batch=17,
         poll_timeout_ms=30_000,
     )
-    native, python = _read_batches(base, "native"), _read_batches(base, "python")
-    assert [b.num_rows for b in native] == [b.num_rows for b in python]
+    python = _read_batches(base, "python")
     assert sum(b.num_rows for b in python) == 37 + 40 + 27  # 3..39, 82..121, 123..149
-    for got, expected in zip(native, python, strict=True):
-        assert got.schema.equals(arrow_schema(True))
-        assert got.equals(expected), (got.to_pylist()[:3], expected.to_pylist()[:3])
+    for engine in ("fetch", "librdkafka"):
+        native = _read_batches(base, engine)
+        assert [b.num_rows for b in native] == [b.num_rows for b in python], engine
+        for got, expected in zip(native, python, strict=True):
+            assert got.schema.equals(arrow_schema(True))
+            assert got.equals(expected), (engine, got.to_pylist()[:3], expected.to_pylist()[:3])
     rows = [r for b in native for r in b.to_pylist()]
     assert {r["timestampType"] for r in rows} == {0 if timestamp_type == "CreateTime" else 1}
     assert any(r["key"] is None for r in rows) and any(r["value"] is None for r in rows)
@@ -349,11 +370,78 @@ def test_a_range_that_makes_no_progress_fails_naming_the_partition(kafka, read_p
         end=10,  # beyond the log end: the last 5 never come
         client_config={"bootstrap.servers": kafka.bootstrap},
         poll_timeout_ms=1_000,
-        read_path=read_path,
     )
+    p = on_path(p, read_path)
     started = time.monotonic()
     with pytest.raises(
         TimeoutError, match=rf"{topic}-0: no progress reading \[0, 10\) .*stuck at 5"
     ):
         list(read_range(p))
     assert time.monotonic() - started < 10
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+def test_every_compression_codec_reads_alike(kafka, codec):
+    topic = new_topic(kafka.bootstrap, partitions=1)
+    producer = Producer(
+        {"bootstrap.servers": kafka.bootstrap, "compression.type": codec, "linger.ms": 20}
+    )
+    for n in range(3000):
+        producer.produce(topic, key=f"k{n}".encode(), value=json.dumps({"id": n}).encode() * 3)
+    producer.flush(30)
+    p = KafkaInputPartition(
+        topic=topic,
+        partition=0,
+        start=5,
+        end=2990,
+        client_config={"bootstrap.servers": kafka.bootstrap},
+        max_records_per_batch=1000,
+    )
+    fetched, python = _read_batches(p, "fetch"), _read_batches(p, "python")
+    assert [b.num_rows for b in fetched] == [1000, 1000, 985]
+    assert pa.Table.from_batches(fetched).equals(pa.Table.from_batches(python))
+    assert fetched[0].column("offset")[0].as_py() == 5
+
+
+def _secured_range(kafka, records: int) -> KafkaInputPartition:
+    topic = new_topic(kafka.bootstrap, partitions=1)
+    produce(kafka.bootstrap, topic, range(records))
+    return KafkaInputPartition(
+        topic=topic,
+        partition=0,
+        start=0,
+        end=records,
+        client_config=kafka.secured_client(),
+        poll_timeout_ms=20_000,
+    )
+
+
+def test_sasl_ssl_reads_alike(kafka, read_path):
+    """The secured listener (SCRAM-SHA-512 over TLS with the test's own CA): the same records
+    on every path."""
+    base = _secured_range(kafka, 500)
+    rows = [r for b in _read_batches(base, read_path) for r in b.to_pylist()]
+    assert [r["offset"] for r in rows] == list(range(500))
+    assert [json.loads(r["value"])["id"] for r in rows] == list(range(500))
+
+
+def test_the_fetcher_fails_at_once_naming_refused_credentials_or_an_untrusted_broker(
+    kafka, tmp_path: Path
+):
+    """A wrong password and an untrusted CA end the fetcher's read at once with librdkafka's
+    error codes (the runner's KafkaAuthFailed and KafkaTLSFailed), no secret in the text.
+    librdkafka's consumer retries them until pollTimeoutMs instead; either way the driver's
+    metadata check names the cause first (tests/integration/operator/test_op_kafka.py)."""
+    base = _secured_range(kafka, 10)
+    wrong = kafka.secured_client(**{"sasl.password": "nope-123"})
+    started = time.monotonic()
+    with pytest.raises(KafkaException) as refused:
+        _read_batches(dataclasses.replace(base, client_config=wrong), "fetch")
+    assert refused.value.args[0].code() == KafkaError._AUTHENTICATION, refused.value
+    assert "nope-123" not in str(refused.value)
+    untrusted = kafka.secured_client(**{"ssl.ca.pem": Authority.create(tmp_path).pem})
+    with pytest.raises(KafkaException) as unverified:
+        _read_batches(dataclasses.replace(base, client_config=untrusted), "fetch")
+    assert unverified.value.args[0].code() == KafkaError._SSL, unverified.value
+    assert "certificate verify failed" in str(unverified.value)
+    assert time.monotonic() - started < 10  # not the 20 s poll timeout

@@ -1,7 +1,8 @@
-"""Which read path an executor takes: native when `streamingjob_native` loads and its
-librdkafka accepts the client configuration, pure Python otherwise (readPath=auto), and
-either one on request. What the native path reads, against a real broker and side by side
-with the Python path: tests/integration/spark_app/test_source_on_broker.py."""
+"""Which read path an executor takes: native when `streamingjob_native` loads and accepts
+the client configuration, pure Python otherwise (readPath=auto), and either one on request;
+and which native engine: the fetcher where it understands every setting, else librdkafka.
+What each reads, against a real broker and side by side:
+tests/integration/spark_app/test_source_on_broker.py."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from spark_app.partition_reader import KafkaInputPartition, client_config, read_
 pytestmark = pytest.mark.unit
 
 
-def part(read_path: str, **client: str) -> KafkaInputPartition:
+def part(read_path: str, native_engine: str = "auto", **client: str) -> KafkaInputPartition:
     return KafkaInputPartition(
         topic="orders",
         partition=0,
@@ -23,6 +24,7 @@ def part(read_path: str, **client: str) -> KafkaInputPartition:
         end=10,
         client_config={"bootstrap.servers": "127.0.0.1:1", **client},
         read_path=read_path,
+        native_engine=native_engine,
     )
 
 
@@ -76,7 +78,7 @@ def test_a_setting_the_native_build_lacks_falls_back_or_fails_per_read_path(
     caplog.set_level(logging.WARNING, "spark_app.native_read")
     oidc = {"sasl.oauthbearer.method": "oidc"}
     assert list(read_range(part("auto", **oidc))) == ["python-batch"]
-    assert "rejects the client configuration" in caplog.text
+    assert "cannot use the client configuration" in caplog.text
     with pytest.raises(native_read.NativeUnavailable, match=r"sasl\.oauthbearer\.method"):
         list(read_range(part("native", **oidc)))
     assert len(python_reads) == 1
@@ -103,7 +105,33 @@ def test_the_native_path_takes_the_same_client_configuration(monkeypatch, python
     assert config == expected
     assert config["auto.offset.reset"] == "error" and config["enable.partition.eof"] == "true"
     assert config["security.protocol"] == "SASL_SSL"
-    assert args == ("orders", 0, 0, 10, False, 10_000, 120_000)
+    assert args == ("orders", 0, 0, 10, False, 10_000, 120_000, "auto")
+
+
+def test_the_engine_is_the_fetcher_where_it_understands_every_setting(monkeypatch, caplog):
+    """Readers open without connecting, so no broker is needed to see the choice."""
+    monkeypatch.setattr(native_read, "_warned", set())
+    caplog.set_level(logging.INFO, "spark_app.native_read")
+
+    def opened(p: KafkaInputPartition):
+        reader = native_read.open_range(p, client_config(p))
+        reader.close()
+        return reader.engine, reader.fallback_reason
+
+    assert opened(part("native")) == ("fetch", "")
+    scram = {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512"}
+    scram |= {"sasl.username": "u", "sasl.password": "p"}
+    assert opened(part("native", **scram)) == ("fetch", "")
+    # OAUTHBEARER (here its unsecured test tokens) is librdkafka's alone
+    oauth = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER"}
+    oauth["enable.sasl.oauthbearer.unsecure.jwt"] = "true"
+    for _ in range(2):
+        engine, why = opened(part("native", **oauth))
+        assert engine == "librdkafka" and "not handled by the native fetcher" in why
+    assert caplog.text.count("native fetcher not used") == 1  # once per worker
+    with pytest.raises(native_read.NativeUnavailable, match="oauthbearer"):
+        opened(part("native", native_engine="fetch", **oauth))
+    assert opened(part("native", native_engine="librdkafka")) == ("librdkafka", "")
 
 
 def test_python_on_request_never_loads_the_native_module(monkeypatch, python_reads):

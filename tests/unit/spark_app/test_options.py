@@ -52,6 +52,7 @@ def test_option_names_are_case_insensitive_like_sparks():
         ({"failOnDataLoss": "maybe"}, "failOnDataLoss='maybe' must be true or false"),
         ({"offsetResetStrategy": "none"}, "offsetResetStrategy='none' must be one of"),
         ({"readPath": "rust"}, "readPath='rust' must be one of auto, native, python"),
+        ({"nativeEngine": "rust"}, "nativeEngine='rust' must be one of auto, fetch, librdkafka"),
         ({"kafka.enable.auto.commit": "true"}, "kafka.enable.auto.commit is managed by the source"),
         ({"kafka.auto.offset.reset": "latest"}, "use offsetResetStrategy"),
     ],

@@ -1,0 +1,373 @@
+//! One connection to a broker: TCP, TLS and SASL as configured, request framing (header v1,
+//! non-flexible versions) and the requests a range read needs: Metadata v4 (the partition's
+//! leader), ListOffsets v2 (the log start, after an out-of-range fetch) and Fetch v11.
+
+use std::io::{self, Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+
+use openssl::ssl::SslStream;
+
+use super::sasl::Exchange;
+use super::settings::Settings;
+use super::wire::{Reader, Short, Writer};
+
+const METADATA: (i16, i16) = (3, 4);
+const LIST_OFFSETS: (i16, i16) = (2, 2);
+const FETCH: (i16, i16) = (1, 11);
+const SASL_HANDSHAKE: (i16, i16) = (17, 1);
+const SASL_AUTHENTICATE: (i16, i16) = (36, 1);
+const EARLIEST: i64 = -2;
+/// A response larger than this is a protocol error, not an allocation to try.
+const MAX_RESPONSE: usize = 1 << 30;
+
+#[derive(Debug)]
+pub enum ConnError {
+    Io(io::Error),
+    Protocol(String),
+    /// the TLS handshake failed (an untrusted certificate, a wrong name)
+    Tls(String),
+    /// the broker refused the SASL credentials or mechanism
+    Auth(String),
+}
+
+impl From<io::Error> for ConnError {
+    fn from(e: io::Error) -> Self {
+        ConnError::Io(e)
+    }
+}
+
+impl From<Short> for ConnError {
+    fn from(s: Short) -> Self {
+        ConnError::Protocol(s.to_string())
+    }
+}
+
+impl std::fmt::Display for ConnError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConnError::Io(e) => e.fmt(f),
+            ConnError::Protocol(e) | ConnError::Tls(e) | ConnError::Auth(e) => f.write_str(e),
+        }
+    }
+}
+
+enum Stream {
+    Plain(TcpStream),
+    Tls(Box<SslStream<TcpStream>>),
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Plain(s) => s.read(buf),
+            Stream::Tls(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Plain(s) => s.write(buf),
+            Stream::Tls(s) => s.write(buf),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Stream::Plain(s) => s.flush(),
+            Stream::Tls(s) => s.flush(),
+        }
+    }
+}
+
+pub struct Conn {
+    stream: Stream,
+    client_id: String,
+    correlation: i32,
+    pub address: String,
+}
+
+/// A partition's entry of a Fetch response; `records` is the byte range in the buffer.
+pub struct FetchedPartition {
+    pub error: i16,
+    pub aborted: Vec<(i64, i64)>,
+    pub records: std::ops::Range<usize>,
+}
+
+impl Conn {
+    pub fn open(settings: &Settings, address: &str) -> Result<Conn, ConnError> {
+        let timeout = settings.connect_timeout;
+        let mut last = io::Error::new(io::ErrorKind::NotFound, format!("{address}: no address"));
+        for addr in address.to_socket_addrs()? {
+            match TcpStream::connect_timeout(&addr, timeout) {
+                Ok(stream) => {
+                    stream.set_nodelay(true)?;
+                    stream.set_read_timeout(Some(settings.socket_timeout))?;
+                    stream.set_write_timeout(Some(settings.socket_timeout))?;
+                    let stream = match &settings.tls {
+                        None => Stream::Plain(stream),
+                        Some(tls) => {
+                            let host = address.rsplit_once(':').map_or(address, |(h, _)| h);
+                            let host = host.trim_start_matches('[').trim_end_matches(']');
+                            let config = tls
+                                .configure()
+                                .map_err(|e| ConnError::Tls(e.to_string()))?
+                                .verify_hostname(settings.verify_hostname);
+                            let tls = config.connect(host, stream).map_err(|e| {
+                                ConnError::Tls(format!("SSL handshake failed with {address}: {e}"))
+                            })?;
+                            Stream::Tls(Box::new(tls))
+                        }
+                    };
+                    let mut conn = Conn {
+                        stream,
+                        client_id: settings.client_id.clone(),
+                        correlation: 0,
+                        address: address.to_owned(),
+                    };
+                    if let Some(credentials) = &settings.sasl {
+                        conn.authenticate(credentials)?;
+                    }
+                    return Ok(conn);
+                }
+                Err(e) => last = e,
+            }
+        }
+        Err(ConnError::Io(last))
+    }
+
+    fn send(&mut self, (key, version): (i16, i16), body: &[u8]) -> Result<i32, ConnError> {
+        self.correlation = self.correlation.wrapping_add(1);
+        let mut w = Writer(Vec::with_capacity(body.len() + 64));
+        w.i32(0)
+            .i16(key)
+            .i16(version)
+            .i32(self.correlation)
+            .string(&self.client_id);
+        w.0.extend_from_slice(body);
+        let size = (w.0.len() - 4) as i32;
+        w.0[..4].copy_from_slice(&size.to_be_bytes());
+        self.stream.write_all(&w.0)?;
+        Ok(self.correlation)
+    }
+
+    /// Reads the response to request `correlation` into `buf` (its body, after the header).
+    fn receive(&mut self, correlation: i32, buf: &mut Vec<u8>) -> Result<(), ConnError> {
+        let mut size = [0u8; 4];
+        self.stream.read_exact(&mut size)?;
+        let size = i32::from_be_bytes(size);
+        if size < 4 || size as usize > MAX_RESPONSE {
+            return Err(ConnError::Protocol(format!("response of {size} bytes")));
+        }
+        buf.clear();
+        buf.resize(size as usize, 0);
+        self.stream.read_exact(buf)?;
+        let got = i32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]);
+        if got != correlation {
+            return Err(ConnError::Protocol(format!(
+                "response to request {got}, expected {correlation}"
+            )));
+        }
+        buf.drain(..4);
+        Ok(())
+    }
+
+    fn request(&mut self, api: (i16, i16), body: &[u8]) -> Result<Vec<u8>, ConnError> {
+        let correlation = self.send(api, body)?;
+        let mut buf = Vec::new();
+        self.receive(correlation, &mut buf)?;
+        Ok(buf)
+    }
+
+    fn authenticate(&mut self, c: &super::sasl::Credentials) -> Result<(), ConnError> {
+        let refused = |e: String| {
+            ConnError::Auth(format!("SASL authentication error ({}): {e}", c.mechanism))
+        };
+        let mut w = Writer::default();
+        w.string(&c.mechanism);
+        let buf = self.request(SASL_HANDSHAKE, &w.0)?;
+        let mut r = Reader::new(&buf);
+        if r.i16("error")? != 0 {
+            let mut offered = Vec::new();
+            for _ in 0..r.count("mechanisms")? {
+                offered.push(r.string("mechanism")?.to_owned());
+            }
+            return Err(refused(format!(
+                "the broker offers only {}",
+                offered.join(", ")
+            )));
+        }
+        let (mut exchange, mut message) = Exchange::start(c).map_err(refused)?;
+        loop {
+            let mut w = Writer::default();
+            w.bytes(&message);
+            let buf = self.request(SASL_AUTHENTICATE, &w.0)?;
+            let mut r = Reader::new(&buf);
+            let error = r.i16("error")?;
+            let text = r.string("error message")?.to_owned();
+            if error != 0 {
+                return Err(refused(if text.is_empty() {
+                    format!("Kafka error code {error}")
+                } else {
+                    text
+                }));
+            }
+            let challenge = r.nullable_bytes("auth bytes")?.unwrap_or_default().to_vec();
+            match exchange.step(c, &challenge).map_err(refused)? {
+                Some(next) => message = next,
+                None => return Ok(()),
+            }
+        }
+    }
+
+    /// The leader's "host:port" and the partition's error code (0 when it has a leader).
+    pub fn leader(
+        &mut self,
+        topic: &str,
+        partition: i32,
+    ) -> Result<(i16, Option<String>), ConnError> {
+        let mut w = Writer::default();
+        w.i32(1).string(topic).i8(0);
+        let buf = self.request(METADATA, &w.0)?;
+        let mut r = Reader::new(&buf);
+        r.i32("throttle")?;
+        let mut brokers = Vec::new();
+        for _ in 0..r.count("brokers")? {
+            let node = r.i32("node id")?;
+            let host = r.string("host")?;
+            let port = r.i32("port")?;
+            r.string("rack")?;
+            brokers.push((node, format!("{host}:{port}")));
+        }
+        r.string("cluster id")?;
+        r.i32("controller")?;
+        for _ in 0..r.count("topics")? {
+            let topic_error = r.i16("topic error")?;
+            let name = r.string("topic")?.to_owned();
+            r.i8("internal")?;
+            for _ in 0..r.count("partitions")? {
+                let error = r.i16("partition error")?;
+                let index = r.i32("partition")?;
+                let leader = r.i32("leader")?;
+                for _ in 0..2 {
+                    let n = r.count("replicas")?;
+                    r.take(4 * n, "replicas")?;
+                }
+                if name == topic && index == partition {
+                    let address = brokers.iter().find(|b| b.0 == leader).map(|b| b.1.clone());
+                    let error = if error == 0 && address.is_none() {
+                        5
+                    } else {
+                        error
+                    };
+                    return Ok((error, address));
+                }
+            }
+            if name == topic && topic_error != 0 {
+                return Ok((topic_error, None));
+            }
+        }
+        Ok((3, None)) // UNKNOWN_TOPIC_OR_PARTITION
+    }
+
+    /// The partition's first offset (the log start).
+    pub fn log_start(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        read_committed: bool,
+    ) -> Result<(i16, i64), ConnError> {
+        let mut w = Writer::default();
+        w.i32(-1)
+            .i8(read_committed as i8)
+            .i32(1)
+            .string(topic)
+            .i32(1)
+            .i32(partition)
+            .i64(EARLIEST);
+        let buf = self.request(LIST_OFFSETS, &w.0)?;
+        let mut r = Reader::new(&buf);
+        r.i32("throttle")?;
+        r.count("topics")?;
+        r.string("topic")?;
+        r.count("partitions")?;
+        r.i32("partition")?;
+        let error = r.i16("error")?;
+        r.i64("timestamp")?;
+        Ok((error, r.i64("offset")?))
+    }
+
+    /// Sends a Fetch of one partition from `offset` (full fetches, no sessions).
+    pub fn send_fetch(
+        &mut self,
+        s: &Settings,
+        topic: &str,
+        partition: i32,
+        offset: i64,
+    ) -> Result<i32, ConnError> {
+        let mut w = Writer::default();
+        w.i32(-1)
+            .i32(s.fetch_wait_max_ms)
+            .i32(s.fetch_min_bytes)
+            .i32(s.fetch_max_bytes);
+        w.i8(s.read_committed as i8).i32(0).i32(-1);
+        w.i32(1).string(topic).i32(1);
+        w.i32(partition)
+            .i32(-1)
+            .i64(offset)
+            .i64(-1)
+            .i32(s.partition_fetch_bytes);
+        w.i32(0).string("");
+        self.send(FETCH, &w.0)
+    }
+
+    /// Receives a Fetch response into `buf` and finds the partition's entry in it.
+    pub fn receive_fetch(
+        &mut self,
+        correlation: i32,
+        buf: &mut Vec<u8>,
+    ) -> Result<FetchedPartition, ConnError> {
+        self.receive(correlation, buf)?;
+        let mut r = Reader::new(buf);
+        r.i32("throttle")?;
+        let error = r.i16("error")?;
+        r.i32("session id")?;
+        if error != 0 || r.count("topics")? != 1 {
+            return Ok(FetchedPartition {
+                error: error.max(1),
+                aborted: vec![],
+                records: 0..0,
+            });
+        }
+        r.string("topic")?;
+        if r.count("partitions")? != 1 {
+            return Err(ConnError::Protocol(
+                "a fetch response without the partition".into(),
+            ));
+        }
+        r.i32("partition")?;
+        let error = r.i16("error")?;
+        r.i64("high watermark")?;
+        r.i64("last stable offset")?;
+        r.i64("log start offset")?;
+        let n = r.i32("aborted transactions")?;
+        let mut aborted = Vec::with_capacity(n.max(0) as usize);
+        for _ in 0..n.max(0) {
+            let producer = r.i64("producer id")?;
+            aborted.push((r.i64("first offset")?, producer));
+        }
+        r.i32("preferred read replica")?;
+        let len = r.i32("records")?.max(0) as usize;
+        let start = buf.len() - r.remaining();
+        if len > r.remaining() {
+            return Err(ConnError::Protocol(
+                "records past the response's end".into(),
+            ));
+        }
+        Ok(FetchedPartition {
+            error,
+            aborted,
+            records: start..start + len,
+        })
+    }
+}

@@ -1,0 +1,283 @@
+//! The native fetcher: one partition's offset range read with Kafka's Fetch protocol and
+//! decoded from the wire into Arrow columns, without librdkafka's consumer.
+//!
+//! librdkafka turns every fetched record into an operation and a message (an allocation, a
+//! queue lock, a free): on 100-byte records that is most of a reader's CPU. This reader asks
+//! the partition's leader directly and decodes record batches straight into the Arrow batch;
+//! the next fetch is in flight while one response is decoded. It reads exactly like the
+//! librdkafka engine (same end by position, same errors, `read_committed` filtering) and is
+//! used only for the settings it understands (`Settings::parse`); any other goes to
+//! librdkafka.
+
+pub mod conn;
+pub mod records;
+pub mod sasl;
+pub mod settings;
+pub mod wire;
+
+use std::time::{Duration, Instant};
+
+use arrow_array::StructArray;
+
+use crate::batch::BatchBuilder;
+use crate::consumer::ReadError;
+use conn::{Conn, ConnError};
+use records::{next_fetch_offset, Filled, ResponseRecords};
+pub use settings::Settings;
+
+const OFFSET_OUT_OF_RANGE: i16 = 1;
+/// Errors after which the leader is looked up again (Kafka's retriable partition errors).
+const RETRIABLE: &[i16] = &[
+    3,  // UNKNOWN_TOPIC_OR_PARTITION (metadata not yet propagated)
+    5,  // LEADER_NOT_AVAILABLE
+    6,  // NOT_LEADER_OR_FOLLOWER
+    7,  // REQUEST_TIMED_OUT
+    13, // NETWORK_EXCEPTION
+    56, // KAFKA_STORAGE_ERROR
+    74, // FENCED_LEADER_EPOCH
+    75, // UNKNOWN_LEADER_EPOCH
+    78, // OFFSET_NOT_AVAILABLE
+];
+/// librdkafka's codes for a broker that cannot be reached, a failed TLS handshake and refused
+/// credentials (what the runner's error messages key on).
+const TRANSPORT: i32 = -195;
+const BAD_MSG: i32 = -199;
+const SSL: i32 = -181;
+const AUTHENTICATION: i32 = -169;
+
+fn broker_error(code: i16) -> ReadError {
+    let name = match code {
+        29 => "Topic authorization failed",
+        31 => "Cluster authorization failed",
+        35 => "Unsupported version",
+        _ => "error",
+    };
+    ReadError::Kafka {
+        code: i32::from(code),
+        reason: format!("Broker: {name} (Kafka error code {code})"),
+    }
+}
+
+enum Step {
+    /// a failure the next attempt may not have (leader moved, connection lost)
+    Retry(String),
+    Fail(ReadError),
+}
+
+impl From<ConnError> for Step {
+    fn from(e: ConnError) -> Self {
+        match e {
+            ConnError::Tls(reason) => Step::Fail(ReadError::Kafka { code: SSL, reason }),
+            ConnError::Auth(reason) => Step::Fail(ReadError::Kafka {
+                code: AUTHENTICATION,
+                reason,
+            }),
+            other => Step::Retry(other.to_string()),
+        }
+    }
+}
+
+pub struct RangeReader {
+    settings: Settings,
+    topic: String,
+    partition: i32,
+    end: i64,
+    position: i64,
+    max_records: usize,
+    poll_timeout: Duration,
+    conn: Option<Conn>,
+    /// the offset and correlation id of the Fetch sent ahead
+    in_flight: Option<(i64, i32)>,
+    records: ResponseRecords,
+    decoding: bool,
+    spare: Vec<u8>,
+    batch: BatchBuilder,
+}
+
+impl RangeReader {
+    #[allow(clippy::too_many_arguments)]
+    pub fn open(
+        settings: Settings,
+        topic: &str,
+        partition: i32,
+        start: i64,
+        end: i64,
+        include_headers: bool,
+        max_records: usize,
+        poll_timeout_ms: u64,
+    ) -> RangeReader {
+        let max_records = max_records.max(1);
+        RangeReader {
+            records: ResponseRecords::new(settings.read_committed),
+            settings,
+            topic: topic.to_owned(),
+            partition,
+            end,
+            position: start,
+            max_records,
+            poll_timeout: Duration::from_millis(poll_timeout_ms),
+            conn: None,
+            in_flight: None,
+            decoding: false,
+            spare: Vec::new(),
+            batch: BatchBuilder::new(topic, partition, include_headers, max_records),
+        }
+    }
+
+    /// Goes on from `offset` (after `Lost`, with failOnDataLoss=false).
+    pub fn assign(&mut self, offset: i64) -> Result<(), ReadError> {
+        self.position = self.position.max(offset);
+        if self.decoding {
+            self.spare = self.records.take_buffer();
+            self.decoding = false;
+        }
+        Ok(())
+    }
+
+    /// The next batch of up to `max_records` records, or `None` once the range is read.
+    pub fn next_batch(&mut self) -> Result<Option<StructArray>, ReadError> {
+        let mut deadline = Instant::now() + self.poll_timeout;
+        let mut backoff = self.settings.retry_backoff;
+        let mut last_failure = None;
+        while self.position < self.end {
+            let before = self.position;
+            if self.decoding {
+                let filled = self
+                    .records
+                    .fill(
+                        &mut self.batch,
+                        &mut self.position,
+                        self.end,
+                        self.max_records,
+                    )
+                    .map_err(|e| ReadError::Kafka {
+                        code: BAD_MSG,
+                        reason: e.to_string(),
+                    })?;
+                match filled {
+                    Filled::Full => return Ok(Some(self.batch.finish())),
+                    Filled::End => break,
+                    Filled::Exhausted => {
+                        self.spare = self.records.take_buffer();
+                        self.decoding = false;
+                    }
+                }
+            } else {
+                match self.fetch() {
+                    Ok(()) => backoff = self.settings.retry_backoff,
+                    Err(Step::Fail(e)) => return Err(e),
+                    Err(Step::Retry(why)) => {
+                        self.conn = None;
+                        self.in_flight = None;
+                        last_failure = Some(why);
+                        if Instant::now() > deadline {
+                            break;
+                        }
+                        std::thread::sleep(backoff);
+                        backoff = (backoff * 2).min(Duration::from_secs(1));
+                    }
+                }
+            }
+            if self.position > before {
+                deadline = Instant::now() + self.poll_timeout;
+            } else if !self.decoding && Instant::now() > deadline {
+                break;
+            }
+        }
+        if self.position < self.end && self.batch.is_empty() {
+            return Err(match last_failure {
+                Some(reason) if self.conn.is_none() => ReadError::Kafka {
+                    code: TRANSPORT,
+                    reason: format!("{}: {reason}", self.settings.bootstrap.join(",")),
+                },
+                _ => ReadError::NoProgress {
+                    position: self.position,
+                },
+            });
+        }
+        if !self.batch.is_empty() {
+            return Ok(Some(self.batch.finish()));
+        }
+        Ok(None)
+    }
+
+    /// Connects to the partition's leader, looked up through the bootstrap servers, unless
+    /// connected.
+    fn connect(&mut self) -> Result<(), Step> {
+        if self.conn.is_none() {
+            let mut failure = String::from("no bootstrap server");
+            let mut leader = None;
+            for address in &self.settings.bootstrap {
+                match Conn::open(&self.settings, address)
+                    .and_then(|mut c| c.leader(&self.topic, self.partition).map(|l| (c, l)))
+                {
+                    Ok((c, (0, Some(at)))) => {
+                        leader = Some((c, at));
+                        break;
+                    }
+                    Ok((_, (error, _))) => {
+                        return Err(Step::Retry(format!("metadata: Kafka error code {error}")))
+                    }
+                    Err(e @ (ConnError::Tls(_) | ConnError::Auth(_))) => return Err(e.into()),
+                    Err(e) => failure = format!("{address}: {e}"),
+                }
+            }
+            let Some((c, at)) = leader else {
+                return Err(Step::Retry(failure));
+            };
+            let c = if c.address == at {
+                c
+            } else {
+                Conn::open(&self.settings, &at)?
+            };
+            self.conn = Some(c);
+        }
+        Ok(())
+    }
+
+    /// Receives the Fetch from `position` (sending it first unless it is in flight), sends
+    /// the next one, and starts decoding the response.
+    fn fetch(&mut self) -> Result<(), Step> {
+        self.connect()?;
+        let (position, end, partition) = (self.position, self.end, self.partition);
+        let (settings, topic) = (&self.settings, self.topic.as_str());
+        let conn = self.conn.as_mut().expect("connected above");
+        let correlation = match self.in_flight.take() {
+            Some((offset, correlation)) if offset == position => correlation,
+            stale => {
+                if let Some((_, correlation)) = stale {
+                    conn.receive_fetch(correlation, &mut self.spare)?; // a fetch from elsewhere
+                }
+                conn.send_fetch(settings, topic, partition, position)?
+            }
+        };
+        let mut buf = std::mem::take(&mut self.spare);
+        let fetched = conn.receive_fetch(correlation, &mut buf)?;
+        match fetched.error {
+            0 => {}
+            OFFSET_OUT_OF_RANGE => {
+                let (error, low) = conn.log_start(topic, partition, settings.read_committed)?;
+                if error != 0 {
+                    return Err(Step::Retry(format!(
+                        "list offsets: Kafka error code {error}"
+                    )));
+                }
+                self.spare = buf;
+                return Err(Step::Fail(ReadError::Lost { position, low }));
+            }
+            e if RETRIABLE.contains(&e) => {
+                return Err(Step::Retry(format!("fetch: Kafka error code {e}")))
+            }
+            e => return Err(Step::Fail(broker_error(e))),
+        }
+        if let Some(next) = next_fetch_offset(&buf[fetched.records.clone()]) {
+            if next < end {
+                let correlation = conn.send_fetch(settings, topic, partition, next)?;
+                self.in_flight = Some((next, correlation));
+            }
+        }
+        self.records.reset(buf, fetched.records, fetched.aborted);
+        self.decoding = true;
+        Ok(())
+    }
+}
