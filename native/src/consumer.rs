@@ -17,6 +17,7 @@ use rdkafka_sys as rd;
 use rdkafka_sys::rd_kafka_resp_err_t as Err;
 
 use crate::batch::{BatchBuilder, Record};
+use crate::Range;
 
 const CONSUME_WAIT_MS: i32 = 200;
 
@@ -97,34 +98,29 @@ unsafe impl Send for RangeReader {}
 unsafe impl Sync for RangeReader {}
 
 impl RangeReader {
-    #[allow(clippy::too_many_arguments)]
-    pub fn open(
-        config: &[(String, String)],
-        topic: &str,
-        partition: i32,
-        start: i64,
-        end: i64,
-        include_headers: bool,
-        max_records: usize,
-        poll_timeout_ms: u64,
-    ) -> Result<Self, ReadError> {
+    pub fn open(config: &[(String, String)], range: &Range) -> Result<Self, ReadError> {
         let handle = unsafe { new_consumer(config)? };
-        let topic_c = CString::new(topic).map_err(|e| ReadError::Config(e.to_string()))?;
-        let max_records = max_records.max(1);
+        let topic_c =
+            CString::new(range.topic.as_str()).map_err(|e| ReadError::Config(e.to_string()))?;
         let mut reader = RangeReader {
             handle,
             topic: topic_c,
-            partition,
-            start,
-            end,
-            position: start,
+            partition: range.partition,
+            start: range.start,
+            end: range.end,
+            position: range.start,
             eof_at: None,
-            max_records,
-            poll_timeout: Duration::from_millis(poll_timeout_ms),
-            batch: BatchBuilder::new(topic, partition, include_headers, max_records),
-            buffer: Vec::with_capacity(max_records),
+            max_records: range.max_records,
+            poll_timeout: Duration::from_millis(range.poll_timeout_ms),
+            batch: BatchBuilder::new(
+                &range.topic,
+                range.partition,
+                range.include_headers,
+                range.max_records,
+            ),
+            buffer: Vec::with_capacity(range.max_records),
         };
-        reader.assign(start)?;
+        reader.assign(range.start)?;
         Ok(reader)
     }
 

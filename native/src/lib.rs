@@ -11,6 +11,18 @@ pub mod batch;
 pub mod consumer;
 pub mod fetch;
 
+/// What a reader reads: one partition's `[start, end)`, in Arrow batches of up to
+/// `max_records`, failing after `poll_timeout_ms` without progress.
+pub struct Range {
+    pub topic: String,
+    pub partition: i32,
+    pub start: i64,
+    pub end: i64,
+    pub include_headers: bool,
+    pub max_records: usize,
+    pub poll_timeout_ms: u64,
+}
+
 #[cfg(feature = "python")]
 mod python {
     use arrow_array::ffi::{to_ffi, FFI_ArrowArray, FFI_ArrowSchema};
@@ -105,6 +117,15 @@ mod python {
             poll_timeout_ms: u64,
             engine: &str,
         ) -> PyResult<Self> {
+            let range = crate::Range {
+                topic,
+                partition,
+                start,
+                end,
+                include_headers,
+                max_records: max_records.max(1),
+                poll_timeout_ms,
+            };
             let settings = match engine {
                 "librdkafka" => Err(String::new()),
                 "fetch" | "auto" => Settings::parse(&config),
@@ -112,33 +133,13 @@ mod python {
             };
             let (inner, engine, fallback_reason) = match settings {
                 Ok(settings) => {
-                    let reader = Fetcher::open(
-                        settings,
-                        &topic,
-                        partition,
-                        start,
-                        end,
-                        include_headers,
-                        max_records,
-                        poll_timeout_ms,
-                    );
+                    let reader = Fetcher::open(settings, &range);
                     (Inner::Fetch(Box::new(reader)), "fetch", String::new())
                 }
                 Err(why) if engine == "fetch" => return Err(ConfigError::new_err(why)),
                 Err(why) => {
                     let reader = py
-                        .detach(|| {
-                            Librdkafka::open(
-                                &config,
-                                &topic,
-                                partition,
-                                start,
-                                end,
-                                include_headers,
-                                max_records,
-                                poll_timeout_ms,
-                            )
-                        })
+                        .detach(|| Librdkafka::open(&config, &range))
                         .map_err(to_py)?;
                     (Inner::Librdkafka(Box::new(reader)), "librdkafka", why)
                 }

@@ -21,6 +21,7 @@ use arrow_array::StructArray;
 
 use crate::batch::BatchBuilder;
 use crate::consumer::ReadError;
+use crate::Range;
 use conn::{Conn, ConnError};
 use records::{next_fetch_offset, Filled, ResponseRecords};
 pub use settings::Settings;
@@ -95,32 +96,27 @@ pub struct RangeReader {
 }
 
 impl RangeReader {
-    #[allow(clippy::too_many_arguments)]
-    pub fn open(
-        settings: Settings,
-        topic: &str,
-        partition: i32,
-        start: i64,
-        end: i64,
-        include_headers: bool,
-        max_records: usize,
-        poll_timeout_ms: u64,
-    ) -> RangeReader {
-        let max_records = max_records.max(1);
+    /// A reader of `range`; it connects at its first batch.
+    pub fn open(settings: Settings, range: &Range) -> RangeReader {
         RangeReader {
             records: ResponseRecords::new(settings.read_committed),
             settings,
-            topic: topic.to_owned(),
-            partition,
-            end,
-            position: start,
-            max_records,
-            poll_timeout: Duration::from_millis(poll_timeout_ms),
+            topic: range.topic.clone(),
+            partition: range.partition,
+            end: range.end,
+            position: range.start,
+            max_records: range.max_records,
+            poll_timeout: Duration::from_millis(range.poll_timeout_ms),
             conn: None,
             in_flight: None,
             decoding: false,
             spare: Vec::new(),
-            batch: BatchBuilder::new(topic, partition, include_headers, max_records),
+            batch: BatchBuilder::new(
+                &range.topic,
+                range.partition,
+                range.include_headers,
+                range.max_records,
+            ),
         }
     }
 
