@@ -29,6 +29,7 @@ from spark_app.partition_reader import (
     read_range,
 )
 from spark_app.source import KafkaStreamReader
+from tests.support.kafka_broker import KafkaBroker
 from tests.support.kafka_tools import (
     commit_offsets,
     group_offsets,
@@ -36,7 +37,6 @@ from tests.support.kafka_tools import (
     new_topic,
     produce,
 )
-from tests.support.kafka_broker import KafkaBroker
 from tests.support.polling import wait_for
 from tests.support.tls import Authority
 
