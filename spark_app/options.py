@@ -17,7 +17,7 @@ from spark_app.offsets import parse_starting_offsets
 
 _RESET_STRATEGIES = ("earliest", "latest", "error")
 _ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
-# Executors' read path: native (librdkafka straight into Arrow, the streamingjob_native
+# Executors' read path: native (records straight into Arrow, the streamingjob_native
 # module) when it can be imported, else pure Python; `native` fails without it. The driver's
 # STREAMJOB_READ_PATH sets the default (for jobs whose manifest cannot name the option).
 READ_PATHS = ("auto", "native", "python")
