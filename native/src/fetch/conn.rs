@@ -153,22 +153,21 @@ impl Conn {
 
     /// Reads the response to request `correlation` into `buf` (its body, after the header).
     fn receive(&mut self, correlation: i32, buf: &mut Vec<u8>) -> Result<(), ConnError> {
-        let mut size = [0u8; 4];
-        self.stream.read_exact(&mut size)?;
-        let size = i32::from_be_bytes(size);
+        let mut header = [0u8; 8]; // size, correlation id
+        self.stream.read_exact(&mut header)?;
+        let size = i32::from_be_bytes([header[0], header[1], header[2], header[3]]);
         if size < 4 || size as usize > MAX_RESPONSE {
             return Err(ConnError::Protocol(format!("response of {size} bytes")));
         }
-        buf.clear();
-        buf.resize(size as usize, 0);
-        self.stream.read_exact(buf)?;
-        let got = i32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]);
+        let got = i32::from_be_bytes([header[4], header[5], header[6], header[7]]);
         if got != correlation {
             return Err(ConnError::Protocol(format!(
                 "response to request {got}, expected {correlation}"
             )));
         }
-        buf.drain(..4);
+        buf.clear();
+        buf.resize(size as usize - 4, 0);
+        self.stream.read_exact(buf)?;
         Ok(())
     }
 
