@@ -53,12 +53,17 @@ _unavailable_reason: list[str] = []
 _warned: set[str] = set()
 
 
+def _log_once(level: int, message: str, why: str) -> None:
+    """Logs `message` (with `why`) once per worker and reason: a worker reads many ranges."""
+    if why not in _warned:
+        _warned.add(why)
+        log.log(level, message, why)
+
+
 def _fallback(p: KafkaInputPartition, why: str) -> None:
     if p.read_path == "native":
         raise NativeUnavailable(f"{p.name}: readPath=native, but {why}")
-    if why not in _warned:
-        _warned.add(why)
-        log.warning("native read path unavailable (%s); reading with pure Python", why)
+    _log_once(logging.WARNING, "native read path unavailable (%s); reading with pure Python", why)
 
 
 def _as_string(value: object) -> str:
@@ -88,9 +93,9 @@ def open_range(p: KafkaInputPartition, config: dict):
     except native.ConfigError as exc:
         _fallback(p, f"it cannot use the client configuration: {exc}")
         return None
-    if reader.fallback_reason and reader.fallback_reason not in _warned:
-        _warned.add(reader.fallback_reason)
-        log.info("native fetcher not used (%s); reading with librdkafka", reader.fallback_reason)
+    if reader.fallback_reason:
+        message = "native fetcher not used (%s); reading with librdkafka"
+        _log_once(logging.INFO, message, reader.fallback_reason)
     return reader
 
 

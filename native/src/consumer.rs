@@ -39,6 +39,23 @@ fn err_str(err: Err) -> String {
         .into_owned()
 }
 
+/// librdkafka's text for an error code, also for a broker's code it has no variant of in
+/// `Err` (its table is read by number, so no enum value is made from an unknown code).
+pub fn describe(code: i32) -> String {
+    let (mut table, mut n): (*const rd::rd_kafka_err_desc, usize) = (ptr::null(), 0);
+    unsafe { rd::rd_kafka_get_err_descs(&mut table, &mut n) };
+    let found = (0..n).find_map(|i| unsafe {
+        let entry = table.add(i);
+        let entry_code = *(std::ptr::addr_of!((*entry).code) as *const i32);
+        let desc = (*entry).desc;
+        (entry_code == code && !desc.is_null()).then(|| CStr::from_ptr(desc))
+    });
+    match found {
+        Some(desc) => desc.to_string_lossy().into_owned(),
+        None => format!("Kafka error code {code}"),
+    }
+}
+
 struct Handle(*mut rd::rd_kafka_t, *mut rd::rd_kafka_queue_t);
 
 // librdkafka's handles are thread-safe; the reader uses them from one thread at a time.
@@ -360,4 +377,16 @@ fn text(buf: &[c_char]) -> String {
     unsafe { CStr::from_ptr(buf.as_ptr()) }
         .to_string_lossy()
         .into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::describe;
+
+    #[test]
+    fn error_codes_read_as_librdkafka_words_them() {
+        assert_eq!(describe(29), "Broker: Topic authorization failed");
+        assert_eq!(describe(-195), "Local: Broker transport failure");
+        assert_eq!(describe(99_999), "Kafka error code 99999");
+    }
 }

@@ -126,27 +126,29 @@ mod python {
                 max_records: max_records.max(1),
                 poll_timeout_ms,
             };
-            let settings = match engine {
-                "librdkafka" => Err(String::new()),
-                "fetch" | "auto" => Settings::parse(&config),
+            // why the fetcher does not read this range ("" when librdkafka was asked for)
+            let fallback_reason = match engine {
+                "librdkafka" => String::new(),
+                "fetch" | "auto" => match Settings::parse(&config) {
+                    Ok(settings) => {
+                        let reader = Fetcher::open(settings, &range);
+                        return Ok(RangeReader {
+                            inner: Some(Inner::Fetch(Box::new(reader))),
+                            engine: "fetch",
+                            fallback_reason: String::new(),
+                        });
+                    }
+                    Err(why) if engine == "fetch" => return Err(ConfigError::new_err(why)),
+                    Err(why) => why,
+                },
                 other => return Err(ConfigError::new_err(format!("unknown engine {other:?}"))),
             };
-            let (inner, engine, fallback_reason) = match settings {
-                Ok(settings) => {
-                    let reader = Fetcher::open(settings, &range);
-                    (Inner::Fetch(Box::new(reader)), "fetch", String::new())
-                }
-                Err(why) if engine == "fetch" => return Err(ConfigError::new_err(why)),
-                Err(why) => {
-                    let reader = py
-                        .detach(|| Librdkafka::open(&config, &range))
-                        .map_err(to_py)?;
-                    (Inner::Librdkafka(Box::new(reader)), "librdkafka", why)
-                }
-            };
+            let reader = py
+                .detach(|| Librdkafka::open(&config, &range))
+                .map_err(to_py)?;
             Ok(RangeReader {
-                inner: Some(inner),
-                engine,
+                inner: Some(Inner::Librdkafka(Box::new(reader))),
+                engine: "librdkafka",
                 fallback_reason,
             })
         }

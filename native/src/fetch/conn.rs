@@ -94,46 +94,52 @@ pub struct FetchedPartition {
     pub records: std::ops::Range<usize>,
 }
 
-impl Conn {
-    pub fn open(settings: &Settings, address: &str) -> Result<Conn, ConnError> {
-        let timeout = settings.connect_timeout;
-        let mut last = io::Error::new(io::ErrorKind::NotFound, format!("{address}: no address"));
-        for addr in address.to_socket_addrs()? {
-            match TcpStream::connect_timeout(&addr, timeout) {
-                Ok(stream) => {
-                    stream.set_nodelay(true)?;
-                    stream.set_read_timeout(Some(settings.socket_timeout))?;
-                    stream.set_write_timeout(Some(settings.socket_timeout))?;
-                    let stream = match &settings.tls {
-                        None => Stream::Plain(stream),
-                        Some(tls) => {
-                            let host = address.rsplit_once(':').map_or(address, |(h, _)| h);
-                            let host = host.trim_start_matches('[').trim_end_matches(']');
-                            let config = tls
-                                .configure()
-                                .map_err(|e| ConnError::Tls(e.to_string()))?
-                                .verify_hostname(settings.verify_hostname);
-                            let tls = config.connect(host, stream).map_err(|e| {
-                                ConnError::Tls(format!("SSL handshake failed with {address}: {e}"))
-                            })?;
-                            Stream::Tls(Box::new(tls))
-                        }
-                    };
-                    let mut conn = Conn {
-                        stream,
-                        client_id: settings.client_id.clone(),
-                        correlation: 0,
-                        address: address.to_owned(),
-                    };
-                    if let Some(credentials) = &settings.sasl {
-                        conn.authenticate(credentials)?;
-                    }
-                    return Ok(conn);
-                }
-                Err(e) => last = e,
+/// The first of `address`'s resolved addresses that accepts, with the socket's timeouts set.
+fn connect_tcp(settings: &Settings, address: &str) -> Result<TcpStream, ConnError> {
+    let mut last = io::Error::new(io::ErrorKind::NotFound, format!("{address}: no address"));
+    for addr in address.to_socket_addrs()? {
+        match TcpStream::connect_timeout(&addr, settings.connect_timeout) {
+            Ok(stream) => {
+                stream.set_nodelay(true)?;
+                stream.set_read_timeout(Some(settings.socket_timeout))?;
+                stream.set_write_timeout(Some(settings.socket_timeout))?;
+                return Ok(stream);
             }
+            Err(e) => last = e,
         }
-        Err(ConnError::Io(last))
+    }
+    Err(ConnError::Io(last))
+}
+
+impl Conn {
+    /// TCP to `address` ("host:port"), then TLS and SASL as `settings` say.
+    pub fn open(settings: &Settings, address: &str) -> Result<Conn, ConnError> {
+        let tcp = connect_tcp(settings, address)?;
+        let stream = match &settings.tls {
+            None => Stream::Plain(tcp),
+            Some(tls) => {
+                let host = address.rsplit_once(':').map_or(address, |(h, _)| h);
+                let host = host.trim_start_matches('[').trim_end_matches(']');
+                let config = tls
+                    .configure()
+                    .map_err(|e| ConnError::Tls(e.to_string()))?
+                    .verify_hostname(settings.verify_hostname);
+                let tls = config.connect(host, tcp).map_err(|e| {
+                    ConnError::Tls(format!("SSL handshake failed with {address}: {e}"))
+                })?;
+                Stream::Tls(Box::new(tls))
+            }
+        };
+        let mut conn = Conn {
+            stream,
+            client_id: settings.client_id.clone(),
+            correlation: 0,
+            address: address.to_owned(),
+        };
+        if let Some(credentials) = &settings.sasl {
+            conn.authenticate(credentials)?;
+        }
+        Ok(conn)
     }
 
     fn send(&mut self, (key, version): (i16, i16), body: &[u8]) -> Result<i32, ConnError> {
@@ -331,12 +337,17 @@ impl Conn {
         r.i32("throttle")?;
         let error = r.i16("error")?;
         r.i32("session id")?;
-        if error != 0 || r.count("topics")? != 1 {
+        if error != 0 {
             return Ok(FetchedPartition {
-                error: error.max(1),
+                error,
                 aborted: vec![],
                 records: 0..0,
             });
+        }
+        if r.count("topics")? != 1 {
+            return Err(ConnError::Protocol(
+                "a fetch response without the topic".into(),
+            ));
         }
         r.string("topic")?;
         if r.count("partitions")? != 1 {

@@ -18,9 +18,10 @@ pub mod wire;
 use std::time::{Duration, Instant};
 
 use arrow_array::StructArray;
+use rdkafka_sys::rd_kafka_resp_err_t as Err;
 
 use crate::batch::BatchBuilder;
-use crate::consumer::ReadError;
+use crate::consumer::{describe, ReadError};
 use crate::Range;
 use conn::{Conn, ConnError};
 use records::{next_fetch_offset, Filled, ResponseRecords};
@@ -39,23 +40,18 @@ const RETRIABLE: &[i16] = &[
     75, // UNKNOWN_LEADER_EPOCH
     78, // OFFSET_NOT_AVAILABLE
 ];
-/// librdkafka's codes for a broker that cannot be reached, a failed TLS handshake and refused
-/// credentials (what the runner's error messages key on).
-const TRANSPORT: i32 = -195;
-const BAD_MSG: i32 = -199;
-const SSL: i32 = -181;
-const AUTHENTICATION: i32 = -169;
+/// librdkafka's codes, so errors read the same from both engines (the runner keys on them).
+const TRANSPORT: i32 = Err::RD_KAFKA_RESP_ERR__TRANSPORT as i32;
+const BAD_MSG: i32 = Err::RD_KAFKA_RESP_ERR__BAD_MSG as i32;
+const SSL: i32 = Err::RD_KAFKA_RESP_ERR__SSL as i32;
+const AUTHENTICATION: i32 = Err::RD_KAFKA_RESP_ERR__AUTHENTICATION as i32;
 
+/// A broker's error code as librdkafka reports it ("Broker: Topic authorization failed").
 fn broker_error(code: i16) -> ReadError {
-    let name = match code {
-        29 => "Topic authorization failed",
-        31 => "Cluster authorization failed",
-        35 => "Unsupported version",
-        _ => "error",
-    };
+    let code = i32::from(code);
     ReadError::Kafka {
-        code: i32::from(code),
-        reason: format!("Broker: {name} (Kafka error code {code})"),
+        code,
+        reason: describe(code),
     }
 }
 
@@ -90,7 +86,6 @@ pub struct RangeReader {
     /// the offset and correlation id of the Fetch sent ahead
     in_flight: Option<(i64, i32)>,
     records: ResponseRecords,
-    decoding: bool,
     spare: Vec<u8>,
     batch: BatchBuilder,
 }
@@ -109,7 +104,6 @@ impl RangeReader {
             poll_timeout: Duration::from_millis(range.poll_timeout_ms),
             conn: None,
             in_flight: None,
-            decoding: false,
             spare: Vec::new(),
             batch: BatchBuilder::new(
                 &range.topic,
@@ -123,9 +117,8 @@ impl RangeReader {
     /// Goes on from `offset` (after `Lost`, with failOnDataLoss=false).
     pub fn assign(&mut self, offset: i64) -> Result<(), ReadError> {
         self.position = self.position.max(offset);
-        if self.decoding {
+        if self.records.holds_response() {
             self.spare = self.records.take_buffer();
-            self.decoding = false;
         }
         Ok(())
     }
@@ -137,7 +130,7 @@ impl RangeReader {
         let mut last_failure = None;
         while self.position < self.end {
             let before = self.position;
-            if self.decoding {
+            if self.records.holds_response() {
                 let filled = self
                     .records
                     .fill(
@@ -153,10 +146,7 @@ impl RangeReader {
                 match filled {
                     Filled::Full => return Ok(Some(self.batch.finish())),
                     Filled::End => break,
-                    Filled::Exhausted => {
-                        self.spare = self.records.take_buffer();
-                        self.decoding = false;
-                    }
+                    Filled::Exhausted => self.spare = self.records.take_buffer(),
                 }
             } else {
                 match self.fetch() {
@@ -176,7 +166,7 @@ impl RangeReader {
             }
             if self.position > before {
                 deadline = Instant::now() + self.poll_timeout;
-            } else if !self.decoding && Instant::now() > deadline {
+            } else if !self.records.holds_response() && Instant::now() > deadline {
                 break;
             }
         }
@@ -273,7 +263,6 @@ impl RangeReader {
             }
         }
         self.records.reset(buf, fetched.records, fetched.aborted);
-        self.decoding = true;
         Ok(())
     }
 }

@@ -144,6 +144,11 @@ impl ResponseRecords {
         self.aborting.clear();
     }
 
+    /// Whether a response is being decoded (between `reset` and `take_buffer`).
+    pub fn holds_response(&self) -> bool {
+        !self.buf.is_empty()
+    }
+
     /// Hands the buffer back for the next response.
     pub fn take_buffer(&mut self) -> Vec<u8> {
         self.pos = 0;
