@@ -1,8 +1,10 @@
-"""A real single-node Apache Kafka broker (KRaft) on loopback, for tests and `make run`.
+"""A real Apache Kafka broker (KRaft) on loopback, for tests and `make run`: one node alone,
+or one node of a replicated cluster (tests/support/kafka_cluster.py).
 
-The broker's jars come from Maven Central through Maven (scripts/kafka/pom.xml) and are
-cached under $STREAMJOB_CACHE; nothing is downloaded twice. Tests kill and restart the broker
-through this class to prove the source survives it.
+The broker's jars come from Maven Central through Maven (scripts/kafka/pom.xml, any Apache
+Kafka release by `version`) and are cached under $STREAMJOB_CACHE per version; nothing is
+downloaded twice. Tests kill, stop and restart brokers through this class to prove the source
+survives it.
 
 CLI (used by the Makefile): python -m tests.support.kafka_broker {start,stop} --dir D --port P
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
+import fcntl
 import os
 import re
 import shutil
@@ -21,6 +24,7 @@ import subprocess
 import sys
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -29,8 +33,8 @@ CACHE = Path(os.environ.get("STREAMJOB_CACHE", Path.home() / ".cache" / "streami
 
 _SERVER_PROPERTIES = """\
 process.roles=broker,controller
-node.id=1
-controller.quorum.voters=1@127.0.0.1:{controller_port}
+node.id={node_id}
+controller.quorum.voters={voters}
 listeners=PLAINTEXT://127.0.0.1:{port},SASL_SSL://127.0.0.1:{sasl_port},\
 CONTROLLER://127.0.0.1:{controller_port}
 advertised.listeners=PLAINTEXT://127.0.0.1:{port},SASL_SSL://127.0.0.1:{sasl_port}
@@ -46,10 +50,15 @@ ssl.keystore.location={keystore}
 inter.broker.listener.name=PLAINTEXT
 log.dirs={data_dir}
 num.partitions=1
-offsets.topic.replication.factor=1
+offsets.topic.replication.factor={replicas}
 offsets.topic.num.partitions=4
-transaction.state.log.replication.factor=1
-transaction.state.log.min.isr=1
+transaction.state.log.replication.factor={replicas}
+transaction.state.log.min.isr={min_isr}
+default.replication.factor={replicas}
+min.insync.replicas={min_isr}
+# A replica that fell out of the ISR never becomes leader: losing acknowledged records
+# is what a test would have to detect, not what the bed does by itself.
+unclean.leader.election.enable=false
 group.initial.rebalance.delay.ms=0
 # Unknown topics must be errors, not silently created topics.
 auto.create.topics.enable=false
@@ -67,40 +76,57 @@ rootLogger.level = {level}
 rootLogger.appenderRef.file.ref = file
 """
 
+# Kafka 3.x logs through log4j 1 (reload4j) and ignores a log4j2 file.
+_LOG4J1 = """\
+log4j.rootLogger={level}, file
+log4j.appender.file=org.apache.log4j.FileAppender
+log4j.appender.file.File={log_file}
+log4j.appender.file.layout=org.apache.log4j.PatternLayout
+log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n
+"""
+
 
 def kafka_version() -> str:
+    """The project's default broker version (the pom's; the images use it too)."""
     match = re.search(r"<kafka.version>([^<]+)</kafka.version>", POM.read_text())
     if not match:
         raise RuntimeError(f"no <kafka.version> in {POM}")
     return match.group(1)
 
 
-def broker_jars() -> Path:
-    """The directory of the broker's jars, resolved through Maven once and cached."""
-    libs = CACHE / "kafka" / kafka_version() / "libs"
-    if (libs / ".complete").exists():
-        return libs
-    if shutil.which("mvn") is None:
-        raise RuntimeError("Maven (mvn) is required to fetch the Kafka broker jars")
-    tmp = libs.with_name("libs.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    subprocess.run(
-        [
-            "mvn",
-            "-q",
-            "-B",
-            "-f",
-            str(POM),
-            "dependency:copy-dependencies",
-            "-DincludeScope=runtime",
-            f"-DoutputDirectory={tmp}",
-        ],
-        check=True,
-    )
-    shutil.rmtree(libs, ignore_errors=True)
-    tmp.rename(libs)
-    (libs / ".complete").touch()
-    return libs
+def broker_jars(version: str | None = None) -> Path:
+    """The directory of a broker version's jars, resolved through Maven once and cached."""
+    return _jars(POM, "libs", version or kafka_version())
+
+
+def tool_jars(version: str) -> Path:
+    """Kafka's command-line tools of a version (beside `broker_jars`), resolved once."""
+    return _jars(POM.with_name("tools-pom.xml"), "tools", version)
+
+
+def _jars(pom: Path, name: str, version: str) -> Path:
+    """Concurrent callers (test sessions side by side) wait for one resolution."""
+    target = CACHE / "kafka" / version / name
+    if (target / ".complete").exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (target / ".complete").exists():
+            return target
+        if shutil.which("mvn") is None:
+            raise RuntimeError("Maven (mvn) is required to fetch the Kafka jars")
+        tmp = target.with_name(f"{name}.tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        subprocess.run(
+            ["mvn", "-q", "-B", "-f", str(pom), "dependency:copy-dependencies",
+             "-DincludeScope=runtime", f"-Dkafka.version={version}", f"-DoutputDirectory={tmp}"],
+            check=True,
+        )  # fmt: skip
+        shutil.rmtree(target, ignore_errors=True)
+        tmp.rename(target)
+        (target / ".complete").touch()
+        return target
 
 
 def free_port() -> int:
@@ -109,19 +135,64 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+@dataclass(frozen=True)
+class Quorum:
+    """What the nodes of one cluster share: the controller voters, the cluster id, the TLS
+    authority and SCRAM password (in `secrets`), the broker version and replication."""
+
+    voters: str
+    cluster_id: str
+    secrets: Path
+    version: str
+    replicas: int = 1
+
+    @property
+    def min_isr(self) -> int:
+        return 2 if self.replicas >= 3 else 1
+
+
+def new_cluster_id() -> str:
+    cluster_id = "-"
+    while cluster_id.startswith("-"):  # the tool would read "-..." as an option (1 in 64)
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    return cluster_id
+
+
 class KafkaBroker:
-    """One broker process; `stop(kill=True)` is a crash, `start()` after it is a recovery."""
+    """One broker process; `stop(kill=True)` is a crash, `start()` after it is a recovery,
+    `freeze()` a node that stops answering without closing its connections."""
 
     # The SCRAM user of the SASL_SSL listener (the password is the workdir's own).
     SASL_USER = "streamingjob"
 
-    def __init__(self, workdir: Path, port: int | None = None, log_level: str = "WARN"):
+    def __init__(
+        self,
+        workdir: Path,
+        port: int | None = None,
+        log_level: str = "WARN",
+        *,
+        version: str | None = None,
+        node_id: int = 1,
+        controller_port: int | None = None,
+        quorum: Quorum | None = None,
+    ):
         self.workdir = Path(workdir)
         self.port = port or free_port()
         self.sasl_port = free_port()
-        self.controller_port = free_port()
+        self.controller_port = controller_port or free_port()
         self.log_level = log_level
+        self.node_id = node_id
+        self.quorum = quorum or Quorum(
+            voters=f"{node_id}@127.0.0.1:{self.controller_port}",
+            cluster_id=new_cluster_id(),
+            secrets=self.workdir / "tls",
+            version=version or kafka_version(),
+        )
         self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def version(self) -> str:
+        return self.quorum.version
 
     @property
     def bootstrap(self) -> str:
@@ -134,7 +205,7 @@ class KafkaBroker:
 
     @property
     def tls_dir(self) -> Path:
-        return self.workdir / "tls"
+        return self.quorum.secrets
 
     @property
     def ca_pem(self) -> str:
@@ -172,38 +243,30 @@ class KafkaBroker:
             self.sasl_port = int(secured.group(1)) if secured else self.sasl_port
             return props
         self.workdir.mkdir(parents=True, exist_ok=True)
-        keystore = self._make_tls()
+        q = self.quorum
         props.write_text(
             _SERVER_PROPERTIES.format(
+                node_id=self.node_id,
+                voters=q.voters,
                 port=self.port,
                 sasl_port=self.sasl_port,
                 controller_port=self.controller_port,
                 data_dir=data_dir,
-                keystore=keystore,
+                keystore=make_tls(q.secrets),
+                replicas=q.replicas,
+                min_isr=q.min_isr,
             )
         )
-        (self.workdir / "log4j2.properties").write_text(
-            _LOG4J2.format(log_file=self.log_file, level=self.log_level)
-        )
-        cluster_id = "-"
-        while cluster_id.startswith("-"):  # the tool would read "-..." as an option (1 in 64)
-            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        for name, template in (("log4j2.properties", _LOG4J2), ("log4j.properties", _LOG4J1)):
+            (self.workdir / name).write_text(
+                template.format(log_file=self.log_file, level=self.log_level)
+            )
         scram = f"SCRAM-SHA-512=[name={self.SASL_USER},password={self.sasl_password}]"
         self._java(
-            "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props),
+            "kafka.tools.StorageTool", "format", "-t", q.cluster_id, "-c", str(props),
             "--add-scram", scram, wait=True,
         )  # fmt: skip
         return props
-
-    def _make_tls(self) -> Path:
-        """A CA, the listener's certificate (SAN 127.0.0.1, localhost) and the SCRAM password."""
-        from tests.support.tls import Authority
-
-        server = Authority.create(self.tls_dir).issue(["127.0.0.1", "localhost"])
-        keystore = self.tls_dir / "keystore.pem"
-        keystore.write_text(server.keystore_pem())
-        (self.tls_dir / "scram-password").write_text(uuid.uuid4().hex)
-        return keystore
 
     def _java(self, main: str, *args: str, wait: bool = False) -> subprocess.Popen[bytes]:
         command = [
@@ -211,8 +274,9 @@ class KafkaBroker:
             "-Xmx512m",
             "-XX:+UseG1GC",
             f"-Dlog4j2.configurationFile={self.workdir / 'log4j2.properties'}",
+            f"-Dlog4j.configuration=file:{self.workdir / 'log4j.properties'}",
             "-cp",
-            f"{broker_jars()}/*",
+            f"{broker_jars(self.version)}/*",
             main,
             *args,
         ]
@@ -225,11 +289,25 @@ class KafkaBroker:
         return process
 
     def start(self, timeout: float = 60.0) -> KafkaBroker:
+        self.launch()
+        self.wait_ready(timeout)
+        return self
+
+    def run_tool(self, main: str, *args: str) -> str:
+        """One of Kafka's command-line tools (a Java main class) from this node's jars, as
+        Kafka's scripts run them; returns its output, raises on a non-zero exit."""
+        jars = f"{broker_jars(self.version)}/*:{tool_jars(self.version)}/*"
+        command = ["java", "-Xmx256m", "-cp", jars, main, *args]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+        if done.returncode != 0:
+            raise RuntimeError(f"{main} {' '.join(args)} failed: {done.stdout}{done.stderr}")
+        return done.stdout
+
+    def launch(self) -> None:
+        """Starts the process without waiting: the nodes of a quorum start side by side."""
         props = self._configure()
         self.process = self._java("kafka.Kafka", str(props))
         (self.workdir / "broker.pid").write_text(str(self.process.pid))
-        self.wait_ready(timeout)
-        return self
 
     def wait_ready(self, timeout: float) -> None:
         from confluent_kafka.admin import AdminClient
@@ -247,12 +325,27 @@ class KafkaBroker:
             time.sleep(0.2)
         raise TimeoutError(f"broker on {self.bootstrap} not ready after {timeout}s")
 
+    def freeze(self) -> None:
+        """SIGSTOP: the node stops answering but keeps its sockets (a hung or partitioned
+        broker, as its peers and clients see it); `thaw()` resumes it."""
+        if self.process is not None:
+            os.killpg(self.process.pid, signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        if self.process is not None:
+            os.killpg(self.process.pid, signal.SIGCONT)
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
     def stop(self, kill: bool = False) -> None:
         """SIGTERM waits for a clean shutdown; kill=True is a crash (SIGKILL)."""
         pid = self.process.pid if self.process else _read_pid(self.workdir)
         if pid is None:
             return
         with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGCONT)  # a frozen node must see its signal
             os.killpg(pid, signal.SIGKILL if kill else signal.SIGTERM)
         if self.process is not None:
             try:
@@ -270,6 +363,19 @@ class KafkaBroker:
 
     def __exit__(self, *exc: object) -> None:
         self.stop(kill=True)
+
+
+def make_tls(secrets: Path) -> Path:
+    """Once per cluster: a CA, the listeners' certificate (SAN 127.0.0.1, localhost; every
+    node serves it) and the SCRAM password. Returns the PEM keystore."""
+    from tests.support.tls import Authority
+
+    keystore = secrets / "keystore.pem"
+    if not keystore.exists():
+        server = Authority.create(secrets).issue(["127.0.0.1", "localhost"])
+        (secrets / "scram-password").write_text(uuid.uuid4().hex)
+        keystore.write_text(server.keystore_pem())
+    return keystore
 
 
 def _read_pid(workdir: Path) -> int | None:

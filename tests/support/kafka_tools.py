@@ -11,10 +11,13 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 
-def new_topic(bootstrap: str, partitions: int = 3, prefix: str = "t") -> str:
+def new_topic(
+    bootstrap: str, partitions: int = 3, prefix: str = "t", replicas: int = 1, **config: str
+) -> str:
     name = f"{prefix}-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(timeout=30)
+    topic = NewTopic(name, partitions, replicas, config=config)
+    admin.create_topics([topic])[name].result(timeout=30)
     return name
 
 
