@@ -88,6 +88,11 @@ bench: toolchain native ## Benchmarks side by side; results in bench/results/
 	$(TREE) $(PY) bench/source_bench.py
 	$(TREE) $(PY) bench/offsets_bench.py
 	$(TREE) $(PY) bench/operator_bench.py
+	$(PY) bench/plot.py
+
+.PHONY: plots
+plots: ## Redraw the figures of docs/benchmarks.md (docs/img/*.svg) from bench/results/*.json
+	$(PY) bench/plot.py
 
 .PHONY: clean
 clean: ## Stop the local broker and remove local run data (the cache stays)
