@@ -141,7 +141,7 @@ def _header(svg: Svg, title: str, subtitle: str) -> float:
 
 
 def _legend(svg: Svg, y: float, entries: Sequence[tuple[str, str]], dashed: str = "") -> None:
-    x = LABEL_W
+    x = float(LABEL_W)
     for name, colour in entries:
         svg.rect(x, y - 9, 12, 10, colour)
         svg.text(x + 17, y, name, 12)
@@ -151,7 +151,9 @@ def _legend(svg: Svg, y: float, entries: Sequence[tuple[str, str]], dashed: str 
         svg.text(x + 19, y, dashed, 12)
 
 
-def _axis(svg: Svg, top: float, bottom: float, x_max: float, step: float, fmt) -> None:
+def _axis(
+    svg: Svg, top: float, bottom: float, x_max: float, step: float, fmt: Callable[[float], str]
+) -> None:
     tick = 0.0
     while tick <= x_max + 1e-9:
         x = LABEL_W + PLOT_W * tick / x_max
