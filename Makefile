@@ -84,10 +84,15 @@ crd: ## Regenerate crds/streamingjob.yaml from the models (a unit test checks fo
 	cp crds/streamingjob.yaml charts/streamingjob-operator/crds/streamingjob.yaml
 
 .PHONY: bench
-bench: toolchain native ## Benchmarks side by side; results in bench/results/
+bench: toolchain native ## Benchmarks side by side; results in bench/results/, then their plots (make plots)
 	$(TREE) $(PY) bench/source_bench.py
 	$(TREE) $(PY) bench/offsets_bench.py
 	$(TREE) $(PY) bench/operator_bench.py
+	$(PY) bench/plot.py
+
+.PHONY: plots
+plots: ## Redraw the figures of docs/benchmarks.md (docs/img/*.svg) from bench/results/*.json
+	$(PY) bench/plot.py
 
 .PHONY: clean
 clean: ## Stop the local broker and remove local run data (the cache stays)

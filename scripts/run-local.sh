@@ -11,5 +11,6 @@ cd "$REPO_ROOT"
   >/tmp/streamingjob-producer.log 2>&1 &
 producer=$!
 trap 'kill $producer 2>/dev/null || true; "$PY" examples/show_offsets.py --group orders-to-parquet --topic orders' EXIT
-log "running examples/local-job.yaml (Ctrl-C stops it between batches; run it again to see it restore)"
+log "running examples/local-job.yaml: a line per batch (rows, offsets, lag);" \
+  "Ctrl-C stops it between batches, run it again to see it restore"
 "$PY" -m spark_app --manifest examples/local-job.yaml --report-file /tmp/streamingjob-report.json

@@ -19,6 +19,7 @@ from pyspark.sql.streaming.datasource import (
     ReadMaxRows,
 )
 
+from spark_app import native_read
 from spark_app import offsets as off
 from spark_app.committer import OffsetCommitter
 from spark_app.kafka_metadata import KafkaMetadata, group_committer
@@ -35,6 +36,7 @@ class DriverSide:
 
     def __init__(self, options: SourceOptions):
         self.options = options
+        self.read_path = native_read.executor_read_path(options.read_path)
         self.table = PartitionStateTable()
         self.metadata = KafkaMetadata(options)
         self.committer = (
@@ -64,6 +66,7 @@ class DriverSide:
         if _is_spark_source_runner():
             signal.signal(signal.SIGTERM, self._on_sigterm)
             _log_to_stderr()
+        log.info(native_read.read_path_line(options.read_path, options.native_engine))
 
     def _on_sigterm(self, signum: int, frame: object) -> None:
         """The JVM ends this process with SIGTERM and never calls stop(): send the pending
@@ -223,7 +226,7 @@ class DriverSide:
                 include_headers=self.options.include_headers,
                 poll_timeout_ms=self.options.poll_timeout_ms,
                 max_records_per_batch=self.options.max_records_per_batch,
-                read_path=self.options.read_path,
+                read_path=self.read_path,
                 native_engine=self.options.native_engine,
             )
             for tp in sorted(stop)

@@ -12,8 +12,9 @@ out-of-range start is an error), and the policy stays here: data loss per failOn
 the no-progress error, Kafka errors as confluent's `KafkaException`, so all paths behave alike.
 
 `readPath=auto` (the default) uses the native path when the module can be imported and the
-client configuration is one it accepts, and falls back to pure Python otherwise (logged once
-per worker); `readPath=native` makes either an error.
+client configuration is one it accepts, and falls back to pure Python otherwise; `readPath=native`
+makes either an error. The driver says which path the executors take, once per query
+(`read_path_line`); a worker logs a fallback the driver could not foresee, once per worker.
 """
 
 from __future__ import annotations
@@ -58,6 +59,36 @@ def _log_once(level: int, message: str, why: str) -> None:
     if why not in _warned:
         _warned.add(why)
         log.log(level, message, why)
+
+
+def executor_read_path(read_path: str) -> str:
+    """The read path the driver hands its partitions: `auto` becomes `python` where the module
+    does not load (the driver's image is the executors'), so no worker tries it and repeats
+    the driver's line."""
+    if read_path == "auto" and module() is None:
+        return "python"
+    return read_path
+
+
+def read_path_line(read_path: str, native_engine: str) -> str:
+    """One line for the driver's log: which read path the executors take, why, and how to
+    get the native one."""
+    if read_path == "python":
+        return "read path: pure Python (confluent-kafka), as readPath=python asks"
+    if module() is not None:
+        return f"read path: native (Rust, records straight into Arrow; engine {native_engine})"
+    why = _unavailable_reason[-1] if _unavailable_reason else ""
+    missing = (
+        "streamingjob_native is not installed"
+        if why.startswith("No module named")
+        else f"streamingjob_native does not load ({why})"
+    )
+    if read_path == "native":
+        return f"read path: native on request, but {missing}: reads fail; `make native` builds it"
+    return (
+        f"read path: pure Python (confluent-kafka), because {missing}; "
+        "`make native` builds the native one (Rust, about 2x the rows/s)"
+    )
 
 
 def _fallback(p: KafkaInputPartition, why: str) -> None:

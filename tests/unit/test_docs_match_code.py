@@ -95,3 +95,53 @@ def test_subscribe_pattern_is_a_python_regex_matched_against_the_whole_name():
             SourceSpec.model_validate({**source, "subscribePattern": java_only})
     doc = (ROOT / "docs" / "source.md").read_text()
     assert "Python `re` syntax that must match the whole topic name" in doc
+
+
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def test_every_make_target_the_docs_name_exists():
+    makefile = (ROOT / "Makefile").read_text()
+    targets = set(re.findall(r"^([a-z][\w-]*):", makefile, re.M))
+    for doc in DOCS:
+        text = doc.read_text()
+        named = re.findall(r"`make ([a-z][\w-]*)", text) + re.findall(
+            r"^make ([a-z][\w-]*)", text, re.M
+        )
+        missing = sorted(set(named) - targets)
+        assert not missing, f"{doc.name} names make targets the Makefile lacks: {missing}"
+    readme = (ROOT / "README.md").read_text()
+    assert readme.index("make run ") < readme.index("```mermaid"), "the two commands come first"
+    assert readme.index("make test ") < readme.index("```mermaid")
+
+
+def _anchor(heading: str) -> str:
+    """GitHub's anchor of a Markdown heading: lower case, punctuation gone, spaces → '-'."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_every_link_between_the_docs_reaches_a_file_and_heading():
+    for doc in DOCS:
+        for target in re.findall(r"\]\(([^)\s]+)\)", doc.read_text()):
+            if re.match(r"[a-z]+:", target):
+                continue  # a URL
+            path, _, fragment = target.partition("#")
+            linked = (doc.parent / path).resolve() if path else doc
+            assert linked.exists(), f"{doc.name}: {target}"
+            if fragment and linked.suffix == ".md":
+                headings = re.findall(r"^#+ (.+)$", linked.read_text(), re.M)
+                assert fragment in {_anchor(h) for h in headings}, f"{doc.name}: {target}"
+
+
+def test_the_readmes_diagrams_render_and_name_real_fields():
+    """GitHub renders ```mermaid blocks; these two diagram kinds were checked with mermaid-cli.
+    The spec fields a diagram names (camelCase words) are fields of the CRD."""
+    readme = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```mermaid\n(.*?)```", readme, re.S)
+    assert len(blocks) == 2, "the restore-vs-redeploy picture and the architecture"
+    crd = (ROOT / "crds" / "streamingjob.yaml").read_text()
+    for block in blocks:
+        assert block.split(None, 1)[0] in ("flowchart", "stateDiagram-v2")
+        labels = " ".join(re.findall(r'"([^"]*)"', block))
+        for field in set(re.findall(r"\b[a-z]+(?:[A-Z][a-z]+)+\b", labels)):
+            assert f" {field}:" in crd, f"the README's diagram names {field}, no CRD field"

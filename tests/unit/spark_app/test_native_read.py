@@ -64,6 +64,39 @@ def test_auto_reads_with_python_when_the_module_is_missing(python_reads, caplog)
 
 
 @pytest.mark.usefixtures("no_native_module")
+def test_the_driver_says_once_which_path_why_and_how_to_get_the_native_one(
+    python_reads, monkeypatch, caplog
+):
+    reason = ["No module named 'streamingjob_native'"]
+    monkeypatch.setattr(native_read, "_unavailable_reason", reason)
+    line = native_read.read_path_line("auto", "auto")
+    assert "\n" not in line
+    assert line.startswith("read path: pure Python")
+    assert "because streamingjob_native is not installed" in line
+    assert "`make native` builds the native one" in line
+    # the driver hands its partitions `python`: no worker repeats the line (local[2]: twice)
+    caplog.set_level(logging.DEBUG, "spark_app.native_read")
+    assert native_read.executor_read_path("auto") == "python"
+    assert list(read_range(part(native_read.executor_read_path("auto")))) == ["python-batch"]
+    assert caplog.text == ""
+    # a module that is there but does not load says why
+    reason[:] = ["libstdc++.so.6: cannot open shared object file"]
+    assert "does not load (libstdc++.so.6: cannot open" in native_read.read_path_line("auto", "x")
+    on_request = native_read.read_path_line("native", "auto")
+    assert "reads fail" in on_request and "`make native`" in on_request
+    assert native_read.executor_read_path("native") == "native"  # fails on the workers, named
+
+
+def test_the_driver_line_names_the_native_engine_or_the_python_request(monkeypatch):
+    monkeypatch.setattr(native_read, "module", lambda: object())
+    assert native_read.read_path_line("auto", "fetch") == (
+        "read path: native (Rust, records straight into Arrow; engine fetch)"
+    )
+    assert native_read.executor_read_path("auto") == "auto"  # a worker may still fall back
+    assert "as readPath=python asks" in native_read.read_path_line("python", "auto")
+
+
+@pytest.mark.usefixtures("no_native_module")
 def test_native_on_request_fails_without_the_module(python_reads):
     with pytest.raises(native_read.NativeUnavailable, match="orders-0: readPath=native, but"):
         list(read_range(part("native")))
