@@ -106,6 +106,7 @@ class Reconciler:
         self.seen = seen or Seen()
         self.cfg = DecideConfig(
             node_lost_grace_seconds=settings.node_lost_grace_seconds,
+            node_silent_seconds=settings.node_silent_seconds,
             fencing_poll_seconds=settings.fencing_poll_seconds,
             resync_seconds=settings.resync_seconds,
             history_limit=settings.history_limit,
