@@ -1,4 +1,4 @@
-"""The runner's writer of the job's consumer-group offsets (semantics rules 3 and 5).
+"""The runner's writer of the job's consumer-group offsets (semantics rules 3, 5 and 9).
 
 Under the runner this is the only writer: the source's own committer is switched off, so
 two processes never race with commits of different batches. Three moments commit, each

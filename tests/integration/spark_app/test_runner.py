@@ -128,7 +128,7 @@ def batch_ends(storage: Storage, job: str, epoch: int) -> tuple[int | None, dict
 
 
 def test_redeploy_starts_from_the_groups_committed_offsets(kafka, tmp_path, storage):
-    """Manual redeploy (rule 5) under continuous production: a new epoch, an empty checkpoint,
+    """Manual redeploy (rules 5 and 9) under continuous production: a new epoch, an empty checkpoint,
     committed offsets, which first catch up with what the previous epoch made durable even
     when its driver crashed before its commits reached the group; a graceful stop leaves the
     group at the last durable batch's end. Checkpoints and sink on a local disk or on a real
@@ -179,7 +179,7 @@ def test_redeploy_starts_from_the_groups_committed_offsets(kafka, tmp_path, stor
 def test_a_catch_up_that_cannot_commit_fails_the_start_and_its_retry_reads_nothing_twice(
     kafka, tmp_path
 ):
-    """Rule 5b when the catch-up's commit fails (here the broker refuses it: the group has a
+    """Rule 9 when the catch-up's commit fails (here the broker refuses it: the group has a
     live member): nothing has been read yet, so the start fails with exit 5 and a termination
     message naming the checkpoint, the group and the cause (the operator's CatchUpFailed and
     its backoff), instead of starting from the group's older offsets and reading again what
