@@ -62,8 +62,8 @@ EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2  # and EXIT_KAFKA_AUTH (3), EXIT_KA
 # EXIT_CATCH_UP_FAILED (5)
 TERMINATION_LOG = Path(os.environ.get("STREAMJOB_TERMINATION_LOG", "/dev/termination-log"))
 # The graceful stop: the batch in flight, then the final commit, inside the driver pod's
-# termination grace. The operator passes both (operator timing.DriverStop, which derives the
-# pod's grace from them); these defaults are the same numbers, for runs outside it.
+# termination grace, which the operator derives from these numbers (its timing.DriverStop; a
+# unit test checks they agree).
 STOP_GRACE_S = 25.0
 FINAL_COMMIT_S = 4.0
 POLL_S = 0.2  # how soon a finished batch is printed and reported (a local py4j call each)

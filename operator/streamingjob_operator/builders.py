@@ -381,11 +381,7 @@ def driver_args(
         checkpoint_location,
         "--report-configmap",
         report_configmap_name(name),
-        "--stop-timeout",
-        f"{DRIVER_STOP.stop_deadline_seconds:g}",
-        "--final-commit-timeout",
-        f"{DRIVER_STOP.final_commit_seconds:g}",
-    ]
+    ]  # the runner's stop timings are its defaults: timing.DRIVER_STOP (a unit test checks)
     if previous_checkpoint:  # empty when an offsets action set the group (it wins)
         args += ["--previous-checkpoint", previous_checkpoint]
     return args

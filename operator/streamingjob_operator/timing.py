@@ -98,10 +98,12 @@ def check_election(
 @dataclass(frozen=True)
 class DriverStop:
     """The runner's graceful stop inside the driver pod's termination grace period: the
-    batch in flight gets `stop_deadline_seconds` (--stop-timeout), then the last durable
-    batch's offsets are committed within `final_commit_seconds` (--final-commit-timeout: one
-    deadline for all of the commit's Kafka requests), then the JVM exits (`exit_seconds`).
-    The pod's grace is derived from them, so it always fits."""
+    batch in flight gets `stop_deadline_seconds` (the runner's --stop-timeout), then the last
+    durable batch's offsets are committed within `final_commit_seconds`
+    (--final-commit-timeout: one deadline for all of the commit's Kafka requests), then the
+    JVM exits (`exit_seconds`). The pod's grace is derived from them, so it always fits. The
+    runner's defaults are these numbers (a unit test checks): the operator passes neither
+    option, so a job image of an older release still starts."""
 
     stop_deadline_seconds: float = 25.0
     final_commit_seconds: float = 4.0

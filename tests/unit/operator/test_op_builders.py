@@ -120,10 +120,6 @@ def test_driver_runs_spark_submit_client_mode_with_runner_contract():
         LOC,
         "--report-configmap",
         "orders-report",
-        "--stop-timeout",  # inside the pod's grace (timing.DriverStop)
-        "25",
-        "--final-commit-timeout",
-        "4",
     ]
     assert pod()["spec"]["terminationGracePeriodSeconds"] == 30
     confs = dict(a.split("=", 1) for a in args[1::2] if "=" in a and a.startswith("spark."))

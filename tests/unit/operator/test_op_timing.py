@@ -7,7 +7,6 @@ import pytest
 from pydantic import ValidationError
 
 from streamingjob_operator import timing
-from streamingjob_operator.builders import driver_args
 from streamingjob_operator.settings import OperatorSettings
 
 pytestmark = pytest.mark.unit
@@ -73,22 +72,11 @@ def test_the_driver_pods_grace_is_derived_from_the_runners_stop_and_final_commit
     assert timing.DriverStop(stop_deadline_seconds=55.5).termination_grace_seconds == 61
 
 
-def test_the_operator_passes_the_runner_the_stop_timings_its_pod_grace_is_made_of():
+def test_the_runners_stop_timings_are_the_ones_the_pods_grace_is_made_of():
+    """The operator passes no stop timings (an older job image would not know the options):
+    the runner's defaults are timing.DRIVER_STOP's."""
     from spark_app import runner
 
-    from .helpers_operator import make_spec
-
-    spec = make_spec()
-    job = {"metadata": {"name": "j", "namespace": "ns", "uid": "u"}}
-    args = driver_args(
-        job, spec, driver_pod="p", epoch=1, attempt=1, checkpoint_location="x", entrypoint="e"
-    )
-    given = runner.parse_args(["--manifest", "m", *args[args.index("e") + 1 :]])
-    assert given.stop_timeout == timing.DRIVER_STOP.stop_deadline_seconds
-    assert given.final_commit_timeout == timing.DRIVER_STOP.final_commit_seconds
-    # the runner's own defaults (runs outside the operator) are the same numbers
     defaults = runner.parse_args(["--manifest", "m"])
-    assert (defaults.stop_timeout, defaults.final_commit_timeout) == (
-        given.stop_timeout,
-        given.final_commit_timeout,
-    )
+    assert defaults.stop_timeout == timing.DRIVER_STOP.stop_deadline_seconds
+    assert defaults.final_commit_timeout == timing.DRIVER_STOP.final_commit_seconds
