@@ -128,11 +128,11 @@ def batch_ends(storage: Storage, job: str, epoch: int) -> tuple[int | None, dict
 
 
 def test_redeploy_starts_from_the_groups_committed_offsets(kafka, tmp_path, storage):
-    """Manual redeploy (rules 5 and 9) under continuous production: a new epoch, an empty checkpoint,
-    committed offsets, which first catch up with what the previous epoch made durable even
-    when its driver crashed before its commits reached the group; a graceful stop leaves the
-    group at the last durable batch's end. Checkpoints and sink on a local disk or on a real
-    object store (s3a://)."""
+    """Manual redeploy (rules 5 and 9) under continuous production: a new epoch, an empty
+    checkpoint, committed offsets, which first catch up with what the previous epoch made
+    durable even when its driver crashed before its commits reached the group; a graceful stop
+    leaves the group at the last durable batch's end. Checkpoints and sink on a local disk or
+    on a real object store (s3a://)."""
     topic = new_topic(kafka.bootstrap, partitions=2)
     manifest = job_manifest("redeploy", kafka.bootstrap, topic, tmp_path, storage)
     produce(kafka.bootstrap, topic, range(3000))
