@@ -4,7 +4,7 @@ Spark writes `offsets/<N>` (the batch's end offsets, before it runs) and `commit
 (after the sink finished): a batch is durable once its commit-log entry exists, and its end
 offsets are our source's JSON in its offset-log entry. The runner reads these to commit a
 durable batch's end offsets to the group: after each batch, at a graceful stop, and for the
-previous epoch before a fresh one resolves committed offsets (semantics rules 3 and 5).
+previous epoch before a fresh one resolves committed offsets (semantics rules 3, 5 and 9).
 
 The parsing is pure; `CheckpointFiles` reads through Hadoop's FileSystem in the driver's JVM,
 so every checkpoint scheme Spark supports (file://, s3a://) works with the job's own

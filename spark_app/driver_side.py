@@ -110,7 +110,10 @@ class DriverSide:
             self._refresh(discover=self.options.partition_discovery_interval_ms == 0)
         latest = self.table.snapshot().column("latest")
         if self._target is not None:
-            latest = {tp: min(o, self._target.get(tp, o)) for tp, o in latest.items()}
+            # Partitions discovered after the target was frozen are left to the next run
+            # (as Spark's own Kafka source): their moving end would keep this run going.
+            target = self._target
+            latest = {tp: min(o, target[tp]) for tp, o in latest.items() if tp in target}
         return latest
 
     # -- planning --------------------------------------------------------------------------

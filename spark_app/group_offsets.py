@@ -1,4 +1,4 @@
-"""The runner's writer of the job's consumer-group offsets (semantics rules 3 and 5).
+"""The runner's writer of the job's consumer-group offsets (semantics rules 3, 5 and 9).
 
 Under the runner this is the only writer: the source's own committer is switched off, so
 two processes never race with commits of different batches. Three moments commit, each
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from typing import Any
 
 from spark_app import offsets as off
@@ -55,12 +56,18 @@ class GroupOffsets:
         return self.committer.flush(timeout)
 
     def catch_up(self, batch: DurableBatch, timeout: float) -> dict[str, Any]:
-        """Commits `batch`'s end offsets where the group is behind, waiting at most
-        `timeout` seconds; returns what happened, per partition, for the log and report."""
+        """Commits `batch`'s end offsets where the group is behind, within `timeout` seconds
+        in all (one deadline for every request: timing.DriverStop); returns what happened,
+        per partition, for the log and report."""
         result: dict[str, Any] = {"batch": batch.batch_id, "endOffsets": off.to_json(batch.end)}
+        deadline = time.monotonic() + timeout
+
+        def left() -> float:
+            return max(deadline - time.monotonic(), 0.1)
+
         try:
-            self.committer.flush(timeout)  # a batch commit in flight lands first
-            before = self.metadata.committed(sorted(batch.end))
+            self.committer.flush(left())  # a batch commit in flight lands first
+            before = self.metadata.committed(sorted(batch.end), left())
         except Exception as exc:
             return {**result, "outcome": "failed", "error": f"reading the group: {exc}"}
         ahead = ahead_of_group(batch.end, before)
@@ -72,7 +79,7 @@ class GroupOffsets:
             return {**result, "outcome": "nothing ahead"}
         failures = self.table.snapshot().commits_failed
         self.committer.submit(ahead, again=True)
-        if not self.committer.flush(timeout):
+        if not self.committer.flush(left()):
             return {**result, "outcome": "timed out", "error": f"no answer within {timeout:g}s"}
         if self.table.snapshot().commits_failed > failures:
             return {**result, "outcome": "failed", "error": "the commit failed (see the log)"}
@@ -121,7 +128,8 @@ def catch_up(
 ) -> dict:
     """Before a fresh epoch resolves committed offsets: the previous epoch's last durable
     batch reaches the group where it is ahead, so nothing it made durable is read again,
-    whether the old driver stopped or crashed. Never fails the job."""
+    whether the old driver stopped or crashed. When that fails, `catch_up_failure` says why
+    and the runner fails the start (nothing has been read yet)."""
     starting = manifest.spec.job.source.starting_offsets
     if group is None:
         result = {"outcome": "skipped", "reason": "commitOffsetsOnCheckpoints is false"}
@@ -138,6 +146,24 @@ def catch_up(
     line = describe(result) if "partitions" in result else result["outcome"]
     log.info("previous epoch's checkpoint %s: %s", previous, line)
     return {"location": previous, **result}
+
+
+CATCH_UP_FAILED = ("failed", "timed out", "unreadable")
+
+
+def catch_up_failure(result: dict[str, Any], manifest: RunnerManifest) -> str | None:
+    """The termination message of a catch-up that did not reach the group, else None."""
+    if result.get("outcome") not in CATCH_UP_FAILED:
+        return None
+    batch = f" batch {result['batch']}" if "batch" in result else ""
+    return (
+        f"the previous epoch's checkpoint {result.get('location')}: its last durable"
+        f"{batch} could not be committed to group {manifest.spec.job.source.group_id!r} "
+        f"({result['outcome']}: {result.get('error', '?')}). Nothing was read: the start "
+        "fails and is retried with restartPolicy.backoff, so that no record the previous "
+        "epoch made durable is read twice. To start without the catch-up, suspend the job "
+        "and set the group's offsets with spec.offsetsAction"
+    )
 
 
 def previous_sink_log(manifest: RunnerManifest, previous_checkpoint: str) -> str | None:

@@ -31,6 +31,10 @@ ENV_SSL_CA_PEM = "KAFKA_SSL_CA_PEM"
 # (spark_app.runner); the operator turns them into conditions.
 EXIT_KAFKA_AUTH, EXIT_KAFKA_TLS = 3, 4
 KAFKA_EXIT_REASONS = {EXIT_KAFKA_AUTH: "KafkaAuthFailed", EXIT_KAFKA_TLS: "KafkaTLSFailed"}
+# ... and when a fresh epoch could not commit the previous epoch's last durable batch to the
+# group (Kafka or the checkpoint's storage away): nothing was read, the start is retried.
+EXIT_CATCH_UP_FAILED = 5
+RUNNER_EXIT_REASONS = {**KAFKA_EXIT_REASONS, EXIT_CATCH_UP_FAILED: "CatchUpFailed"}
 
 # environment variable → librdkafka property
 CREDENTIAL_ENV = {

@@ -199,9 +199,10 @@ class KafkaMetadata:
                 result.setdefault((ktp.topic, ktp.partition), [0, 0])[index] = offset
         return {tp: (low, high) for tp, (low, high) in result.items()}
 
-    def _retrying(self, what: str, call):
+    def _retrying(self, what: str, call, timeout_s: float | None = None):
         """Retries transient errors (a broker restarting, a leader or coordinator moving)
-        until the timeout; then the error names the broker and the fix."""
+        until the timeout (`timeout_s`, else the client's); then the error names the broker
+        and the fix."""
         from confluent_kafka import KafkaError, KafkaException
 
         # Leaders and coordinators move (a broker restarts, a partition fails over):
@@ -219,7 +220,7 @@ class KafkaMetadata:
             KafkaError._TIMED_OUT,
             KafkaError._NOENT,  # "No leaders found": partitions without a leader for a moment
         }
-        deadline = time.monotonic() + self.timeout_s
+        deadline = time.monotonic() + (self.timeout_s if timeout_s is None else timeout_s)
         delay = 0.05
         while True:
             try:
@@ -236,13 +237,17 @@ class KafkaMetadata:
             time.sleep(delay)
             delay = min(1.0, delay * 2)
 
-    def committed(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]:
+    def committed(
+        self, tps: Iterable[TopicPartition], timeout_s: float | None = None
+    ) -> dict[TopicPartition, int | None]:
         from confluent_kafka import TopicPartition as KafkaTP
 
         _, consumer = self._clients()
         request = [KafkaTP(t, p) for t, p in tps]
         answer = self._retrying(
-            "an OffsetFetch request", lambda left: consumer.committed(request, timeout=left)
+            "an OffsetFetch request",
+            lambda left: consumer.committed(request, timeout=left),
+            timeout_s,
         )
         return {(k.topic, k.partition): (k.offset if k.offset >= 0 else None) for k in answer}
 

@@ -6,9 +6,11 @@ starts it through spark-submit in client mode. The manifest → query mapping is
 Exit codes: 0 stopped on request (SIGTERM) or finished (availableNow); 1 the query failed;
 2 the input is invalid (nothing was started or committed); 3 Kafka refused the SASL
 credentials; 4 the TLS handshake with Kafka failed (the broker's certificate does not verify
-against the CA). For 3 and 4 the container's termination message (/dev/termination-log) says
-which Secret and why; the operator turns the code into a condition (KafkaAuthFailed,
-KafkaTLSFailed) and restarts with backoff.
+against the CA); 5 a fresh epoch could not commit the previous epoch's last durable batch to
+the group (nothing was read). For 3, 4 and 5 the container's termination message
+(/dev/termination-log) says which Secret, checkpoint or group and why; the operator turns the
+code into a condition (KafkaAuthFailed, KafkaTLSFailed, CatchUpFailed) and restarts with
+backoff.
 """
 
 from __future__ import annotations
@@ -32,7 +34,12 @@ from spark_app import group_offsets as group_writer
 from spark_app import offsets as off
 from spark_app.checkpoint_log import CheckpointFiles
 from spark_app.group_offsets import GroupOffsets
-from spark_app.kafka_config import EXIT_KAFKA_AUTH, EXIT_KAFKA_TLS, source_options
+from spark_app.kafka_config import (
+    EXIT_CATCH_UP_FAILED,
+    EXIT_KAFKA_AUTH,
+    EXIT_KAFKA_TLS,
+    source_options,
+)
 from spark_app.manifest import (
     ManifestError,
     RunnerManifest,
@@ -51,12 +58,15 @@ from spark_app.report import ConfigMapPublisher, Reporter, now_iso
 
 log = logging.getLogger("spark_app.runner")
 
-EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2  # and EXIT_KAFKA_AUTH (3), EXIT_KAFKA_TLS (4)
+EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2  # and EXIT_KAFKA_AUTH (3), EXIT_KAFKA_TLS (4),
+# EXIT_CATCH_UP_FAILED (5)
 TERMINATION_LOG = Path(os.environ.get("STREAMJOB_TERMINATION_LOG", "/dev/termination-log"))
-STOP_GRACE_S = 25.0  # below Kubernetes' default 30 s termination grace period
-POLL_S = 0.2  # how soon a finished batch is printed and reported (a local py4j call each)
-# The graceful stop's final commit: with STOP_GRACE_S inside the 30 s termination grace.
+# The graceful stop: the batch in flight, then the final commit, inside the driver pod's
+# termination grace, which the operator derives from these numbers (its timing.DriverStop; a
+# unit test checks they agree).
+STOP_GRACE_S = 25.0
 FINAL_COMMIT_S = 4.0
+POLL_S = 0.2  # how soon a finished batch is printed and reported (a local py4j call each)
 LINE_WAIT_S = 0.5  # a batch's line waits this long for its own commit to show its offsets
 
 
@@ -184,6 +194,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="seconds a graceful stop waits to commit the last durable batch's offsets",
     )
     parser.add_argument(
+        "--stop-timeout",
+        type=float,
+        default=STOP_GRACE_S,
+        help="seconds a graceful stop waits for the batch in flight before interrupting it",
+    )
+    parser.add_argument(
         "--preflight-timeout",
         type=float,
         default=15.0,
@@ -282,11 +298,17 @@ def run(manifest: RunnerManifest, args: argparse.Namespace, location: str) -> in
     if group is not None:
         reporter.commits = group.report
     if args.previous_checkpoint and start_path == "fresh":
-        reporter.update(
-            previousCheckpoint=group_writer.catch_up(
-                spark, manifest, group, args.previous_checkpoint, args.final_commit_timeout
-            )
+        caught_up = group_writer.catch_up(
+            spark, manifest, group, args.previous_checkpoint, args.final_commit_timeout
         )
+        reporter.update(previousCheckpoint=caught_up)
+        if failure := group_writer.catch_up_failure(caught_up, manifest):
+            log.error("cannot start: %s", failure)
+            _termination_message(failure)
+            reporter.update(state="failed", error=failure)
+            if group is not None:
+                group.close(1.0)
+            return EXIT_CATCH_UP_FAILED
     stop_requested = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop_requested.set())
     signal.signal(signal.SIGINT, lambda *_: stop_requested.set())
@@ -310,7 +332,14 @@ def run(manifest: RunnerManifest, args: argparse.Namespace, location: str) -> in
     reporter.update(state="running")
     try:
         return supervise(
-            query, reporter, stop_requested, workdir / DRAIN_FILE, spark, checkpoint, group
+            query,
+            reporter,
+            stop_requested,
+            workdir / DRAIN_FILE,
+            spark,
+            checkpoint,
+            group,
+            args.stop_timeout,
         )
     finally:
         if group is not None:
@@ -343,6 +372,7 @@ def supervise(
     spark,
     checkpoint: CheckpointFiles,
     group: GroupOffsets | None,
+    stop_timeout: float = STOP_GRACE_S,
 ) -> int:
     """Prints a line per batch and stops between batches on SIGTERM (no half-written batch):
     the drain file tells the source to plan no new batch, and the query is stopped once the
@@ -381,7 +411,7 @@ def supervise(
         """Stops the query once the batch in flight has ended (or at the deadline)."""
         nonlocal stop_deadline
         if stop_deadline is None:
-            stop_deadline = time.monotonic() + STOP_GRACE_S
+            stop_deadline = time.monotonic() + stop_timeout
             drain_file.touch()
             log.info("stop requested: finishing the batch in flight")
         if not query.status.get("isTriggerActive"):
@@ -390,7 +420,7 @@ def supervise(
             log.warning(
                 "the batch in flight did not end within %gs: interrupting it (a restart "
                 "re-runs it from the checkpoint)",
-                STOP_GRACE_S,
+                stop_timeout,
             )
         else:
             return False

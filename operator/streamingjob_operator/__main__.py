@@ -73,8 +73,8 @@ def run_elected(config: OperatorSettings) -> int:
     identity = config.leader_identity or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
     namespace = config.lease_namespace or _own_namespace()
     timing = config.election_timing
-    # a renewal must answer well within the deadline, or it is no renewal
-    lease_api = KubeApi(timeout=min(config.api_timeout_seconds, timing.renew_deadline_seconds / 2))
+    # a renewal must answer well within the deadline, or it is no renewal (timing.py)
+    lease_api = KubeApi(timeout=timing.request_timeout_seconds)
     leadership = Leadership(
         lease_api, namespace=namespace, name=config.lease_name, identity=identity, timing=timing
     )

@@ -49,6 +49,7 @@ from .pod_parts import (
     scratch_volumes,
     spec_tolerations,
 )
+from .timing import DRIVER_STOP
 
 CONFIG_DIR = "/etc/streamingjob"
 MANIFEST_PATH = f"{CONFIG_DIR}/job.yaml"
@@ -380,7 +381,7 @@ def driver_args(
         checkpoint_location,
         "--report-configmap",
         report_configmap_name(name),
-    ]
+    ]  # the runner's stop timings are its defaults: timing.DRIVER_STOP (a unit test checks)
     if previous_checkpoint:  # empty when an offsets action set the group (it wins)
         args += ["--previous-checkpoint", previous_checkpoint]
     return args
@@ -427,7 +428,8 @@ def build_driver_pod(
             "restartPolicy": "Never",
             "serviceAccountName": account_name(job, spec),
             "automountServiceAccountToken": True,
-            "terminationGracePeriodSeconds": 30,
+            # the runner's graceful stop and final commit fit inside (timing.DriverStop)
+            "terminationGracePeriodSeconds": DRIVER_STOP.termination_grace_seconds,
             "securityContext": pod_security(),
             "tolerations": spec_tolerations(spec),
             "nodeSelector": dict(spec.node_selector),

@@ -18,7 +18,7 @@ were deployed, the nonces acted on). The table of the architecture sketch, as im
 | any                              | restart-class field changed | attempt+1 now (restore)      |
 | any                              | job changed, stateless      | epoch+1 now (fresh)          |
 | any                              | job changed, last-state     | attempt+1 now (restore)      |
-| any                              | redeployNonce / ckpt base   | epoch+1 now (fresh)          |
+| any, a resume included           | redeployNonce / ckpt base   | epoch+1 now (fresh)          |
 | any                              | suspend: true               | delete pods, keep epoch      |
 | none (suspended)                 | resume, stateless           | epoch+1 (fresh)              |
 | none (suspended)                 | resume, last-state          | attempt+1 (restore)          |
@@ -38,12 +38,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from spark_app.kafka_config import KAFKA_EXIT_REASONS
+from spark_app.kafka_config import RUNNER_EXIT_REASONS
 from spark_app.manifest import checkpoint_location
 
 from .models import StreamingJobSpec, StreamingJobStatus
 from .naming import driver_pod_name, executor_selector, ui_service_name
 from .observed import Observed, PodInfo, iso, parse_time
+from .timing import KUBELET_LEASE_RENEW_SECONDS, node_silent_seconds
 
 # How each spec field is treated when it changes (tested to cover every field).
 REDEPLOY = "redeploy"  # new epoch (stateless) or relaunch (last-state)
@@ -97,6 +98,7 @@ REASONS = (
     "KafkaUnavailable",
     "KafkaAuthFailed",  # Kafka refused the job's SASL credentials (runner or lag reader)
     "KafkaTLSFailed",  # the broker's certificate did not verify against the job's CA
+    "CatchUpFailed",  # a fresh epoch could not commit the previous epoch's durable offsets
     "CheckpointKept",
     "CheckpointDeleted",
     "ApiRejected",  # a reconcile failed: the API server refused a request (reconcile.py)
@@ -112,6 +114,10 @@ REASONS = (
 )
 
 ActionKind = Literal["none", "delete", "launch", "wait"]
+
+# A node is silent after two missed kubelet lease renewals (10 s each by default; the
+# operator's setting: timing.node_silent_seconds).
+NODE_SILENT_SECONDS = node_silent_seconds(KUBELET_LEASE_RENEW_SECONDS)
 
 
 @dataclass(frozen=True)
@@ -139,6 +145,7 @@ class Decision:
 @dataclass(frozen=True)
 class DecideConfig:
     node_lost_grace_seconds: float = 40.0
+    node_silent_seconds: float = NODE_SILENT_SECONDS  # timing.node_silent_seconds
     fencing_poll_seconds: float = 2.0
     resync_seconds: float = 30.0
     history_limit: int = 20
@@ -196,6 +203,15 @@ def _manual_trigger(spec: StreamingJobSpec, st: StreamingJobStatus) -> tuple[str
     """(kind, reason, message) of a manual act: 'redeploy' (new epoch) or 'restart'."""
     if st.epoch == 0:
         return ("redeploy", "Launching", "first launch")
+    # A new epoch in every state, a resume included: a new redeployNonce or checkpoint base
+    # never restores the old checkpoint.
+    resumed = "resumed from suspend, " if st.suspended else ""
+    if spec.redeploy_nonce != st.deployed_redeploy_nonce:
+        reason = "Resumed" if st.suspended else "Redeploying"
+        return ("redeploy", reason, f"{resumed}redeployNonce changed to {spec.redeploy_nonce}")
+    if st.deployed_checkpoint_base and spec.checkpoint.location != st.deployed_checkpoint_base:
+        reason = "Resumed" if st.suspended else "Redeploying"
+        return ("redeploy", reason, f"{resumed}checkpoint.location changed")
     if st.suspended:
         if st.offsets_acted_since_launch:  # the user's new offsets win, also over last-state
             return (
@@ -206,10 +222,6 @@ def _manual_trigger(spec: StreamingJobSpec, st: StreamingJobStatus) -> tuple[str
         if spec.upgrade_mode == "stateless":
             return ("redeploy", "Resumed", "resumed from suspend (stateless: new epoch)")
         return ("restart", "Resumed", "resumed from suspend (last-state: restore)")
-    if spec.redeploy_nonce != st.deployed_redeploy_nonce:
-        return ("redeploy", "Redeploying", f"redeployNonce changed to {spec.redeploy_nonce}")
-    if st.deployed_checkpoint_base and spec.checkpoint.location != st.deployed_checkpoint_base:
-        return ("redeploy", "Redeploying", "checkpoint.location changed")
     if st.deployed_job_hash and job_hash(spec) != st.deployed_job_hash:
         if spec.upgrade_mode == "stateless":
             return ("redeploy", "Redeploying", "job changed (upgradeMode stateless)")
@@ -229,8 +241,14 @@ def _set_target(
     epoch: int,
     attempt: int,
 ) -> None:
-    if epoch != st.epoch:  # a new epoch: the one before it is where its offsets catch up from
-        st.previous_checkpoint_location = st.checkpoint_location
+    group = spec.job.source.group_id or ""
+    if epoch != st.epoch:
+        # A new epoch: the one before it is where its offsets catch up from, for the same
+        # group only (a new group starts where the user asked: its own offsets or the reset
+        # strategy). "": recorded by an operator that kept no group (treated as the same).
+        same_group = st.checkpoint_group_id in ("", group)
+        st.previous_checkpoint_location = st.checkpoint_location if same_group else ""
+    st.checkpoint_group_id = group
     if st.offsets_acted_since_launch:
         # The user set the group's offsets after the last driver stopped: they win over the
         # previous epoch's checkpoint, for this launch and every later one of the epoch.
@@ -303,17 +321,19 @@ def _fail(d: Decision, now: datetime, reason: str, message: str, cfg: DecideConf
     return d
 
 
-# A kubelet renews its node's lease every 10 s: two missed renewals make the node suspect (the
-# job is re-checked when its grace runs out), the grace decides.
-NODE_SILENT_SECONDS = 20.0
-
-
-def lost_at(pod: PodInfo, grace: float, unknown_since: datetime | None = None) -> datetime | None:
+def lost_at(
+    pod: PodInfo,
+    grace: float,
+    unknown_since: datetime | None = None,
+    silent: float = NODE_SILENT_SECONDS,
+) -> datetime | None:
     """When `pod` counts as lost: the one rule of every path that decides a driver or an
     executor is gone without its kubelet's word (restart, manual acts, suspend, deletion;
     semantics rule 10). A lost pod may still run on a partitioned node, so it is only
     declared lost `grace` seconds after the last sign of life of its node:
-    - its node's lease renewal, as this operator saw it (the kubelet's heartbeat);
+    - its node's lease renewal, as this operator saw it (the kubelet's heartbeat), and never
+      before the node has been `silent` (missed two renewals): between renewals a healthy
+      node's last renewal is up to one interval old;
     - without a view of the leases: the moment the API server marked the pod unreachable
       (phase or Ready Unknown; `unknown_since` for a phase without a timestamp);
     - a pod whose deletion its kubelet never confirms, seen no other way: after its own
@@ -321,7 +341,7 @@ def lost_at(pod: PodInfo, grace: float, unknown_since: datetime | None = None) -
     None: no sign that the pod is lost."""
     delay = timedelta(seconds=grace)
     if pod.node_heard_at is not None:
-        return pod.node_heard_at + delay
+        return pod.node_heard_at + max(delay, timedelta(seconds=silent))
     since = pod.ready_unknown_since or (unknown_since if pod.phase == "Unknown" else None)
     if since is not None:
         return since + delay
@@ -331,17 +351,21 @@ def lost_at(pod: PodInfo, grace: float, unknown_since: datetime | None = None) -
 
 
 def is_lost(
-    pod: PodInfo, now: datetime, grace: float, unknown_since: datetime | None = None
+    pod: PodInfo,
+    now: datetime,
+    grace: float,
+    unknown_since: datetime | None = None,
+    silent: float = NODE_SILENT_SECONDS,
 ) -> bool:
-    at = lost_at(pod, grace, unknown_since)
+    at = lost_at(pod, grace, unknown_since, silent)
     return at is not None and now >= at
 
 
-def _silent_since(pod: PodInfo, now: datetime) -> datetime | None:
+def _silent_since(pod: PodInfo, now: datetime, silent: float) -> datetime | None:
     """Since when the pod's node has been silent (None: it is heard from)."""
     if pod.node_heard_at is not None:
-        silent = now - pod.node_heard_at >= timedelta(seconds=NODE_SILENT_SECONDS)
-        return pod.node_heard_at if silent else None
+        quiet = now - pod.node_heard_at >= timedelta(seconds=silent)
+        return pod.node_heard_at if quiet else None
     if pod.phase == "Unknown" or pod.ready_unknown_since is not None:
         return pod.ready_unknown_since or now
     return None
@@ -416,16 +440,21 @@ def _failure_of(pod: PodInfo | None, lost: bool = False) -> tuple[str, str, bool
         return ("OOMKilled", f"driver pod {pod.name} was OOM-killed", False)
     if term.exit_code == 0:
         return ("DriverExited", f"driver pod {pod.name} exited 0: the stream stopped", True)
-    if term.exit_code in KAFKA_EXIT_REASONS:  # the runner's preflight: Secrets or broker
-        reason = KAFKA_EXIT_REASONS[term.exit_code]
-        cause = term.message or (
-            "Kafka refused the SASL credentials of spec.kafkaCredentials"
-            if reason == "KafkaAuthFailed"
-            else "the broker's certificate did not verify against spec.kafkaCredentials.caSecret"
-        )
+    if term.exit_code in RUNNER_EXIT_REASONS:  # the runner's own causes, before any read
+        reason = RUNNER_EXIT_REASONS[term.exit_code]
+        cause = term.message or _EXIT_CAUSES[reason]
         return (reason, f"driver pod {pod.name} exited {term.exit_code}: {cause}", False)
     detail = f" ({term.reason})" if term.reason else ""
     return ("DriverFailed", f"driver pod {pod.name} exited {term.exit_code}{detail}", False)
+
+
+_EXIT_CAUSES = {  # when the pod carries no termination message
+    "KafkaAuthFailed": "Kafka refused the SASL credentials of spec.kafkaCredentials",
+    "KafkaTLSFailed": "the broker's certificate did not verify against "
+    "spec.kafkaCredentials.caSecret",
+    "CatchUpFailed": "the previous epoch's last durable batch could not be committed to the "
+    "group; nothing was read",
+}
 
 
 def _on_driver_gone(
@@ -653,8 +682,9 @@ def _launched(job: _Job, d: Decision, driver: PodInfo | None, current: list[PodI
     spec, st, now, cfg = job.spec, d.status, job.now, job.cfg
     namespace, name = job.namespace, job.name
     _apply_report(st, job.observed)
-    grace = cfg.node_lost_grace_seconds
-    lost = driver is not None and is_lost(driver, now, grace, parse_time(st.unknown_since))
+    grace, silent = cfg.node_lost_grace_seconds, cfg.node_silent_seconds
+    unknown_since = parse_time(st.unknown_since)
+    lost = driver is not None and is_lost(driver, now, grace, unknown_since, silent)
     # A drain's eviction may reach the driver before the operator moved the job: either way
     # the driver stops between batches and the job moves; that is no failure.
     if driver is not None and not lost and (moving := _on_cordoned_node(current)):
@@ -668,10 +698,10 @@ def _launched(job: _Job, d: Decision, driver: PodInfo | None, current: list[PodI
     ):
         return _on_driver_gone(spec, d, namespace, name, driver, now, cfg, lost=lost)
 
-    if silent_since := _silent_since(driver, now):
+    if silent_since := _silent_since(driver, now, silent):
         # Not heard from: wait out the grace (a partitioned driver may still be writing).
         st.unknown_since = st.unknown_since or iso(silent_since)
-        at = lost_at(driver, grace, parse_time(st.unknown_since)) or now
+        at = lost_at(driver, grace, parse_time(st.unknown_since), silent) or now
         d.requeue_after = max(min((at - now).total_seconds(), cfg.resync_seconds), 0.05)
         return d
     st.unknown_since = ""
@@ -794,7 +824,13 @@ def _delete(
     would only delay the next launch."""
 
     def lost(p: PodInfo) -> bool:
-        return is_lost(p, now, cfg.node_lost_grace_seconds, parse_time(st.unknown_since))
+        return is_lost(
+            p,
+            now,
+            cfg.node_lost_grace_seconds,
+            parse_time(st.unknown_since),
+            cfg.node_silent_seconds,
+        )
 
     drivers = [p for p in pods if p.role == "driver"]
     force = {p.name for p in drivers if lost(p) or _has_ended(p)}

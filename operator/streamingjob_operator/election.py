@@ -7,7 +7,10 @@ this replica's own monotonic clock. A released Lease (no holder) is free at once
 
 The leader renews every retry period. It may act only until `renew_sent + renew_deadline`
 of its latest successful renewal (the time the request left, so the server's answer can
-only shorten the window): with renew_deadline < lease_duration, it has stopped before
+only shorten the window); a write that passed its gate just before may land up to one
+request timeout later. A candidate's clock for a version starts when the read that showed it
+returned (as client-go's observedTime). With lease_duration ≥ renew_deadline + the request
+timeout (timing.check_election), the leader has stopped, and its last write landed, before
 anyone else can see the Lease expire.
 """
 
@@ -19,28 +22,34 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from . import timing as rules
+
 
 class ElectionTiming(BaseModel):
-    """The three durations of client-go's leader election, with its defaults."""
+    """The three durations of client-go's leader election, with its defaults, and the API
+    timeout that bounds the Lease client's requests."""
 
     model_config = ConfigDict(frozen=True)
 
     lease_duration_seconds: float = Field(default=15.0, gt=0)
     renew_deadline_seconds: float = Field(default=10.0, gt=0)
     retry_period_seconds: float = Field(default=2.0, gt=0)
+    api_timeout_seconds: float = Field(default=30.0, gt=0)
 
     @model_validator(mode="after")
-    def _ordered(self) -> ElectionTiming:
-        if not (
-            self.lease_duration_seconds > self.renew_deadline_seconds > self.retry_period_seconds
-        ):
-            raise ValueError(
-                "leader election needs leaseDurationSeconds > renewDeadlineSeconds > "
-                f"retryPeriodSeconds (got {self.lease_duration_seconds:g}, "
-                f"{self.renew_deadline_seconds:g}, {self.retry_period_seconds:g}): a leader "
-                "must stop acting before another replica may take over"
-            )
+    def _fits(self) -> ElectionTiming:
+        rules.check_election(
+            self.lease_duration_seconds,
+            self.renew_deadline_seconds,
+            self.retry_period_seconds,
+            self.api_timeout_seconds,
+        )
         return self
+
+    @property
+    def request_timeout_seconds(self) -> float:
+        """The Lease client's request timeout."""
+        return rules.lease_client_timeout(self.api_timeout_seconds, self.renew_deadline_seconds)
 
 
 @dataclass(frozen=True)
@@ -76,7 +85,7 @@ def next_step(
     """What replica `me` does with the Lease as observed (None: no Lease yet), given how long
     it has seen that version unchanged."""
     stamp = now.isoformat(timespec="microseconds")
-    duration = max(1, round(timing.lease_duration_seconds))
+    duration = rules.lease_seconds(timing.lease_duration_seconds)
     if observed is None:
         return Step("create", LeaseRecord(me, duration, 0, stamp, stamp))
     if observed.holder == me:  # renew: the acquire time and transition count stay

@@ -42,7 +42,8 @@ class Finalizer:
         pods = with_node_view(self.api.list_job_pods(namespace, name), self.nodes)
         if pods:
             for pod in pods:
-                if is_lost(pod, now, self.settings.node_lost_grace_seconds):
+                grace = self.settings.node_lost_grace_seconds
+                if is_lost(pod, now, grace, silent=self.settings.node_silent_seconds):
                     self.api.delete_pod(namespace, pod.name, force=True)
                 elif pod.deleting_since is None:
                     self.api.delete_pod(namespace, pod.name)

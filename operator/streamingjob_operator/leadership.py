@@ -137,17 +137,20 @@ class Leadership:
         (the gate opened), else how long to wait before the next look."""
         sent = self._clock()
         lease = self.api.get_lease(self.namespace, self.name)
+        # A version's expiry clock starts when the read that showed it returned (client-go's
+        # observedTime): the holder may have renewed just before the read was served.
+        returned = self._clock()
         observed = _record(lease) if lease is not None else None
         version = observed.resource_version if observed else None
         if version != self._seen[0]:
-            self._seen = (version, sent)
+            self._seen = (version, returned)
         if observed is not None and self._lease is not None and observed.holder != self.identity:
             self._lose(f"the Lease is held by {observed.holder or 'nobody'} now")
             return self.timing.retry_period_seconds
         step = next_step(
             observed,
             me=self.identity,
-            unchanged_for=sent - self._seen[1],
+            unchanged_for=returned - self._seen[1],
             now=datetime.now(UTC),
             timing=self.timing,
         )

@@ -717,6 +717,12 @@ class StreamingJobStatus(StatusModel):
         "commits its last durable batch's end offsets where they are ahead of the group "
         "(nothing it made durable is read again). Empty: no catch-up.",
     )
+    checkpoint_group_id: str = Field(
+        default="",
+        description="The consumer group (spec.job.source.groupId) of the launch that uses "
+        "checkpointLocation. A new epoch catches up from the previous epoch's checkpoint only "
+        "for the same group: a new group starts from its own offsets or the reset strategy.",
+    )
     offsets_acted_since_launch: bool = Field(
         default=False,
         description="The group's offsets were set by an offsets action (spec.offsetsAction "

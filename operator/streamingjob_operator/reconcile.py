@@ -106,6 +106,7 @@ class Reconciler:
         self.seen = seen or Seen()
         self.cfg = DecideConfig(
             node_lost_grace_seconds=settings.node_lost_grace_seconds,
+            node_silent_seconds=settings.node_silent_seconds,
             fencing_poll_seconds=settings.fencing_poll_seconds,
             resync_seconds=settings.resync_seconds,
             history_limit=settings.history_limit,
@@ -522,6 +523,14 @@ class Reconciler:
             self.seen.mark(namespace, name, pod, None if gone else "")
         return gone
 
+    def _still_wanted(self, meta: dict[str, Any]) -> bool:
+        """The job (this very object, by uid) exists and is not being deleted."""
+        current = self.api.get_job(meta["namespace"], meta["name"])
+        if current is None:
+            return False
+        now = current["metadata"]
+        return not now.get("deletionTimestamp") and now.get("uid") == meta.get("uid")
+
     def _launch(
         self, job: dict[str, Any], spec: StreamingJobSpec, decision: Decision
     ) -> list[dict[str, Any]] | None:
@@ -580,6 +589,15 @@ class Reconciler:
             self.seen.mark(meta["namespace"], meta["name"], st.driver_pod, state)
         if created is None:
             return None  # it exists already: the next step lists again and adopts it
+        if not self._still_wanted(meta):
+            # Deleted while launching: its finalizer may have looked for pods before this
+            # one existed, and nothing but the garbage collector would remove it. A deletion
+            # that starts after this look finds the pod itself (the finalizer lists after it).
+            self.api.delete_pod(meta["namespace"], st.driver_pod)
+            raise TransientError(
+                f"{meta['namespace']}/{meta['name']} was deleted while launching: "
+                f"{st.driver_pod} removed"
+            )
         self.metrics.launches.labels("fresh" if st.attempt == 1 else "restore").inc()
         log.info(
             "launched %s/%s epoch %d attempt %d at %s",

@@ -7,6 +7,7 @@
 | STREAMINGJOB_RESYNC_SECONDS | 30 | re-observe every job at least this often |
 | STREAMINGJOB_FENCING_POLL_SECONDS | 2 | re-check while old pods terminate |
 | STREAMINGJOB_NODE_LOST_GRACE_SECONDS | 40 | a pod whose node is silent this long is lost |
+| STREAMINGJOB_KUBELET_LEASE_RENEW_SECONDS | 10 | kubelets renew node leases this often |
 | STREAMINGJOB_KAFKA_TIMEOUT_SECONDS | 5 | timeout of each Kafka admin request |
 | STREAMINGJOB_KAFKA_POLL_SECONDS | 30 | how often committed offsets and lag are read |
 | STREAMINGJOB_KAFKA_WORKERS | 4 | threads that talk to Kafka (never the event loop) |
@@ -27,6 +28,8 @@
 | STREAMINGJOB_LEASE_DURATION_SECONDS | 15 | a silent leader's Lease expires after this long |
 | STREAMINGJOB_RENEW_DEADLINE_SECONDS | 10 | a leader that cannot renew this long stops acting |
 | STREAMINGJOB_RETRY_PERIOD_SECONDS | 2 | renewal and candidate retry interval |
+
+Durations that must fit inside one another are checked at start-up (timing.py).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from collections.abc import Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from . import timing
 from .election import ElectionTiming
 
 PREFIX = "STREAMINGJOB_"
@@ -48,7 +52,8 @@ class OperatorSettings(BaseModel):
     log_level: str = "INFO"
     resync_seconds: float = Field(default=30.0, gt=0)
     fencing_poll_seconds: float = Field(default=2.0, gt=0)
-    node_lost_grace_seconds: float = Field(default=40.0, ge=0)
+    node_lost_grace_seconds: float = Field(default=40.0, gt=0)
+    kubelet_lease_renew_seconds: float = Field(default=timing.KUBELET_LEASE_RENEW_SECONDS, gt=0)
     kafka_timeout_seconds: float = Field(default=5.0, gt=0)
     kafka_poll_seconds: float = Field(default=30.0, gt=0)
     kafka_workers: int = Field(default=4, ge=1)
@@ -78,9 +83,15 @@ class OperatorSettings(BaseModel):
         return value
 
     @model_validator(mode="after")
-    def _election_timing_ordered(self) -> OperatorSettings:
-        self.election_timing  # noqa: B018  (raises when the durations are out of order)
+    def _durations_fit(self) -> OperatorSettings:
+        """The timing rules (timing.py): each names both settings when it is broken."""
+        timing.check_node_grace(self.node_lost_grace_seconds, self.kubelet_lease_renew_seconds)
+        self.election_timing  # noqa: B018  (timing.check_election)
         return self
+
+    @property
+    def node_silent_seconds(self) -> float:
+        return timing.node_silent_seconds(self.kubelet_lease_renew_seconds)
 
     @property
     def election_timing(self) -> ElectionTiming:
@@ -88,6 +99,7 @@ class OperatorSettings(BaseModel):
             lease_duration_seconds=self.lease_duration_seconds,
             renew_deadline_seconds=self.renew_deadline_seconds,
             retry_period_seconds=self.retry_period_seconds,
+            api_timeout_seconds=self.api_timeout_seconds,
         )
 
     @classmethod

@@ -506,6 +506,8 @@ def test_network_policy_is_optional_and_opens_only_the_operators_ports():
         ["--set", "image.pullPolicy=Sometimes"],
         ["--set", "config.workers=many"],
         ["--set", "config.fencingPollSeconds=0"],
+        ["--set", "config.nodeLostGraceSeconds=0"],
+        ["--set", "config.kubeletLeaseRenewSeconds=0"],
         ["--set-json", 'watchNamespaces="team-a"'],
         ["--set", "metrics.port=70000"],
         ["--set", "replicas=1"],  # a typo of replicaCount: unknown keys are rejected
@@ -516,6 +518,44 @@ def test_schema_rejects_bad_values(args: list[str]):
     proc = helm("template", RELEASE, str(CHART), *args, check=False)
     assert proc.returncode != 0, f"helm template accepted {args}"
     assert SCHEMA_ERROR in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("value", "named"),
+    [
+        (
+            "config.nodeLostGraceSeconds=15",
+            "config.nodeLostGraceSeconds=15 is shorter than 2 * config.kubeletLeaseRenewSeconds=10",
+        ),
+        (
+            "leaderElection.renewDeadlineSeconds=12",  # 15 < 12 + min(30, 12 / 2)
+            "leaderElection.leaseDurationSeconds=15, leaderElection.renewDeadlineSeconds=12, "
+            "leaderElection.retryPeriodSeconds=2, config.apiTimeoutSeconds=30",
+        ),
+        (
+            "leaderElection.retryPeriodSeconds=10",
+            "leader election needs renewDeadlineSeconds > retryPeriodSeconds",
+        ),
+    ],
+    ids=lambda v: v.split("=")[0] if "=" in v and " " not in v else "",
+)
+def test_timing_rules_are_refused_by_the_templates_naming_both_values(value, named):
+    """The rules of timing.py, which JSON schema cannot state: the templates fail with them
+    (the operator refuses the same settings at start-up: tests/unit/operator/test_op_timing.py)."""
+    proc = helm("template", RELEASE, str(CHART), "--set", value, check=False)
+    assert proc.returncode != 0, f"helm template accepted {value}"
+    assert named in proc.stderr, proc.stderr
+
+
+def test_timing_values_that_fit_render_and_parse():
+    docs = render(
+        "--set", "config.nodeLostGraceSeconds=5", "--set", "config.kubeletLeaseRenewSeconds=2.5",
+        "--set", "leaderElection.leaseDurationSeconds=18",
+        "--set", "leaderElection.renewDeadlineSeconds=12",
+    )  # fmt: skip
+    parsed = OperatorSettings.from_env(env_of(docs))
+    assert (parsed.node_lost_grace_seconds, parsed.node_silent_seconds) == (5, 5)
+    assert parsed.election_timing.request_timeout_seconds == 6
 
 
 def test_schema_is_valid_json_with_every_top_level_value():

@@ -67,6 +67,32 @@ arrive as float64, and 1000000 would print as 1e+06, which an int setting reject
 {{- end }}
 {{- end }}
 
+{{/*
+The timing rules of operator/streamingjob_operator/timing.py, asked of the values: helm fails
+with the words the operator would refuse them with at start-up (JSON schema cannot compare
+two values).
+*/}}
+{{- define "streamingjob-operator.timing" -}}
+{{- $c := .Values.config }}
+{{- $grace := float64 $c.nodeLostGraceSeconds }}
+{{- $renew := float64 $c.kubeletLeaseRenewSeconds }}
+{{- if lt $grace (mulf 2 $renew) }}
+{{- fail (printf "config.nodeLostGraceSeconds=%v is shorter than 2 * config.kubeletLeaseRenewSeconds=%v: a pod may be declared lost only after its node has been silent (semantics rule 10)" $c.nodeLostGraceSeconds $c.kubeletLeaseRenewSeconds) }}
+{{- end }}
+{{- $le := .Values.leaderElection }}
+{{- $lease := float64 $le.leaseDurationSeconds }}
+{{- $deadline := float64 $le.renewDeadlineSeconds }}
+{{- $retry := float64 $le.retryPeriodSeconds }}
+{{- $timeout := minf (float64 $c.apiTimeoutSeconds) (divf $deadline 2) }}
+{{- $names := printf "leaderElection.leaseDurationSeconds=%v, leaderElection.renewDeadlineSeconds=%v, leaderElection.retryPeriodSeconds=%v, config.apiTimeoutSeconds=%v" $le.leaseDurationSeconds $le.renewDeadlineSeconds $le.retryPeriodSeconds $c.apiTimeoutSeconds }}
+{{- if le $deadline $retry }}
+{{- fail (printf "leader election needs renewDeadlineSeconds > retryPeriodSeconds (%s)" $names) }}
+{{- end }}
+{{- if lt $lease (addf $deadline $timeout) }}
+{{- fail (printf "leader election needs leaseDurationSeconds >= renewDeadlineSeconds + the Lease client's request timeout min(apiTimeoutSeconds, renewDeadlineSeconds / 2) (%s): a leader's last write may land up to one request timeout after its deadline" $names) }}
+{{- end }}
+{{- end }}
+
 {{/* The watched namespaces, rendered (entries may be templates), as a list. Empty: all. */}}
 {{- define "streamingjob-operator.watchNamespaces" -}}
 {{- $out := list }}

@@ -64,7 +64,9 @@ def test_first_launch_and_relaunch_calls(kube: Kube, apiserver, ns: str):
         assert kube.status(ns, "calls")["launchState"] == "Created"
         calls = api.take()
         assert Counter(calls) == {
-            "get_namespaced_custom_object": 1,  # the job, once: later steps use our PUT's answer
+            # the job: once, later steps use our PUT's answer; and once after the create (a
+            # job deleted while launching gets its pod removed: test_op_crash.py)
+            "get_namespaced_custom_object": 2,
             "list_namespaced_pod": 2,  # observe, fencing
             "replace_namespaced_custom_object_status": 2,  # Launching (write-ahead), Created
             **CHILD_CREATES,  # created first: a new job has none (no update answered 404)
@@ -83,7 +85,7 @@ def test_first_launch_and_relaunch_calls(kube: Kube, apiserver, ns: str):
         counts = Counter(calls)
         assert counts == {
             "replace_namespaced_custom_object_status": 2,  # failure + new target, Created
-            "get_namespaced_custom_object": 1,
+            "get_namespaced_custom_object": 2,  # the job, and again after the create
             "list_namespaced_pod": 2,  # observe, fencing: the delete completed at once (200)
             "read_namespaced_config_map": 1,  # the runner's report
             "delete_namespaced_pod": 1,

@@ -18,6 +18,7 @@ from collections import defaultdict
 import pytest
 from kubernetes import client
 
+from streamingjob_operator.finalizer import Finalizer
 from streamingjob_operator.k8s import KubeApi
 from streamingjob_operator.reconcile import Reconciler
 from streamingjob_operator.settings import OperatorSettings
@@ -85,6 +86,43 @@ def test_crash_during_first_launch(kube: Kube, apiserver, method, after, nth):
             )
             assert (st["epoch"], st["attempt"]) == (1, 1)
     assert w.max_live["c"] == 1 and w.created == ["c-e1-a1-driver"]
+
+
+class DeletedBeforeTheCreate(KubeApi):
+    """The real API facade; at the launch's create, the job is deleted first and its
+    finalizer runs to the end (it finds no pod: the launch's last look found none either)."""
+
+    def __init__(self, kube: Kube, settings: OperatorSettings) -> None:
+        super().__init__()
+        self.kube, self.settings, self.armed = kube, settings, True
+
+    def create_pod(self, pod: dict) -> dict | None:
+        if self.armed:
+            self.armed = False
+            meta = pod["metadata"]
+            job = self.get_job(meta["namespace"], meta["ownerReferences"][0]["name"])
+            assert job is not None
+            Finalizer(KubeApi(), self.settings).finalize(job)
+            self.kube.delete_job(meta["namespace"], job["metadata"]["name"])
+        return super().create_pod(pod)
+
+
+def test_a_launch_that_raced_the_jobs_deletion_leaves_no_driver(kube: Kube, apiserver):
+    """Issue 26: a reconcile step that listed the pods (none) before the job's deletion and
+    finalizer ran goes on to create its driver after them. Nothing would remove that pod but
+    the garbage collector (its owner is gone): the launch looks at the job once more after
+    the create and removes the pod it made for a job that is gone or going."""
+    ns = kube.namespace()
+    kube.create_job(ns, "raced", job_spec())
+    with operator_env(apiserver.kubeconfig):
+        settings = OperatorSettings.from_env()
+        api = DeletedBeforeTheCreate(kube, settings)
+        reconciler = Reconciler(api, settings)
+        assert reconciler.reconcile(ns, "raced") is not None  # retried: the launch gave up
+        assert not api.armed  # the race was run
+        assert reconciler.reconcile(ns, "raced") is None  # the job is gone
+    assert kube.job(ns, "raced") is None
+    wait_for(lambda: kube.driver_names(ns) == [], 30, "no driver left of the deleted job")
 
 
 @pytest.mark.parametrize(("method", "after"), [("delete_pod", True), ("replace_status", True)])

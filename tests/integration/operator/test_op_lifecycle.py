@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import subprocess
 import time
+from collections import Counter
 
 import pytest
 from kubernetes import client
 
 from streamingjob_operator.models import API_GROUP, API_VERSION, PLURAL
+from streamingjob_operator.reconcile import Reconciler
 from tests.integration.operator.kube_helpers import Kube, job_spec, wait_for
 from tests.support.kube_apiserver import find_bin_dir
 
@@ -315,8 +317,24 @@ def _executor(kube: Kube, ns: str, job: str, driver: client.V1Pod, n: int) -> st
     return name
 
 
+def _count_reconciles(monkeypatch: pytest.MonkeyPatch) -> Counter[tuple[str, str]]:
+    """Reconciles the in-process operator runs from now on, per (namespace, name): a positive
+    signal that it has looked at a job, instead of a fixed window of sleep."""
+    calls: Counter[tuple[str, str]] = Counter()
+    original = Reconciler.reconcile
+
+    def counting(self: Reconciler, namespace: str, name: str) -> float | None:
+        try:
+            return original(self, namespace, name)
+        finally:
+            calls[(namespace, name)] += 1
+
+    monkeypatch.setattr(Reconciler, "reconcile", counting)
+    return calls
+
+
 def test_a_graceful_restart_keeps_the_executors_until_their_driver_is_gone(
-    kube: Kube, ns: str, operator: object
+    kube: Kube, ns: str, operator: object, monkeypatch: pytest.MonkeyPatch
 ):
     """A running driver's deletion is graceful (its runner finishes the batch in flight, with
     its executors): the API server answers with the pod, its grace period running. The
@@ -333,7 +351,8 @@ def test_a_graceful_restart_keeps_the_executors_until_their_driver_is_gone(
         30,
         "the driver's graceful deletion",
     )
-    time.sleep(3)  # several reconciles (fencingPollSeconds 1): the executors must stay
+    reconciles = _count_reconciles(monkeypatch)
+    wait_for(lambda: reconciles[(ns, "keep")] >= 5, 30, "5 reconciles while the driver stops")
     alive = {p.metadata.name: p.metadata.deletion_timestamp for p in kube.pods(ns, "executor")}
     assert alive == dict.fromkeys(executors), alive
     assert kube.driver_names(ns) == [driver.metadata.name]  # no launch meanwhile

@@ -379,14 +379,6 @@ def test_generated_free_form_and_credential_manifests_never_get_through(
     OUTCOMES[_refused_or_invalid(kube, gen_ns, spec, field)] += 1
 
 
-def test_zz_generated_outcomes(capsys):
-    """The figures of the two generated tests above (run in this module's order)."""
-    if not OUTCOMES:
-        pytest.skip("the generated tests did not run")
-    with capsys.disabled():
-        print(f"\ngenerated invalid manifests: {dict(OUTCOMES)}")
-
-
 _LABEL = st.from_regex(r"[a-z0-9]([-a-z0-9]{0,12}[a-z0-9])?", fullmatch=True)
 NAMES = st.lists(_LABEL, min_size=1, max_size=20).map(".".join).filter(lambda n: len(n) <= 253)
 

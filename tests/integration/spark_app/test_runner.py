@@ -128,11 +128,11 @@ def batch_ends(storage: Storage, job: str, epoch: int) -> tuple[int | None, dict
 
 
 def test_redeploy_starts_from_the_groups_committed_offsets(kafka, tmp_path, storage):
-    """Manual redeploy (rule 5) under continuous production: a new epoch, an empty checkpoint,
-    committed offsets, which first catch up with what the previous epoch made durable even
-    when its driver crashed before its commits reached the group; a graceful stop leaves the
-    group at the last durable batch's end. Checkpoints and sink on a local disk or on a real
-    object store (s3a://)."""
+    """Manual redeploy (rules 5 and 9) under continuous production: a new epoch, an empty
+    checkpoint, committed offsets, which first catch up with what the previous epoch made
+    durable even when its driver crashed before its commits reached the group; a graceful stop
+    leaves the group at the last durable batch's end. Checkpoints and sink on a local disk or
+    on a real object store (s3a://)."""
     topic = new_topic(kafka.bootstrap, partitions=2)
     manifest = job_manifest("redeploy", kafka.bootstrap, topic, tmp_path, storage)
     produce(kafka.bootstrap, topic, range(3000))
@@ -174,6 +174,61 @@ def test_redeploy_starts_from_the_groups_committed_offsets(kafka, tmp_path, stor
         (r["partition"], r["offset"]) for r in rows if r["epoch"] == "epoch-1"
     }
     assert not twice, f"{len(twice)} records in both epochs, e.g. {sorted(twice)[:10]}"
+
+
+def test_a_catch_up_that_cannot_commit_fails_the_start_and_its_retry_reads_nothing_twice(
+    kafka, tmp_path
+):
+    """Rule 9 when the catch-up's commit fails (here the broker refuses it: the group has a
+    live member): nothing has been read yet, so the start fails with exit 5 and a termination
+    message naming the checkpoint, the group and the cause (the operator's CatchUpFailed and
+    its backoff), instead of starting from the group's older offsets and reading again what
+    the previous epoch made durable. The retry, once the group accepts commits, catches up."""
+    from confluent_kafka import Consumer
+
+    topic = new_topic(kafka.bootstrap, partitions=2)
+    storage = Storage(tmp_path)
+    manifest = job_manifest("catchup", kafka.bootstrap, topic, tmp_path)
+    produce(kafka.bootstrap, topic, range(4000))
+    first = RunnerProcess(manifest, tmp_path, epoch=1).start()
+    first.wait_for_batch(1)
+    first.kill()
+    commit_offsets(kafka.bootstrap, "catchup-group", topic, {0: 0, 1: 0})  # commits lost
+    durable1, ends1 = batch_ends(storage, "catchup", 1)
+    assert durable1 is not None
+
+    member = Consumer(
+        {
+            "bootstrap.servers": kafka.bootstrap,
+            "group.id": "catchup-group",
+            "enable.auto.commit": False,  # a member that commits nothing itself
+        }
+    )
+    member.subscribe([topic])
+    wait_for(lambda: member.poll(0.2) is not None or bool(member.assignment()), 60, "a member")
+    termination = tmp_path / "termination-log"
+    termination.touch()
+    previous = f"{storage.checkpoints}/test/catchup/epoch-1"
+    second = RunnerProcess(
+        manifest, tmp_path, epoch=2, env={"STREAMJOB_TERMINATION_LOG": str(termination)}
+    )
+    try:
+        assert second.start("--previous-checkpoint", previous).wait(180) == 5
+    finally:
+        member.close()
+    said = termination.read_text()
+    assert previous in said and "'catchup-group'" in said and "Nothing was read" in said
+    report = second.report()
+    assert report["previousCheckpoint"]["outcome"] == "failed" and report["state"] == "failed"
+    assert said in second.output()
+    assert batch_ends(storage, "catchup", 2) == (None, {})  # no batch planned, nothing read
+    assert group_offsets(kafka.bootstrap, "catchup-group", topic) == {0: 0, 1: 0}
+
+    report = second.start("--previous-checkpoint", previous).wait_for_batch(0)  # the retry
+    assert report["previousCheckpoint"]["outcome"] == "committed"
+    starts = {int(p): d["offset"] for p, d in report["startOffsets"][topic].items()}
+    assert starts == ends1[durable1]
+    assert second.terminate() == 0
 
 
 def test_commit_offsets_on_checkpoints_false_leaves_the_group_untouched(kafka, tmp_path):

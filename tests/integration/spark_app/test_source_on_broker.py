@@ -31,6 +31,7 @@ from spark_app.partition_reader import (
 from spark_app.source import KafkaStreamReader
 from tests.support.kafka_broker import KafkaBroker
 from tests.support.kafka_tools import (
+    add_partitions,
     commit_offsets,
     group_offsets,
     log_end_offsets,
@@ -173,6 +174,34 @@ def test_max_offsets_per_trigger_bounds_each_batch_and_idle_returns_start_unchan
         seen += len(read_all(r, start, end))
         start, batches = json.loads(json.dumps(end)), batches + 1  # as Spark hands it back
     assert (seen, batches) == (1000, 4)
+    r.stop()
+
+
+def test_available_now_leaves_partitions_discovered_after_its_target_to_the_next_run(kafka):
+    """Trigger.AvailableNow reads up to the ends frozen at its start; a partition created
+    later is left to the next run (as Spark's Kafka source), or its moving end would keep the
+    run from ever finishing."""
+    topic = new_topic(kafka.bootstrap, partitions=2)
+    produce(kafka.bootstrap, topic, range(100))
+    r = reader(kafka.bootstrap, topic, startingOffsets="earliest")
+    r.prepareForTriggerAvailableNow()
+    frozen = {str(p): o for p, o in log_end_offsets(kafka.bootstrap, topic).items()}
+    add_partitions(kafka.bootstrap, topic, 3)
+    produce(kafka.bootstrap, topic, range(100, 150), partition=2)
+    produce(kafka.bootstrap, topic, range(150, 160), partition=0)  # past the target too
+
+    def discovered() -> bool:
+        r.driver._refresh(discover=True)
+        return (topic, 2) in r.driver.table.partitions()
+
+    wait_for(discovered, 30, "the source to discover partition 2")
+    start = r.initialOffset()
+    end0 = json.loads(json.dumps(r.latestOffset(start, ReadAllAvailable())))
+    assert end0["offsets"] == {topic: frozen}
+    assert sorted(json.loads(x["value"])["id"] for x in read_all(r, start, end0)) == list(
+        range(100)
+    )
+    assert r.latestOffset(end0, ReadAllAvailable()) == end0  # nothing more: the run ends
     r.stop()
 
 

@@ -63,6 +63,7 @@ def run(
     status: StreamingJobStatus,
     pods: tuple[PodInfo, ...] | list[PodInfo] = (),
     now: datetime = T0,
+    cfg: DecideConfig = CFG,
     **observed: Any,
 ) -> Decision:
     return decide(
@@ -71,7 +72,7 @@ def run(
         Observed(now=now, pods=tuple(pods), **observed),
         namespace=NS,
         name=NAME,
-        cfg=CFG,
+        cfg=cfg,
     )
 
 

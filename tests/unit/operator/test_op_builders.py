@@ -121,6 +121,7 @@ def test_driver_runs_spark_submit_client_mode_with_runner_contract():
         "--report-configmap",
         "orders-report",
     ]
+    assert pod()["spec"]["terminationGracePeriodSeconds"] == 30
     confs = dict(a.split("=", 1) for a in args[1::2] if "=" in a and a.startswith("spark."))
     assert confs["spark.kubernetes.driver.pod.name"] == POD_NAME
     assert confs["spark.kubernetes.executor.podNamePrefix"] == POD_NAME

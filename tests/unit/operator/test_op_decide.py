@@ -13,6 +13,7 @@ from streamingjob_operator.decide import (
     REDEPLOY,
     RESTART,
     SEPARATE,
+    DecideConfig,
     backoff_delay,
 )
 from streamingjob_operator.errors import InvalidJobError
@@ -431,6 +432,60 @@ def test_a_new_epoch_catches_up_from_the_previous_epochs_checkpoint():
     assert d.status.previous_checkpoint_location == LOC1
 
 
+@pytest.mark.parametrize(
+    ("change", "location"),
+    [
+        ({"redeployNonce": 1}, LOC2),
+        (
+            {"checkpoint": {"location": "s3a://other"}},
+            checkpoint_location("s3a://other", NS, NAME, 2),
+        ),
+    ],
+    ids=["redeployNonce", "checkpoint base"],
+)
+def test_a_resume_that_changes_the_redeploy_nonce_is_a_new_epoch_under_last_state(change, location):
+    """A redeployNonce (or checkpoint base) change is a new epoch in every state: a resume
+    that carries one used to restore the old checkpoint under last-state and mark the nonce
+    deployed, so the redeploy never happened."""
+    spec = make_spec(upgradeMode="last-state")
+    st = launched(spec)
+    st = run(make_spec(upgradeMode="last-state", suspend=True), st, [], later(10)).status
+    resumed = make_spec(upgradeMode="last-state", suspend=False, **change)
+    d = run(resumed, st, [], later(20))
+    assert (d.status.epoch, d.status.attempt) == (2, 1)
+    assert d.status.checkpoint_location == location
+    assert d.status.previous_checkpoint_location == LOC1  # the same group catches up
+    assert not d.status.suspended and [e.reason for e in d.events] == ["Resumed"]
+    assert "fresh start from committed offsets" in d.status.message
+    assert run(resumed, d.status, [], later(21)).action == "launch"
+
+
+@pytest.mark.parametrize("mode", ["stateless", "last-state"])
+def test_a_new_group_starts_where_the_user_asked_not_from_the_old_groups_checkpoint(mode):
+    """The catch-up commits the previous epoch's checkpoint into the group: only when that
+    checkpoint belongs to the same group. A new group starts from its own committed offsets
+    or the reset strategy."""
+    spec = make_spec(upgradeMode=mode)
+    st = launched(spec)
+    assert st.checkpoint_group_id == "orders-group"  # recorded with the epoch
+    regrouped = make_spec(upgradeMode=mode, job__source__groupId="orders-v2", redeployNonce=1)
+    d = run(regrouped, st, [], later(10))
+    assert d.status.epoch == 2 and d.status.checkpoint_group_id == "orders-v2"
+    assert d.status.previous_checkpoint_location == ""
+    # the next redeploy in the new group catches up from its own epoch's checkpoint
+    again = make_spec(upgradeMode=mode, job__source__groupId="orders-v2", redeployNonce=2)
+    d = run(again, d.status.model_copy(update={"launch_state": "Created"}), [], later(20))
+    assert d.status.epoch == 3 and d.status.previous_checkpoint_location == LOC2
+
+
+def test_a_status_without_a_recorded_group_catches_up_as_before():
+    """Jobs launched by an operator that recorded no group keep their catch-up."""
+    spec = make_spec()
+    st = launched(spec).model_copy(update={"checkpoint_group_id": ""})
+    d = run(make_spec(redeployNonce=1), st, [], later(10))
+    assert d.status.previous_checkpoint_location == LOC1
+
+
 # An offsets action makes the resume a new epoch under last-state too (its restored checkpoint
 # would ignore the new offsets): tests/unit/operator/test_op_offsets_action.py.
 @pytest.mark.parametrize(("mode", "expected"), [("stateless", (2, 1)), ("last-state", (2, 1))])
@@ -670,6 +725,49 @@ def test_a_drain_eviction_before_the_cordon_was_seen_is_a_move_not_a_failure():
     assert d.status.next_retry_time == ""  # no backoff
     d = run(spec, d.status, [evicted], later(11))
     assert d.action == "delete" and (d.delete, d.force_delete) == ((), ())  # it stops itself
+
+
+def test_a_driver_on_a_node_between_renewals_is_never_lost_whatever_the_grace():
+    """The grace counts from the last renewal seen, but a healthy node's last renewal is up
+    to one interval old: a pod is lost only once its node has been silent (two missed
+    renewals), even with a grace shorter than that (which settings.py refuses anyway)."""
+    cfg = DecideConfig(node_lost_grace_seconds=5, node_silent_seconds=20, resync_seconds=30)
+    spec = make_spec()
+    st = launched(spec)
+    for renewed in (0, 10, 20, 30):  # a healthy kubelet: every 10 s
+        for t in (renewed + 6, renewed + 9.9):
+            pod = _heard(driver(st.driver_pod), renewed)
+            d = run(spec, st, [pod], later(t), cfg=cfg)
+            assert d.action == "none" and d.restart_reason is None, t
+            assert d.status.attempt == 1 and d.status.phase == "Running"
+            st = d.status
+    silent = _heard(driver(st.driver_pod), 30)
+    d = run(spec, st, [silent], later(50), cfg=cfg)
+    assert d.restart_reason == "NodeLost"  # silent for 20 s: lost (the grace is past)
+
+
+def test_a_failed_catch_up_restarts_with_backoff_naming_the_checkpoint_and_cause():
+    """The runner's exit 5: the previous epoch's last durable batch did not reach the group,
+    nothing was read. A restart with backoff (the next attempt is still a fresh start, so it
+    catches up again); the Degraded condition carries the runner's termination message."""
+    from streamingjob_operator.status import set_conditions
+
+    spec = make_spec(restartPolicy__maxRestarts=10)
+    st = launched(spec)
+    said = (
+        f"the previous epoch's checkpoint {LOC1}: its last durable batch 7 could not be "
+        "committed to group 'orders-group' (failed: reading the group: Kafka unreachable)"
+    )
+    ended = driver(st.driver_pod, "Failed", termination=Termination(5, "Error", said))
+    d = run(spec, st, [ended], later(1))
+    assert d.restart_reason == "CatchUpFailed" and d.requeue_after == 10
+    assert (d.status.epoch, d.status.attempt) == (1, 2)
+    set_conditions(d.status, 1, later(1))
+    degraded = next(c for c in d.status.conditions if c.type == "Degraded")
+    assert degraded.reason == "CatchUpFailed" and said in degraded.message
+    bare = driver(st.driver_pod, "Failed", termination=Termination(5, "Error", ""))
+    d = run(spec, st, [bare], later(1))
+    assert "could not be committed to the group; nothing was read" in d.status.message
 
 
 @pytest.mark.parametrize(("code", "reason"), [(3, "KafkaAuthFailed"), (4, "KafkaTLSFailed")])

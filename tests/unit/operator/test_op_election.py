@@ -62,7 +62,7 @@ def test_my_own_lease_is_renewed_keeping_acquire_time_and_transitions():
 
 @pytest.mark.parametrize(("lease", "renew", "retry"), [(10, 10, 2), (15, 10, 10), (5, 10, 2)])
 def test_timings_out_of_order_are_refused_naming_the_rule(lease, renew, retry):
-    with pytest.raises(ValidationError, match="leaseDurationSeconds > renewDeadlineSeconds"):
+    with pytest.raises(ValidationError, match="leader election needs"):
         OperatorSettings(
             lease_duration_seconds=lease, renew_deadline_seconds=renew, retry_period_seconds=retry
         )
@@ -205,3 +205,28 @@ def test_release_clears_the_holder_so_the_next_replica_takes_over_at_once():
     assert b._try() is None  # no expiry to wait for
     assert lost == []
     assert [reason for reason, _ in store.events] == ["LeaderElected", "LeaderReleased"]
+
+
+def test_a_candidates_expiry_clock_starts_when_its_read_returns():
+    """A read slow to come back may show a renewal made while it was under way: a candidate
+    knows that version only from the moment the answer arrived (client-go's observedTime).
+    Counted from the moment the read was sent, it would take over while the leader's last
+    write through its gate may still land."""
+    store, clock, lost = MemoryLease(), Clock(), []
+    a, b = replica(store, "a", clock, lost), replica(store, "b", clock, lost)
+    a._try()
+    read = store.get_lease
+
+    def slow_read(namespace: str, name: str) -> dict[str, Any] | None:
+        store.get_lease = read  # type: ignore[method-assign]
+        clock.now += 3  # b's request is under way...
+        a._try()  # ...while a renews (its gate: open until now + 10)...
+        return read(namespace, name)  # ...and the answer shows that renewal
+
+    store.get_lease = slow_read  # type: ignore[method-assign]
+    b._try()
+    last_write_lands = a.gate.until + TIMING.request_timeout_seconds
+    clock.now = last_write_lands - 0.01  # a silent since; its last write may be in flight
+    assert b._try() is not None and not b.gate.is_open()
+    clock.now = last_write_lands
+    assert b._try() is None and b.gate.is_open()

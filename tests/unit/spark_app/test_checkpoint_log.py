@@ -1,5 +1,5 @@
 """Reading a checkpoint's logs back, and the never-backwards merge with the group's offsets
-(rules 3 and 5)."""
+(rules 3, 5 and 9)."""
 
 import pytest
 
