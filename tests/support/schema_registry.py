@@ -1,0 +1,193 @@
+"""A real Schema Registry on loopback for the integration tier: Apicurio Registry, which serves
+the Confluent-compatible API under /apis/ccompat/v7 (the API the source's decoder speaks).
+
+Apicurio publishes each release's built server (a Quarkus runner jar and its lib/, the "all"
+distribution) on Maven Central. Maven fetches that one artifact (`dependency:get`, not a
+dependency of a pom: the release's parent pom is not on Maven Central, so Maven cannot read the
+artifact's descriptor) and it is unpacked once per version under $STREAMJOB_CACHE/registry.
+Storage is the server's default, an in-memory H2 database: every start is an empty registry.
+
+CLI: python -m tests.support.schema_registry {start,stop,fetch} --dir D --port P
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+import urllib.request
+from pathlib import Path
+
+from tests.support.kafka_broker import CACHE, _wait_gone, free_port
+
+APICURIO_VERSION = "3.0.9"
+_ARTIFACT = "io.apicurio:apicurio-registry-app:{version}:tar.gz:all"
+# The dependency plugin whose `get` copies one artifact without reading its descriptor.
+_GET = "org.apache.maven.plugins:maven-dependency-plugin:2.8:get"
+CCOMPAT = "/apis/ccompat/v7"
+SCHEMA_JSON = "application/vnd.schemaregistry.v1+json"
+
+
+def registry_dist(version: str = APICURIO_VERSION) -> Path:
+    """The unpacked server of a version, fetched through Maven once; concurrent callers (test
+    sessions side by side) wait for one fetch."""
+    target = CACHE / "registry" / version / "dist"
+    if (target / ".complete").exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (target / ".complete").exists():
+            return target
+        if shutil.which("mvn") is None:
+            raise RuntimeError("Maven (mvn) is required to fetch the schema registry")
+        archive = target.parent / "registry.tar.gz"
+        subprocess.run(
+            ["mvn", "-q", "-B", _GET, f"-Dartifact={_ARTIFACT.format(version=version)}",
+             "-Dtransitive=false", f"-Ddest={archive}"],
+            check=True,
+        )  # fmt: skip
+        tmp = target.with_name("dist.tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        with tarfile.open(archive) as tar:
+            tar.extractall(tmp, filter="data")
+        archive.unlink()
+        shutil.rmtree(target, ignore_errors=True)
+        tmp.rename(target)
+        (target / ".complete").touch()
+        return target
+
+
+def _runner_jar(dist: Path) -> Path:
+    jars = sorted(dist.glob("*-runner.jar"))
+    if not jars:
+        raise RuntimeError(f"no *-runner.jar in {dist}")
+    return jars[0]
+
+
+class SchemaRegistry:
+    """One registry process on 127.0.0.1:`port`; `stop(kill=True)` is a crash. Its storage is
+    in memory: a restart forgets every schema."""
+
+    def __init__(self, workdir: Path, port: int | None = None, *, heap: str = "256m"):
+        self.workdir = Path(workdir)
+        self.port = port or free_port()
+        self.heap = heap
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        """The base URL of the Confluent-compatible API (what a client is configured with)."""
+        return f"http://127.0.0.1:{self.port}{CCOMPAT}"
+
+    @property
+    def log_file(self) -> Path:
+        return self.workdir / "registry.log"
+
+    def start(self, timeout: float = 120.0) -> SchemaRegistry:
+        dist = registry_dist()
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        command = [
+            "java",
+            f"-Xmx{self.heap}",
+            # A test server: a small heap, no JIT tiers beyond C1 (starts faster, less CPU).
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            f"-Dquarkus.http.port={self.port}",
+            "-Dquarkus.http.host=127.0.0.1",
+            "-jar",
+            str(_runner_jar(dist)),
+        ]
+        with open(self.log_file, "ab") as out:
+            self.process = subprocess.Popen(
+                command, cwd=self.workdir, stdout=out, stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )  # fmt: skip
+        (self.workdir / "registry.pid").write_text(str(self.process.pid))
+        self.wait_ready(timeout)
+        return self
+
+    def wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        health = f"http://127.0.0.1:{self.port}/health/ready"
+        while time.monotonic() < deadline:
+            if self.process is not None and self.process.poll() is not None:
+                raise RuntimeError(f"schema registry exited; see {self.log_file}")
+            with contextlib.suppress(OSError), urllib.request.urlopen(health, timeout=2) as answer:
+                if answer.status == 200:
+                    return
+            time.sleep(0.2)
+        raise TimeoutError(f"schema registry on port {self.port} not ready after {timeout}s")
+
+    def stop(self, kill: bool = False) -> None:
+        pid = self.process.pid if self.process else _read_pid(self.workdir)
+        if pid is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL if kill else signal.SIGTERM)
+        if self.process is not None:
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(pid, signal.SIGKILL)
+                self.process.wait()
+        else:
+            _wait_gone(pid, 30)
+        self.process = None
+        (self.workdir / "registry.pid").unlink(missing_ok=True)
+
+    def __enter__(self) -> SchemaRegistry:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop(kill=True)
+
+    # What a test producer does: register a schema, as a Confluent serializer would.
+    def register(self, subject: str, schema: dict | str, schema_type: str = "AVRO") -> int:
+        """Registers `schema` under `subject`; returns its id (the one in the wire format)."""
+        text = schema if isinstance(schema, str) else json.dumps(schema)
+        body = {"schema": text, "schemaType": schema_type}
+        return int(self.call("POST", f"/subjects/{subject}/versions", body)["id"])
+
+    def call(self, method: str, path: str, body: dict | None = None) -> dict:
+        """One request to the Confluent-compatible API; raises urllib's HTTPError on an error."""
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(
+            self.url + path, data=data, method=method, headers={"Content-Type": SCHEMA_JSON}
+        )
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return json.loads(response.read())
+
+
+def _read_pid(workdir: Path) -> int | None:
+    pid_file = workdir / "registry.pid"
+    return int(pid_file.read_text()) if pid_file.exists() else None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("action", choices=["start", "stop", "fetch"])
+    parser.add_argument("--dir", type=Path, default=CACHE / "local-registry")
+    parser.add_argument("--port", type=int, default=8081)
+    args = parser.parse_args(argv)
+    if args.action == "fetch":
+        print(registry_dist())
+        return 0
+    registry = SchemaRegistry(args.dir, args.port)
+    registry.stop()  # the one of an earlier run, if any; one at a time
+    if args.action == "start":
+        registry.start()
+        print(f"Apicurio Registry {APICURIO_VERSION} serving {registry.url}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
