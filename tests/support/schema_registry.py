@@ -13,12 +13,15 @@ CLI: python -m tests.support.schema_registry {start,stop,fetch} --dir D --port P
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import fcntl
+import io
 import json
 import os
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import tarfile
@@ -77,10 +80,18 @@ class SchemaRegistry:
     """One registry process on 127.0.0.1:`port`; `stop(kill=True)` is a crash. Its storage is
     in memory: a restart forgets every schema."""
 
-    def __init__(self, workdir: Path, port: int | None = None, *, heap: str = "256m"):
+    def __init__(
+        self,
+        workdir: Path,
+        port: int | None = None,
+        *,
+        heap: str = "256m",
+        basic_auth: tuple[str, str] | None = None,
+    ):
         self.workdir = Path(workdir)
         self.port = port or free_port()
         self.heap = heap
+        self.basic_auth = basic_auth  # (user, password) that every /apis request must carry
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -103,6 +114,7 @@ class SchemaRegistry:
             "-XX:TieredStopAtLevel=1",
             f"-Dquarkus.http.port={self.port}",
             "-Dquarkus.http.host=127.0.0.1",
+            *self._auth_properties(),
             "-jar",
             str(_runner_jar(dist)),
         ]
@@ -114,6 +126,21 @@ class SchemaRegistry:
         (self.workdir / "registry.pid").write_text(str(self.process.pid))
         self.wait_ready(timeout)
         return self
+
+    def _auth_properties(self) -> list[str]:
+        """Quarkus' HTTP basic auth with one user of its embedded realm on the API paths (the
+        health endpoint stays open)."""
+        if self.basic_auth is None:
+            return []
+        user, password = self.basic_auth
+        return [
+            "-Dquarkus.http.auth.basic=true",
+            "-Dquarkus.security.users.embedded.enabled=true",
+            "-Dquarkus.security.users.embedded.plain-text=true",
+            f"-Dquarkus.security.users.embedded.users.{user}={password}",
+            "-Dquarkus.http.auth.permission.api.paths=/apis/*",
+            "-Dquarkus.http.auth.permission.api.policy=authenticated",
+        ]
 
     def wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -160,11 +187,24 @@ class SchemaRegistry:
     def call(self, method: str, path: str, body: dict | None = None) -> dict:
         """One request to the Confluent-compatible API; raises urllib's HTTPError on an error."""
         data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(
-            self.url + path, data=data, method=method, headers={"Content-Type": SCHEMA_JSON}
-        )
+        headers = {"Content-Type": SCHEMA_JSON}
+        if self.basic_auth is not None:
+            token = base64.b64encode(":".join(self.basic_auth).encode()).decode()
+            headers["Authorization"] = f"Basic {token}"
+        request = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
         with urllib.request.urlopen(request, timeout=30) as response:
             return json.loads(response.read())
+
+
+def wire_format(schema_id: int, schema: dict, record: object) -> bytes:
+    """A record's value as a Confluent Avro serializer writes it: magic byte 0, the schema id
+    (4 bytes, big-endian), the Avro binary encoding of `record`."""
+    import fastavro
+
+    out = io.BytesIO()
+    out.write(struct.pack(">bI", 0, schema_id))
+    fastavro.schemaless_writer(out, fastavro.parse_schema(schema, named_schemas={}), record)
+    return out.getvalue()
 
 
 def _read_pid(workdir: Path) -> int | None:
