@@ -158,6 +158,7 @@ def test_poison_records_are_classified_and_decoding_goes_on(
         b"\x01" + good[1:],  # bad magic byte
         wire_format(987_654, ORDER_V1, ORDER),  # an id no one registered
         good[:-4],  # payload cut inside the map
+        wire_format(good_id, ORDER_V1, {**ORDER, "id": 2**40})[:7],  # cut inside a varint
         good[:3],  # not even a header
         wire_format(clash_id, clash, {**ORDER, "id": "seven"}),
         good + b"\x02\x04",  # bytes after the value
@@ -172,6 +173,7 @@ def test_poison_records_are_classified_and_decoding_goes_on(
     assert reasons == [
         BAD_MAGIC_BYTE,
         UNKNOWN_SCHEMA_ID,
+        TRUNCATED,
         TRUNCATED,
         TRUNCATED,
         UNRESOLVABLE_SCHEMA,
@@ -197,6 +199,8 @@ def test_the_registry_is_asked_once_per_schema_id(
     decoded = [decoder.decode(v) for v in consume_values(kafka.bootstrap, topic)]
     assert sum(isinstance(d, Poison) for d in decoded) == 2
     assert client.requests - before == 3  # v1, v2 and the unknown id, once each
+    client.schema_by_id(v1)  # the client's own cache, for any other caller
+    assert client.requests - before == 3
 
 
 @pytest.fixture
