@@ -25,6 +25,7 @@ from typing import Any
 import fastavro
 from fastavro.read import SchemaResolutionError
 
+from spark_app.avro_types import UnsupportedAvroSchema, converter, spark_type
 from spark_app.schema_registry_client import (
     RegisteredSchema,
     SchemaNotFound,
@@ -77,7 +78,9 @@ def resolve_reader_schema(
             f"subject {subject!r} version {found.version} is {found.schema_type}, not AVRO"
         )
     try:
-        _parse(found.schema)
+        spark_type(_parse(found.schema, expand=True))
+    except UnsupportedAvroSchema as exc:
+        raise ReaderSchemaError(f"subject {subject!r} version {found.version}: {exc}") from None
     except (ValueError, fastavro.schema.SchemaParseException) as exc:
         raise ReaderSchemaError(f"subject {subject!r}: not a valid Avro schema: {exc}") from None
     return found
@@ -91,11 +94,14 @@ class AvroDecoder:
         self.client = client
         self.reader = reader
         self._reader_schema = _parse(reader.schema)
+        expanded = _parse(reader.schema, expand=True)
+        self.column_type = spark_type(expanded)[0]  # the decoded column's Spark type
+        self._convert = converter(expanded)
         self._writers: dict[int, Any] = {}  # schema id -> parsed writer schema, or Poison
 
-    def decode(self, value: bytes | None) -> dict[str, Any] | Poison | None:
-        """The record as a dict of the reader schema's fields, a `Poison`, or None for a null
-        value (a tombstone is not poison)."""
+    def decode(self, value: bytes | None) -> Any:
+        """The value in the shape of `column_type` (a dict for a record schema), a `Poison`,
+        or None for a null value (a tombstone is not poison)."""
         if value is None:
             return None
         if len(value) < HEADER_SIZE:
@@ -127,7 +133,7 @@ class AvroDecoder:
             message = f"schema id {schema_id} is not a valid Avro schema: {exc}"
             return Poison(UNRESOLVABLE_SCHEMA, message, schema_id)
 
-    def _read(self, payload: memoryview, schema_id: int, writer: Any) -> dict[str, Any] | Poison:
+    def _read(self, payload: memoryview, schema_id: int, writer: Any) -> Any:
         buffer = io.BytesIO(payload)
         try:
             record = fastavro.schemaless_reader(buffer, writer, self._reader_schema)
@@ -145,12 +151,11 @@ class AvroDecoder:
         if left:
             message = f"{left} bytes left after a value of schema id {schema_id}"
             return Poison(MALFORMED_PAYLOAD, message, schema_id)
-        if not isinstance(record, dict):  # a non-record reader schema: one column "value"
-            return {"value": record}
-        return record
+        return record if self._convert is None else self._convert(record)
 
 
-def _parse(schema_text: str) -> Any:
+def _parse(schema_text: str, expand: bool = False) -> Any:
     """A parsed schema with its own table of named types (writer and reader schemas often
-    share type names; one shared table would mix them up)."""
-    return fastavro.parse_schema(json.loads(schema_text), named_schemas={})
+    share type names; one shared table would mix them up); `expand` writes named types out
+    where they are used (what the column type is read from)."""
+    return fastavro.parse_schema(json.loads(schema_text), named_schemas={}, expand=expand)

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
+from spark_app.avro_types import arrow_column
 from spark_app.decoding import (
     BAD_MAGIC_BYTE,
     MALFORMED_PAYLOAD,
@@ -119,6 +120,13 @@ def test_older_and_newer_records_decode_to_the_latest_schema(
     decoder = AvroDecoder(client, reader)
     decoded = [decoder.decode(v) for v in consume_values(kafka.bootstrap, topic)]
     assert decoded == [{**ORDER, "note": None}, {**ORDER, "note": "hi"}]
+    # The rows fit the column Spark's from_avro would give the reader schema.
+    assert decoder.column_type.fieldNames()[-2:] == ["counts", "note"]
+    column = arrow_column(decoded, decoder.column_type).to_pylist()
+    assert [(row["placed"], row["price"], row["note"]) for row in column] == [
+        (PLACED, Decimal("12.34"), None),
+        (PLACED, Decimal("12.34"), "hi"),
+    ]
 
 
 def test_a_pinned_version_reads_older_and_newer_records_in_its_own_shape(
@@ -258,3 +266,11 @@ def test_a_missing_subject_or_version_at_start_is_a_clear_error(
     schema_registry.register("one-version-value", ORDER_V1)
     with pytest.raises(ReaderSchemaError, match=r"has no version 5.*valueSchemaVersion"):
         resolve_reader_schema(client, "one-version-value", 5)
+    shapeless = {
+        "type": "record",
+        "name": "S",
+        "fields": [{"name": "x", "type": ["int", "string"]}],
+    }
+    schema_registry.register("shapeless-value", shapeless)
+    with pytest.raises(ReaderSchemaError, match=r"version 1: value\.x: a union of 2 non-null"):
+        resolve_reader_schema(client, "shapeless-value")
