@@ -18,9 +18,7 @@ import contextlib
 import fcntl
 import io
 import json
-import os
 import shutil
-import signal
 import struct
 import subprocess
 import sys
@@ -29,7 +27,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-from tests.support.kafka_broker import CACHE, _wait_gone, free_port
+from tests.support.kafka_broker import CACHE, free_port
+from tests.support.process_group import stop_group
 
 APICURIO_VERSION = "3.0.9"
 _ARTIFACT = "io.apicurio:apicurio-registry-app:{version}:tar.gz:all"
@@ -155,21 +154,9 @@ class SchemaRegistry:
         raise TimeoutError(f"schema registry on port {self.port} not ready after {timeout}s")
 
     def stop(self, kill: bool = False) -> None:
-        pid = self.process.pid if self.process else _read_pid(self.workdir)
-        if pid is None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pid, signal.SIGKILL if kill else signal.SIGTERM)
-        if self.process is not None:
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(pid, signal.SIGKILL)
-                self.process.wait()
-        else:
-            _wait_gone(pid, 30)
+        """SIGTERM waits for a clean shutdown; kill=True is a crash (SIGKILL)."""
+        stop_group(self.process, self.workdir / "registry.pid", kill, timeout=30)
         self.process = None
-        (self.workdir / "registry.pid").unlink(missing_ok=True)
 
     def __enter__(self) -> SchemaRegistry:
         return self.start()
@@ -205,11 +192,6 @@ def wire_format(schema_id: int, schema: dict, record: object) -> bytes:
     out.write(struct.pack(">bI", 0, schema_id))
     fastavro.schemaless_writer(out, fastavro.parse_schema(schema, named_schemas={}), record)
     return out.getvalue()
-
-
-def _read_pid(workdir: Path) -> int | None:
-    pid_file = workdir / "registry.pid"
-    return int(pid_file.read_text()) if pid_file.exists() else None
 
 
 def main(argv: list[str] | None = None) -> int:
