@@ -25,7 +25,7 @@ from typing import Any
 import fastavro
 from fastavro.read import SchemaResolutionError
 
-from spark_app.avro_types import UnsupportedAvroSchema, converter, spark_type
+from spark_app.avro_types import UnsupportedAvroSchema, arrow_column, converter, spark_type
 from spark_app.schema_registry_client import (
     RegisteredSchema,
     SchemaNotFound,
@@ -159,3 +159,34 @@ def _parse(schema_text: str, expand: bool = False) -> Any:
     share type names; one shared table would mix them up); `expand` writes named types out
     where they are used (what the column type is read from)."""
     return fastavro.parse_schema(json.loads(schema_text), named_schemas={}, expand=expand)
+
+
+class PoisonRecordError(RuntimeError):
+    """A record that cannot be decoded, where no dead-letter topic takes it: names the record
+    (topic, partition, offset) and the reason, so it can be found and skipped."""
+
+    def __init__(self, topic: str, partition: int, offset: int, poison: Poison):
+        self.topic, self.partition, self.offset, self.poison = topic, partition, offset, poison
+        super().__init__(
+            f"poison record {topic}-{partition} offset {offset}: {poison.reason}: "
+            f"{poison.message}; the query cannot pass it until the group's offset of the "
+            f"partition is moved to {offset + 1}"
+        )
+
+
+def decode_value_column(batch: Any, decoder: AvroDecoder) -> Any:
+    """An Arrow record batch of the source's columns with `value` decoded into the reader
+    schema's column type; raises PoisonRecordError at the first record that cannot be."""
+    import pyarrow as pa
+
+    rows = []
+    for i, value in enumerate(batch.column("value").to_pylist()):
+        row = decoder.decode(value)
+        if isinstance(row, Poison):
+            topic, partition = batch.column("topic")[i].as_py(), batch.column("partition")[i]
+            offset = batch.column("offset")[i].as_py()
+            raise PoisonRecordError(topic, partition.as_py(), offset, row)
+        rows.append(row)
+    column = arrow_column(rows, decoder.column_type)
+    index = batch.schema.get_field_index("value")
+    return batch.set_column(index, pa.field("value", column.type), column)

@@ -24,9 +24,12 @@ from spark_app.decoding import (
     UNRESOLVABLE_SCHEMA,
     AvroDecoder,
     Poison,
+    PoisonRecordError,
     ReaderSchemaError,
+    decode_value_column,
     resolve_reader_schema,
 )
+from spark_app.partition_reader import KafkaInputPartition, read_range
 from spark_app.schema_registry_client import (
     RegistryRefused,
     RegistryUnavailable,
@@ -209,6 +212,36 @@ def test_the_registry_is_asked_once_per_schema_id(
     assert client.requests - before == 3  # v1, v2 and the unknown id, once each
     client.schema_by_id(v1)  # the client's own cache, for any other caller
     assert client.requests - before == 3
+
+
+def test_the_sources_batches_get_a_typed_value_column_and_stop_at_a_poison_record(
+    kafka: KafkaBroker, schema_registry: SchemaRegistry
+) -> None:
+    subject = _subject("batches")
+    v1 = schema_registry.register(subject, ORDER_V1)
+    good = [wire_format(v1, ORDER_V1, {**ORDER, "id": n}) for n in range(5)]
+    topic = _produce(kafka, [*good, b"\x07not avro", good[0]])
+    client = _client(schema_registry)
+    decoder = AvroDecoder(client, resolve_reader_schema(client, subject))
+
+    def batches(end: int) -> list:
+        # The executors' own read (the pure-Python path), as Spark's Python worker runs it.
+        config = {"bootstrap.servers": kafka.bootstrap}
+        p = KafkaInputPartition(topic, 0, 0, end, client_config=config, read_path="python")
+        reader = read_range(p)
+        try:
+            return [decode_value_column(batch, decoder) for batch in reader]
+        finally:
+            reader.close()  # its consumer, also when a poison record stops the read
+
+    decoded = batches(5)
+    values = [row for batch in decoded for row in batch.column("value").to_pylist()]
+    assert [row["id"] for row in values] == list(range(5))
+    assert values[0]["placed"] == PLACED and values[0]["address"] == {"city": "Lyon", "zip": None}
+    assert decoded[0].column("offset").to_pylist()[:2] == [0, 1]  # metadata columns kept
+    with pytest.raises(PoisonRecordError, match=rf"{topic}-0 offset 5: bad-magic-byte") as error:
+        batches(7)
+    assert "moved to 6" in str(error.value)
 
 
 @pytest.fixture
