@@ -62,3 +62,11 @@ def test_credentials_never_show_in_errors_or_reprs():
     for text in (repr(options), repr(decoding), repr(decoding.registry_client())):
         assert "s3cret" not in text
     assert pickle.loads(pickle.dumps(options)) == options  # travels to executors
+
+
+def test_the_source_refuses_avro_until_its_read_path_decodes_it():
+    from spark_app.source import KafkaCheckpointedDataSource
+
+    assert KafkaCheckpointedDataSource(dict(BASE)).schema().fieldNames()[1] == "value"
+    with pytest.raises(OptionError, match="valueFormat='avro': the source reads raw values only"):
+        KafkaCheckpointedDataSource(dict(AVRO)).schema()
