@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import os
 import re
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from spark_app.offsets import parse_starting_offsets
+from spark_app.schema_registry_client import SchemaRegistryClient
 
 _RESET_STRATEGIES = ("earliest", "latest", "error")
 _ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
@@ -34,6 +36,17 @@ _RESERVED_CLIENT_KEYS = {
     "isolation.level": "use the isolationLevel option",
     "group.id": "use kafka.group.id",
 }
+# How the value column is read: `raw` bytes (Spark's columns), or `avro` in the Confluent wire
+# format, decoded with schemas from a schema registry (spark_app/decoding.py).
+VALUE_FORMATS = ("raw", "avro")
+_REGISTRY_OPTIONS = (
+    "schemaRegistryUrl",
+    "schemaRegistryUser",
+    "schemaRegistryPassword",
+    "schemaRegistryTimeoutMs",
+    "valueSubject",
+    "valueSchemaVersion",
+)
 _SECRET_KEY = re.compile(r"password|secret|token|jaas|sasl\.oauthbearer\.config|key$", re.I)
 
 
@@ -70,6 +83,74 @@ def _choice(options: Mapping[str, str], name: str, default: str, choices: tuple[
     return value
 
 
+@dataclass(frozen=True)
+class ValueDecoding:
+    """valueFormat=avro: the registry (basic auth optional) and the reader schema, a subject's
+    pinned version or its latest at query start."""
+
+    registry_url: str
+    subject: str
+    version: int | str  # a version number, or "latest"
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)  # never printed
+    registry_timeout_ms: int = 60_000
+
+    def registry_client(self) -> SchemaRegistryClient:
+        return SchemaRegistryClient(
+            self.registry_url, self.username, self.password, self.registry_timeout_ms / 1000
+        )
+
+
+def _value_decoding(
+    options: Mapping[str, str], topics: tuple[str, ...] | None
+) -> ValueDecoding | None:
+    if _choice(options, "valueFormat", "raw", VALUE_FORMATS) == "raw":
+        given = [name for name in _REGISTRY_OPTIONS if name.lower() in options]
+        if given:
+            raise OptionError(f"option {given[0]} is used only with valueFormat=avro")
+        return None
+    url = options.get("schemaregistryurl", "").strip()
+    parsed = urllib.parse.urlsplit(url)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise OptionError(
+            "option schemaRegistryUrl is required with valueFormat=avro: the registry's "
+            "Confluent-compatible API, http(s)://host:port[/path]"
+        )
+    if parsed.username is not None or parsed.password is not None:  # never echo the URL
+        raise OptionError(
+            "option schemaRegistryUrl must not hold credentials: use schemaRegistryUser "
+            "and schemaRegistryPassword"
+        )
+    user, password = options.get("schemaregistryuser"), options.get("schemaregistrypassword")
+    if password is not None and user is None:
+        raise OptionError("option schemaRegistryPassword needs schemaRegistryUser")
+    subject = options.get("valuesubject")
+    if subject is None and topics is not None and len(topics) == 1:
+        subject = f"{topics[0]}-value"  # Confluent's TopicNameStrategy
+    if not subject:
+        raise OptionError(
+            "option valueSubject is required with valueFormat=avro unless exactly one topic is "
+            "subscribed (then it is <topic>-value)"
+        )
+    return ValueDecoding(
+        registry_url=url.rstrip("/"),
+        subject=subject,
+        version=_schema_version(options.get("valueschemaversion", "latest")),
+        username=user,
+        password=password,
+        registry_timeout_ms=_int(options, "schemaRegistryTimeoutMs", 60_000, 1) or 60_000,
+    )
+
+
+def _schema_version(raw: str) -> int | str:
+    value = raw.strip().lower()
+    if value == "latest":
+        return value
+    if value.isdigit() and int(value) >= 1:
+        return int(value)
+    raise OptionError(f"option valueSchemaVersion={raw!r} must be latest or a version number >= 1")
+
+
 def redact(config: Mapping[str, str]) -> dict[str, str]:
     """A copy of client properties that is safe to log."""
     return {k: ("***" if _SECRET_KEY.search(k) else v) for k, v in config.items()}
@@ -96,6 +177,7 @@ class SourceOptions:
     drain_path: str | None
     read_path: str = "auto"
     native_engine: str = "auto"
+    value_decoding: ValueDecoding | None = None
     client_config: dict[str, str] = field(default_factory=dict)
 
     def __repr__(self) -> str:  # never print credentials passed through kafka.*
@@ -174,6 +256,7 @@ class SourceOptions:
                 options, "readPath", os.environ.get(READ_PATH_ENV, "auto"), READ_PATHS
             ),
             native_engine=_choice(options, "nativeEngine", "auto", NATIVE_ENGINES),
+            value_decoding=_value_decoding(options, topics),
             client_config=client,
         )
 

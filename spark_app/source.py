@@ -10,7 +10,7 @@ the first planning call.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
@@ -23,7 +23,7 @@ from pyspark.sql.types import StructType
 
 from spark_app import offsets as off
 from spark_app.driver_side import DriverSide
-from spark_app.options import SourceOptions
+from spark_app.options import OptionError, SourceOptions
 from spark_app.partition_reader import spark_schema
 
 FORMAT = "kafka_checkpointed"
@@ -35,6 +35,7 @@ class KafkaCheckpointedDataSource(DataSource):
         return FORMAT
 
     def schema(self) -> StructType:
+        _refuse_unread_value_format(self.options)
         include = str(self.options.get("includeHeaders", "false")).lower() == "true"
         return spark_schema(include)
 
@@ -45,6 +46,17 @@ class KafkaCheckpointedDataSource(DataSource):
         from spark_app.kafka_sink import KafkaStreamWriter
 
         return KafkaStreamWriter(dict(self.options))
+
+
+def _refuse_unread_value_format(options: Mapping[str, str]) -> None:
+    """valueFormat=avro is parsed and its decoder exists (spark_app/decoding.py), but the read
+    path does not use it yet: a query asking for it fails instead of reading raw bytes."""
+    value_format = {k.lower(): v for k, v in options.items()}.get("valueformat", "raw")
+    if value_format.strip().lower() != "raw":
+        raise OptionError(
+            f"option valueFormat={value_format!r}: the source reads raw values only for now "
+            "(Avro decoding is not in the read path yet); use valueFormat=raw"
+        )
 
 
 class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.kafka_broker import KafkaBroker
+from tests.support.schema_registry import SchemaRegistry
 
 # pytest's `pythonpath` (pyproject.toml) puts the checked-out tree on this process's sys.path;
 # the processes tests start (Spark's Python workers, the operator, tools) get it here.
@@ -23,3 +24,11 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
     """One real Kafka broker (KRaft) for the session; tests use topics of their own."""
     with KafkaBroker(tmp_path_factory.mktemp("kafka")) as broker:
         yield broker
+
+
+@pytest.fixture(scope="session")
+def schema_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SchemaRegistry]:
+    """One real Schema Registry (Apicurio, Confluent-compatible API) for the session; tests
+    use subjects of their own."""
+    with SchemaRegistry(tmp_path_factory.mktemp("registry")) as registry:
+        yield registry

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import base64
-import contextlib
 import fcntl
 import os
 import re
@@ -26,6 +25,8 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+
+from tests.support.process_group import read_pid, stop_group
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 POM = REPO_ROOT / "scripts" / "kafka" / "pom.xml"
@@ -341,22 +342,8 @@ class KafkaBroker:
 
     def stop(self, kill: bool = False) -> None:
         """SIGTERM waits for a clean shutdown; kill=True is a crash (SIGKILL)."""
-        pid = self.process.pid if self.process else _read_pid(self.workdir)
-        if pid is None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pid, signal.SIGCONT)  # a frozen node must see its signal
-            os.killpg(pid, signal.SIGKILL if kill else signal.SIGTERM)
-        if self.process is not None:
-            try:
-                self.process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(pid, signal.SIGKILL)
-                self.process.wait()
-        else:
-            _wait_gone(pid, 60)
+        stop_group(self.process, self.workdir / "broker.pid", kill, timeout=60)
         self.process = None
-        (self.workdir / "broker.pid").unlink(missing_ok=True)
 
     def __enter__(self) -> KafkaBroker:
         return self.start()
@@ -378,21 +365,6 @@ def make_tls(secrets: Path) -> Path:
     return keystore
 
 
-def _read_pid(workdir: Path) -> int | None:
-    pid_file = workdir / "broker.pid"
-    return int(pid_file.read_text()) if pid_file.exists() else None
-
-
-def _wait_gone(pid: int, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.1)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("action", choices=["start", "stop", "fetch"])
@@ -407,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
         broker.stop()
         print(f"stopped the broker in {args.dir}")
         return 0
-    if _read_pid(args.dir) is not None:
+    if read_pid(args.dir / "broker.pid") is not None:
         broker.stop()  # a stale broker of an earlier run; one at a time
     broker.start()
     print(f"Kafka {kafka_version()} running on {broker.bootstrap} (logs: {broker.log_file})")

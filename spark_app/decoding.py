@@ -1,0 +1,192 @@
+"""Avro values in the Confluent wire format, decoded to one reader schema.
+
+A record's value is a magic byte (0), the writer's schema id (4 bytes, big-endian) and the
+Avro binary payload. The writer's schema comes from the registry by that id (cached by the
+client: once per id); the payload is resolved to the reader schema by Avro's resolution rules
+(fields added with defaults, removed fields skipped, promotions such as int -> long), so
+records written with older or newer compatible schemas mid-stream all decode to one shape.
+The reader schema is fixed when the query starts: a pinned subject version, or the subject's
+latest version at that moment (`resolve_reader_schema`).
+
+A record that cannot be decoded is *poison*, returned as `Poison` with a reason (one of
+POISON_REASONS) and a message naming the cause, never raised: the caller decides whether it
+goes to a dead-letter topic or fails the query naming the record. A registry outage is not
+poison (the record is fine): `RegistryUnavailable` propagates after the client's retries.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+import fastavro
+from fastavro.read import SchemaResolutionError
+
+from spark_app.avro_types import UnsupportedAvroSchema, arrow_column, converter, spark_type
+from spark_app.schema_registry_client import (
+    RegisteredSchema,
+    SchemaNotFound,
+    SchemaRegistryClient,
+)
+
+MAGIC_BYTE = 0
+HEADER_SIZE = 5  # magic byte + 4-byte schema id
+
+BAD_MAGIC_BYTE = "bad-magic-byte"
+TRUNCATED = "truncated"
+UNKNOWN_SCHEMA_ID = "unknown-schema-id"
+UNRESOLVABLE_SCHEMA = "unresolvable-schema"
+MALFORMED_PAYLOAD = "malformed-payload"
+POISON_REASONS = (
+    BAD_MAGIC_BYTE,
+    TRUNCATED,
+    UNKNOWN_SCHEMA_ID,
+    UNRESOLVABLE_SCHEMA,
+    MALFORMED_PAYLOAD,
+)
+
+
+@dataclass(frozen=True)
+class Poison:
+    """A record that cannot be decoded: `reason` is one of POISON_REASONS."""
+
+    reason: str
+    message: str
+    schema_id: int | None = None
+
+
+class ReaderSchemaError(ValueError):
+    """The reader schema cannot be had (no such subject or version, not Avro, not valid)."""
+
+
+def resolve_reader_schema(
+    client: SchemaRegistryClient, subject: str, version: int | str = "latest"
+) -> RegisteredSchema:
+    """The reader schema, once at query start; the answer is pinned for the query's life."""
+    try:
+        found = client.subject_version(subject, version)
+    except SchemaNotFound:
+        raise ReaderSchemaError(
+            f"subject {subject!r} has no version {version} in the schema registry at "
+            f"{client.url}: register the schema or fix valueSubject / valueSchemaVersion"
+        ) from None
+    if found.schema_type.upper() != "AVRO":
+        raise ReaderSchemaError(
+            f"subject {subject!r} version {found.version} is {found.schema_type}, not AVRO"
+        )
+    try:
+        spark_type(_parse(found.schema, expand=True))
+    except UnsupportedAvroSchema as exc:
+        raise ReaderSchemaError(f"subject {subject!r} version {found.version}: {exc}") from None
+    except (ValueError, fastavro.schema.SchemaParseException) as exc:
+        raise ReaderSchemaError(f"subject {subject!r}: not a valid Avro schema: {exc}") from None
+    return found
+
+
+class AvroDecoder:
+    """Decodes wire-format values to the reader schema; `decode` never raises for a bad
+    record, only for a registry outage."""
+
+    def __init__(self, client: SchemaRegistryClient, reader: RegisteredSchema):
+        self.client = client
+        self.reader = reader
+        self._reader_schema = _parse(reader.schema)
+        expanded = _parse(reader.schema, expand=True)
+        self.column_type = spark_type(expanded)[0]  # the decoded column's Spark type
+        self._convert = converter(expanded)
+        self._writers: dict[int, Any] = {}  # schema id -> parsed writer schema, or Poison
+
+    def decode(self, value: bytes | None) -> Any:
+        """The value in the shape of `column_type` (a dict for a record schema), a `Poison`,
+        or None for a null value (a tombstone is not poison)."""
+        if value is None:
+            return None
+        if len(value) < HEADER_SIZE:
+            return Poison(TRUNCATED, f"{len(value)} bytes: shorter than the 5-byte header")
+        if value[0] != MAGIC_BYTE:
+            return Poison(BAD_MAGIC_BYTE, f"magic byte {value[0]}, expected {MAGIC_BYTE}")
+        (schema_id,) = struct.unpack_from(">I", value, 1)
+        writer = self._writer(schema_id)
+        if isinstance(writer, Poison):
+            return writer
+        return self._read(memoryview(value)[HEADER_SIZE:], schema_id, writer)
+
+    def _writer(self, schema_id: int) -> Any:
+        if schema_id not in self._writers:
+            self._writers[schema_id] = self._fetch_writer(schema_id)
+        return self._writers[schema_id]
+
+    def _fetch_writer(self, schema_id: int) -> Any:
+        try:
+            found = self.client.schema_by_id(schema_id)
+        except SchemaNotFound:
+            return Poison(UNKNOWN_SCHEMA_ID, f"schema id {schema_id} is not registered", schema_id)
+        if found.schema_type.upper() != "AVRO":
+            message = f"schema id {schema_id} is {found.schema_type}, not AVRO"
+            return Poison(UNRESOLVABLE_SCHEMA, message, schema_id)
+        try:
+            return _parse(found.schema)
+        except (ValueError, fastavro.schema.SchemaParseException) as exc:
+            message = f"schema id {schema_id} is not a valid Avro schema: {exc}"
+            return Poison(UNRESOLVABLE_SCHEMA, message, schema_id)
+
+    def _read(self, payload: memoryview, schema_id: int, writer: Any) -> Any:
+        buffer = io.BytesIO(payload)
+        try:
+            record = fastavro.schemaless_reader(buffer, writer, self._reader_schema)
+        except SchemaResolutionError as exc:
+            message = f"schema id {schema_id} does not resolve to the reader schema: {exc}"
+            return Poison(UNRESOLVABLE_SCHEMA, message, schema_id)
+        except Exception as exc:  # fastavro's errors on garbage are not one class
+            # Running off the end is EOFError, or IndexError inside a varint.
+            if isinstance(exc, EOFError) or buffer.tell() >= len(payload):
+                message = f"{len(payload)}-byte payload ends inside a value (schema id {schema_id})"
+                return Poison(TRUNCATED, message, schema_id)
+            message = f"payload does not decode with schema id {schema_id}: {exc!r}"
+            return Poison(MALFORMED_PAYLOAD, message, schema_id)
+        left = len(payload) - buffer.tell()
+        if left:
+            message = f"{left} bytes left after a value of schema id {schema_id}"
+            return Poison(MALFORMED_PAYLOAD, message, schema_id)
+        return record if self._convert is None else self._convert(record)
+
+
+def _parse(schema_text: str, expand: bool = False) -> Any:
+    """A parsed schema with its own table of named types (writer and reader schemas often
+    share type names; one shared table would mix them up); `expand` writes named types out
+    where they are used (what the column type is read from)."""
+    return fastavro.parse_schema(json.loads(schema_text), named_schemas={}, expand=expand)
+
+
+class PoisonRecordError(RuntimeError):
+    """A record that cannot be decoded, where no dead-letter topic takes it: names the record
+    (topic, partition, offset) and the reason, so it can be found and skipped."""
+
+    def __init__(self, topic: str, partition: int, offset: int, poison: Poison):
+        self.topic, self.partition, self.offset, self.poison = topic, partition, offset, poison
+        super().__init__(
+            f"poison record {topic}-{partition} offset {offset}: {poison.reason}: "
+            f"{poison.message}; the query cannot pass it until the group's offset of the "
+            f"partition is moved to {offset + 1}"
+        )
+
+
+def decode_value_column(batch: Any, decoder: AvroDecoder) -> Any:
+    """An Arrow record batch of the source's columns with `value` decoded into the reader
+    schema's column type; raises PoisonRecordError at the first record that cannot be."""
+    import pyarrow as pa
+
+    rows = []
+    for i, value in enumerate(batch.column("value").to_pylist()):
+        row = decoder.decode(value)
+        if isinstance(row, Poison):
+            topic, partition = batch.column("topic")[i].as_py(), batch.column("partition")[i]
+            offset = batch.column("offset")[i].as_py()
+            raise PoisonRecordError(topic, partition.as_py(), offset, row)
+        rows.append(row)
+    column = arrow_column(rows, decoder.column_type)
+    index = batch.schema.get_field_index("value")
+    return batch.set_column(index, pa.field("value", column.type), column)
