@@ -173,6 +173,29 @@ def _client_keys_schema() -> dict[str, Any]:
     return schema
 
 
+# Sink options the job sets from a field (Spark's options are case-insensitive, the user's are
+# applied last): an override would move the epoch's output or its checkpoint, and with them
+# exactly-once and restore.
+SINK_OPTION_FIELDS = {
+    "path": "spec.job.sink.path",
+    "checkpointlocation": "spec.checkpoint.location",
+    "topic": "spec.job.sink.topic",
+    "kafka.bootstrap.servers": "spec.job.sink.bootstrapServers",
+}
+
+
+def _sink_options_schema() -> dict[str, Any]:
+    schema = _keys_schema(_CLIENT_KEY, 255)
+    schema["x-kubernetes-validations"].append(
+        {
+            "rule": f"self.all(k, !(k.lowerAscii() in {list(SINK_OPTION_FIELDS)}))",
+            "message": "options the job sets from a field are refused: "
+            + ", ".join(f"{key} (use {name})" for key, name in SINK_OPTION_FIELDS.items()),
+        }
+    )
+    return schema
+
+
 def _modes_rules() -> list[dict[str, Any]]:
     """CEL: outputMode among the modes its sink runs (SINK_OUTPUT_MODES), one rule per set."""
     by_modes: dict[tuple[str, ...], list[str]] = {}
@@ -411,13 +434,19 @@ class SinkSpec(SpecModel):
     options: Options = Field(
         default_factory=dict,
         description="Extra options passed to the Spark sink. Credentials are refused here: "
-        "use the spec's Secret references.",
-        json_schema_extra=_keys_schema(_CLIENT_KEY, 255),
+        "use the spec's Secret references. So are the options the job sets from a field "
+        "(any case: " + ", ".join(SINK_OPTION_FIELDS) + ").",
+        json_schema_extra=_sink_options_schema(),
     )
 
     @field_validator("options")
     @classmethod
     def _option_keys(cls, value: dict[str, str]) -> dict[str, str]:
+        for key in value:
+            if (field := SINK_OPTION_FIELDS.get(key.lower())) is not None:
+                raise ValueError(
+                    f"sink option {key[:100]!r} would override {field}: remove it and set {field}"
+                )
         return check_keys(value, _CLIENT_KEY, "sink option")
 
     @field_validator("path")

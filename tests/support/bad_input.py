@@ -140,16 +140,21 @@ def unnamed_mounts(draw: st.DrawFn, base: Base) -> Case:
     return spec, "spec.volumeMounts"
 
 
-# --- Kafka client properties that have a field of their own -----------------------------------
+# --- options that have a field of their own (Kafka client properties, sink options) ----------
 
 
 @st.composite
-def reserved_client_keys(draw: st.DrawFn, base: Base) -> Case:
-    key = draw(st.sampled_from(sorted(CLIENT_KEY_FIELDS)))
+def reserved_keys(draw: st.DrawFn, base: Base) -> Case:
     value = draw(st.text(string.ascii_letters + string.digits + "_:.", min_size=1, max_size=20))
     spec = base()
-    spec["job"]["source"]["kafka"] = {"client.id": "me", key: value}
-    return spec, "spec.job.source.kafka"
+    if draw(st.booleans()):
+        key = draw(st.sampled_from(sorted(CLIENT_KEY_FIELDS)))
+        spec["job"]["source"]["kafka"] = {"client.id": "me", key: value}
+        return spec, "spec.job.source.kafka"
+    key = draw(st.sampled_from(["path", "checkpointLocation", "topic", "kafka.bootstrap.servers"]))
+    key = "".join(c.upper() if draw(st.booleans()) else c for c in key)  # any case
+    spec["job"]["sink"]["options"] = {"compression": "snappy", key: value}
+    return spec, "spec.job.sink.options"
 
 
 # --- a cross-field contradiction the runner's preflight refuses --------------------------------
@@ -224,7 +229,7 @@ def classes(base: Base) -> dict[str, st.SearchStrategy[Case]]:
         "output-modes": bad_output_modes(base),
         "null-values": null_values(base),
         "unnamed-mounts": unnamed_mounts(base),
-        "reserved-client-keys": reserved_client_keys(base),
+        "reserved-keys": reserved_keys(base),
         "source-contradictions": source_contradictions(base),
         "malformed-pod-templates": malformed_pod_templates(base),
     }
