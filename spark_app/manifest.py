@@ -18,12 +18,13 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
 from pydantic.alias_generators import to_camel
 
-from spark_app.offsets import parse_starting_offsets
+from spark_app.offsets import MAX_TOPIC, TOPIC_PATTERN, parse_starting_offsets
 
 API_GROUP = "sparkkafka.dev"
 API_VERSION = "v1alpha1"
@@ -34,8 +35,9 @@ _TRANSFORM_REF = r"^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*$"
 # be blank or carry surrounding whitespace. Patterns are written for both regex engines that
 # check them: pydantic's (Rust) and the API server's (Go RE2): ASCII classes, no lookaround.
 MAX_TEXT = 4096
-# Kafka's topic names.
-TOPIC = r"^[a-zA-Z0-9._-]{1,249}$"
+# Kafka's topic names (with max_length=MAX_TOPIC beside it).
+TOPIC = TOPIC_PATTERN
+_TOPIC_RULE = "Kafka topic names: 1 to 249 of a-z A-Z 0-9 . _ -, not '.' or '..'"
 # host:port[,host:port]; a host is a name, an IPv4 address or a bracketed IPv6 address.
 _HOST_PORT = r"(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9._-]+):[0-9]{1,5}"
 BOOTSTRAP = f"^{_HOST_PORT}(,{_HOST_PORT})*$"
@@ -43,12 +45,13 @@ BOOTSTRAP = f"^{_HOST_PORT}(,{_HOST_PORT})*$"
 TRIMMED = r"^[^\s](.*[^\s])?$"
 # A start mode: named, a timestamp (ms), or per-partition JSON (checked by the models).
 STARTING_OFFSETS = r"^(committed|earliest|latest|timestamp:[0-9]{1,13}|\{[\s\S]*\})$"
-# A Hadoop file system location: an absolute path, or scheme://authority[/path]. Characters
-# that Hadoop's Path parses specially (':' in the path, '?', '#', '%', spaces) are refused.
+# A Hadoop file system location: file:///path or scheme://authority[/path]. Characters that
+# Hadoop's Path parses specially (':' in the path, '?', '#', '%', spaces) are refused.
 LOCATION = (
-    r"^(file://)?/[A-Za-z0-9._~/@=+,-]*$"
+    r"^file:///[A-Za-z0-9._~/@=+,-]*$"
     r"|^[a-z][a-z0-9+.-]*://[A-Za-z0-9._~@:-]+(/[A-Za-z0-9._~/@=+,-]*)?$"
 )
+# Each rule is (CEL, message); `check_location` applies the same rules for pydantic, in order.
 _LOCATION_RULES = [
     (
         "!self.startsWith('file:') || self.startsWith('file:///')",
@@ -58,17 +61,37 @@ _LOCATION_RULES = [
         "!self.startsWith('s3a://') || self.matches('^s3a://[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?(/.*)?$')",
         "an s3a:// location starts with a bucket name (lower case): s3a://bucket/prefix",
     ),
+    (
+        "self.matches('^[a-z][a-z0-9+.-]*://')",
+        "a location names its file system: file:///path on a mounted volume, "
+        "s3a://bucket/prefix, hdfs://namenode/path (a bare path would be resolved against "
+        "whatever fs.defaultFS is)",
+    ),
+    (
+        "!self.matches('^file://(/+[.]{0,2})*$')",
+        "a file:// location is a directory on a mounted volume, not the root (file:/// is the "
+        "container's read-only root file system): file:///mnt/checkpoints",
+    ),
 ]
 _S3A_BUCKET = re.compile(r"^s3a://[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?(/.*)?$")
+_SCHEME = re.compile(r"^[a-z][a-z0-9+.-]*://")
+# The local root (an object store's or a name node's root is a fine base: every job writes
+# below <location>/<namespace>/<name>).
+_ROOT = re.compile(r"^file://(/+[.]{0,2})*$")
 _CLIENT_KEY = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$"
 
 
 def check_location(value: str) -> str:
     """The CEL rules of a location, for pydantic (the same messages)."""
-    if value.startswith("file:") and not value.startswith("file:///"):
-        raise ValueError(_LOCATION_RULES[0][1])
-    if value.startswith("s3a://") and not _S3A_BUCKET.match(value):
-        raise ValueError(_LOCATION_RULES[1][1])
+    broken = [
+        value.startswith("file:") and not value.startswith("file:///"),
+        value.startswith("s3a://") and not _S3A_BUCKET.match(value),
+        not _SCHEME.match(value),
+        bool(_ROOT.match(value)),
+    ]
+    for (_, message), fails in zip(_LOCATION_RULES, broken, strict=True):
+        if fails:
+            raise ValueError(message)
     return value
 
 
@@ -93,16 +116,101 @@ def _keys_schema(pattern: str, limit: int) -> dict[str, Any]:
             {
                 "rule": f"self.all(k, size(k) >= 1 && size(k) <= {limit})",
                 "message": f"keys must have 1 to {limit} characters ({pattern})",
-            }
+            },
+            NO_NULL_VALUES,
         ]
     }
 
 
-Options = Annotated[
-    dict[str, Annotated[str, Field(max_length=MAX_TEXT)]],
-    Field(max_length=100),
-]
-_FILE_SINK_FORMATS = ("parquet", "json", "csv", "orc")
+# A null in a map of strings: the API server would drop the key without a word (it prunes
+# nulls of fields that are not nullable), so the job would run without the setting. The value
+# schemas are therefore nullable and this rule refuses the null, naming it.
+NULL_VALUE = "a value is null (the key would be dropped): quote it or remove the key"
+NO_NULL_VALUES: dict[str, Any] = {
+    "rule": "self.all(k, type(self[k]) != null_type)",
+    "message": NULL_VALUE,
+}
+# A string value of such a map: nullable in the schema (refused by NO_NULL_VALUES instead).
+MapValue = Annotated[str, Field(max_length=MAX_TEXT, json_schema_extra={"nullable": True})]
+Options = Annotated[dict[str, MapValue], Field(max_length=100)]
+FILE_SINK_FORMATS = ("parquet", "json", "csv", "orc")
+_MODES = ("append", "update", "complete")
+# The output modes Spark runs per sink (measured on Spark 4.3: its file sink refuses update and
+# complete; the kafka_checkpointed writer has no update, "does not support Update output mode").
+SINK_OUTPUT_MODES: dict[str, tuple[str, ...]] = {
+    **dict.fromkeys(FILE_SINK_FORMATS, ("append",)),
+    "kafka": ("append", "complete"),
+    "console": _MODES,
+    "noop": _MODES,
+}
+# Kafka client properties under source.kafka that have a field of their own (the source sets
+# them from it; `spark_app.options` refuses the managed ones in its options too).
+CLIENT_KEY_FIELDS = {
+    "bootstrap.servers": "bootstrapServers",
+    "group.id": "groupId",
+    "enable.auto.commit": "commitOffsetsOnCheckpoints",
+    "auto.offset.reset": "offsetResetStrategy",
+    "isolation.level": "isolationLevel",
+}
+
+
+def _own_field(key: str) -> str:
+    return (
+        f"Kafka client property {key!r} has a field of its own: remove it and set "
+        f"spec.job.source.{CLIENT_KEY_FIELDS[key]}"
+    )
+
+
+def _client_keys_schema() -> dict[str, Any]:
+    schema = _keys_schema(_CLIENT_KEY, 255)
+    schema["x-kubernetes-validations"].append(
+        {
+            "rule": f"self.all(k, !(k in {list(CLIENT_KEY_FIELDS)}))",
+            "message": "properties with a field of their own are refused: "
+            + ", ".join(f"{key} (use {name})" for key, name in CLIENT_KEY_FIELDS.items()),
+        }
+    )
+    return schema
+
+
+# Sink options the job sets from a field (Spark's options are case-insensitive, the user's are
+# applied last): an override would move the epoch's output or its checkpoint, and with them
+# exactly-once and restore.
+SINK_OPTION_FIELDS = {
+    "path": "spec.job.sink.path",
+    "checkpointlocation": "spec.checkpoint.location",
+    "topic": "spec.job.sink.topic",
+    "kafka.bootstrap.servers": "spec.job.sink.bootstrapServers",
+}
+
+
+def _sink_options_schema() -> dict[str, Any]:
+    schema = _keys_schema(_CLIENT_KEY, 255)
+    schema["x-kubernetes-validations"].append(
+        {
+            "rule": f"self.all(k, !(k.lowerAscii() in {list(SINK_OPTION_FIELDS)}))",
+            "message": "options the job sets from a field are refused: "
+            + ", ".join(f"{key} (use {name})" for key, name in SINK_OPTION_FIELDS.items()),
+        }
+    )
+    return schema
+
+
+def _modes_rules() -> list[dict[str, Any]]:
+    """CEL: outputMode among the modes its sink runs (SINK_OUTPUT_MODES), one rule per set."""
+    by_modes: dict[tuple[str, ...], list[str]] = {}
+    for sink, modes in SINK_OUTPUT_MODES.items():
+        if modes != _MODES:
+            by_modes.setdefault(modes, []).append(sink)
+    return [
+        {
+            "rule": f"!(self.format in {sinks}) || !has(self.outputMode) || "
+            f"self.outputMode in {list(modes)}",
+            "message": f"outputMode must be {' or '.join(modes)} for the {'/'.join(sinks)} sink",
+            "fieldPath": ".outputMode",
+        }
+        for modes, sinks in by_modes.items()
+    ]
 
 
 class SpecModel(BaseModel):
@@ -111,6 +219,12 @@ class SpecModel(BaseModel):
     model_config = ConfigDict(
         alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
     )
+
+
+_COMMITTED_NEEDS_GROUP = (
+    "groupId is required while startingOffsets is committed (the default): set groupId, or "
+    "startingOffsets earliest, latest, timestamp:<ms> or JSON"
+)
 
 
 class SourceSpec(SpecModel):
@@ -128,6 +242,11 @@ class SourceSpec(SpecModel):
                     "self.commitOffsetsOnCheckpoints : true) || has(self.groupId)",
                     "message": "groupId is required while commitOffsetsOnCheckpoints is true",
                 },
+                {
+                    "rule": "(has(self.startingOffsets) ? self.startingOffsets : 'committed') "
+                    "!= 'committed' || has(self.groupId)",
+                    "message": _COMMITTED_NEEDS_GROUP,
+                },
             ]
         }
     )
@@ -138,13 +257,14 @@ class SourceSpec(SpecModel):
         pattern=BOOTSTRAP,
         description="Kafka bootstrap servers, host:port[,host:port] (kafka.bootstrap.servers).",
     )
-    subscribe: list[Annotated[str, Field(min_length=1, max_length=249, pattern=TOPIC)]] | None = (
-        Field(
-            default=None,
-            min_length=1,
-            max_length=1000,
-            description="Topics to read. Exactly one of subscribe and subscribePattern is set.",
-        )
+    subscribe: (
+        list[Annotated[str, Field(min_length=1, max_length=MAX_TOPIC, pattern=TOPIC)]] | None
+    ) = Field(
+        default=None,
+        min_length=1,
+        max_length=1000,
+        description="Topics to read. Exactly one of subscribe and subscribePattern is set. "
+        f"{_TOPIC_RULE}.",
     )
     subscribe_pattern: str | None = Field(
         default=None,
@@ -215,8 +335,10 @@ class SourceSpec(SpecModel):
         default_factory=dict,
         description="Extra Kafka client properties passed through as kafka.<key> (for "
         "example security.protocol). Credentials are refused here: use the spec's Secret "
-        "references (kafkaCredentials).",
-        json_schema_extra=_keys_schema(_CLIENT_KEY, 255),
+        "references (kafkaCredentials). So are the properties with a field of their own: "
+        + ", ".join(f"{key} ({name})" for key, name in CLIENT_KEY_FIELDS.items())
+        + ".",
+        json_schema_extra=_client_keys_schema(),
     )
 
     @field_validator("starting_offsets")
@@ -228,6 +350,9 @@ class SourceSpec(SpecModel):
     @field_validator("kafka")
     @classmethod
     def _kafka_keys(cls, value: dict[str, str]) -> dict[str, str]:
+        for key in value:
+            if key in CLIENT_KEY_FIELDS:
+                raise ValueError(_own_field(key))
         return check_keys(value, _CLIENT_KEY, "Kafka client property")
 
     @field_validator("subscribe_pattern")
@@ -249,6 +374,8 @@ class SourceSpec(SpecModel):
                 "groupId is required while commitOffsetsOnCheckpoints is true; set "
                 "spec.job.source.groupId or set commitOffsetsOnCheckpoints: false"
             )
+        if self.starting_offsets == "committed" and not self.group_id:
+            raise ValueError(_COMMITTED_NEEDS_GROUP)
         return self
 
 
@@ -266,6 +393,7 @@ class SinkSpec(SpecModel):
                     "rule": "self.format != 'kafka' || has(self.topic)",
                     "message": "topic is required for the kafka sink",
                 },
+                *_modes_rules(),
             ]
         }
     )
@@ -287,9 +415,9 @@ class SinkSpec(SpecModel):
     topic: str | None = Field(
         default=None,
         min_length=1,
-        max_length=249,
+        max_length=MAX_TOPIC,
         pattern=TOPIC,
-        description="Output topic of the kafka sink.",
+        description=f"Output topic of the kafka sink. {_TOPIC_RULE}.",
     )
     bootstrap_servers: str | None = Field(
         default=None,
@@ -299,18 +427,26 @@ class SinkSpec(SpecModel):
         description="Bootstrap servers of the kafka sink; defaults to the source's.",
     )
     output_mode: Literal["append", "update", "complete"] = Field(
-        default="append", description="Spark output mode."
+        default="append",
+        description="Spark output mode. File sinks run append only, the kafka sink append or "
+        "complete; console and noop run all three.",
     )
     options: Options = Field(
         default_factory=dict,
         description="Extra options passed to the Spark sink. Credentials are refused here: "
-        "use the spec's Secret references.",
-        json_schema_extra=_keys_schema(_CLIENT_KEY, 255),
+        "use the spec's Secret references. So are the options the job sets from a field "
+        "(any case: " + ", ".join(SINK_OPTION_FIELDS) + ").",
+        json_schema_extra=_sink_options_schema(),
     )
 
     @field_validator("options")
     @classmethod
     def _option_keys(cls, value: dict[str, str]) -> dict[str, str]:
+        for key in value:
+            if (field := SINK_OPTION_FIELDS.get(key.lower())) is not None:
+                raise ValueError(
+                    f"sink option {key[:100]!r} would override {field}: remove it and set {field}"
+                )
         return check_keys(value, _CLIENT_KEY, "sink option")
 
     @field_validator("path")
@@ -318,9 +454,21 @@ class SinkSpec(SpecModel):
     def _path(cls, value: str | None) -> str | None:
         return None if value is None else check_location(value)
 
+    @field_validator("output_mode")
+    @classmethod
+    def _output_mode(cls, value: str, info: ValidationInfo) -> str:
+        sink = info.data.get("format")  # absent: format itself is invalid (reported there)
+        modes = SINK_OUTPUT_MODES.get(sink, _MODES) if isinstance(sink, str) else _MODES
+        if value not in modes:
+            raise ValueError(
+                f"the {sink} sink runs outputMode {' or '.join(modes)} only (Spark refuses "
+                f"{value} for it): set outputMode: {modes[0]}"
+            )
+        return value
+
     @model_validator(mode="after")
     def _check(self) -> SinkSpec:
-        if self.format in _FILE_SINK_FORMATS and not self.path:
+        if self.format in FILE_SINK_FORMATS and not self.path:
             raise ValueError(f"path is required for the {self.format} file sink")
         if self.format == "kafka" and not self.topic:
             raise ValueError("topic is required for the kafka sink")

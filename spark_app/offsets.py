@@ -156,8 +156,18 @@ def lag(end: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int])
 
 
 _TIMESTAMP_START = re.compile(r"timestamp:([0-9]{1,13})")
-_TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+# Kafka's own rule for topic names (its Topic.validate): 1 to 249 of [a-zA-Z0-9._-], and not
+# "." or "..". Written for both engines that check it (pydantic's and the API server's RE2):
+# no lookaround, so "not only dots" is spelled out; the length is checked beside it.
+TOPIC_PATTERN = r"^([a-zA-Z0-9._-]*[a-zA-Z0-9_-][a-zA-Z0-9._-]*|[.]{3,})$"
+MAX_TOPIC = 249
+_TOPIC = re.compile(TOPIC_PATTERN)
 _PARTITION = re.compile(r"[0-9]{1,10}")
+
+
+def is_topic_name(name: str) -> bool:
+    """A name Kafka accepts for a topic."""
+    return 1 <= len(name) <= MAX_TOPIC and bool(_TOPIC.fullmatch(name))
 
 
 def parse_starting_offsets(value: str) -> str | int | dict[str, dict[str, int]]:
@@ -178,7 +188,7 @@ def parse_starting_offsets(value: str) -> str | int | dict[str, dict[str, int]]:
         )
     result: dict[str, dict[str, int]] = {}
     for topic, partitions in parsed.items():
-        if not _TOPIC.fullmatch(topic):
+        if not is_topic_name(topic):
             raise ValueError(f"startingOffsets: {topic[:200]!r} is not a Kafka topic name")
         if not isinstance(partitions, dict) or not partitions:
             raise ValueError(f"startingOffsets[{topic!r}] must map partitions to offsets")

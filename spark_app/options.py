@@ -30,7 +30,7 @@ READ_PATH_ENV = "STREAMJOB_READ_PATH"
 NATIVE_ENGINES = ("auto", "fetch", "librdkafka")
 # Client properties this source sets itself: letting a user override them would break
 # range reads (auto.offset.reset), commits (enable.auto.commit) or planning (isolation).
-_RESERVED_CLIENT_KEYS = {
+RESERVED_CLIENT_KEYS = {
     "enable.auto.commit": "the source commits on checkpoints (commitOffsetsOnCheckpoints)",
     "auto.offset.reset": "use offsetResetStrategy (executors always use 'error')",
     "isolation.level": "use the isolationLevel option",
@@ -196,7 +196,7 @@ class SourceOptions:
         if not bootstrap:
             raise OptionError("option kafka.bootstrap.servers is required (host:port[,host:port])")
         group_id = client.pop("group.id", None)
-        for key, why in _RESERVED_CLIENT_KEYS.items():
+        for key, why in RESERVED_CLIENT_KEYS.items():
             if key in client:
                 raise OptionError(f"option kafka.{key} is managed by the source: {why}")
 

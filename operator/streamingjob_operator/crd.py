@@ -3,7 +3,9 @@
     python -m streamingjob_operator.crd > crds/streamingjob.yaml
 
 The output is a structural schema: `$ref`s inlined, Optional fields as plain types left out of
-`required` (no anyOf/nullable), descriptions everywhere, defaults, enums, CEL rules.
+`required` (no anyOf/nullable; `nullable` only on the values of string maps, whose nulls a CEL
+rule refuses instead of the API server dropping them), descriptions everywhere, defaults,
+enums, CEL rules.
 """
 
 from __future__ import annotations

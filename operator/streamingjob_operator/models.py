@@ -12,16 +12,25 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 from spark_app.manifest import (
     API_GROUP,
     API_VERSION,
     KIND,
-    MAX_TEXT,
+    NO_NULL_VALUES,
     CheckpointSpec,
     JobSpec,
+    MapValue,
     S3Spec,
     SpecModel,
     check_keys,
@@ -458,7 +467,7 @@ class StreamingJobSpec(SpecModel):
     checkpoint: CheckpointPolicySpec = Field(
         description="Where the job's state lives and how it is restored."
     )
-    spark_conf: dict[str, Annotated[str, Field(max_length=MAX_TEXT)]] = Field(
+    spark_conf: dict[str, MapValue] = Field(
         default_factory=dict,
         max_length=200,
         description="Extra Spark configuration (spark.* keys). Keys the operator uses for "
@@ -472,7 +481,8 @@ class StreamingJobSpec(SpecModel):
                 {
                     "rule": "self.all(k, k.startsWith('spark.') && size(k) <= 256)",
                     "message": "keys are Spark settings: spark.<name>, at most 256 characters",
-                }
+                },
+                NO_NULL_VALUES,
             ]
         },
     )
@@ -545,13 +555,16 @@ class StreamingJobSpec(SpecModel):
         max_length=64,
         description="Tolerations of the driver and executor pods.",
     )
-    node_selector: dict[str, Annotated[str, Field(max_length=63)]] = Field(
+    node_selector: dict[
+        str, Annotated[str, Field(max_length=63, json_schema_extra={"nullable": True})]
+    ] = Field(
         default_factory=dict,
         max_length=64,
         description="Node selector of the driver and executor pods.",
         json_schema_extra={
             "x-kubernetes-validations": [
-                {"rule": "self.all(k, size(k) <= 317)", "message": "label keys are too long"}
+                {"rule": "self.all(k, size(k) <= 317)", "message": "label keys are too long"},
+                NO_NULL_VALUES,
             ]
         },
     )
@@ -584,14 +597,30 @@ class StreamingJobSpec(SpecModel):
     def _conf_keys(cls, value: dict[str, str]) -> dict[str, str]:
         return check_keys(value, _SPARK_CONF_KEY, "Spark conf")
 
-    @model_validator(mode="after")
-    def _check(self) -> StreamingJobSpec:
-        mount_volumes = {m.get("name") for m in self.volume_mounts}
-        volume_names = {v.get("name") for v in self.volumes}
-        missing = sorted(str(n) for n in mount_volumes - volume_names)
-        if missing:
-            raise ValueError(f"volumeMounts name volumes that are not in volumes: {missing}")
-        return self
+    @field_validator("volume_mounts")
+    @classmethod
+    def _mounted_volumes(
+        cls, value: list[dict[str, Any]], info: ValidationInfo
+    ) -> list[dict[str, Any]]:
+        """Each mount names one of spec.volumes (the schema cannot say it: the items are
+        untyped in the released CRD, and CEL sees no field of an untyped item)."""
+        volumes = info.data.get("volumes")
+        if volumes is None:
+            return value  # volumes is itself invalid (reported there)
+        names = {v.get("name") for v in volumes if isinstance(v.get("name"), str)}
+        for i, mount in enumerate(value):
+            name = mount.get("name")
+            if not isinstance(name, str) or not name:
+                raise ValueError(
+                    f"volumeMounts[{i}] names no volume: set its name to one of spec.volumes[].name"
+                )
+            if name not in names:
+                raise ValueError(
+                    f"volumeMounts[{i}] mounts volume {name[:100]!r}, which spec.volumes does "
+                    f"not have: add it to spec.volumes or correct the name (volumes: "
+                    f"{sorted(names)[:10]})"
+                )
+        return value
 
 
 # --- status -----------------------------------------------------------------------------

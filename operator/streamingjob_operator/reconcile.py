@@ -435,6 +435,8 @@ class Reconciler:
         problems += check_spec(spec) + check_size(job, spec)
         if not problems:
             for dry in dry_run_pods(job, spec, status):
+                if dry.template_only and problems:
+                    continue  # the template's fields were named already
                 rejection = self.api.dry_run_create(dry.obj)
                 if rejection is not None:
                     problems += rejection_problems(dry, spec, rejection)

@@ -28,6 +28,9 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from spark_app.kafka_config import source_options
+from spark_app.options import OptionError, SourceOptions
+
 from .builders import (
     build_driver_pod,
     build_executor_template,
@@ -37,6 +40,7 @@ from .models import StreamingJobSpec, StreamingJobStatus
 from .naming import driver_pod_name
 from .pod_parts import (
     credential_env,
+    merge,
     pod_resources,
     secret_references,
 )
@@ -75,8 +79,12 @@ def parse(spec: dict[str, Any]) -> tuple[StreamingJobSpec | None, list[InvalidJo
         return StreamingJobSpec.model_validate(spec), []
     except ValidationError as exc:
         problems = []
-        for error in exc.errors(include_input=False, include_url=False):
+        for error in exc.errors(include_url=False):
             path = _spec_path(error["loc"])
+            if error["type"] == "string_type" and error.get("input", "") is None:
+                # a null in a map of strings (an older CRD pruned it: the key was dropped)
+                problems.append(InvalidJobError(path, "is null", "quote the value or remove it"))
+                continue
             message = str(error["msg"]).removeprefix("Value error, ")
             problems.append(
                 InvalidJobError(
@@ -198,9 +206,27 @@ def _secret_fix(key: str) -> str:
     return _ENV_FIX
 
 
+def check_source(spec: StreamingJobSpec) -> list[InvalidJobError]:
+    """The question the runner's preflight asks before Spark starts (`spark_app.runner.
+    preflight`: `SourceOptions.parse` of the options the driver's source gets), asked before
+    launching: a contradiction among the source's fields fails here, not in the driver. The
+    credentials' environment is left out: no option it sets can be refused."""
+    try:
+        SourceOptions.parse(source_options(spec.job.source, env={}))
+    except OptionError as exc:
+        return [
+            InvalidJobError(
+                "spec.job.source",
+                f"the job's source refuses its options: {exc}",
+                "correct spec.job.source (kubectl explain streamingjob.spec.job.source)",
+            )
+        ]
+    return []
+
+
 def check_spec(spec: StreamingJobSpec) -> list[InvalidJobError]:
     """Problems the schema cannot express (no I/O)."""
-    problems = []
+    problems = check_source(spec)
     for key in sorted(spec.spark_conf):
         where = f"spec.sparkConf[{key!r}]"
         if (fix := guardrail(key)) is not None:
@@ -324,6 +350,8 @@ class DryRun:
     what: str
     obj: dict[str, Any]
     role: str  # driver | executor
+    # a second look at what another dry run already covers: skipped once one found problems
+    template_only: bool = False
 
 
 def dry_run_pods(
@@ -358,17 +386,46 @@ def dry_run_pods(
         ex.cores, ex.memory, ex.memory_overhead, ex.cpu_limit, ex.cpu_request
     )
     pods = [DryRun("driver pod", driver, "driver"), DryRun("executor pod", executor, "executor")]
+    if spec.pod_template.metadata or spec.pod_template.spec:
+        pods.append(_template_as_written(driver, spec, job["metadata"]["namespace"]))
     for pod in pods:
         # generated names: the job's own driver and executors may exist under the real ones
         # (a dry run of an existing name is refused as AlreadyExists)
         pod.obj["metadata"].pop("name", None)
         pod.obj["metadata"]["generateName"] = f"{pod_name[:50].rstrip('-.')}-dry-run-"
+        if pod.template_only:
+            continue  # the template's own values, as written (_template_as_written)
         if spec.service_account_name is None:
             pod.obj["spec"].pop("serviceAccountName", None)
             pod.obj["spec"]["automountServiceAccountToken"] = False
         else:
             pod.obj["spec"]["serviceAccountName"] = spec.service_account_name
     return pods
+
+
+def _template_as_written(driver: dict[str, Any], spec: StreamingJobSpec, namespace: str) -> DryRun:
+    """The driver pod with the user's podTemplate winning over the operator's own fields.
+    Where the operator (or Spark, for executors) sets a field itself, the real pods never
+    show the template's value to the pod API: a wrong type or an unknown enum value there
+    (restartPolicy: Sometimes, labels as a list) would be dropped without a word. This pod
+    shows it. Its name, namespace and account are the operator's (as in `dry_run_pods`)
+    where the template's are strings: only their type is the template's to get wrong."""
+    own = spec.pod_template
+    pod = merge(driver, {"metadata": own.metadata, "spec": own.spec})
+    meta = pod["metadata"]
+    if isinstance(meta.get("name", ""), str):
+        meta.pop("name", None)
+    if isinstance(meta.get("namespace", ""), str):
+        meta["namespace"] = namespace
+    if not isinstance(own.spec.get("serviceAccountName", ""), str):
+        pass  # of the wrong type: the API server names it
+    elif spec.service_account_name is not None:
+        pod["spec"]["serviceAccountName"] = spec.service_account_name
+    else:
+        pod["spec"].pop("serviceAccountName", None)
+        if "automountServiceAccountToken" not in own.spec:
+            pod["spec"]["automountServiceAccountToken"] = False
+    return DryRun("driver pod with the podTemplate's own values", pod, "driver", True)
 
 
 _UNKNOWN_FIELD = re.compile(r'unknown field "([^"]+)"')

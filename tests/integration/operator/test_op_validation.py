@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections import Counter
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
@@ -12,7 +13,13 @@ from hypothesis import strategies as st
 from kubernetes import client
 
 from streamingjob_operator.naming import LABEL_JOB, label_value, service_name
-from tests.integration.operator.kube_helpers import Kube, job_spec, running_operator
+from tests.integration.operator.kube_helpers import (
+    DriverWatch,
+    Kube,
+    job_spec,
+    running_operator,
+)
+from tests.support.bad_input import classes
 from tests.support.polling import wait_for
 
 pytestmark = [
@@ -436,3 +443,32 @@ def test_a_missing_secret_is_invalid_until_created(kube: Kube, op, ns: str):
     assert "p" not in [a.split("=")[-1] for a in pod.spec.containers[0].args]
     assert "KAFKA_SASL_PASSWORD" in {e.name for e in pod.spec.containers[0].env}
     assert "password" not in args.lower()
+
+
+# --- bad input that used to reach a driver launch (tests/support/bad_input.py) ---------------
+#
+# One generated class at a time, ten manifests each: refused by the schema (422 naming the
+# field) or Invalid naming it (condition, Event, no child); a watch over the namespace sees
+# no driver pod created, ever, from the first manifest to the last.
+
+BAD_INPUT = settings(GENERATED, max_examples=10, database=None)
+CLASSES = classes(job_spec)
+
+
+@pytest.fixture(scope="module")
+def bad_input_ns(kube: Kube) -> Iterator[tuple[str, DriverWatch]]:
+    ns = kube.namespace()
+    with DriverWatch(kube, ns) as drivers:
+        yield ns, drivers
+
+
+@pytest.mark.parametrize("kind", sorted(CLASSES))
+@BAD_INPUT
+@given(data=st.data())
+def test_generated_bad_input_never_launches_a_driver(
+    kube: Kube, op, bad_input_ns: tuple[str, DriverWatch], kind: str, data
+):
+    ns, drivers = bad_input_ns
+    spec, field = data.draw(CLASSES[kind])
+    _refused_or_invalid(kube, ns, spec, field)
+    assert drivers.created == []

@@ -4,6 +4,7 @@ name yields valid child names, decide() survives every spec the schema admits.""
 from __future__ import annotations
 
 import ast
+import copy
 import re
 from datetime import timedelta
 from pathlib import Path
@@ -12,6 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from spark_app.manifest import CLIENT_KEY_FIELDS, SourceSpec
+from spark_app.options import RESERVED_CLIENT_KEYS
 from streamingjob_operator.builders import (
     build_disruption_budget,
     build_driver_pod,
@@ -33,13 +36,22 @@ from streamingjob_operator.status import status_body
 from streamingjob_operator.validation import (
     DryRun,
     Rejection,
+    check_source,
     check_spec,
     dry_run_pods,
     parse,
     rejection_problems,
     summary,
 )
-from tests.unit.operator.helpers_operator import exited, later, launched, make_spec, run
+from tests.support.bad_input import classes
+from tests.unit.operator.helpers_operator import (
+    BASE_SPEC,
+    exited,
+    later,
+    launched,
+    make_spec,
+    run,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -361,7 +373,7 @@ def test_unknown_fields_are_named_from_the_strict_decoding_message():
 
 
 def test_other_pod_fields_are_blamed_on_the_pod_template():
-    spec, (driver, _) = _dry_runs(podTemplate={"spec": {"priorityClassName": "Not Valid"}})
+    spec, (driver, *_) = _dry_runs(podTemplate={"spec": {"priorityClassName": "Not Valid"}})
     cause = ("spec.priorityClassName", "Invalid value")
     (problem,) = rejection_problems(driver, spec, Rejection(422, "Pod is invalid", (cause,)))
     assert problem.field == "spec.podTemplate"
@@ -373,3 +385,79 @@ def test_the_dry_run_pods_leave_out_the_account_the_operator_creates_later():
     _, pods = _dry_runs(serviceAccountName="mine")
     assert all(p.obj["spec"]["serviceAccountName"] == "mine" for p in pods)
     assert isinstance(pods[0], DryRun)
+
+
+# --- bad input that used to reach a driver launch (tests/support/bad_input.py) ---------------
+
+GENERATED = settings(
+    max_examples=25, deadline=None, derandomize=True, database=None, suppress_health_check=[]
+)
+_JOB = {"metadata": {"name": "orders", "namespace": "ns", "uid": "u"}, "spec": {}}
+CLASSES = classes(lambda: copy.deepcopy(BASE_SPEC))
+
+
+@pytest.mark.parametrize("kind", sorted(set(CLASSES) - {"malformed-pod-templates"}))
+@GENERATED
+@given(data=st.data())
+def test_generated_bad_input_is_refused_naming_the_field(kind, data):
+    """Every class is refused by the models or the rules without I/O, naming the field."""
+    raw, field = data.draw(CLASSES[kind])
+    spec, problems = parse(raw)
+    if spec is not None:
+        problems = check_spec(spec)
+    assert any(p.field.startswith(field) and p.fix for p in problems), summary(problems)
+    if kind == "null-values":
+        assert "null" in summary(problems)
+
+
+@GENERATED
+@given(case=CLASSES["malformed-pod-templates"])
+def test_the_pod_template_s_own_values_reach_a_dry_run(case):
+    """Fields the operator sets itself hide the template's value from the real pods' dry
+    runs; one more pod shows the pod API every value of the template as written."""
+    raw, _ = case
+    spec, problems = parse(raw)
+    assert spec is not None, summary(problems)
+    *real, written = dry_run_pods(_JOB, spec, StreamingJobStatus())
+    assert written.template_only and not any(p.template_only for p in real)
+    for dotted, value in _leaves(raw["podTemplate"]):
+        node = written.obj
+        for part in dotted:
+            node = node[part]
+        assert node == value, dotted
+
+
+def _leaves(node, path=()):
+    if isinstance(node, dict) and node:
+        for key, sub in node.items():
+            yield from _leaves(sub, (*path, key))
+    else:
+        yield path, node
+
+
+def test_no_template_no_extra_dry_run_and_the_account_stays_the_operator_s():
+    _, pods = _dry_runs()
+    assert len(pods) == 2
+    _, pods = _dry_runs(podTemplate={"spec": {"serviceAccountName": "theirs", "hostPID": 1}})
+    written = pods[-1].obj["spec"]
+    assert "serviceAccountName" not in written and written["hostPID"] == 1
+    assert written["automountServiceAccountToken"] is False
+
+
+def test_the_runner_s_preflight_question_is_asked_before_launch():
+    """check_source asks SourceOptions.parse, as the runner's preflight does: a contradiction
+    the models would miss (built here past them) is refused naming spec.job.source."""
+    spec = make_spec()
+    source = spec.job.source.model_copy(
+        update={"group_id": None, "commit_offsets_on_checkpoints": False}
+    )
+    odd = spec.model_copy(update={"job": spec.job.model_copy(update={"source": source})})
+    (problem,) = check_source(odd)
+    assert problem.field == "spec.job.source" and "committed" in problem.message
+    assert check_source(spec) == []
+
+
+def test_every_client_key_the_source_manages_has_a_field_in_the_manifest():
+    assert set(RESERVED_CLIENT_KEYS) <= set(CLIENT_KEY_FIELDS)
+    for name in CLIENT_KEY_FIELDS.values():
+        assert name in SourceSpec.model_json_schema(by_alias=True)["properties"], name
