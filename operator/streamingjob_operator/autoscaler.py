@@ -149,6 +149,8 @@ def recommend(samples: Sequence[Sample], job: Job, policy: Policy) -> Recommenda
             f"stabilizing: the run started {since:.0f}s ago, "
             f"stabilizationSeconds={policy.stabilization_seconds:g}",
         )
+    if bounded := _out_of_bounds(current, policy):
+        return bounded
     horizon = max(policy.metrics_window_seconds, policy.scale_down_delay_seconds)
     recent = sorted(
         (s for s in samples if s.time >= max(job.run_started, job.now - horizon)),
@@ -164,6 +166,19 @@ def recommend(samples: Sequence[Sample], job: Job, policy: Policy) -> Recommenda
         return _few_batches(window, recent, job, policy, int(batches))
     rates = _rates(window, job, policy)
     return _decide(window, recent, job, policy, rates)
+
+
+def _out_of_bounds(current: int, policy: Policy) -> Recommendation | None:
+    """A count outside [min, max] (the bounds changed, or the autoscaler was just enabled)
+    moves to the nearest bound without waiting for metrics."""
+    if current < policy.min_executors:
+        target, bound = policy.min_executors, "minExecutors"
+    elif current > policy.max_executors:
+        target, bound = policy.max_executors, "maxExecutors"
+    else:
+        return None
+    action: Action = "up" if target > current else "down"
+    return Recommendation(action, target, f"{current} -> {target} executors: {bound}", target)
 
 
 def _none(current: int, reason: str, rates: Rates | None = None) -> Recommendation:
@@ -294,14 +309,14 @@ def _decide(
         return Recommendation("up", wanted, _because(r, current, wanted, policy), wanted, r)
     if r.utilization < bottom and wanted < current:
         return _down(recent, job, policy, r, wanted)
-    return Recommendation(
-        "hold",
-        current,
-        f"utilization {r.utilization:.2f} within [{bottom:.2f}, {top:.2f}]"
-        + (f" (wanted {wanted}, bounded)" if wanted != current else ""),
-        wanted,
-        r,
-    )
+    if bottom <= r.utilization <= top:
+        why = f"utilization {r.utilization:.2f} within [{bottom:.2f}, {top:.2f}]"
+    else:
+        why = (
+            f"utilization {r.utilization:.2f} outside [{bottom:.2f}, {top:.2f}], but {wanted} "
+            "executors is the bound (minExecutors, maxExecutors, partitions / executor cores)"
+        )
+    return Recommendation("hold", current, why, wanted, r)
 
 
 def _catching_up(window: _Window, r: Rates, policy: Policy) -> str:

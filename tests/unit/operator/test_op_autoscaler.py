@@ -161,3 +161,27 @@ def test_flink_defaults_beside_this_model():
     )
     assert [(d.time - 1200, d.after) for d in down.decisions] == [(930, 1)]
     assert [(d.time - 1200, d.after) for d in flink_down.decisions] == [(750, 2)]
+
+
+@pytest.mark.parametrize(
+    ("executors", "expected"),
+    [
+        (1, ("up", 2, "1 -> 2 executors: minExecutors")),
+        (9, ("down", 4, "9 -> 4 executors: maxExecutors")),
+    ],
+)
+def test_a_count_outside_the_bounds_moves_to_the_bound_after_stabilizing(executors, expected):
+    policy = Policy(min_executors=2, max_executors=4)
+    rec = recommend([], Job(executors, -600, 0), policy)
+    assert (rec.action, rec.executors, rec.reason) == expected
+    assert recommend([], Job(executors, -10, 0), policy).action == "none"
+
+
+def test_a_load_beyond_the_bounds_holds_and_says_so():
+    samples = [Sample(t, 300 * t, 0, t, 300 * t, 1.5 * t, 1.5 * t) for t in range(0, 130, 30)]
+    rec = recommend(samples, Job(2, -600, 120, partitions=2), DEFAULTS)
+    assert (rec.action, rec.executors, rec.wanted) == ("hold", 2, 2)
+    assert rec.reason == (
+        "utilization 1.50 outside [0.50, 0.90], but 2 executors is the bound (minExecutors, "
+        "maxExecutors, partitions / executor cores)"
+    )
