@@ -324,7 +324,7 @@ def _catching_up(window: _Window, r: Rates, policy: Policy) -> str:
     first, last = window.samples[0].lag, window.samples[-1].lag
     assert first is not None and last is not None
     falling = first - last
-    if falling <= 0.25 * first or first <= r.input_rate * MIN_BACKLOG_SECONDS:
+    if falling <= 0.1 * first or first <= r.input_rate * MIN_BACKLOG_SECONDS:
         return ""
     drained_in = last / (falling / window.span)
     if drained_in > policy.catch_up_seconds:

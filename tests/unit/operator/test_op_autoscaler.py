@@ -185,3 +185,34 @@ def test_a_load_beyond_the_bounds_holds_and_says_so():
         "utilization 1.50 outside [0.50, 0.90], but 2 executors is the bound (minExecutors, "
         "maxExecutors, partitions / executor cores)"
     )
+
+
+def _keeping_up(rates: list[float], executors: int, backlog: int = 0) -> list[Sample]:
+    """Readings every 30 s of a job at 100 records per execution second per executor, busy
+    whenever there is a backlog, with batches every 5 s; `rates[i]` is the input of interval i."""
+    samples = [Sample(0, backlog, backlog, 0, 0, 0.0, 0.0)]
+    end, rows, t = backlog, 0, 0
+    for rate in rates:
+        t, end = t + 30, end + int(rate * 30)
+        rows = min(end, rows + 100 * executors * 30)
+        busy = rows / (100 * executors)
+        samples.append(Sample(t, end, end - rows, t // 5, rows, busy, busy))
+    return samples
+
+
+def test_a_scale_down_never_goes_below_what_the_peak_needed():
+    # 10 executors (1000/s); intervals alternate 100/s and 450/s: both below the band's
+    # bottom (500/s), the average wants 4 executors (275 / 70), the peak 5 (450 / 90)
+    samples = _keeping_up([100, 450] * 11, executors=10)
+    rec = recommend(samples, Job(10, -600, samples[-1].time), Policy(max_executors=10))
+    assert (rec.action, rec.executors, rec.wanted) == ("down", 5, 4)
+
+
+def test_a_backlog_drained_within_the_catch_up_time_makes_no_decision():
+    # after a restore: 95/s on one executor of 100/s, the lag falls 5/s from 3000
+    samples = _keeping_up([95] * 4, executors=1, backlog=3000)
+    rec = recommend(samples, Job(1, -600, 120), Policy(catch_up_seconds=600))
+    assert rec.action == "none"
+    assert rec.reason == (
+        "catching up: lag 3000 -> 2400 in 120s, drained in about 480s <= catchUpSeconds=600"
+    )
