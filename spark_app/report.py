@@ -110,8 +110,7 @@ class Reporter:
 class Throughput:
     """Totals over the batches of this run, from Spark's per-batch progress: what the
     operator's autoscaler measures the job's true processing rate with (rows per second of
-    execution; busy time against the trigger interval). Counted once per batch id; idle
-    triggers (no addBatch) count for nothing."""
+    execution; busy time against the trigger interval). Counted once per batch id."""
 
     def __init__(self) -> None:
         self.last_batch = -1
@@ -121,12 +120,15 @@ class Throughput:
     def add(self, progresses: list[dict[str, Any]]) -> None:
         for progress in progresses:
             batch = progress.get("batchId")
-            if not isinstance(batch, int) or batch <= self.last_batch:
+            durations = progress.get("durationMs") or {}
+            # an idle trigger reports the id of the batch still to come: not counted, not seen
+            if (
+                not isinstance(batch, int)
+                or batch <= self.last_batch
+                or "addBatch" not in durations
+            ):
                 continue
             self.last_batch = batch
-            durations = progress.get("durationMs") or {}
-            if "addBatch" not in durations:
-                continue
             self.batches += 1
             self.rows += int(progress.get("numInputRows") or 0)
             self.busy_ms += int(durations.get("triggerExecution") or 0)

@@ -51,7 +51,7 @@ def test_throughput_counts_each_batch_once_and_skips_idle_triggers():
         return {"batchId": batch, "numInputRows": rows, "durationMs": durations}
 
     throughput.add([progress(7, 100, 900, 600), progress(8, 0, 20)])  # 8: an idle trigger
-    throughput.add([progress(7, 100, 900, 600), progress(8, 0, 20), progress(9, 50, 400, 300)])
+    throughput.add([progress(7, 100, 900, 600), progress(8, 0, 20), progress(8, 50, 400, 300)])
     assert throughput.as_report() == {
         "batches": 2,
         "rows": 150,
