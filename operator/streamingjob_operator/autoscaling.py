@@ -147,7 +147,9 @@ class Autoscaling:
         if st.phase != "Running" or running_since is None:
             a.action, a.reason = "none", f"not running (phase {st.phase})"
             return None
-        samples = self._sample(key, st, kafka, report)
+        samples, new = self._sample(key, st, kafka, report)
+        if not new and a.evaluated_at:
+            return None  # evaluated on this reading already: no status write per reconcile
         job = Job(
             executors=spec.executor.instances,
             run_started=running_since.timestamp(),
@@ -176,18 +178,19 @@ class Autoscaling:
         st: StreamingJobStatus,
         kafka: KafkaView | None,
         report: Report | None,
-    ) -> list[Sample]:
-        """Adds a reading per new Kafka reading of the current run; returns the window."""
+    ) -> tuple[list[Sample], bool]:
+        """Adds a reading per new Kafka reading of the current run; returns the readings and
+        whether one was added."""
         run = (st.epoch, st.attempt)
         with self._lock:
             window = self._windows.get(key)
             if window is None or window.run != run:
                 window = self._windows[key] = _Window(run, deque(maxlen=MAX_SAMPLES))
-            fresh = kafka is not None and kafka.read_at is not None
-            if fresh and kafka is not None and kafka.read_at != window.last_read:
+            new = kafka is not None and kafka.read_at not in (None, window.last_read)
+            if new and kafka is not None:
                 window.last_read = kafka.read_at
                 window.samples.append(_reading(kafka, report if _of_run(report, run) else None))
-            return list(window.samples)
+            return list(window.samples), new
 
 
 def _of_run(report: Report | None, run: tuple[int, int]) -> bool:

@@ -101,9 +101,10 @@ def _autoscaled_spec(bootstrap: str) -> dict:
             "minExecutors": 1,
             "maxExecutors": 6,
             "stabilizationSeconds": 3,
-            "metricsWindowSeconds": 10,
+            "metricsWindowSeconds": 20,
             "scaleDownDelaySeconds": 20,
-            "catchUpSeconds": 30,
+            # the lag the test's start leaves (a busy machine) must not decide the count
+            "catchUpSeconds": 3600,
         }
     )
     spec["job"]["source"].update(
@@ -136,7 +137,8 @@ def test_scales_up_once_in_the_epoch_and_undoes_a_foreign_scale(
     with FakeRun(kube, ns, "elastic", kafka.bootstrap) as run:
         kube.set_running(ns, "elastic-e1-a1-driver")
         run.running(attempt=1, executors=1)
-        # 150/s on one executor of 100/s: load max(150, 0.7 x (150 + lag/30)) over 0.7 x 100/s
+        # 150/s on one executor of 100/s: load max(150, 0.7 x (150 + lag/3600)) = 150/s,
+        # ceil(150 / (0.7 x 100)) = 3 executors
         wait_for(lambda: "elastic-e1-a2-driver" in kube.driver_names(ns), 90, "the rescale")
         job = kube.job(ns, "elastic")
         scaler = job["status"]["autoscaler"]
@@ -145,7 +147,9 @@ def test_scales_up_once_in_the_epoch_and_undoes_a_foreign_scale(
             "ScaledUp", 1, 3,
         )  # fmt: skip
         assert job["spec"]["executor"]["instances"] == 3 == scaler["executors"]
-        assert 120 <= scaler["inputRate"] <= 180 and 90 <= scaler["processingRate"] <= 110
+        # measured: the log ends on the broker (the producer runs by the clock; bursts on a busy
+        # machine), the runner report's rows per execution second
+        assert 100 <= scaler["inputRate"] <= 250 and 95 <= scaler["processingRate"] <= 105
         assert (job["status"]["epoch"], job["status"]["attempt"]) == (1, 2)  # a restore
         assert _driver_instances(kube, ns, "elastic-e1-a2-driver") == "3"
         events = kube.wait_for_events(ns, "elastic", {"ScaledUp"})

@@ -62,7 +62,10 @@ def test_a_sustained_overload_is_a_scale_up_recorded_in_status():
         view = _view(second, 150 * second, 150 * second - 50)
         now = T0 + timedelta(seconds=second)
         rescale = scaler.step(KEY, spec, st, view, _report(second), now) or rescale
-        scaler.step(KEY, spec, st, view, _report(second), now)  # the same reading: no sample
+        evaluated = st.autoscaler.evaluated_at  # type: ignore[union-attr]
+        later = now + timedelta(seconds=5)  # another reconcile, the same reading: unchanged
+        assert scaler.step(KEY, spec, st, view, _report(second), later) is None
+        assert st.autoscaler.evaluated_at == evaluated  # type: ignore[union-attr]
     assert rescale is not None
     assert (rescale.before, rescale.to, rescale.event_reason) == (1, 3, "ScaledUp")
     a = st.autoscaler
