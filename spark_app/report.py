@@ -105,3 +105,39 @@ class Reporter:
         self.report["startOffsets"] = source.get("startOffsets", {})
         self.report["commits"] = self.commits() if self.commits else source.get("commits", {})
         self.report["dataLossSkippedOffsets"] = source.get("dataLossSkippedOffsets", 0)
+
+
+class Throughput:
+    """Totals over the batches of this run, from Spark's per-batch progress: what the
+    operator's autoscaler measures the job's true processing rate with (rows per second of
+    execution; busy time against the trigger interval). Counted once per batch id."""
+
+    def __init__(self) -> None:
+        self.last_batch = -1
+        self.batches = self.rows = 0
+        self.busy_ms = self.execution_ms = 0
+
+    def add(self, progresses: list[dict[str, Any]]) -> None:
+        for progress in progresses:
+            batch = progress.get("batchId")
+            durations = progress.get("durationMs") or {}
+            # an idle trigger reports the id of the batch still to come: not counted, not seen
+            if (
+                not isinstance(batch, int)
+                or batch <= self.last_batch
+                or "addBatch" not in durations
+            ):
+                continue
+            self.last_batch = batch
+            self.batches += 1
+            self.rows += int(progress.get("numInputRows") or 0)
+            self.busy_ms += int(durations.get("triggerExecution") or 0)
+            self.execution_ms += int(durations["addBatch"] or 0)
+
+    def as_report(self) -> dict[str, int]:
+        return {
+            "batches": self.batches,
+            "rows": self.rows,
+            "busyMs": self.busy_ms,
+            "executionMs": self.execution_ms,
+        }

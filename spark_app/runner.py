@@ -54,7 +54,7 @@ from spark_app.query import (
     load_transform,
     start_query,
 )
-from spark_app.report import ConfigMapPublisher, Reporter, now_iso
+from spark_app.report import ConfigMapPublisher, Reporter, Throughput, now_iso
 
 log = logging.getLogger("spark_app.runner")
 
@@ -379,6 +379,7 @@ def supervise(
     batch in flight has ended."""
     seen_batch = None
     stop_deadline = None
+    throughput = Throughput()  # the autoscaler's processing rate (report "throughput")
 
     def durable(batch_id: int) -> bool:
         """Spark posts a batch's progress after writing its commit-log entry; the entry is
@@ -401,7 +402,10 @@ def supervise(
         if group is not None and durable(seen_batch):
             group.batch_durable(off.from_json(batch["endOffsets"]))
             group.wait(LINE_WAIT_S)  # the line shows the group at this batch's end
-        report = reporter.update(latestBatch=batch, executors=executor_tasks(spark))
+        throughput.add(query.recentProgress)  # every batch since the last look
+        report = reporter.update(
+            latestBatch=batch, executors=executor_tasks(spark), throughput=throughput.as_report()
+        )
         committed = (report.get("commits") or {}).get("lastCommitted")
         if committed:
             line += f", group offsets {json.dumps(committed, separators=(',', ':'))}"

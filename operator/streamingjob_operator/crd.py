@@ -198,6 +198,11 @@ def build_crd() -> dict[str, Any]:
                         {"name": "Start", "type": "string", "jsonPath": ".status.startPath"},
                         {"name": "Lag", "type": "integer", "jsonPath": ".status.lag"},
                         {
+                            "name": "Executors",
+                            "type": "integer",
+                            "jsonPath": ".status.executors",
+                        },
+                        {
                             "name": "Age",
                             "type": "date",
                             "jsonPath": ".metadata.creationTimestamp",

@@ -76,6 +76,7 @@ FIELD_CLASSES: dict[str, str] = {
     "redeploy_nonce": SEPARATE,
     "suspend": SEPARATE,
     "offsets_action": SEPARATE,  # runs while suspended (offsets_action.py), never relaunches
+    "autoscaler": IGNORE,  # read at each reading; its rescales change executor.instances
 }
 
 # The fixed vocabulary of Event reasons (also used in status.history).
@@ -108,6 +109,9 @@ REASONS = (
     "OffsetsAltered",
     "OffsetsRefused",
     "OffsetsFailed",
+    "ScaledUp",  # the autoscaler (autoscaling.py)
+    "ScaledDown",
+    "ScaleRefused",  # a foreign change of spec.executor.instances undone (autoscaler on)
     "LeaderElected",  # on the operator's Lease, not a job (leadership.py)
     "LeaderLost",
     "LeaderReleased",

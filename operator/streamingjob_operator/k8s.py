@@ -215,9 +215,30 @@ class KubeApi:
             },
             "status": status,
         }
+        return self._job_write(
+            "update status of", job, self.custom.replace_namespaced_custom_object_status, body
+        )
+
+    def set_executor_instances(self, job: dict[str, Any], count: int) -> dict[str, Any]:
+        """The autoscaler's rescale (or its undoing of a foreign one): spec.executor.instances,
+        the field the scale subresource writes, under the job's resourceVersion (ConflictError
+        if it changed since it was read)."""
+        meta = job["metadata"]
+        body = {
+            "metadata": {"resourceVersion": meta.get("resourceVersion")},
+            "spec": {"executor": {"instances": count}},
+        }
+        return self._job_write(
+            "set executor instances of", job, self.custom.patch_namespaced_custom_object, body
+        )
+
+    def _job_write(
+        self, what: str, job: dict[str, Any], fn: Callable[..., Any], body: dict[str, Any]
+    ) -> dict[str, Any]:
+        meta = job["metadata"]
         return self._raw(
-            f"update status of {meta['namespace']}/{meta['name']}",
-            self.custom.replace_namespaced_custom_object_status,
+            f"{what} {meta['namespace']}/{meta['name']}",
+            fn,
             API_GROUP,
             API_VERSION,
             meta["namespace"],

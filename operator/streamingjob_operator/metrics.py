@@ -59,6 +59,8 @@ class _Job:
     committed: dict[tuple[str, str], int] = field(default_factory=dict)
     end: dict[tuple[str, str], int] = field(default_factory=dict)
     restarts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(RESTART_REASONS, 0))
+    recommended: int | None = None  # status.autoscaler (spec.autoscaler.enabled)
+    utilization: float | None = None
 
 
 class JobMetrics(Collector):
@@ -92,6 +94,9 @@ class JobMetrics(Collector):
             job.start_path = status.start_path
             job.progress_at = progress if running else None
             job.commit_failures = report.commit_failures if current and report else None
+            scaler = status.autoscaler
+            job.recommended = scaler.recommendation or None if scaler is not None else None
+            job.utilization = scaler.utilization if scaler is not None else None
             if status.suspended:  # nothing reads while suspended: no offsets series
                 job.committed, job.end = {}, {}
             elif kafka is not None and kafka.committed is not None and kafka.end is not None:
@@ -159,7 +164,21 @@ class JobMetrics(Collector):
             "Offset commits that failed in the current run (driver report).",
             labels=base,
         )
+        recommended = GaugeMetricFamily(
+            "streamingjob_autoscaler_recommended_executors",
+            "The executor count the autoscaler recommends (spec.autoscaler.enabled).",
+            labels=base,
+        )
+        utilization = GaugeMetricFamily(
+            "streamingjob_autoscaler_utilization",
+            "The load over the executors' measured processing rate (autoscaler).",
+            labels=base,
+        )
         for (namespace, name), job in sorted(jobs.items()):
+            if job.recommended is not None:
+                recommended.add_metric([namespace, name], job.recommended)
+            if job.utilization is not None:
+                utilization.add_metric([namespace, name], job.utilization)
             for (topic, partition), log_end in sorted(job.end.items()):
                 labels = [namespace, name, topic, partition]
                 done = job.committed.get((topic, partition))
@@ -179,6 +198,7 @@ class JobMetrics(Collector):
             if job.commit_failures is not None:
                 failures.add_metric([namespace, name], job.commit_failures)
         yield from (committed, end, lag, since, restarts, phase, degraded, start, failures)
+        yield from (recommended, utilization)
 
 
 def _flat(nested: dict[str, dict[str, int]]) -> dict[tuple[str, str], int]:
@@ -195,6 +215,8 @@ def _copy(job: _Job) -> _Job:
         committed=dict(job.committed),
         end=dict(job.end),
         restarts=dict(job.restarts),
+        recommended=job.recommended,
+        utilization=job.utilization,
     )
 
 
@@ -231,6 +253,13 @@ class Metrics:
             "streamingjob_errors",
             "Reconcile errors, by error type.",
             ["type"],
+            registry=self.registry,
+        )
+        self.autoscaler_decisions = Counter(
+            "streamingjob_autoscaler_decisions",
+            "Autoscaler acts, by kind (ScaledUp, ScaledDown, ScaleRefused: a foreign change "
+            "of the executor count undone).",
+            ["action"],
             registry=self.registry,
         )
         self.leader = Gauge(

@@ -449,6 +449,87 @@ class SparkUISpec(SpecModel):
     )
 
 
+class AutoscalerSpec(SpecModel):
+    """The executor count follows the load (docs/operator.md, "Autoscaler"). While enabled,
+    the operator owns spec.executor.instances: a rescale is a restart in the same epoch
+    (restore), and a change of the count by anyone else (kubectl scale, an HPA, KEDA) is
+    undone and reported (condition AutoscalerConflict)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "(has(self.minExecutors) ? self.minExecutors : 1) <= "
+                    "(has(self.maxExecutors) ? self.maxExecutors : 10)",
+                    "message": "minExecutors must be <= maxExecutors",
+                }
+            ]
+        }
+    )
+
+    enabled: bool = Field(
+        default=False,
+        description="true: the operator sets the executor count from the measured input "
+        "rate, processing rate and lag, within [minExecutors, maxExecutors].",
+    )
+    min_executors: int = Field(
+        default=1, ge=1, le=1000, description="The fewest executors the autoscaler runs."
+    )
+    max_executors: int = Field(
+        default=10,
+        ge=1,
+        le=1000,
+        description="The most executors the autoscaler runs (also capped by the partitions "
+        "the job reads: ceil(partitions / executor.cores)).",
+    )
+    target_utilization: float = Field(
+        default=0.7,
+        ge=0.25,
+        le=1.0,
+        description="The share of the executors' processing rate the input may use; the "
+        "rest is headroom for bursts and for working off a backlog. Nothing changes while "
+        "the utilization is within 0.2 of it.",
+    )
+    catch_up_seconds: int = Field(
+        default=300,
+        ge=10,
+        le=DAY,
+        description="Time allowed to work off the lag: executors are added when the input "
+        "plus lag / catchUpSeconds needs more than the headroom.",
+    )
+    stabilization_seconds: int = Field(
+        default=180,
+        ge=0,
+        le=DAY,
+        description="After a launch or a rescale (a restart in the same epoch), no decision "
+        "for this long: at most one rescale per window.",
+    )
+    scale_down_delay_seconds: int = Field(
+        default=600,
+        ge=0,
+        le=DAY,
+        description="The load must stay low this long before the executors go down (a "
+        "scale-down never goes below what the peak of this span needed).",
+    )
+    metrics_window_seconds: int = Field(
+        default=120,
+        ge=10,
+        le=DAY,
+        description="The rates are averaged over this window; a scale-up needs the load "
+        "high over all of it. Give it several of the operator's readings (one per "
+        "KAFKA_POLL_SECONDS, 30 by default): fewer than two make no decision.",
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> AutoscalerSpec:
+        if self.min_executors > self.max_executors:
+            raise ValueError(
+                f"minExecutors ({self.min_executors}) must be <= maxExecutors "
+                f"({self.max_executors})"
+            )
+        return self
+
+
 class StreamingJobSpec(SpecModel):
     """The desired state of one Spark Structured Streaming job that reads Kafka."""
 
@@ -591,6 +672,11 @@ class StreamingJobSpec(SpecModel):
         alias="sparkUI",
         description="The driver's Spark UI and its Service (off by default).",
     )
+    autoscaler: AutoscalerSpec = Field(
+        default_factory=AutoscalerSpec,
+        description="Executors that follow the load (off by default). Changing it restarts "
+        "nothing; a recommended count is applied as a restart in the same epoch.",
+    )
 
     @field_validator("spark_conf")
     @classmethod
@@ -701,6 +787,63 @@ class OffsetsActionStatus(StatusModel):
         "<job>-offsets holds all of a list).",
     )
     config_map: str = Field(default="", description="ConfigMap with the full list result.")
+
+
+class AutoscalerDecisionStatus(StatusModel):
+    """A rescale the autoscaler made."""
+
+    time: str = Field(description="When it was decided (RFC 3339).")
+    action: str = Field(description="ScaledUp or ScaledDown.")
+    from_executors: int = Field(default=0, description="The executor count before.")
+    to_executors: int = Field(default=0, description="The executor count after.")
+    reason: str = Field(default="", description="The rates and the rule that decided it.")
+
+
+class AutoscalerStatus(StatusModel):
+    """What the autoscaler measured and decided (spec.autoscaler.enabled)."""
+
+    executors: int = Field(
+        default=0,
+        description="The executor count the autoscaler owns: spec.executor.instances is "
+        "kept at it (a change by anyone else is undone, see AutoscalerConflict).",
+    )
+    recommendation: int = Field(
+        default=0, description="The executor count the model recommends now."
+    )
+    pending: bool = Field(
+        default=False,
+        description="A rescale is recorded and spec.executor.instances not yet set to it "
+        "(the operator completes it).",
+    )
+    action: str = Field(
+        default="",
+        description="Of the latest evaluation: none (no decision, see reason), hold, up, down.",
+    )
+    reason: str = Field(default="", description="Why, with the numbers.")
+    evaluated_at: str = Field(default="", description="When the model last ran.")
+    samples: int = Field(default=0, description="Readings in the operator's window.")
+    input_rate: float | None = Field(
+        default=None, description="Records/s appended to the job's partitions (window)."
+    )
+    processing_rate: float | None = Field(
+        default=None,
+        description="Records per second of execution time per executor (Spark's addBatch).",
+    )
+    busy_fraction: float | None = Field(
+        default=None, description="Seconds of batches per second (against the trigger)."
+    )
+    utilization: float | None = Field(
+        default=None, description="The load over the executors' processing rate."
+    )
+    last_decision: AutoscalerDecisionStatus | None = Field(
+        default=None, description="The last rescale."
+    )
+    conflict: str = Field(
+        default="",
+        description="The last change of spec.executor.instances by someone else (kubectl "
+        "scale, an HPA or KEDA on /scale), undone.",
+    )
+    conflict_time: str = Field(default="", description="When it was undone.")
 
 
 class StreamingJobStatus(StatusModel):
@@ -838,6 +981,10 @@ class StreamingJobStatus(StatusModel):
         default=None,
         description="Set while reconciles fail (condition Degraded names it); cleared by "
         "the next reconcile that succeeds.",
+    )
+    autoscaler: AutoscalerStatus | None = Field(
+        default=None,
+        description="The autoscaler's measurements and decisions (spec.autoscaler.enabled).",
     )
 
 

@@ -74,6 +74,8 @@ class Report:
     latest_batch: dict[str, Any] = field(default_factory=dict)
     last_progress_time: str = ""
     commit_failures: int | None = None  # offset commits that failed in this run
+    # the run's batch totals (batches, rows, busyMs, executionMs): the autoscaler's samples
+    throughput: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -185,7 +187,21 @@ def parse_report(configmap: dict[str, Any] | None) -> Report | None:
         latest_batch=latest_view,
         last_progress_time=str(latest.get("timestamp") or ""),
         commit_failures=_int_or_none((data.get("commits") or {}).get("failed")),
+        throughput=_throughput(data.get("throughput")),
     )
+
+
+THROUGHPUT_KEYS = ("batches", "rows", "busyMs", "executionMs")
+
+
+def _throughput(raw: Any) -> dict[str, int]:
+    """All four totals as non-negative integers, or nothing (a driver may write garbage)."""
+    if not isinstance(raw, dict):
+        return {}
+    values = {k: _int_or_none(raw.get(k)) for k in THROUGHPUT_KEYS}
+    if any(v is None or v < 0 for v in values.values()):
+        return {}
+    return {k: v for k, v in values.items() if v is not None}
 
 
 def _int_or_none(value: Any) -> int | None:

@@ -38,6 +38,7 @@ from spark_app.offsets_admin import OffsetsRefused
 from spark_app.options import OptionError
 
 from . import offsets_action
+from .autoscaling import Autoscaling, Rescale, foreign_scale, note_applied
 from .builders import (
     build_disruption_budget,
     build_driver_pod,
@@ -55,7 +56,13 @@ from .errors import ConflictError, FatalError, OperatorError, TransientError
 from .k8s import KubeApi
 from .kafka import KafkaMonitor, KafkaTarget, run_offsets_action
 from .metrics import Metrics
-from .models import HistoryEntry, ReconcileFailure, StreamingJobSpec, parse_status
+from .models import (
+    HistoryEntry,
+    ReconcileFailure,
+    StreamingJobSpec,
+    StreamingJobStatus,
+    parse_status,
+)
 from .naming import report_configmap_name
 from .nodes import NodeTracker, with_node_view
 from .observed import Observed, PodInfo, iso, parse_report
@@ -117,6 +124,7 @@ class Reconciler:
         # (uid, generation) whose spec passed the checks without Secrets (validation.py)
         self._valid: set[tuple[str, int]] = set()
         self.offsets_runner = run_offsets_action  # spec.offsetsAction's Kafka side
+        self.autoscaling = Autoscaling()  # spec.autoscaler: the windows of readings
 
     # --- entry point -------------------------------------------------------------------
 
@@ -140,6 +148,7 @@ class Reconciler:
                 job = known.job or self.api.get_job(namespace, name)
                 if job is None or job["metadata"].get("deletionTimestamp"):
                     self.metrics.jobs.forget((namespace, name))  # its series go with it
+                    self.autoscaling.forget((namespace, name))
                     return None
                 self.seen.saw_job(namespace, name, job)
                 try:
@@ -260,6 +269,10 @@ class Reconciler:
             events.extend((job, event) for event in decision.events)
             return False, decision.requeue_after, _Known()
 
+        if foreign := foreign_scale(spec, old_status, meta.get("managedFields") or []):
+            # before anything is decided on it: the autoscaler owns the count (no restart)
+            self._undo_scale(job, old_status, foreign.owned, foreign.message, events)
+            return True, 0.0, _Known()
         pods, report = self._observe_pods(job, old_status, known)
         observed = Observed(
             now=now,
@@ -269,6 +282,7 @@ class Reconciler:
         )
         decision = decide(spec, old_status, observed, namespace=namespace, name=name, cfg=self.cfg)
         new_status = decision.status
+        note_applied(spec, new_status)
         pods_left = bool(observed.pods) or decision.action != "none"
         offsets_gate = offsets_action.gate(spec, new_status, pods_left)
         if offsets_gate == "refuse" and spec.offsets_action is not None:
@@ -291,10 +305,23 @@ class Reconciler:
             if previous is None or previous.message != kafka_view.problem:
                 decision.events.append(_warning("KafkaUnavailable", kafka_view.problem))
 
+        rescale = None
+        if decision.action == "none":
+            rescale = self.autoscaling.step(
+                (namespace, name), spec, new_status, kafka_view, observed.report, now
+            )
+            set_conditions(new_status, int(meta.get("generation") or 0), now, kafka_view)
+            if rescale is not None:
+                decision.events.append(Event("Normal", rescale.event_reason, rescale.reason))
+
         changed = status_body(new_status) != status_body(old_status)
         if changed:  # write-ahead: the decision is recorded before it is acted on
             job = self.api.replace_status(job, status_body(new_status))
         events.extend((job, event) for event in decision.events)
+        if rescale is not None:  # recorded: now the restart in the same epoch (decide.py)
+            self._rescale(job, rescale)
+            self.metrics.jobs.update((namespace, name), new_status, kafka_view, observed.report)
+            return True, 0.0, _Known()
         if decision.restart_reason:
             self.metrics.restarts.labels(decision.restart_reason).inc()
             self.metrics.jobs.restarted((namespace, name), decision.restart_reason)
@@ -314,6 +341,38 @@ class Reconciler:
         if decision.action == "none" and changed and decision.requeue_after == 0:
             return True, 0.0, known
         return False, decision.requeue_after, known
+
+    # --- the autoscaler (autoscaling.py) --------------------------------------------------
+
+    def _rescale(self, job: dict[str, Any], rescale: Rescale) -> None:
+        meta = job["metadata"]
+        log.info("autoscaler %s/%s: %s", meta["namespace"], meta["name"], rescale.reason)
+        self.metrics.autoscaler_decisions.labels(rescale.event_reason).inc()
+        self.api.set_executor_instances(job, rescale.to)
+
+    def _undo_scale(
+        self,
+        job: dict[str, Any],
+        status: StreamingJobStatus,
+        owned: int,
+        message: str,
+        events: list[tuple[dict[str, Any], Event]],
+    ) -> None:
+        """Sets spec.executor.instances back to the autoscaler's count: recorded first (a
+        condition and a Warning Event name who wrote what), then written. An empty message:
+        the autoscaler's own rescale was interrupted after its status write; completed."""
+        meta = job["metadata"]
+        if message:
+            now = datetime.now(UTC)
+            st = status.model_copy(deep=True)
+            assert st.autoscaler is not None
+            st.autoscaler.conflict, st.autoscaler.conflict_time = message, iso(now)
+            set_conditions(st, int(meta.get("generation") or 0), now)
+            job = self.api.replace_status(job, status_body(st))
+            events.append((job, _warning("ScaleRefused", message)))
+            self.metrics.autoscaler_decisions.labels("ScaleRefused").inc()
+            log.warning("autoscaler %s/%s: %s", meta["namespace"], meta["name"], message)
+        self.api.set_executor_instances(job, owned)
 
     # --- offsets actions (offsets_action.py) ----------------------------------------------
 

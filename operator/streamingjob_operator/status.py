@@ -121,6 +121,19 @@ def set_conditions(
                 now,
             )
         )
+    if st.autoscaler is not None:  # True while a foreign scale undone is recent
+        conflict = st.autoscaler.conflict
+        st.conditions.append(
+            _condition(
+                prev,
+                "AutoscalerConflict",
+                bool(conflict),
+                "ForeignScale" if conflict else "AsExpected",
+                conflict,
+                generation,
+                now,
+            )
+        )
     st.observed_generation = generation
 
 
@@ -147,6 +160,10 @@ def status_body(st: StreamingJobStatus) -> dict[str, Any]:
         body.pop("offsetsAction", None)
     else:
         body["offsetsAction"]["message"] = _clip(body["offsetsAction"]["message"])
+    if body.get("autoscaler") is None:
+        body.pop("autoscaler", None)
+    else:
+        body["autoscaler"] = {k: v for k, v in body["autoscaler"].items() if v is not None}
     if body.get("restoredBatch") is None:
         body["restoredBatch"] = None  # explicit null clears it in a merge patch
     return body

@@ -445,7 +445,12 @@ def test_available_now_reads_the_backlog_in_bounded_batches_and_stops(kafka, tmp
     runner = RunnerProcess(manifest, tmp_path, env={READ_PATH_ENV: read_path}).start()
     assert runner.wait(180) == 0  # finished, not failed
     assert_exactly_once(tmp_path / "output", range(5000))
-    assert runner.report()["latestBatch"]["batchId"] >= 3  # 5000 offsets, 1500 per batch
+    report = runner.report()
+    assert report["latestBatch"]["batchId"] >= 3  # 5000 offsets, 1500 per batch
+    # the totals the operator's autoscaler measures the processing rate with
+    totals = report["throughput"]
+    assert totals["rows"] == 5000 and totals["batches"] == report["latestBatch"]["batchId"] + 1
+    assert 0 < totals["executionMs"] <= totals["busyMs"]
 
 
 def test_sigterm_stops_back_to_back_batches_between_two_of_them(kafka, tmp_path):

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from spark_app import report as report_module
-from spark_app.report import Reporter
+from spark_app.report import Reporter, Throughput
 
 pytestmark = pytest.mark.unit
 
@@ -39,3 +39,22 @@ def test_report_is_written_on_change_and_as_a_heartbeat(tmp_path, monkeypatch):
     reporter.update()
     assert len(publisher.published) == 3  # unchanged, but due: "updated" says it is alive
     assert json.loads(path.read_text()) == publisher.published[-1]
+
+
+def test_throughput_counts_each_batch_once_and_skips_idle_triggers():
+    throughput = Throughput()
+
+    def progress(batch, rows, trigger_ms, add_ms=None):
+        durations = {"triggerExecution": trigger_ms}
+        if add_ms is not None:
+            durations["addBatch"] = add_ms
+        return {"batchId": batch, "numInputRows": rows, "durationMs": durations}
+
+    throughput.add([progress(7, 100, 900, 600), progress(8, 0, 20)])  # 8: an idle trigger
+    throughput.add([progress(7, 100, 900, 600), progress(8, 0, 20), progress(8, 50, 400, 300)])
+    assert throughput.as_report() == {
+        "batches": 2,
+        "rows": 150,
+        "busyMs": 1300,
+        "executionMs": 900,
+    }
