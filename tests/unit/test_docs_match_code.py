@@ -118,7 +118,7 @@ def test_the_broker_version_table_names_real_tests_on_the_supported_versions():
     for module, name in named:
         functions = _test_functions(ROOT / "tests" / "integration" / "spark_app" / module)
         assert name in functions, f"{module}::{name} named in docs/source.md does not exist"
-    for letter, module, name in re.findall(r"\*\*([ICST])\*\* `(\w+\.py)::(test_\w+)`", text):
+    for letter, module, name in re.findall(r"\*\*([ICLST])\*\* `(\w+\.py)::(test_\w+)`", text):
         functions = _test_functions(ROOT / "tests" / "integration" / "spark_app" / module)
         args = [a.arg for a in functions[name].args.args]
         assert "versioned_kafka" in args, f"{letter} {name} does not run on every version"
