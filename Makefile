@@ -64,6 +64,10 @@ test-unit: helm native ## Unit tests (seconds, no services)
 test-integration: toolchain native ## Integration tests: real Kafka + Spark, real kube-apiserver + etcd
 	$(PY) -m pytest -m integration $(PYTEST_ARGS)
 
+.PHONY: test-versions
+test-versions: native ## The broker-version matrix: every engine and a driver kill on each supported Kafka version
+	STREAMJOB_BROKER_MATRIX=full $(PY) -m pytest -m broker_versions $(PYTEST_ARGS)
+
 .PHONY: test
 test: lint native-check toolchain helm native ## Every test tier: unit, integration, then e2e on kind (what CI runs)
 	@bash scripts/test-all.sh $(PY) $(PYTEST_ARGS)

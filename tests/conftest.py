@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.kafka_broker import KafkaBroker
+from tests.support.kafka_broker import KafkaBroker, kafka_version
+from tests.support.kafka_versions import BROKER_VERSIONS, version_id
 from tests.support.schema_registry import SchemaRegistry
 
 # pytest's `pythonpath` (pyproject.toml) puts the checked-out tree on this process's sys.path;
@@ -32,3 +33,26 @@ def schema_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Schema
     use subjects of their own."""
     with SchemaRegistry(tmp_path_factory.mktemp("registry")) as registry:
         yield registry
+
+
+@pytest.fixture(scope="module", params=BROKER_VERSIONS, ids=version_id)
+def versioned_kafka(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[KafkaBroker]:
+    """A broker of each supported version in turn (tests/support/kafka_versions.py), one at a
+    time per module; the default version is the session's `kafka`. Tests narrow the versions
+    with `@pytest.mark.parametrize("versioned_kafka", [...], indirect=True)`."""
+    if request.param == kafka_version():
+        yield request.getfixturevalue("kafka")
+        return
+    workdir = tmp_path_factory.mktemp(f"kafka-{request.param}")
+    with KafkaBroker(workdir, version=request.param) as broker:
+        yield broker
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests on every broker version are also `broker_versions` (`make test-versions`)."""
+    for item in items:
+        if "versioned_kafka" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.broker_versions)

@@ -13,10 +13,9 @@ import pytest
 from tests.support.kafka_broker import kafka_version
 from tests.support.kafka_cluster import KafkaCluster
 from tests.support.kafka_tools import consume_values, new_topic, produce
+from tests.support.kafka_versions import OLDEST
 
 pytestmark = pytest.mark.integration
-
-OLDEST = "3.5.2"
 
 
 @pytest.fixture(params=[OLDEST, kafka_version()], scope="module")

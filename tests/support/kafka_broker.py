@@ -37,17 +37,23 @@ process.roles=broker,controller
 node.id={node_id}
 controller.quorum.voters={voters}
 listeners=PLAINTEXT://127.0.0.1:{port},SASL_SSL://127.0.0.1:{sasl_port},\
-CONTROLLER://127.0.0.1:{controller_port}
-advertised.listeners=PLAINTEXT://127.0.0.1:{port},SASL_SSL://127.0.0.1:{sasl_port}
+SSL://127.0.0.1:{ssl_port},CONTROLLER://127.0.0.1:{controller_port}
+advertised.listeners=PLAINTEXT://127.0.0.1:{port},SASL_SSL://127.0.0.1:{sasl_port},\
+SSL://127.0.0.1:{ssl_port}
 controller.listener.names=CONTROLLER
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT
-# SASL_SSL beside PLAINTEXT (test tools, producers): SCRAM users are created at format time,
-# the certificate is signed by a CA of the test's own (tests/support/tls.py).
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,SSL:SSL,\
+CONTROLLER:PLAINTEXT
+# SASL_SSL and SSL beside PLAINTEXT (test tools, producers): SCRAM users are created at format
+# time, the certificate is signed by a CA of the test's own (tests/support/tls.py). The SSL
+# listener is mutual TLS: a client shows a certificate of that CA instead of a password.
 sasl.enabled.mechanisms=SCRAM-SHA-512
 listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=\
 org.apache.kafka.common.security.scram.ScramLoginModule required;
 ssl.keystore.type=PEM
 ssl.keystore.location={keystore}
+ssl.truststore.type=PEM
+ssl.truststore.location={truststore}
+listener.name.ssl.ssl.client.auth=required
 inter.broker.listener.name=PLAINTEXT
 log.dirs={data_dir}
 num.partitions=1
@@ -180,6 +186,7 @@ class KafkaBroker:
         self.workdir = Path(workdir)
         self.port = port or free_port()
         self.sasl_port = free_port()
+        self.ssl_port = free_port()
         self.controller_port = controller_port or free_port()
         self.log_level = log_level
         self.node_id = node_id
@@ -229,6 +236,22 @@ class KafkaBroker:
         }
 
     @property
+    def tls_bootstrap(self) -> str:
+        """The SSL listener: mutual TLS, the client's certificate signed by `ca_pem`'s CA."""
+        return f"127.0.0.1:{self.ssl_port}"
+
+    def tls_client(self, **extra: str) -> dict[str, str]:
+        """librdkafka settings of a client of the SSL listener (its certificate and key)."""
+        return {
+            "bootstrap.servers": self.tls_bootstrap,
+            "security.protocol": "SSL",
+            "ssl.ca.pem": self.ca_pem,
+            "ssl.certificate.pem": (self.tls_dir / "client.crt").read_text(),
+            "ssl.key.pem": (self.tls_dir / "client.key").read_text(),
+            **extra,
+        }
+
+    @property
     def log_file(self) -> Path:
         return self.workdir / "broker.log"
 
@@ -238,10 +261,14 @@ class KafkaBroker:
         if (data_dir / "meta.properties").exists():
             # A restart keeps its data, cluster id and ports.
             text = props.read_text()
-            listeners = re.search(r"PLAINTEXT://127.0.0.1:(\d+)", text)
-            self.port = int(listeners.group(1)) if listeners else self.port
-            secured = re.search(r"SASL_SSL://127.0.0.1:(\d+)", text)
-            self.sasl_port = int(secured.group(1)) if secured else self.sasl_port
+            for name, attribute in (
+                ("PLAINTEXT", "port"),
+                ("SASL_SSL", "sasl_port"),
+                ("SSL", "ssl_port"),
+            ):
+                found = re.search(rf"[=,]{name}://127.0.0.1:(\d+)", text)
+                if found:
+                    setattr(self, attribute, int(found.group(1)))
             return props
         self.workdir.mkdir(parents=True, exist_ok=True)
         q = self.quorum
@@ -251,9 +278,11 @@ class KafkaBroker:
                 voters=q.voters,
                 port=self.port,
                 sasl_port=self.sasl_port,
+                ssl_port=self.ssl_port,
                 controller_port=self.controller_port,
                 data_dir=data_dir,
                 keystore=make_tls(q.secrets),
+                truststore=q.secrets / "ca.crt",
                 replicas=q.replicas,
                 min_isr=q.min_isr,
             )
@@ -354,12 +383,15 @@ class KafkaBroker:
 
 def make_tls(secrets: Path) -> Path:
     """Once per cluster: a CA, the listeners' certificate (SAN 127.0.0.1, localhost; every
-    node serves it) and the SCRAM password. Returns the PEM keystore."""
+    node serves it), a client certificate for the SSL listener and the SCRAM password.
+    Returns the PEM keystore."""
     from tests.support.tls import Authority
 
     keystore = secrets / "keystore.pem"
     if not keystore.exists():
-        server = Authority.create(secrets).issue(["127.0.0.1", "localhost"])
+        authority = Authority.create(secrets)
+        server = authority.issue(["127.0.0.1", "localhost"])
+        authority.issue(["streamingjob-client"], stem="client", usage="clientAuth")
         (secrets / "scram-password").write_text(uuid.uuid4().hex)
         keystore.write_text(server.keystore_pem())
     return keystore

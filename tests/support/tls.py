@@ -1,5 +1,6 @@
 """Test certificates made with the openssl CLI: a CA of the test's own and a server
-certificate it signs, PEM files, for the broker's SASL_SSL listener.
+certificate it signs, PEM files, for the broker's SASL_SSL and SSL listeners (and a client
+certificate for the latter: mutual TLS).
 
 A second, unrelated CA (`Authority.create` again) is what an "untrusted certificate" test
 gives the client: the broker's chain then does not verify.
@@ -44,12 +45,15 @@ class Authority:
         )  # fmt: skip
         return cls(directory)
 
-    def issue(self, hosts: list[str], stem: str = "server") -> ServerCertificate:
-        """A server certificate for `hosts` (DNS names or IP addresses as SANs)."""
+    def issue(
+        self, hosts: list[str], stem: str = "server", usage: str = "serverAuth"
+    ) -> ServerCertificate:
+        """A certificate for `hosts` (DNS names or IP addresses as SANs): a server's, or with
+        `usage="clientAuth"` a client's (mutual TLS)."""
         sans = ",".join(f"IP:{h}" if h.replace(".", "").isdigit() else f"DNS:{h}" for h in hosts)
         d = self.directory
         (d / f"{stem}.ext").write_text(
-            f"subjectAltName={sans}\nextendedKeyUsage=serverAuth\n"
+            f"subjectAltName={sans}\nextendedKeyUsage={usage}\n"
             "keyUsage=critical,digitalSignature,keyEncipherment\n"
         )
         _openssl(

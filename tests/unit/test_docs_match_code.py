@@ -1,5 +1,5 @@
-"""The operator's docs say what the code does: its settings, the Event reasons it posts, and
-the regular-expression dialect of subscribePattern."""
+"""The operator's docs say what the code does: its settings, the Event reasons it posts, the
+regular-expression dialect of subscribePattern, and the broker-version table's tests."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from spark_app.kafka_metadata import matching_topics
 from spark_app.manifest import SourceSpec
 from streamingjob_operator.decide import REASONS, Event
 from streamingjob_operator.settings import OperatorSettings
+from tests.support.kafka_versions import BROKER_VERSIONS, OLDEST
 
 pytestmark = pytest.mark.unit
 
@@ -145,3 +146,29 @@ def test_the_readmes_diagrams_render_and_name_real_fields():
         labels = " ".join(re.findall(r'"([^"]*)"', block))
         for field in set(re.findall(r"\b[a-z]+(?:[A-Z][a-z]+)+\b", labels)):
             assert f" {field}:" in crd, f"the README's diagram names {field}, no CRD field"
+
+
+def _test_functions(path: Path) -> dict[str, ast.FunctionDef]:
+    tree = ast.parse(path.read_text())
+    return {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+
+
+def test_the_broker_version_table_names_real_tests_on_the_supported_versions():
+    """docs/source.md's compatibility table: its versions are the tested ones, the oldest is
+    named with its reason, and every test it names exists; the per-engine reads take the
+    version fixture (so they run on every version)."""
+    doc = (ROOT / "docs" / "source.md").read_text()
+    text = _paragraph(doc, "## Broker versions and security modes", "\n## ")
+    table_versions = {v for v in re.findall(r"^\| ([\d., ]+) \|", text, re.MULTILINE)}
+    listed = {v.strip() for row in table_versions for v in row.split(",")}
+    assert listed == set(BROKER_VERSIONS)
+    assert f"{OLDEST} is the oldest because" in text and "KIP-900" in text
+    named = re.findall(r"`(test_\w+\.py)::(test_\w+)`", text)
+    assert len(named) >= 5
+    for module, name in named:
+        functions = _test_functions(ROOT / "tests" / "integration" / "spark_app" / module)
+        assert name in functions, f"{module}::{name} named in docs/source.md does not exist"
+    for letter, module, name in re.findall(r"\*\*([ICLST])\*\* `(\w+\.py)::(test_\w+)`", text):
+        functions = _test_functions(ROOT / "tests" / "integration" / "spark_app" / module)
+        args = [a.arg for a in functions[name].args.args]
+        assert "versioned_kafka" in args, f"{letter} {name} does not run on every version"

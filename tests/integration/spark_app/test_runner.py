@@ -35,6 +35,7 @@ from tests.support.kafka_tools import (
     new_topic,
     produce,
 )
+from tests.support.kafka_versions import driver_kill_versions, version_id
 from tests.support.object_store import Storage
 from tests.support.polling import wait_for
 from tests.support.runner_process import RunnerProcess, job_manifest
@@ -69,6 +70,22 @@ def wait_for_all(runner: RunnerProcess, bootstrap: str, topic: str, timeout: flo
 def test_sigkill_at_random_points_then_restore_is_exactly_once(kafka, tmp_path, storage):
     """Automatic restart (rule 4): same checkpoint → every record exactly once, with the
     checkpoint and the sink on a local disk or on a real object store (s3a://)."""
+    sigkill_at_random_points_then_restore(kafka, tmp_path, storage)
+
+
+@pytest.mark.parametrize("versioned_kafka", driver_kill_versions(), ids=version_id, indirect=True)
+def test_sigkill_then_restore_is_exactly_once_on_every_broker_version(versioned_kafka, tmp_path):
+    """The same on the supported broker versions, checkpoint and sink on a local disk: the
+    oldest in every run (the default version is the test above), each one under
+    `make test-versions`."""
+    sigkill_at_random_points_then_restore(versioned_kafka, tmp_path, Storage(tmp_path))
+
+
+def sigkill_at_random_points_then_restore(
+    kafka: KafkaBroker, tmp_path: Path, storage: Storage
+) -> None:
+    """Five SIGKILLs of the driver mid-batch, each followed by a restore from the checkpoint,
+    then every record exactly once and the group's offsets never past the sink's output."""
     topic = new_topic(kafka.bootstrap, partitions=3)
     manifest = job_manifest("kills", kafka.bootstrap, topic, tmp_path, storage)
     total, chunk = 12_000, 2_000

@@ -229,7 +229,13 @@ def test_a_drain_request_plans_no_new_batch_yet_commits_the_durable_one(kafka, t
     r.stop()
 
 
-def test_deleted_offsets_fail_with_names_or_are_skipped_and_counted(kafka, tmp_path, read_path):
+def test_deleted_offsets_fail_with_names_or_are_skipped_and_counted(
+    versioned_kafka, tmp_path, read_path
+):
+    """Offsets deleted under a checkpoint (retention, here DeleteRecords): the driver's check
+    and every engine's read (the fetcher asks ListOffsets for the log start) fail naming them,
+    or skip and count them, on every supported broker version."""
+    kafka = versioned_kafka
     topic = new_topic(kafka.bootstrap, partitions=1)
     produce(kafka.bootstrap, topic, range(100))
     admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
@@ -334,20 +340,25 @@ def _read_batches(p: KafkaInputPartition, read_path: str) -> list[pa.RecordBatch
 
 
 @pytest.mark.parametrize("timestamp_type", ["CreateTime", "LogAppendTime"])
-def test_both_read_paths_give_identical_batches(kafka, timestamp_type):
-    """The same offsets through both paths: equal Arrow batches, batch by batch, with null and
-    empty keys and values, headers (null header values, records without headers), gaps of
-    an aborted transaction and its markers, and a range that starts and ends mid-log."""
-    topic = new_topic(kafka.bootstrap, partitions=1)
+def test_every_engine_gives_identical_batches(versioned_kafka, timestamp_type):
+    """The same offsets through every engine (fetch, librdkafka, Python) on every supported
+    broker version: equal Arrow batches, batch by batch, with null and empty keys and values,
+    headers (null header values, records without headers), gaps of an aborted transaction and
+    its markers, and a range that starts and ends mid-log."""
+    topic = new_topic(versioned_kafka.bootstrap, partitions=1)
     if timestamp_type == "LogAppendTime":
-        admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+        admin = AdminClient({"bootstrap.servers": versioned_kafka.bootstrap})
         entry = ConfigEntry(
             "message.timestamp.type", "LogAppendTime", incremental_operation=AlterConfigOpType.SET
         )
         resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[entry])
         admin.incremental_alter_configs([resource])[resource].result(30)
     producer = Producer(
-        {"bootstrap.servers": kafka.bootstrap, "transactional.id": f"tx-{topic}", "linger.ms": 5}
+        {
+            "bootstrap.servers": versioned_kafka.bootstrap,
+            "transactional.id": f"tx-{topic}",
+            "linger.ms": 5,
+        }
     )
     producer.init_transactions(30)
     n = 0
@@ -365,13 +376,16 @@ def test_both_read_paths_give_identical_batches(kafka, timestamp_type):
             n += 1
         producer.flush(30)
         (producer.commit_transaction if commit else producer.abort_transaction)(30)
-    wait_for(lambda: log_end_offsets(kafka.bootstrap, topic)[0] == 164, 30, "164 offsets")
+    wait_for(lambda: log_end_offsets(versioned_kafka.bootstrap, topic)[0] == 164, 30, "164 offsets")
     base = KafkaInputPartition(
         topic=topic,
         partition=0,
         start=3,
         end=150,  # inside the last transaction
-        client_config={"bootstrap.servers": kafka.bootstrap, "isolation.level": "read_committed"},
+        client_config={
+            "bootstrap.servers": versioned_kafka.bootstrap,
+            "isolation.level": "read_committed",
+        },
         include_headers=True,
         max_records_per_batch=17,
         poll_timeout_ms=30_000,
@@ -412,10 +426,13 @@ def test_a_range_that_makes_no_progress_fails_naming_the_partition(kafka, read_p
 
 
 @pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
-def test_every_compression_codec_reads_alike(kafka, codec):
-    topic = new_topic(kafka.bootstrap, partitions=1)
+def test_every_compression_codec_reads_alike(versioned_kafka, codec):
+    """Batches compressed by the producer read alike through every engine, on every supported
+    broker version."""
+    bootstrap = versioned_kafka.bootstrap
+    topic = new_topic(bootstrap, partitions=1)
     producer = Producer(
-        {"bootstrap.servers": kafka.bootstrap, "compression.type": codec, "linger.ms": 20}
+        {"bootstrap.servers": bootstrap, "compression.type": codec, "linger.ms": 20}
     )
     for n in range(3000):
         producer.produce(topic, key=f"k{n}".encode(), value=json.dumps({"id": n}).encode() * 3)
@@ -425,35 +442,62 @@ def test_every_compression_codec_reads_alike(kafka, codec):
         partition=0,
         start=5,
         end=2990,
-        client_config={"bootstrap.servers": kafka.bootstrap},
+        client_config={"bootstrap.servers": bootstrap},
         max_records_per_batch=1000,
     )
-    fetched, python = _read_batches(p, "fetch"), _read_batches(p, "python")
-    assert [b.num_rows for b in fetched] == [1000, 1000, 985]
-    assert pa.Table.from_batches(fetched).equals(pa.Table.from_batches(python))
-    assert fetched[0].column("offset")[0].as_py() == 5
+    python = pa.Table.from_batches(_read_batches(p, "python"))
+    for engine in ("fetch", "librdkafka"):
+        batches = _read_batches(p, engine)
+        assert [b.num_rows for b in batches] == [1000, 1000, 985], engine
+        assert pa.Table.from_batches(batches).equals(python), engine
+    assert python.column("offset")[0].as_py() == 5
 
 
-def _secured_range(kafka, records: int) -> KafkaInputPartition:
-    topic = new_topic(kafka.bootstrap, partitions=1)
-    produce(kafka.bootstrap, topic, range(records))
+def _secured_range(
+    broker: KafkaBroker, records: int, client: dict[str, str] | None = None
+) -> KafkaInputPartition:
+    """A range of `records` on a new topic, read through `client` (default: SASL_SSL)."""
+    topic = new_topic(broker.bootstrap, partitions=1)
+    produce(broker.bootstrap, topic, range(records))
     return KafkaInputPartition(
         topic=topic,
         partition=0,
         start=0,
         end=records,
-        client_config=kafka.secured_client(),
+        client_config=client or broker.secured_client(),
         poll_timeout_ms=20_000,
     )
 
 
-def test_sasl_ssl_reads_alike(kafka, read_path):
+def _assert_reads_every_record(p: KafkaInputPartition, read_path: str) -> None:
+    rows = [r for b in _read_batches(p, read_path) for r in b.to_pylist()]
+    assert [r["offset"] for r in rows] == list(range(p.end))
+    assert [json.loads(r["value"])["id"] for r in rows] == list(range(p.end))
+
+
+def test_sasl_ssl_reads_alike(versioned_kafka, read_path):
     """The secured listener (SCRAM-SHA-512 over TLS with the test's own CA): the same records
-    on every path."""
-    base = _secured_range(kafka, 500)
-    rows = [r for b in _read_batches(base, read_path) for r in b.to_pylist()]
-    assert [r["offset"] for r in rows] == list(range(500))
-    assert [json.loads(r["value"])["id"] for r in rows] == list(range(500))
+    on every path, on every supported broker version."""
+    _assert_reads_every_record(_secured_range(versioned_kafka, 500), read_path)
+
+
+def test_mutual_tls_reads_alike(versioned_kafka, read_path):
+    """The SSL listener (mutual TLS: the client's certificate and key as PEM, the test's own
+    CA): the same records on every path, on every supported broker version."""
+    p = _secured_range(versioned_kafka, 500, versioned_kafka.tls_client())
+    _assert_reads_every_record(p, read_path)
+
+
+def test_the_tls_listener_refuses_a_client_without_a_certificate(kafka):
+    """What makes the mutual-TLS test mean something: without its certificate a client is
+    refused (the broker's "bad certificate" alert). The fetcher reports it as a transport
+    error once pollTimeoutMs has passed (it retries it as a lost connection)."""
+    anonymous = kafka.tls_client()
+    del anonymous["ssl.certificate.pem"], anonymous["ssl.key.pem"]
+    p = dataclasses.replace(_secured_range(kafka, 10, anonymous), poll_timeout_ms=2_000)
+    with pytest.raises(KafkaException, match="bad certificate") as refused:
+        _read_batches(p, "fetch")
+    assert refused.value.args[0].code() in (KafkaError._TRANSPORT, KafkaError._SSL)
 
 
 def test_the_fetcher_fails_at_once_naming_refused_credentials_or_an_untrusted_broker(
