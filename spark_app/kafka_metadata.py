@@ -38,6 +38,14 @@ INTERNAL_TOPIC = re.compile(r"^__")
 # A topic (or partition) the answering broker does not know: deleted, or its metadata not
 # there yet (UNKNOWN_TOPIC_OR_PART, librdkafka's _UNKNOWN_TOPIC and _UNKNOWN_PARTITION).
 _UNKNOWN_TOPIC_CODES = frozenset({3, -188, -190})
+# A standalone commit refused because the group has live members (ILLEGAL_GENERATION,
+# UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS): the user's answer to give, never retried.
+_GROUP_BUSY_CODES = frozenset({22, 25, 27})
+
+
+def _commit_transient(failure: BaseException) -> bool:
+    error = kafka_error(failure)
+    return is_transient(failure) and not (error and error.code() in _GROUP_BUSY_CODES)
 
 
 def matching_topics(pattern: str, topics: Iterable[str]) -> list[str]:
@@ -277,10 +285,7 @@ class KafkaMetadata:
         when the broker refuses it while the group has live members (UNKNOWN_MEMBER_ID,
         ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS), and the caller says what that means."""
         _, consumer = self._clients()
-        try:
-            retrying(lambda _timeout: commit_sync(consumer, offsets), Attempts(self.timeout_s))
-        except GaveUp as exc:
-            raise exc.last from None
+        commit_retried(consumer, offsets, self.timeout_s)
 
     def close(self) -> None:
         with self._lock:
@@ -302,6 +307,19 @@ def commit_sync(consumer: Consumer, offsets: Positions) -> None:
         raise KafkaException(failed[0].error)
 
 
+def commit_retried(consumer: Consumer, offsets: Positions, deadline_s: float) -> None:
+    """`commit_sync` through a coordinator or leader move (kafka_retry), within `deadline_s`;
+    a refusal or the last failure raises the client's own exception."""
+    try:
+        retrying(
+            lambda _timeout: commit_sync(consumer, offsets),
+            Attempts(deadline_s),
+            transient=_commit_transient,
+        )
+    except GaveUp as exc:
+        raise exc.last from None
+
+
 def group_committer(options: SourceOptions, timeout_s: float = DEADLINE_S):
     """A commit function for OffsetCommitter: a standalone commit to the group (no
     subscription, so no rebalance), with its own client so it never blocks planning, retried
@@ -313,9 +331,6 @@ def group_committer(options: SourceOptions, timeout_s: float = DEADLINE_S):
     consumer = Consumer(options.client(**{"group.id": options.group_id}))
 
     def commit(offsets: Positions) -> None:
-        try:
-            retrying(lambda _timeout: commit_sync(consumer, offsets), Attempts(timeout_s))
-        except GaveUp as exc:
-            raise exc.last from None
+        commit_retried(consumer, offsets, timeout_s)
 
     return commit

@@ -17,14 +17,17 @@ Cost: one cluster, one sequence, three jobs at once (a runner mostly waits on it
 from __future__ import annotations
 
 import random
+import re
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka import TopicPartition
 
 from spark_app.options import NATIVE_ENGINE_ENV, READ_PATH_ENV
 from tests.integration.spark_app.test_runner import assert_exactly_once
+from tests.support.file_sink import committed_rows
 from tests.support.kafka_cluster import KafkaCluster
 from tests.support.kafka_tools import (
     DURABLE,
@@ -33,6 +36,7 @@ from tests.support.kafka_tools import (
     group_offsets,
     log_end_offsets,
     new_topic,
+    produce,
 )
 from tests.support.runner_process import RunnerProcess, job_manifest
 
@@ -69,7 +73,7 @@ class Jobs:
                 topic,
                 where,
                 partitionDiscoveryIntervalMs=1000,
-                maxOffsetsPerTrigger=600,
+                maxOffsetsPerTrigger=3000,  # catches up after a pause in few batches
             )
             self.runners[engine] = RunnerProcess(manifest, where, env=env)
         self.pauses: dict[str, dict[str, float]] = {engine: {} for engine in ENGINES}
@@ -99,6 +103,7 @@ class Jobs:
                         f"after {event}, before batch {wanted[engine]}:\n{runner.tail()}"
                     )
             time.sleep(0.1)
+        print(f"{event}: pauses {[p[event] for p in self.pauses.values()]} s", flush=True)
 
     def reach(self, cluster: KafkaCluster, topic: str) -> None:
         ends = {str(p): o for p, o in log_end_offsets(cluster.bootstrap, topic).items()}
@@ -123,7 +128,7 @@ def test_every_engine_rides_out_leader_churn_exactly_once(cluster, tmp_path) -> 
     jobs = Jobs(cluster, topic, tmp_path)
     producing = {**DURABLE, "topic.metadata.refresh.interval.ms": 1000}  # sees new partitions
     started = time.monotonic()
-    with ContinuousProducer(cluster.bootstrap, topic, rate=200, config=producing) as producer:
+    with ContinuousProducer(cluster.bootstrap, topic, rate=50, config=producing) as producer:
         jobs.start()
 
         def outage(kill: bool) -> Callable[[], None]:
@@ -165,3 +170,74 @@ def test_every_engine_rides_out_leader_churn_exactly_once(cluster, tmp_path) -> 
         output = runner.output()
         assert "partitions discovered" in output, engine
     print(f"chaos: {time.monotonic() - started:.0f}s; pauses (s) per engine: {jobs.pauses}")
+
+
+def offsets_by_partition(runner: RunnerProcess) -> dict[int, list[int]]:
+    rows = committed_rows(runner.workdir / "output")
+    ids = [row["id"] for row in rows]
+    assert len(ids) == len(set(ids)), "an id twice in the sink"
+    found: dict[int, list[int]] = {}
+    for row in rows:
+        found.setdefault(row["partition"], []).append(row["offset"])
+    return {p: sorted(o) for p, o in found.items()}
+
+
+def never_past_the_sink(cluster: KafkaCluster, group: str, topic: str, runner: RunnerProcess):
+    """The group's offsets never run ahead of what the sink holds."""
+    read = offsets_by_partition(runner)
+    for partition, offset in group_offsets(cluster.bootstrap, group, topic).items():
+        if offset is not None:
+            assert offset <= max(read.get(partition, [-1])) + 1, (partition, offset, group)
+
+
+def test_retention_and_topic_deletion_under_a_running_job(cluster, tmp_path) -> None:
+    """Records deleted before the job read them (the log start moved past its position, as
+    retention does): failOnDataLoss=true fails clearly naming the partition and range with
+    nothing committed past the sink; false skips them with a warning and counts them. A topic
+    deleted mid-stream fails clearly naming it, and nothing read is lost. One engine each."""
+    kept, gone = (new_topic(cluster.bootstrap, partitions=3, replicas=3) for _ in range(2))
+    for topic in (kept, gone):
+        for p in range(3):  # 1000 records in each partition
+            produce(cluster.bootstrap, topic, range(p * 1000, p * 1000 + 1000), p, **DURABLE)
+    jobs = {}
+    for name, topic, engine, loss in (
+        ("strict", kept, "fetch", True),
+        ("lenient", kept, "librdkafka", False),
+        ("deleted", gone, "python", True),
+    ):
+        where = tmp_path / name
+        where.mkdir()
+        manifest = job_manifest(
+            name, cluster.bootstrap, topic, where, maxOffsetsPerTrigger=150, failOnDataLoss=loss
+        )
+        jobs[name] = RunnerProcess(manifest, where, env=ENGINES[engine]).start()
+    for runner in jobs.values():
+        runner.wait_for_batch(1, timeout=240)
+    admin = cluster._admin()
+    cut = [TopicPartition(kept, p, 800) for p in range(3)]
+    for future in admin.delete_records(cut).values():
+        future.result(30)
+    admin.delete_topics([gone])[gone].result(30)
+
+    assert jobs["strict"].wait(180) != 0
+    assert re.search(rf"{kept}-\d: offsets \d+\.\.799 were deleted", jobs["strict"].output())
+    never_past_the_sink(cluster, "strict-group", kept, jobs["strict"])
+
+    assert jobs["deleted"].wait(180) != 0
+    assert re.search(rf"topic\(s\) {gone} not found", jobs["deleted"].output())
+    never_past_the_sink(cluster, "deleted-group", gone, jobs["deleted"])
+
+    lenient = jobs["lenient"]
+    report = lenient.wait_for(
+        lambda r: (
+            (r.get("latestBatch") or {}).get("endOffsets", {}).get(kept)
+            == {str(p): 1000 for p in range(3)}
+        ),
+        180,
+        "the lenient job to reach the log end",
+    )
+    assert report["dataLossSkippedOffsets"] > 0
+    assert "continuing (failOnDataLoss=false)" in lenient.output()
+    read = offsets_by_partition(lenient)
+    assert all(set(range(800, 1000)) <= set(read[p]) for p in range(3)), "a kept record lost"
+    assert lenient.terminate() == 0
