@@ -1,8 +1,10 @@
 """Kafka look-ups of the driver-side source and of the operator: partitions, watermarks,
 committed offsets, commits.
 
-Every call has a bounded timeout and raises `KafkaUnavailable` naming the broker, so an
-unreachable cluster is a clear error rather than a hang. A broker that refuses the client's
+Every call is a series of fresh bounded attempts under one deadline (`spark_app.kafka_retry`:
+it rides out a leader or coordinator change, a broker restart) and then raises
+`KafkaUnavailable` naming the broker, so an unreachable cluster is a clear error rather than a
+hang. A broker that refuses the client's
 SASL credentials or whose certificate does not verify is told apart (`KafkaAuthFailed`,
 `KafkaTLSFailed`, both `KafkaUnavailable`): librdkafka reports these only through its error
 callback while the request itself just times out with a transport error, so the clients
@@ -26,7 +28,15 @@ import threading
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from spark_app.kafka_retry import DEADLINE_S, Attempts, GaveUp, is_transient, kafka_error, retrying
+from spark_app.kafka_retry import (
+    DEADLINE_S,
+    Attempts,
+    GaveUp,
+    NoAnswerYet,
+    is_transient,
+    kafka_error,
+    retrying,
+)
 from spark_app.offsets import Positions, TopicPartition
 from spark_app.options import SourceOptions
 
@@ -188,9 +198,13 @@ class KafkaMetadata:
             raise self._unavailable(what, exc) from exc
 
     def _check_topics(self, topics: Iterable[str]) -> None:
-        """Raises UnknownTopic when a topic is gone from the cluster's metadata."""
+        """Raises UnknownTopic when a topic is gone from the cluster's metadata (a metadata
+        request that fails itself decides nothing: the call is retried)."""
         admin, _ = self._clients()
-        known = admin.list_topics(timeout=5).topics
+        try:
+            known = admin.list_topics(timeout=5).topics
+        except Exception:
+            return
         missing = sorted({t for t in topics if t not in known})
         if missing:
             raise UnknownTopic(
@@ -233,11 +247,13 @@ class KafkaMetadata:
         return {tp: (low[tp], high[tp]) for tp in tps}
 
     def _list_offsets(
-        self, tps: list[TopicPartition], spec, what: str
+        self, tps: list[TopicPartition], spec, what: str, lowest: int = 0
     ) -> dict[TopicPartition, int]:
         """One ListOffsets of `spec` for every partition, through the admin client: a failed
         attempt replaces it, so the next one asks the leaders of fresh metadata (a consumer
-        was seen asking a dead leader until its deadline)."""
+        was seen asking a dead leader until its deadline). An offset below `lowest` is no
+        answer (librdkafka gave -1001 without an error for a partition whose leader was just
+        killed): retried, never taken for a log end."""
         from confluent_kafka import IsolationLevel
         from confluent_kafka import TopicPartition as KafkaTP
 
@@ -253,7 +269,11 @@ class KafkaMetadata:
             futures = admin.list_offsets(
                 request, isolation_level=isolation, request_timeout=timeout
             )
-            return {k: f.result(timeout=timeout + 1).offset for k, f in futures.items()}
+            answer = {k: f.result(timeout=timeout + 1).offset for k, f in futures.items()}
+            invalid = {f"{k.topic}-{k.partition}": o for k, o in answer.items() if o < lowest}
+            if invalid:  # a leader just lost: a log end of -1001 would look like data loss
+                raise NoAnswerYet(f"ListOffsets answered no offset for {invalid}")
+            return answer
 
         answer = self._call(what, list_offsets, refresh_admin=True, topics={t for t, _ in tps})
         return {(k.topic, k.partition): offset for k, offset in answer.items()}
@@ -276,7 +296,8 @@ class KafkaMetadata:
         from confluent_kafka.admin import OffsetSpec
 
         spec = OffsetSpec.for_timestamp(timestamp_ms)
-        answer = self._list_offsets(list(tps), spec, "a ListOffsets-by-time request")
+        # -1: no record that recent
+        answer = self._list_offsets(list(tps), spec, "a ListOffsets-by-time request", lowest=-1)
         return {tp: (offset if offset >= 0 else None) for tp, offset in answer.items()}
 
     def commit(self, offsets: Positions) -> None:

@@ -84,10 +84,15 @@ def kafka_error(exc: BaseException):
     return None
 
 
+class NoAnswerYet(Exception):
+    """An answer that is not one: e.g. a ListOffsets result of -1001 (OFFSET_INVALID) without
+    an error, as librdkafka gives for a partition whose leader was just lost."""
+
+
 def is_transient(exc: BaseException) -> bool:
-    """A failure a later attempt may not see: a timed-out attempt, or a Kafka error a leader
-    or coordinator change causes."""
-    if isinstance(exc, FutureTimeout | TimeoutError):
+    """A failure a later attempt may not see: a timed-out attempt, a non-answer, or a Kafka
+    error a leader or coordinator change causes."""
+    if isinstance(exc, FutureTimeout | TimeoutError | NoAnswerYet):
         return True
     error = kafka_error(exc)
     return error is not None and (error.retriable() or error.code() in transient_codes())
