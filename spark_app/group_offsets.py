@@ -30,6 +30,7 @@ from spark_app.checkpoint_log import (
 from spark_app.committer import OffsetCommitter
 from spark_app.kafka_config import source_options
 from spark_app.kafka_metadata import KafkaMetadata, group_committer
+from spark_app.kafka_retry import DEADLINE_S
 from spark_app.manifest import RunnerManifest, epoch_sink_path
 from spark_app.offsets import Positions
 from spark_app.options import SourceOptions
@@ -39,7 +40,7 @@ log = logging.getLogger(__name__)
 
 
 class GroupOffsets:
-    def __init__(self, options: SourceOptions, timeout_s: float = 10.0):
+    def __init__(self, options: SourceOptions, timeout_s: float = DEADLINE_S):
         self.group = options.group_id
         self.table = PartitionStateTable()
         self.metadata = KafkaMetadata(options, timeout_s=timeout_s)

@@ -1,8 +1,10 @@
 """Kafka look-ups of the driver-side source and of the operator: partitions, watermarks,
 committed offsets, commits.
 
-Every call has a bounded timeout and raises `KafkaUnavailable` naming the broker, so an
-unreachable cluster is a clear error rather than a hang. A broker that refuses the client's
+Every call is a series of fresh bounded attempts under one deadline (`spark_app.kafka_retry`:
+it rides out a leader or coordinator change, a broker restart) and then raises
+`KafkaUnavailable` naming the broker, so an unreachable cluster is a clear error rather than a
+hang. A broker that refuses the client's
 SASL credentials or whose certificate does not verify is told apart (`KafkaAuthFailed`,
 `KafkaTLSFailed`, both `KafkaUnavailable`): librdkafka reports these only through its error
 callback while the request itself just times out with a transport error, so the clients
@@ -23,10 +25,18 @@ from __future__ import annotations
 
 import re
 import threading
-import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from spark_app.kafka_retry import (
+    DEADLINE_S,
+    Attempts,
+    GaveUp,
+    NoAnswerYet,
+    is_transient,
+    kafka_error,
+    retrying,
+)
 from spark_app.offsets import Positions, TopicPartition
 from spark_app.options import SourceOptions
 
@@ -35,6 +45,17 @@ if TYPE_CHECKING:
     from confluent_kafka.admin import AdminClient
 
 INTERNAL_TOPIC = re.compile(r"^__")
+# A topic (or partition) the answering broker does not know: deleted, or its metadata not
+# there yet (UNKNOWN_TOPIC_OR_PART, librdkafka's _UNKNOWN_TOPIC and _UNKNOWN_PARTITION).
+_UNKNOWN_TOPIC_CODES = frozenset({3, -188, -190})
+# A standalone commit refused because the group has live members (ILLEGAL_GENERATION,
+# UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS): the user's answer to give, never retried.
+_GROUP_BUSY_CODES = frozenset({22, 25, 27})
+
+
+def _commit_transient(failure: BaseException) -> bool:
+    error = kafka_error(failure)
+    return is_transient(failure) and not (error and error.code() in _GROUP_BUSY_CODES)
 
 
 def matching_topics(pattern: str, topics: Iterable[str]) -> list[str]:
@@ -94,7 +115,7 @@ class KafkaMetadata:
     def __init__(
         self,
         options: SourceOptions,
-        timeout_s: float = 30.0,
+        timeout_s: float = DEADLINE_S,
         client_overrides: dict[str, str | int | bool] | None = None,
     ):
         self.options = options
@@ -109,11 +130,12 @@ class KafkaMetadata:
         from confluent_kafka import Consumer
         from confluent_kafka.admin import AdminClient
 
+        overrides = {**self._overrides, "error_cb": self._security}
         with self._lock:
             if self._consumer is None:
                 group = self.options.group_id or "kafka-checkpointed-metadata"
-                overrides = {**self._overrides, "error_cb": self._security}
                 self._consumer = Consumer(self.options.client(**{**overrides, "group.id": group}))
+            if self._admin is None:  # dropped after a failed attempt: fresh metadata
                 self._admin = AdminClient(
                     {
                         k: v
@@ -132,29 +154,73 @@ class KafkaMetadata:
                     client.poll(0)
         return self._security.error(self.options.bootstrap_servers)
 
-    def _unavailable(self, what: str, exc: BaseException) -> KafkaUnavailable:
+    def _unavailable(
+        self, what: str, exc: BaseException, gave_up: GaveUp | None = None
+    ) -> KafkaUnavailable:
         security = self.security_error()
         if security is not None:
             return security
+        tries = f"{gave_up.attempts} attempt(s) in {gave_up.waited_s:.0f}s" if gave_up else ""
         return KafkaUnavailable(
             f"Kafka at {self.options.bootstrap_servers} did not answer {what} within "
-            f"{self.timeout_s:.0f}s ({exc}); check kafka.bootstrap.servers and that the "
-            "brokers are reachable"
+            f"{self.timeout_s:.0f}s ({tries}{'; last: ' if tries else ''}{exc}); check "
+            "kafka.bootstrap.servers and that the brokers are reachable"
         )
+
+    def _call(self, what: str, call, refresh_admin: bool = False, topics=(), deadline_s=None):
+        """`call(timeout)` as fresh bounded attempts under the one deadline (kafka_retry):
+        between attempts a refused login or certificate ends the wait, a topic found deleted
+        ends it naming the topic, and with `refresh_admin` the admin client is replaced, so
+        the next attempt starts from fresh metadata instead of a leader that moved."""
+
+        def refresh(failure: BaseException) -> None:
+            if self.security_error() is not None:
+                raise failure
+            error = kafka_error(failure)
+            if topics and error is not None and error.code() in _UNKNOWN_TOPIC_CODES:
+                self._check_topics(topics)
+            if refresh_admin:
+                with self._lock:
+                    self._admin = None  # no close(): another thread may still use the old one
+
+        def transient(failure: BaseException) -> bool:
+            error = kafka_error(failure)
+            unknown = bool(topics) and error is not None and error.code() in _UNKNOWN_TOPIC_CODES
+            return unknown or is_transient(failure)
+
+        try:
+            deadline = self.timeout_s if deadline_s is None else deadline_s
+            return retrying(call, Attempts(deadline_s=deadline), refresh, transient)
+        except GaveUp as exc:
+            raise self._unavailable(what, exc.last, exc) from exc.last
+        except UnknownTopic:
+            raise
+        except Exception as exc:  # refresh stopped early (a refused login or certificate)
+            raise self._unavailable(what, exc) from exc
+
+    def _check_topics(self, topics: Iterable[str]) -> None:
+        """Raises UnknownTopic when a topic is gone from the cluster's metadata (a metadata
+        request that fails itself decides nothing: the call is retried)."""
+        admin, _ = self._clients()
+        try:
+            known = admin.list_topics(timeout=5).topics
+        except Exception:
+            return
+        missing = sorted({t for t in topics if t not in known})
+        if missing:
+            raise UnknownTopic(
+                f"topic(s) {', '.join(missing)} not found at {self.options.bootstrap_servers}"
+                " (deleted while the job reads it?); recreate it, or change subscribe and "
+                "start from a fresh checkpoint"
+            )
 
     def topic_partitions(self) -> list[TopicPartition]:
         """Partitions of the subscribed topics (or of the topics matching the pattern)."""
-        admin, _ = self._clients()
-        deadline = time.monotonic() + self.timeout_s
-        while True:  # short tries: a refused login or certificate ends the wait early
-            try:
-                metadata = admin.list_topics(
-                    timeout=min(1.0, max(0.1, deadline - time.monotonic()))
-                )
-                break
-            except Exception as exc:
-                if time.monotonic() >= deadline or self.security_error() is not None:
-                    raise self._unavailable("a metadata request", exc) from exc
+        metadata = self._call(
+            "a metadata request",
+            lambda timeout: self._clients()[0].list_topics(timeout=timeout),
+            refresh_admin=True,
+        )
         if self.options.topics is not None:
             missing = [t for t in self.options.topics if t not in metadata.topics]
             if missing:
@@ -172,116 +238,81 @@ class KafkaMetadata:
 
     def watermarks(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, tuple[int, int]]:
         """(log start, log end) per partition; the end is the LSO under read_committed."""
-        from confluent_kafka import IsolationLevel
-        from confluent_kafka import TopicPartition as KafkaTP
         from confluent_kafka.admin import OffsetSpec
 
         tps = list(tps)
         if not tps:
             return {}
-        admin, _ = self._clients()
+        low = self._list_offsets(tps, OffsetSpec.earliest(), "a ListOffsets request")
+        high = self._list_offsets(tps, OffsetSpec.latest(), "a ListOffsets request")
+        return {tp: (low[tp], high[tp]) for tp in tps}
+
+    def _list_offsets(
+        self, tps: list[TopicPartition], spec, what: str, lowest: int = 0
+    ) -> dict[TopicPartition, int]:
+        """One ListOffsets of `spec` for every partition, through the admin client: a failed
+        attempt replaces it, so the next one asks the leaders of fresh metadata (a consumer
+        was seen asking a dead leader until its deadline). An offset below `lowest` is no
+        answer (librdkafka gave -1001 without an error for a partition whose leader was just
+        killed): retried, never taken for a log end."""
+        from confluent_kafka import IsolationLevel
+        from confluent_kafka import TopicPartition as KafkaTP
+
         isolation = (
             IsolationLevel.READ_COMMITTED
             if self.options.isolation_level == "read_committed"
             else IsolationLevel.READ_UNCOMMITTED
         )
-        result: dict[TopicPartition, list[int]] = {}
-        for index, spec in enumerate((OffsetSpec.earliest(), OffsetSpec.latest())):
-            request = {KafkaTP(t, p): spec for t, p in tps}
+        request = {KafkaTP(t, p): spec for t, p in tps}
 
-            def list_offsets(left: float, request=request):
-                futures = admin.list_offsets(
-                    request, isolation_level=isolation, request_timeout=left
-                )
-                return {k: f.result(timeout=left).offset for k, f in futures.items()}
+        def list_offsets(timeout: float):
+            admin, _ = self._clients()  # a fresh one after a failed attempt
+            futures = admin.list_offsets(
+                request, isolation_level=isolation, request_timeout=timeout
+            )
+            answer = {k: f.result(timeout=timeout + 1).offset for k, f in futures.items()}
+            invalid = {f"{k.topic}-{k.partition}": o for k, o in answer.items() if o < lowest}
+            if invalid:  # a leader just lost: a log end of -1001 would look like data loss
+                raise NoAnswerYet(f"ListOffsets answered no offset for {invalid}")
+            return answer
 
-            for ktp, offset in self._retrying("a ListOffsets request", list_offsets).items():
-                result.setdefault((ktp.topic, ktp.partition), [0, 0])[index] = offset
-        return {tp: (low, high) for tp, (low, high) in result.items()}
-
-    def _retrying(self, what: str, call, timeout_s: float | None = None):
-        """Retries transient errors (a broker restarting, a leader or coordinator moving)
-        until the timeout (`timeout_s`, else the client's); then the error names the broker
-        and the fix."""
-        from confluent_kafka import KafkaError, KafkaException
-
-        # Leaders and coordinators move (a broker restarts, a partition fails over):
-        # librdkafka does not flag all of these as retriable in admin results.
-        transient = {
-            KafkaError.NOT_COORDINATOR,
-            KafkaError.COORDINATOR_NOT_AVAILABLE,
-            KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-            KafkaError.FENCED_LEADER_EPOCH,
-            KafkaError.UNKNOWN_LEADER_EPOCH,
-            KafkaError.NOT_LEADER_FOR_PARTITION,
-            KafkaError.LEADER_NOT_AVAILABLE,
-            KafkaError._TRANSPORT,
-            KafkaError._ALL_BROKERS_DOWN,
-            KafkaError._TIMED_OUT,
-            KafkaError._NOENT,  # "No leaders found": partitions without a leader for a moment
-        }
-        deadline = time.monotonic() + (self.timeout_s if timeout_s is None else timeout_s)
-        delay = 0.05
-        while True:
-            try:
-                return call(max(0.1, deadline - time.monotonic()))
-            except KafkaException as exc:
-                error = exc.args[0] if exc.args else None
-                retriable = isinstance(error, KafkaError) and (
-                    error.retriable() or error.code() in transient
-                )
-                if not retriable or time.monotonic() + delay >= deadline:
-                    raise self._unavailable(what, exc) from exc
-            except Exception as exc:
-                raise self._unavailable(what, exc) from exc
-            time.sleep(delay)
-            delay = min(1.0, delay * 2)
+        answer = self._call(what, list_offsets, refresh_admin=True, topics={t for t, _ in tps})
+        return {(k.topic, k.partition): offset for k, offset in answer.items()}
 
     def committed(
         self, tps: Iterable[TopicPartition], timeout_s: float | None = None
     ) -> dict[TopicPartition, int | None]:
+        """The group's committed offsets, within `timeout_s` (else the client's deadline)."""
         from confluent_kafka import TopicPartition as KafkaTP
 
         _, consumer = self._clients()
         request = [KafkaTP(t, p) for t, p in tps]
-        answer = self._retrying(
+        answer = self._call(
             "an OffsetFetch request",
-            lambda left: consumer.committed(request, timeout=left),
-            timeout_s,
+            lambda timeout: consumer.committed(request, timeout=timeout),
+            deadline_s=timeout_s,
         )
         return {(k.topic, k.partition): (k.offset if k.offset >= 0 else None) for k in answer}
 
     def offsets_for_time(
         self, tps: Iterable[TopicPartition], timestamp_ms: int
     ) -> dict[TopicPartition, int | None]:
-        from confluent_kafka import TopicPartition as KafkaTP
+        """The first offset whose timestamp is at or after `timestamp_ms`, per partition;
+        None where no record is that recent."""
+        from confluent_kafka.admin import OffsetSpec
 
-        _, consumer = self._clients()
-        try:
-            answer = consumer.offsets_for_times(
-                [KafkaTP(t, p, timestamp_ms) for t, p in tps], timeout=self.timeout_s
-            )
-        except Exception as exc:
-            raise self._unavailable("a ListOffsets-by-time request", exc) from exc
-        return {(k.topic, k.partition): (k.offset if k.offset >= 0 else None) for k in answer}
+        spec = OffsetSpec.for_timestamp(timestamp_ms)
+        # -1: no record that recent
+        answer = self._list_offsets(list(tps), spec, "a ListOffsets-by-time request", lowest=-1)
+        return {tp: (offset if offset >= 0 else None) for tp, offset in answer.items()}
 
     def commit(self, offsets: Positions) -> None:
-        """A synchronous standalone commit of the group (no subscription, no rebalance).
-        Raises the client's KafkaException as it comes: the broker refuses it while the
-        group has live members (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS),
-        and the caller says what that means."""
-        from confluent_kafka import TopicPartition as KafkaTP
-
+        """A synchronous standalone commit of the group (no subscription, no rebalance),
+        retried through a coordinator move. Raises the client's KafkaException as it comes
+        when the broker refuses it while the group has live members (UNKNOWN_MEMBER_ID,
+        ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS), and the caller says what that means."""
         _, consumer = self._clients()
-        answer = consumer.commit(
-            offsets=[KafkaTP(t, p, o) for (t, p), o in sorted(offsets.items())],
-            asynchronous=False,
-        )
-        failed = [tp for tp in answer or () if tp.error is not None]
-        if failed:
-            from confluent_kafka import KafkaException
-
-            raise KafkaException(failed[0].error)
+        commit_retried(consumer, offsets, self.timeout_s)
 
     def close(self) -> None:
         with self._lock:
@@ -290,20 +321,43 @@ class KafkaMetadata:
             self._consumer = self._admin = None
 
 
-def group_committer(options: SourceOptions, timeout_s: float = 30.0):
-    """A commit function for OffsetCommitter: a standalone commit to the group (no
-    subscription, so no rebalance), with its own client so it never blocks planning."""
-    from confluent_kafka import Consumer
+def commit_sync(consumer: Consumer, offsets: Positions) -> None:
+    """One synchronous standalone commit; a partition the broker refused raises its error."""
+    from confluent_kafka import KafkaException
     from confluent_kafka import TopicPartition as KafkaTP
+
+    answer = consumer.commit(
+        offsets=[KafkaTP(t, p, o) for (t, p), o in sorted(offsets.items())], asynchronous=False
+    )
+    failed = [tp for tp in answer or () if tp.error is not None]
+    if failed:
+        raise KafkaException(failed[0].error)
+
+
+def commit_retried(consumer: Consumer, offsets: Positions, deadline_s: float) -> None:
+    """`commit_sync` through a coordinator or leader move (kafka_retry), within `deadline_s`;
+    a refusal or the last failure raises the client's own exception."""
+    try:
+        retrying(
+            lambda _timeout: commit_sync(consumer, offsets),
+            Attempts(deadline_s),
+            transient=_commit_transient,
+        )
+    except GaveUp as exc:
+        raise exc.last from None
+
+
+def group_committer(options: SourceOptions, timeout_s: float = DEADLINE_S):
+    """A commit function for OffsetCommitter: a standalone commit to the group (no
+    subscription, so no rebalance), with its own client so it never blocks planning, retried
+    through a coordinator or leader move within `timeout_s` (kafka_retry)."""
+    from confluent_kafka import Consumer
 
     if options.group_id is None:  # commits are only made for a group (SourceOptions)
         raise ValueError("no kafka.group.id to commit to")
     consumer = Consumer(options.client(**{"group.id": options.group_id}))
 
     def commit(offsets: Positions) -> None:
-        consumer.commit(
-            offsets=[KafkaTP(t, p, o) for (t, p), o in sorted(offsets.items())],
-            asynchronous=False,
-        )
+        commit_retried(consumer, offsets, timeout_s)
 
     return commit

@@ -1,8 +1,13 @@
 """The Kafka sink: writes `value` (and optional `key`) columns to a topic, at-least-once.
 
-Executors produce with an idempotent producer and flush before the task reports success, so
-a batch is committed only after Kafka acknowledged every record; a retried task or a
-restored batch may write records again (the documented at-least-once of Kafka sinks).
+Executors produce with an idempotent producer (acks=all) and flush before the task reports
+success, so a batch is committed only after Kafka acknowledged every record; a retried task or
+a restored batch may write records again (the documented at-least-once of Kafka sinks).
+
+A leader change costs a pause, not a failed batch: librdkafka retries each record (idempotence
+keeps the order and writes it once) until its delivery timeout, `_DELIVERY_TIMEOUT_MS` (2 min,
+twice the driver's look-up deadline of `spark_app.kafka_retry`, which says why that outlasts a
+broker restart), and the flush waits for the last record's answer.
 """
 
 from __future__ import annotations
@@ -12,7 +17,9 @@ from dataclasses import dataclass
 
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
-_FLUSH_TIMEOUT_S = 60.0
+_DELIVERY_TIMEOUT_MS = 120_000
+# every record is answered (acknowledged or failed) within its delivery timeout
+_FLUSH_MARGIN_S = 10.0
 
 
 @dataclass
@@ -47,6 +54,7 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
                 "enable.idempotence": True,
                 "acks": "all",
                 "linger.ms": 5,
+                "message.timeout.ms": _DELIVERY_TIMEOUT_MS,
                 "log_level": 3,
                 **self.client,
             }
@@ -69,7 +77,9 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
                         producer.poll(0.1)
                 count += 1
             producer.poll(0)
-        remaining = producer.flush(_FLUSH_TIMEOUT_S)
+        set_ms = self.client.get("message.timeout.ms") or self.client.get("delivery.timeout.ms")
+        delivery_s = int(set_ms or _DELIVERY_TIMEOUT_MS) / 1000
+        remaining = producer.flush(delivery_s + _FLUSH_MARGIN_S)
         if remaining or failures:
             raise KafkaSinkError(
                 f"{remaining} record(s) unacknowledged and {len(failures)} failed writing to "

@@ -28,6 +28,7 @@ READ_PATH_ENV = "STREAMJOB_READ_PATH"
 # the client settings it understands), `librdkafka` (its consumer, every setting), `auto`
 # (fetch when it can, else librdkafka).
 NATIVE_ENGINES = ("auto", "fetch", "librdkafka")
+NATIVE_ENGINE_ENV = "STREAMJOB_NATIVE_ENGINE"  # its default, as STREAMJOB_READ_PATH
 # Client properties this source sets itself: letting a user override them would break
 # range reads (auto.offset.reset), commits (enable.auto.commit) or planning (isolation).
 RESERVED_CLIENT_KEYS = {
@@ -255,7 +256,9 @@ class SourceOptions:
             read_path=_choice(
                 options, "readPath", os.environ.get(READ_PATH_ENV, "auto"), READ_PATHS
             ),
-            native_engine=_choice(options, "nativeEngine", "auto", NATIVE_ENGINES),
+            native_engine=_choice(
+                options, "nativeEngine", os.environ.get(NATIVE_ENGINE_ENV, "auto"), NATIVE_ENGINES
+            ),
             value_decoding=_value_decoding(options, topics),
             client_config=client,
         )

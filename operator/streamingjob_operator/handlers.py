@@ -48,6 +48,7 @@ class Runtime:
         self.kafka = KafkaMonitor(
             workers=config.kafka_workers,
             timeout=config.kafka_timeout_seconds,
+            deadline=config.kafka_deadline_seconds,
             max_age=config.kafka_poll_seconds,
         )
         self.executor = ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="rec")

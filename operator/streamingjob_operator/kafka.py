@@ -11,13 +11,15 @@ re-query the coordinator, as a broker whose offsets topic was just created does.
 Clients: one long-lived `KafkaMetadata` per connection setting, shared by the jobs that use
 it, closed once no job uses it and no reading is in flight; never dropped under a request.
 
-Readings run on a small dedicated thread pool with bounded timeouts; a reconcile never waits
-for Kafka: it takes the latest cached reading and asks for a fresh one when it is old. An
-unreachable broker or an unknown topic becomes a `problem` naming the spec field, never an
-exception in the reconcile; a broker that refuses the job's SASL credentials or whose
-certificate does not verify against the job's CA is a problem of its own (KafkaAuthFailed,
-KafkaTLSFailed) naming the Secret. Credentials (and the CA, passed as `ssl.ca.pem` in
-memory) are used to connect and are never logged or stored outside the client.
+Readings run on a small dedicated thread pool, each request retried in fresh bounded
+attempts through a leader or coordinator change under one deadline
+(`spark_app.kafka_retry`); a reconcile never waits for Kafka: it takes the latest cached
+reading and asks for a fresh one when it is old. An unreachable broker or an unknown topic
+becomes a `problem` naming the spec field, never an exception in the reconcile; a broker
+that refuses the job's SASL credentials or whose certificate does not verify against the
+job's CA is a problem of its own (KafkaAuthFailed, KafkaTLSFailed) naming the Secret.
+Credentials (and the CA, passed as `ssl.ca.pem` in memory) are used to connect and are never
+logged or stored outside the client.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from spark_app.kafka_metadata import (
     KafkaUnavailable,
     UnknownTopic,
 )
+from spark_app.kafka_retry import DEADLINE_S
 from spark_app.manifest import SourceSpec
 from spark_app.offsets_admin import OffsetsRequest, OffsetsResult
 from spark_app.options import OptionError, SourceOptions
@@ -90,14 +93,15 @@ def client_overrides(timeout: float) -> dict[str, Any]:
 
 
 def run_offsets_action(
-    target: KafkaTarget, request: OffsetsRequest, timeout: float
+    target: KafkaTarget, request: OffsetsRequest, timeout: float, deadline: float = DEADLINE_S
 ) -> OffsetsResult:
     """One offsets action (spec.offsetsAction) with a client of its own, closed afterwards:
-    actions are rare and must not wait behind, or hold up, the shared readings. Blocking and
-    bounded by `timeout` per request; raises OffsetsRefused, KafkaUnavailable, UnknownTopic
-    or OptionError."""
+    actions are rare and must not wait behind, or hold up, the shared readings. Blocking;
+    each request is retried in attempts (sockets bounded by `timeout`) within `deadline`
+    (through a leader or coordinator change); raises OffsetsRefused, KafkaUnavailable,
+    UnknownTopic or OptionError."""
     options = SourceOptions.parse(dict(target.options))
-    metadata = KafkaMetadata(options, timeout, client_overrides(timeout))
+    metadata = KafkaMetadata(options, deadline, client_overrides(timeout))
     try:
         return offsets_admin.run(metadata, request)
     finally:
@@ -145,9 +149,12 @@ class _Client:
 class KafkaMonitor:
     """Cached readings per job, refreshed in the background with shared clients."""
 
-    def __init__(self, *, workers: int, timeout: float, max_age: float) -> None:
+    def __init__(
+        self, *, workers: int, timeout: float, max_age: float, deadline: float = DEADLINE_S
+    ) -> None:
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kafka")
         self._timeout = timeout
+        self._deadline = deadline  # one reading rides out a leader change (kafka_retry)
         self._max_age = max_age
         self._lock = threading.Lock()
         self._views: dict[tuple[str, str], KafkaView] = {}
@@ -204,7 +211,8 @@ class KafkaMonitor:
         client = self._clients.get(target.options)
         if client is None:
             options = SourceOptions.parse(dict(target.options))
-            metadata = KafkaMetadata(options, self._timeout, client_overrides(self._timeout))
+            overrides = client_overrides(self._timeout)
+            metadata = KafkaMetadata(options, self._deadline, overrides)
             client = self._clients[target.options] = _Client(metadata)
         if previous is not None:
             unused += self._release(key, previous)

@@ -384,9 +384,9 @@ class Reconciler:
     ) -> dict[str, Any]:
         """Runs spec.offsetsAction (the job is suspended, no pod left: offsets_action.gate)
         and records the outcome. Kafka is asked in this reconcile's thread, each request
-        bounded by kafkaTimeoutSeconds. Should recording it fail (the API server down), the
-        next reconcile runs the action again: every action is idempotent except a reset to
-        latest, which then takes the log end of that moment."""
+        retried through a leader change within kafkaDeadlineSeconds. Should recording it fail
+        (the API server down), the next reconcile runs the action again: every action is
+        idempotent except a reset to latest, which then takes the log end of that moment."""
         action = spec.offsets_action
         assert action is not None
         meta = job["metadata"]
@@ -398,7 +398,10 @@ class Reconciler:
             if target is None:
                 raise OffsetsRefused("the Secret of spec.kafkaCredentials is missing")
             request = offsets_action.request(action)
-            result = self.offsets_runner(target, request, self.settings.kafka_timeout_seconds)
+            settings = self.settings
+            result = self.offsets_runner(
+                target, request, settings.kafka_timeout_seconds, settings.kafka_deadline_seconds
+            )
             outcome, message = "Succeeded", result.summary()
             listing = offsets_action.listing(result, datetime.now(UTC))
             child = build_offsets_configmap(job, listing.data)

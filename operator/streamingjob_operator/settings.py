@@ -8,7 +8,8 @@
 | STREAMINGJOB_FENCING_POLL_SECONDS | 2 | re-check while old pods terminate |
 | STREAMINGJOB_NODE_LOST_GRACE_SECONDS | 40 | a pod whose node is silent this long is lost |
 | STREAMINGJOB_KUBELET_LEASE_RENEW_SECONDS | 10 | kubelets renew node leases this often |
-| STREAMINGJOB_KAFKA_TIMEOUT_SECONDS | 5 | timeout of each Kafka admin request |
+| STREAMINGJOB_KAFKA_TIMEOUT_SECONDS | 5 | socket timeout of each Kafka request |
+| STREAMINGJOB_KAFKA_DEADLINE_SECONDS | 60 | a Kafka call's deadline, its retries included |
 | STREAMINGJOB_KAFKA_POLL_SECONDS | 30 | how often committed offsets and lag are read |
 | STREAMINGJOB_KAFKA_WORKERS | 4 | threads that talk to Kafka (never the event loop) |
 | STREAMINGJOB_API_TIMEOUT_SECONDS | 30 | timeout of each Kubernetes API request |
@@ -55,6 +56,8 @@ class OperatorSettings(BaseModel):
     node_lost_grace_seconds: float = Field(default=40.0, gt=0)
     kubelet_lease_renew_seconds: float = Field(default=timing.KUBELET_LEASE_RENEW_SECONDS, gt=0)
     kafka_timeout_seconds: float = Field(default=5.0, gt=0)
+    # outlasts a broker restart (spark_app.kafka_retry says why 60)
+    kafka_deadline_seconds: float = Field(default=60.0, gt=0)
     kafka_poll_seconds: float = Field(default=30.0, gt=0)
     kafka_workers: int = Field(default=4, ge=1)
     api_timeout_seconds: float = Field(default=30.0, gt=0)

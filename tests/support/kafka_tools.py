@@ -115,14 +115,35 @@ def consume_values(bootstrap: str, topic: str) -> list[bytes]:
         consumer.close()
 
 
+# What users run on a replicated cluster: every record on min.insync.replicas before it is
+# acknowledged, retries written once and in order.
+DURABLE = {"acks": "all", "enable.idempotence": True}
+
+
 class ContinuousProducer:
     """Records with ids 0, 1, 2, … arriving continuously at about `rate` per second, from a
-    thread, until `stop()` (which returns how many were produced: ids range(0, n))."""
+    thread, until `stop()` (which returns how many were produced: ids range(0, n)). `config`:
+    producer settings on top (e.g. DURABLE); a record Kafka failed to deliver fails `stop()`."""
 
-    def __init__(self, bootstrap: str, topic: str, rate: int = 500, first_id: int = 0):
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        rate: int = 500,
+        first_id: int = 0,
+        config: dict[str, object] | None = None,
+    ):
         import threading
 
-        self._producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+        self.failed: list[str] = []
+        self._producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "linger.ms": 5,
+                "on_delivery": self._delivered,
+                **(config or {}),
+            }
+        )
         self._topic, self._rate, self._next = topic, rate, first_id
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name="producer", daemon=True)
@@ -138,6 +159,10 @@ class ContinuousProducer:
     def produced(self) -> int:
         return self._next
 
+    def _delivered(self, error, _message) -> None:
+        if error is not None:
+            self.failed.append(str(error))
+
     def _run(self) -> None:
         tick, per_tick = 0.02, max(1, self._rate // 50)
         while not self._stopped.wait(tick):
@@ -152,5 +177,6 @@ class ContinuousProducer:
         if not self._stopped.is_set():
             self._stopped.set()
             self._thread.join(10)
-            assert self._producer.flush(30) == 0
+            assert self._producer.flush(120) == 0
+        assert not self.failed, f"{len(self.failed)} records not delivered: {self.failed[:3]}"
         return self._next

@@ -431,8 +431,9 @@ def test_a_resume_while_kafka_applies_the_action_still_starts_a_new_epoch(
         assert kube.driver_names(ns) == ["race-e1-a1-driver"]
         resumed = []
 
-        def resumed_meanwhile(target, request, timeout):
-            result = run_offsets_action(target, request, timeout)  # committed on the broker
+        def resumed_meanwhile(target, request, timeout, deadline):
+            # committed on the broker
+            result = run_offsets_action(target, request, timeout, deadline)
             kube.patch_spec(ns, "race", {"suspend": False})
             resumed.append(True)
             return result

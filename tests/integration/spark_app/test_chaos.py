@@ -1,0 +1,246 @@
+"""Chaos on a replicated cluster (3 KRaft nodes, RF 3, min.insync.replicas 2), on every read
+path: one job per engine (fetch, librdkafka, pure Python) runs as a real runner process side
+by side, under continuous production (acks=all, idempotent), through one scripted sequence of
+events: the node leading most partitions SIGKILLed and gracefully stopped, restarted after
+random outages; a rolling restart of all three nodes; a reassignment moving replicas and
+leaders, then a preferred-leader election; partitions added mid-stream.
+
+A runner that exits fails the test (`RunnerProcess.wait_for`), also where a relaunch would
+have saved the records: a broker restart must cost a job a pause, never its driver. At the end
+every produced id is in each job's sink exactly once and each group's committed offsets equal
+the log ends. Each event's pause (the event to the first batch planned after it committed) is
+printed per engine: docs/source.md ("Kafka as users run it") quotes them.
+
+Cost: one cluster, one sequence, three jobs at once (a runner mostly waits on its trigger).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import TopicPartition
+
+from spark_app.options import NATIVE_ENGINE_ENV, READ_PATH_ENV
+from tests.integration.spark_app.test_runner import assert_exactly_once
+from tests.support.file_sink import committed_rows
+from tests.support.kafka_cluster import KafkaCluster
+from tests.support.kafka_tools import (
+    DURABLE,
+    ContinuousProducer,
+    add_partitions,
+    group_offsets,
+    log_end_offsets,
+    new_topic,
+    produce,
+)
+from tests.support.runner_process import RunnerProcess, job_manifest
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+
+ENGINES = {
+    "fetch": {READ_PATH_ENV: "native", NATIVE_ENGINE_ENV: "fetch"},
+    "librdkafka": {READ_PATH_ENV: "native", NATIVE_ENGINE_ENV: "librdkafka"},
+    "python": {READ_PATH_ENV: "python"},
+}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory) -> Iterator[KafkaCluster]:
+    with KafkaCluster(Path(tmp_path_factory.mktemp("chaos"))) as c:
+        yield c
+
+
+def batch_id(runner: RunnerProcess) -> int:
+    return (runner.report().get("latestBatch") or {}).get("batchId", -1)
+
+
+class Jobs:
+    """The three jobs, one per engine, reading the same topic into sinks of their own."""
+
+    def __init__(self, cluster: KafkaCluster, topic: str, workdir: Path):
+        self.runners: dict[str, RunnerProcess] = {}
+        for engine, env in ENGINES.items():
+            where = workdir / engine
+            where.mkdir()
+            manifest = job_manifest(
+                f"chaos-{engine}",
+                cluster.bootstrap,
+                topic,
+                where,
+                partitionDiscoveryIntervalMs=1000,
+                maxOffsetsPerTrigger=3000,  # catches up after a pause in few batches
+            )
+            self.runners[engine] = RunnerProcess(manifest, where, env=env)
+        self.pauses: dict[str, dict[str, float]] = {engine: {} for engine in ENGINES}
+
+    def start(self) -> None:
+        for runner in self.runners.values():
+            runner.start()
+        for runner in self.runners.values():
+            runner.wait_for_batch(1, timeout=240)
+
+    def through(self, event: str, action: Callable[[], None]) -> None:
+        """Runs `action`; then every job must commit the first batch planned after the event
+        began (two past the one it had: one may have been in flight). Records each pause."""
+        began = time.monotonic()
+        wanted = {engine: batch_id(r) + 2 for engine, r in self.runners.items()}
+        action()
+        waiting = dict(self.runners)
+        while waiting:  # all side by side: each pause is when its own batch was seen
+            for engine, runner in list(waiting.items()):
+                if batch_id(runner) >= wanted[engine]:
+                    self.pauses[engine][event] = round(time.monotonic() - began, 1)
+                    del waiting[engine]
+                elif runner.process.poll() is not None or time.monotonic() - began > 300:
+                    code = runner.process.poll()
+                    raise AssertionError(
+                        f"{engine}: {'exited ' + str(code) if code is not None else 'stuck'} "
+                        f"after {event}, before batch {wanted[engine]}:\n{runner.tail()}"
+                    )
+            time.sleep(0.1)
+        print(f"{event}: pauses {[p[event] for p in self.pauses.values()]} s", flush=True)
+
+    def reach(self, cluster: KafkaCluster, topic: str) -> None:
+        ends = {str(p): o for p, o in log_end_offsets(cluster.bootstrap, topic).items()}
+        for runner in self.runners.values():
+            runner.wait_for(
+                lambda r: (r.get("latestBatch") or {}).get("endOffsets", {}).get(topic) == ends,
+                300,
+                f"the job to reach the log end {ends}",
+            )
+
+
+def rotated(cluster: KafkaCluster, topic: str) -> dict[int, list[int]]:
+    """Each partition's replicas moved one node on: every preferred leader changes."""
+    metadata = cluster._admin().list_topics(topic, timeout=10).topics[topic].partitions
+    return {p: [r % 3 + 1 for r in m.replicas] for p, m in metadata.items()}
+
+
+def test_every_engine_rides_out_leader_churn_exactly_once(cluster, tmp_path) -> None:
+    topic = new_topic(cluster.bootstrap, partitions=4, replicas=3)
+    cluster.wait_in_sync(topic)
+    rng = random.Random(21)
+    jobs = Jobs(cluster, topic, tmp_path)
+    producing = {**DURABLE, "topic.metadata.refresh.interval.ms": 1000}  # sees new partitions
+    started = time.monotonic()
+    with ContinuousProducer(cluster.bootstrap, topic, rate=50, config=producing) as producer:
+        jobs.start()
+
+        def outage(kill: bool) -> Callable[[], None]:
+            def act() -> None:
+                with cluster.outage(cluster.node_leading_most(topic), kill=kill):
+                    time.sleep(rng.uniform(2.0, 8.0))  # a random outage, the job running
+                cluster.wait_in_sync(topic)
+
+            return act
+
+        def rolling_restart() -> None:
+            for node in cluster.nodes:
+                with cluster.outage(node, kill=False):
+                    pass
+                cluster.wait_in_sync(topic)
+
+        jobs.through("leader SIGKILLed", outage(kill=True))
+        jobs.through("leader stopped gracefully", outage(kill=False))
+        jobs.through("leader SIGKILLed again", outage(kill=True))
+        jobs.through("rolling restart of all three nodes", rolling_restart)
+        jobs.through("reassignment", lambda: cluster.reassign(topic, rotated(cluster, topic)))
+        jobs.through("preferred-leader election", lambda: cluster.elect_preferred_leaders(topic))
+        jobs.through(
+            "partitions added (4 to 6)", lambda: add_partitions(cluster.bootstrap, topic, 6)
+        )
+        produced = producer.stop()
+    jobs.reach(cluster, topic)
+    ends = log_end_offsets(cluster.bootstrap, topic)
+    for engine, runner in jobs.runners.items():
+        runner.wait_for(  # the runner's group commits are asynchronous: poll Kafka itself
+            lambda _r, engine=engine: (
+                group_offsets(cluster.bootstrap, f"chaos-{engine}-group", topic) == ends
+            ),
+            60,
+            f"{engine}: the group's offsets at the log ends {ends}",
+        )
+        assert runner.terminate() == 0, runner.tail()
+        assert_exactly_once(runner.workdir / "output", range(produced))
+        output = runner.output()
+        assert "partitions discovered" in output, engine
+    print(f"chaos: {time.monotonic() - started:.0f}s; pauses (s) per engine: {jobs.pauses}")
+
+
+def offsets_by_partition(runner: RunnerProcess) -> dict[int, list[int]]:
+    rows = committed_rows(runner.workdir / "output")
+    ids = [row["id"] for row in rows]
+    assert len(ids) == len(set(ids)), "an id twice in the sink"
+    found: dict[int, list[int]] = {}
+    for row in rows:
+        found.setdefault(row["partition"], []).append(row["offset"])
+    return {p: sorted(o) for p, o in found.items()}
+
+
+def never_past_the_sink(cluster: KafkaCluster, group: str, topic: str, runner: RunnerProcess):
+    """The group's offsets never run ahead of what the sink holds."""
+    read = offsets_by_partition(runner)
+    for partition, offset in group_offsets(cluster.bootstrap, group, topic).items():
+        if offset is not None:
+            assert offset <= max(read.get(partition, [-1])) + 1, (partition, offset, group)
+
+
+def test_retention_and_topic_deletion_under_a_running_job(cluster, tmp_path) -> None:
+    """Records deleted before the job read them (the log start moved past its position, as
+    retention does): failOnDataLoss=true fails clearly naming the partition and range with
+    nothing committed past the sink; false skips them with a warning and counts them. A topic
+    deleted mid-stream fails the job, the driver's log naming the topic (the batch in flight
+    ends only at pollTimeoutMs, 120 s: its read waits for records that never come), and
+    nothing read is lost."""
+    kept, gone = (new_topic(cluster.bootstrap, partitions=3, replicas=3) for _ in range(2))
+    for topic in (kept, gone):
+        for p in range(3):  # 1000 records in each partition
+            produce(cluster.bootstrap, topic, range(p * 1000, p * 1000 + 1000), p, **DURABLE)
+    jobs = {}
+    for name, topic, engine, loss in (
+        ("strict", kept, "fetch", True),
+        # librdkafka's engine: its Python worker crashed here (docs/source.md, open issue)
+        ("lenient", kept, "python", False),
+        ("deleted", gone, "python", True),
+    ):
+        where = tmp_path / name
+        where.mkdir()
+        manifest = job_manifest(
+            name, cluster.bootstrap, topic, where, maxOffsetsPerTrigger=150, failOnDataLoss=loss
+        )
+        jobs[name] = RunnerProcess(manifest, where, env=ENGINES[engine]).start()
+    for runner in jobs.values():
+        runner.wait_for_batch(1, timeout=240)
+    admin = cluster._admin()
+    cut = [TopicPartition(kept, p, 800) for p in range(3)]
+    for future in admin.delete_records(cut).values():
+        future.result(30)
+    admin.delete_topics([gone])[gone].result(30)
+
+    assert jobs["strict"].wait(180) != 0
+    assert re.search(rf"{kept}-\d: offsets \d+\.\.799 were deleted", jobs["strict"].output())
+    never_past_the_sink(cluster, "strict-group", kept, jobs["strict"])
+
+    assert jobs["deleted"].wait(180) != 0
+    assert re.search(rf"topic\(s\) {gone} not found", jobs["deleted"].output())
+    never_past_the_sink(cluster, "deleted-group", gone, jobs["deleted"])
+
+    lenient = jobs["lenient"]
+    report = lenient.wait_for(
+        lambda r: (
+            (r.get("latestBatch") or {}).get("endOffsets", {}).get(kept)
+            == {str(p): 1000 for p in range(3)}
+        ),
+        180,
+        "the lenient job to reach the log end",
+    )
+    assert report["dataLossSkippedOffsets"] > 0
+    assert "continuing (failOnDataLoss=false)" in lenient.output()
+    read = offsets_by_partition(lenient)
+    assert all(set(range(800, 1000)) <= set(read[p]) for p in range(3)), "a kept record lost"
+    assert lenient.terminate() == 0
