@@ -29,6 +29,11 @@ pub enum ReadError {
     Kafka { code: i32, reason: String },
     /// Offsets from `position` were deleted: the log now starts at `low`.
     Lost { position: i64, low: i64 },
+    /// The log was truncated below `position` (an unclean leader election, lost replicas):
+    /// it now diverges from what was read at `divergence`.
+    Truncated { position: i64, divergence: i64 },
+    /// The broker speaks no version the fetch engine implements of a request it needs.
+    Unsupported(String),
     /// No progress for the poll timeout, stuck at `position`.
     NoProgress { position: i64 },
 }
@@ -152,7 +157,8 @@ impl RangeReader {
             rd::rd_kafka_topic_partition_list_destroy(list);
             check(err)?;
         }
-        self.position = self.position.max(offset);
+        self.position = offset; // on past deleted offsets, or back to a truncated log's divergence
+        self.eof_at = None;
         Ok(())
     }
 
@@ -169,7 +175,33 @@ impl RangeReader {
         }
     }
 
-    fn low_watermark(&self) -> Result<i64, ReadError> {
+    /// What an offset reset at `reported` means (librdkafka reports there either the
+    /// position it could not fetch, or, having found the log truncated (KIP-320), the offset
+    /// where the leader's log diverges from what was read).
+    fn out_of_range(&self, reported: i64) -> ReadError {
+        let (low, high) = match self.watermarks() {
+            Ok(w) => w,
+            Err(e) => return e,
+        };
+        let position = self.position;
+        if position < low {
+            ReadError::Lost { position, low }
+        } else if (0..position).contains(&reported) {
+            ReadError::Truncated {
+                position,
+                divergence: reported,
+            }
+        } else if high < position {
+            ReadError::Truncated {
+                position,
+                divergence: high,
+            }
+        } else {
+            ReadError::Lost { position, low }
+        }
+    }
+
+    fn watermarks(&self) -> Result<(i64, i64), ReadError> {
         let (mut low, mut high) = (0i64, 0i64);
         let err = unsafe {
             rd::rd_kafka_query_watermark_offsets(
@@ -182,7 +214,7 @@ impl RangeReader {
             )
         };
         check(err)?;
-        Ok(low)
+        Ok((low, high))
     }
 
     /// The next batch of up to `max_records` records, or `None` once the range is read.
@@ -207,11 +239,7 @@ impl RangeReader {
                         }
                         Err::RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET
                         | Err::RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE => {
-                            let low = self.low_watermark()?;
-                            return Err(ReadError::Lost {
-                                position: self.position,
-                                low,
-                            });
+                            return Err(self.out_of_range(m.offset));
                         }
                         err => {
                             let detail = unsafe { CStr::from_ptr(rd::rd_kafka_message_errstr(m)) };
