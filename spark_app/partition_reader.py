@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import re
 import time
 from bisect import bisect_left
 from collections.abc import Callable, Iterator
@@ -251,7 +252,7 @@ def _handle_events(consumer, p: KafkaInputPartition, messages: list, position: i
         elif error.code() == KafkaError._PARTITION_EOF:
             position = max(position, message.offset())
         elif error.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
-            resumed = _out_of_range(consumer, p, position, message.offset())
+            resumed = _out_of_range(consumer, p, position, error)
             if resumed < position:
                 return records, resumed, True  # what followed came from the old log
             position = resumed
@@ -260,22 +261,27 @@ def _handle_events(consumer, p: KafkaInputPartition, messages: list, position: i
     return records, position, False
 
 
-def _out_of_range(consumer, p: KafkaInputPartition, position: int, reported: int) -> int:
-    """Where to read on after librdkafka's offset reset (`auto.offset.reset=error`): past
-    deleted offsets, or back where a truncated log diverges (librdkafka reports that offset
-    when its KIP-320 validation finds the log truncated); raises per failOnDataLoss."""
-    from confluent_kafka import TopicPartition
+_TRUNCATED_AT = re.compile(r"log truncation detected.*broker end offset is (\d+)")
 
-    tp = TopicPartition(p.topic, p.partition)
-    low, high = consumer.get_watermark_offsets(tp, timeout=30)
+
+def _out_of_range(consumer, p: KafkaInputPartition, position: int, error) -> int:
+    """Where to read on after librdkafka's offset reset (`auto.offset.reset=error`): past
+    deleted offsets, or back where a truncated log diverges (librdkafka's KIP-320 validation
+    says where only in its text: "…log truncation detected at …: broker end offset is N");
+    raises per failOnDataLoss, or librdkafka's error when it is neither."""
+    from confluent_kafka import KafkaException, TopicPartition
+
+    low, high = consumer.get_watermark_offsets(TopicPartition(p.topic, p.partition), timeout=30)
+    found = _TRUNCATED_AT.search(error.str())
+    divergence = int(found.group(1)) if found else high
     if position < low:
         offsets_lost(p, position, low)
         resume = low
-    elif 0 <= reported < position or high < position:
-        resume = reported if 0 <= reported < position else high
-        log_truncated(p, position, resume)
+    elif divergence < position:
+        log_truncated(p, position, divergence)
+        resume = divergence
     else:
-        resume = position  # a leader's passing view: fetch again
+        raise KafkaException(error)
     consumer.assign([TopicPartition(p.topic, p.partition, resume)])  # seek fails in this state
     return resume
 

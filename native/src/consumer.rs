@@ -38,6 +38,16 @@ pub enum ReadError {
     NoProgress { position: i64 },
 }
 
+/// Where librdkafka found a truncated log to diverge: its offset-reset text says "Partition
+/// log truncation detected at …: broker end offset is N (…)" (rdkafka_offset.c), and the
+/// error carries no offset of its own.
+pub fn truncated_at(text: &str) -> Option<i64> {
+    let (_, rest) = text.split_once("log truncation detected")?;
+    let (_, rest) = rest.split_once("broker end offset is ")?;
+    let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
+    digits.parse().ok()
+}
+
 fn err_str(err: Err) -> String {
     unsafe { CStr::from_ptr(rd::rd_kafka_err2str(err)) }
         .to_string_lossy()
@@ -175,29 +185,30 @@ impl RangeReader {
         }
     }
 
-    /// What an offset reset at `reported` means (librdkafka reports there either the
-    /// position it could not fetch, or, having found the log truncated (KIP-320), the offset
-    /// where the leader's log diverges from what was read).
-    fn out_of_range(&self, reported: i64) -> ReadError {
+    /// What librdkafka's offset reset (`auto.offset.reset=error`) means: offsets deleted
+    /// below the log start (`Lost`), or a log truncated below the position (`Truncated`): its
+    /// KIP-320 validation found where the new leader's log ends (`divergence`, from its
+    /// text: the reset itself carries no offset), or the log now ends below the position.
+    fn out_of_range(&self, divergence: Option<i64>, detail: String) -> ReadError {
         let (low, high) = match self.watermarks() {
             Ok(w) => w,
             Err(e) => return e,
         };
         let position = self.position;
-        if position < low {
-            ReadError::Lost { position, low }
-        } else if (0..position).contains(&reported) {
-            ReadError::Truncated {
+        match divergence.filter(|&d| d < position) {
+            _ if position < low => ReadError::Lost { position, low },
+            Some(divergence) => ReadError::Truncated {
                 position,
-                divergence: reported,
-            }
-        } else if high < position {
-            ReadError::Truncated {
+                divergence,
+            },
+            None if high < position => ReadError::Truncated {
                 position,
                 divergence: high,
-            }
-        } else {
-            ReadError::Lost { position, low }
+            },
+            None => ReadError::Kafka {
+                code: Err::RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET as i32,
+                reason: detail,
+            },
         }
     }
 
@@ -239,7 +250,9 @@ impl RangeReader {
                         }
                         Err::RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET
                         | Err::RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE => {
-                            return Err(self.out_of_range(m.offset));
+                            let detail = unsafe { CStr::from_ptr(rd::rd_kafka_message_errstr(m)) };
+                            let detail = detail.to_string_lossy().into_owned();
+                            return Err(self.out_of_range(truncated_at(&detail), detail));
                         }
                         err => {
                             let detail = unsafe { CStr::from_ptr(rd::rd_kafka_message_errstr(m)) };
