@@ -151,7 +151,7 @@ def _truncate_under_reader(
     except AssertionError as exc:
         raise AssertionError(f"{exc}: read up to {reader.offsets[-1:]}, {reader.error!r}") from None
     cluster.nodes[leader].freeze()  # no longer answers; the quorum needs the stale node
-    cluster.restart(stale)
+    cluster.restart(stale, timeout=180)  # a loaded machine starts a JVM slowly
     admin = AdminClient({"bootstrap.servers": cluster.nodes[stale].bootstrap})
     tp = TopicPartition(topic, 0)
     # the quorum re-forms and fences the old leader first: slow on a loaded machine
