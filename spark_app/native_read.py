@@ -28,6 +28,7 @@ from spark_app.partition_reader import (
     KafkaInputPartition,
     arrow_schema,
     gc_paused,
+    log_truncated,
     no_progress,
     offsets_lost,
 )
@@ -153,11 +154,22 @@ def _batches(reader, p: KafkaInputPartition) -> Iterator:
                 offsets_lost(p, position, low)  # raises unless failOnDataLoss=false
                 reader.skip_to(low)
                 continue
+            except native.LogTruncated as exc:
+                position, divergence = exc.args
+                log_truncated(p, position, divergence)  # raises unless failOnDataLoss=false
+                reader.skip_to(divergence)
+                continue
+            except native.UnsupportedBroker as exc:  # nativeEngine=fetch: auto falls back
+                error = KafkaError(KafkaError._UNSUPPORTED_FEATURE, str(exc))
+                raise KafkaException(error) from None
             except native.NoProgress as exc:
                 raise no_progress(p, exc.args[0]) from None
             except native.KafkaError as exc:
                 code, reason = exc.args
                 raise KafkaException(KafkaError(code, reason)) from None
+            if reader.fallback_reason:  # auto: a broker the fetcher cannot speak to
+                message = "native fetcher not used (%s); reading with librdkafka"
+                _log_once(logging.INFO, message, reader.fallback_reason)
             if exported is None:
                 return
             batch = pa.RecordBatch._import_from_c(exported.array_address, exported.schema_address)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import re
 import time
 from bisect import bisect_left
 from collections.abc import Callable, Iterator
@@ -199,6 +200,7 @@ def _drain(consumer, p: KafkaInputPartition) -> Iterator:
     timeout_s = p.poll_timeout_ms / 1000
     deadline = time.monotonic() + timeout_s
     while position < end:
+        rewound = False
         # Small consume() calls return as soon as a fetch lands (a large one waits for the
         # whole count, and walks more memory per call); chunks are gathered into batches of
         # up to maxRecordsPerBatch.
@@ -207,13 +209,13 @@ def _drain(consumer, p: KafkaInputPartition) -> Iterator:
         if messages:
             deadline = time.monotonic() + timeout_s
             if any(map(has_error, messages)):  # events come in line: rare, so checked once
-                messages, position = _handle_events(consumer, p, messages, position)
+                messages, position, rewound = _handle_events(consumer, p, messages, position)
         if messages:
             last = messages[-1].offset()
             if last >= end:  # prefetched past the range: offsets ascend, so cut by offset
                 messages = messages[: bisect_left(messages, end, key=record_offset)]
-                position = end
-            else:
+                position = end if not rewound else position
+            elif not rewound:  # after a truncation the position is the divergence point
                 position = max(position, last + 1)
             if messages:
                 batch.add(messages)
@@ -236,8 +238,9 @@ def no_progress(p: KafkaInputPartition, position: int) -> TimeoutError:
 
 
 def _handle_events(consumer, p: KafkaInputPartition, messages: list, position: int):
-    """The records of a chunk that holds events (end of partition, offset out of range) or
-    errors, in order, and the position the events imply."""
+    """The records of a chunk that holds events (end of partition, offset out of range, log
+    truncation) or errors, in order, the position the events imply, and whether it moved
+    back (to where a truncated log diverges)."""
     from confluent_kafka import KafkaError, KafkaException
 
     records = []
@@ -245,22 +248,42 @@ def _handle_events(consumer, p: KafkaInputPartition, messages: list, position: i
         error = message.error()
         if error is None:
             records.append(message)
+            position = max(position, message.offset() + 1)
         elif error.code() == KafkaError._PARTITION_EOF:
             position = max(position, message.offset())
         elif error.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
-            position = _skip_lost(consumer, p, position)
+            resumed = _out_of_range(consumer, p, position, error)
+            if resumed < position:
+                return records, resumed, True  # what followed came from the old log
+            position = resumed
         else:
             raise KafkaException(error)
-    return records, position
+    return records, position, False
 
 
-def _skip_lost(consumer, p: KafkaInputPartition, position: int) -> int:
-    from confluent_kafka import TopicPartition
+_TRUNCATED_AT = re.compile(r"log truncation detected.*broker end offset is (\d+)")
 
-    low, _ = consumer.get_watermark_offsets(TopicPartition(p.topic, p.partition), timeout=30)
-    offsets_lost(p, position, low)
-    consumer.assign([TopicPartition(p.topic, p.partition, low)])  # seek fails in this state
-    return low
+
+def _out_of_range(consumer, p: KafkaInputPartition, position: int, error) -> int:
+    """Where to read on after librdkafka's offset reset (`auto.offset.reset=error`): past
+    deleted offsets, or back where a truncated log diverges (librdkafka's KIP-320 validation
+    says where only in its text: "…log truncation detected at …: broker end offset is N");
+    raises per failOnDataLoss, or librdkafka's error when it is neither."""
+    from confluent_kafka import KafkaException, TopicPartition
+
+    low, high = consumer.get_watermark_offsets(TopicPartition(p.topic, p.partition), timeout=30)
+    found = _TRUNCATED_AT.search(error.str())
+    divergence = int(found.group(1)) if found else high
+    if position < low:
+        offsets_lost(p, position, low)
+        resume = low
+    elif divergence < position:
+        log_truncated(p, position, divergence)
+        resume = divergence
+    else:
+        raise KafkaException(error)
+    consumer.assign([TopicPartition(p.topic, p.partition, resume)])  # seek fails in this state
+    return resume
 
 
 def offsets_lost(p: KafkaInputPartition, position: int, low: int) -> None:
@@ -276,6 +299,24 @@ def offsets_lost(p: KafkaInputPartition, position: int, low: int) -> None:
             "to skip them, or redeploy to start from committed offsets"
         )
     log.warning("%s; skipping them (failOnDataLoss=false)", message)
+
+
+def log_truncated(p: KafkaInputPartition, position: int, divergence: int) -> None:
+    """The partition's log no longer holds offsets `divergence..position-1` as they were read
+    (an unclean leader election, lost replicas): raises per failOnDataLoss, or warns (then
+    the caller reads on from `divergence`, the records the new leader has there)."""
+    message = (
+        f"{p.name}: the log was truncated below the read position: offsets "
+        f"{divergence}..{position - 1} were read from a leader whose log the new leader "
+        f"does not have (an unclean leader election or lost replicas; batch range "
+        f"[{p.start}, {p.end}))"
+    )
+    if p.fail_on_data_loss:
+        raise DataLossError(
+            message + "; failOnDataLoss=true. Restart with failOnDataLoss=false to read on "
+            f"from offset {divergence}, or redeploy to start from committed offsets"
+        )
+    log.warning("%s; reading on from offset %d (failOnDataLoss=false)", message, divergence)
 
 
 _TIMESTAMP_TYPE = itemgetter(0)

@@ -29,8 +29,23 @@ pub enum ReadError {
     Kafka { code: i32, reason: String },
     /// Offsets from `position` were deleted: the log now starts at `low`.
     Lost { position: i64, low: i64 },
+    /// The log was truncated below `position` (an unclean leader election, lost replicas):
+    /// it now diverges from what was read at `divergence`.
+    Truncated { position: i64, divergence: i64 },
+    /// The broker speaks no version the fetch engine implements of a request it needs.
+    Unsupported(String),
     /// No progress for the poll timeout, stuck at `position`.
     NoProgress { position: i64 },
+}
+
+/// Where librdkafka found a truncated log to diverge: its offset-reset text says "Partition
+/// log truncation detected at …: broker end offset is N (…)" (rdkafka_offset.c), and the
+/// error carries no offset of its own.
+pub fn truncated_at(text: &str) -> Option<i64> {
+    let (_, rest) = text.split_once("log truncation detected")?;
+    let (_, rest) = rest.split_once("broker end offset is ")?;
+    let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
+    digits.parse().ok()
 }
 
 fn err_str(err: Err) -> String {
@@ -152,7 +167,8 @@ impl RangeReader {
             rd::rd_kafka_topic_partition_list_destroy(list);
             check(err)?;
         }
-        self.position = self.position.max(offset);
+        self.position = offset; // on past deleted offsets, or back to a truncated log's divergence
+        self.eof_at = None;
         Ok(())
     }
 
@@ -169,7 +185,34 @@ impl RangeReader {
         }
     }
 
-    fn low_watermark(&self) -> Result<i64, ReadError> {
+    /// What librdkafka's offset reset (`auto.offset.reset=error`) means: offsets deleted
+    /// below the log start (`Lost`), or a log truncated below the position (`Truncated`): its
+    /// KIP-320 validation found where the new leader's log ends (`divergence`, from its
+    /// text: the reset itself carries no offset), or the log now ends below the position.
+    fn out_of_range(&self, divergence: Option<i64>, detail: String) -> ReadError {
+        let (low, high) = match self.watermarks() {
+            Ok(w) => w,
+            Err(e) => return e,
+        };
+        let position = self.position;
+        match divergence.filter(|&d| d < position) {
+            _ if position < low => ReadError::Lost { position, low },
+            Some(divergence) => ReadError::Truncated {
+                position,
+                divergence,
+            },
+            None if high < position => ReadError::Truncated {
+                position,
+                divergence: high,
+            },
+            None => ReadError::Kafka {
+                code: Err::RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET as i32,
+                reason: detail,
+            },
+        }
+    }
+
+    fn watermarks(&self) -> Result<(i64, i64), ReadError> {
         let (mut low, mut high) = (0i64, 0i64);
         let err = unsafe {
             rd::rd_kafka_query_watermark_offsets(
@@ -182,7 +225,7 @@ impl RangeReader {
             )
         };
         check(err)?;
-        Ok(low)
+        Ok((low, high))
     }
 
     /// The next batch of up to `max_records` records, or `None` once the range is read.
@@ -207,11 +250,9 @@ impl RangeReader {
                         }
                         Err::RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET
                         | Err::RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE => {
-                            let low = self.low_watermark()?;
-                            return Err(ReadError::Lost {
-                                position: self.position,
-                                low,
-                            });
+                            let detail = unsafe { CStr::from_ptr(rd::rd_kafka_message_errstr(m)) };
+                            let detail = detail.to_string_lossy().into_owned();
+                            return Err(self.out_of_range(truncated_at(&detail), detail));
                         }
                         err => {
                             let detail = unsafe { CStr::from_ptr(rd::rd_kafka_message_errstr(m)) };

@@ -38,6 +38,8 @@ mod python {
     create_exception!(streamingjob_native, KafkaError, PyException);
     create_exception!(streamingjob_native, OffsetsLost, PyException);
     create_exception!(streamingjob_native, NoProgress, PyException);
+    create_exception!(streamingjob_native, LogTruncated, PyException);
+    create_exception!(streamingjob_native, UnsupportedBroker, PyException);
 
     fn to_py(err: ReadError) -> PyErr {
         match err {
@@ -45,6 +47,11 @@ mod python {
             ReadError::Kafka { code, reason } => KafkaError::new_err((code, reason)),
             ReadError::Lost { position, low } => OffsetsLost::new_err((position, low)),
             ReadError::NoProgress { position } => NoProgress::new_err(position),
+            ReadError::Truncated {
+                position,
+                divergence,
+            } => LogTruncated::new_err((position, divergence)),
+            ReadError::Unsupported(why) => UnsupportedBroker::new_err(why),
         }
     }
 
@@ -97,6 +104,44 @@ mod python {
         /// why `engine="auto"` did not pick the fetcher ("" when it did)
         #[pyo3(get)]
         fallback_reason: String,
+        /// with `engine="auto"` and the fetcher reading: what librdkafka needs to read on
+        /// should a broker speak none of the fetcher's versions
+        fallback: Option<(Vec<(String, String)>, crate::Range)>,
+    }
+
+    impl RangeReader {
+        /// `auto`: the fetcher met a broker it cannot speak to; librdkafka reads on from the
+        /// fetcher's position.
+        fn fall_back(&mut self, py: Python<'_>, why: String) -> PyResult<()> {
+            let (Some((config, range)), Some(Inner::Fetch(fetcher))) =
+                (self.fallback.take(), self.inner.as_ref())
+            else {
+                return Err(to_py(ReadError::Unsupported(why)));
+            };
+            let range = crate::Range {
+                start: fetcher.position(),
+                ..range
+            };
+            let reader = py
+                .detach(|| Librdkafka::open(&config, &range))
+                .map_err(to_py)?;
+            self.inner = Some(Inner::Librdkafka(Box::new(reader)));
+            self.engine = "librdkafka";
+            self.fallback_reason = why;
+            Ok(())
+        }
+
+        fn next(&mut self, py: Python<'_>) -> PyResult<Option<arrow_array::StructArray>> {
+            loop {
+                let Some(inner) = self.inner.as_mut() else {
+                    return Ok(None);
+                };
+                match py.detach(|| inner.next_batch()) {
+                    Err(ReadError::Unsupported(why)) => self.fall_back(py, why)?,
+                    other => return other.map_err(to_py),
+                }
+            }
+        }
     }
 
     #[pymethods]
@@ -136,6 +181,7 @@ mod python {
                             inner: Some(Inner::Fetch(Box::new(reader))),
                             engine: "fetch",
                             fallback_reason: String::new(),
+                            fallback: (engine == "auto").then_some((config, range)),
                         });
                     }
                     Err(why) if engine == "fetch" => return Err(ConfigError::new_err(why)),
@@ -150,16 +196,13 @@ mod python {
                 inner: Some(Inner::Librdkafka(Box::new(reader))),
                 engine: "librdkafka",
                 fallback_reason,
+                fallback: None,
             })
         }
 
         /// The next batch as an `Exported`, or None once `[start, end)` is read.
         fn next_batch(&mut self, py: Python<'_>) -> PyResult<Option<Exported>> {
-            let Some(inner) = self.inner.as_mut() else {
-                return Ok(None);
-            };
-            let batch = py.detach(|| inner.next_batch()).map_err(to_py)?;
-            let Some(batch) = batch else {
+            let Some(batch) = self.next(py)? else {
                 return Ok(None);
             };
             let (array, schema) = to_ffi(&batch.to_data())
@@ -186,6 +229,31 @@ mod python {
         }
     }
 
+    /// The version of each request the fetch engine speaks with the broker at `address`
+    /// (negotiated through ApiVersions), or UnsupportedBroker naming the broker's ranges.
+    #[pyfunction]
+    fn negotiated_versions(
+        py: Python<'_>,
+        config: Vec<(String, String)>,
+        address: String,
+    ) -> PyResult<Vec<(&'static str, i16)>> {
+        let settings = Settings::parse(&config).map_err(ConfigError::new_err)?;
+        let conn = py.detach(|| crate::fetch::conn::Conn::open(&settings, &address));
+        let v = match conn {
+            Ok(conn) => conn.versions,
+            Err(crate::fetch::conn::ConnError::Unsupported(why)) => {
+                return Err(UnsupportedBroker::new_err(why))
+            }
+            Err(e) => return Err(KafkaError::new_err((-195, e.to_string()))), // _TRANSPORT
+        };
+        Ok(vec![
+            ("Metadata", v.metadata),
+            ("Fetch", v.fetch),
+            ("ListOffsets", v.list_offsets),
+            ("OffsetsForLeaderEpoch", v.offsets_for_leader_epoch),
+        ])
+    }
+
     /// librdkafka's version string, e.g. "2.12.1".
     #[pyfunction]
     fn librdkafka_version() -> String {
@@ -199,10 +267,13 @@ mod python {
         m.add_class::<RangeReader>()?;
         m.add_class::<Exported>()?;
         m.add_function(wrap_pyfunction!(librdkafka_version, m)?)?;
+        m.add_function(wrap_pyfunction!(negotiated_versions, m)?)?;
         m.add("ConfigError", py.get_type::<ConfigError>())?;
         m.add("KafkaError", py.get_type::<KafkaError>())?;
         m.add("OffsetsLost", py.get_type::<OffsetsLost>())?;
         m.add("NoProgress", py.get_type::<NoProgress>())?;
+        m.add("LogTruncated", py.get_type::<LogTruncated>())?;
+        m.add("UnsupportedBroker", py.get_type::<UnsupportedBroker>())?;
         Ok(())
     }
 }

@@ -1,6 +1,8 @@
-//! One connection to a broker: TCP, TLS and SASL as configured, request framing (header v1,
-//! non-flexible versions) and the requests a range read needs: Metadata v4 (the partition's
-//! leader), ListOffsets v2 (the log start, after an out-of-range fetch) and Fetch v11.
+//! One connection to a broker: TCP, TLS, ApiVersions (`versions`) and SASL as configured,
+//! request framing (header v1, non-flexible versions) and the requests a range read needs, in
+//! the versions negotiated: Metadata (the partition's leader and its epoch), Fetch,
+//! ListOffsets (the log's start and end, after an out-of-range fetch) and
+//! OffsetsForLeaderEpoch (a position checked after a leader change).
 
 use std::io::{self, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
@@ -9,14 +11,15 @@ use openssl::ssl::SslStream;
 
 use super::sasl::Exchange;
 use super::settings::Settings;
+use super::versions::{self, Versions};
 use super::wire::{Reader, Short, Writer};
 
-const METADATA: (i16, i16) = (3, 4);
-const LIST_OFFSETS: (i16, i16) = (2, 2);
-const FETCH: (i16, i16) = (1, 11);
 const SASL_HANDSHAKE: (i16, i16) = (17, 1);
 const SASL_AUTHENTICATE: (i16, i16) = (36, 1);
-const EARLIEST: i64 = -2;
+pub const EARLIEST: i64 = -2;
+pub const LATEST: i64 = -1;
+/// "no leader epoch known": the broker then checks nothing
+pub const NO_EPOCH: i32 = -1;
 /// A response larger than this is a protocol error, not an allocation to try.
 const MAX_RESPONSE: usize = 1 << 30;
 
@@ -28,6 +31,8 @@ pub enum ConnError {
     Tls(String),
     /// the broker refused the SASL credentials or mechanism
     Auth(String),
+    /// the broker speaks none of the versions the engine implements of a request
+    Unsupported(String),
 }
 
 impl From<io::Error> for ConnError {
@@ -46,7 +51,10 @@ impl std::fmt::Display for ConnError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             ConnError::Io(e) => e.fmt(f),
-            ConnError::Protocol(e) | ConnError::Tls(e) | ConnError::Auth(e) => f.write_str(e),
+            ConnError::Protocol(e)
+            | ConnError::Tls(e)
+            | ConnError::Auth(e)
+            | ConnError::Unsupported(e) => f.write_str(e),
         }
     }
 }
@@ -85,6 +93,24 @@ pub struct Conn {
     client_id: String,
     correlation: i32,
     pub address: String,
+    pub versions: Versions,
+}
+
+/// A partition's leader per Metadata: its error code (0 when it has a leader), address
+/// ("host:port") and epoch.
+pub struct Leader {
+    pub error: i16,
+    pub address: Option<String>,
+    pub epoch: i32,
+}
+
+/// An OffsetsForLeaderEpoch answer: the largest epoch at most the one asked for, and the
+/// offset where it ends on the leader's log (-1 for both when the leader cannot tell).
+#[derive(Debug, PartialEq, Eq)]
+pub struct EpochEnd {
+    pub error: i16,
+    pub epoch: i32,
+    pub end_offset: i64,
 }
 
 /// A partition's entry of a Fetch response; `records` is the byte range in the buffer.
@@ -135,7 +161,14 @@ impl Conn {
             client_id: settings.client_id.clone(),
             correlation: 0,
             address: address.to_owned(),
+            versions: Versions {
+                metadata: 0,
+                fetch: 0,
+                list_offsets: 0,
+                offsets_for_leader_epoch: 0,
+            },
         };
+        conn.versions = conn.negotiate()?;
         if let Some(credentials) = &settings.sasl {
             conn.authenticate(credentials)?;
         }
@@ -184,6 +217,30 @@ impl Conn {
         Ok(buf)
     }
 
+    /// Asks the broker which versions it speaks (ApiVersions, allowed before SASL) and picks
+    /// the engine's per request.
+    fn negotiate(&mut self) -> Result<Versions, ConnError> {
+        let ask = |conn: &mut Conn, version| -> Result<versions::BrokerRanges, ConnError> {
+            let buf = conn.request((versions::API_VERSIONS, version), &[])?;
+            Ok(versions::parse(&buf)?)
+        };
+        let mut ranges = ask(self, versions::API_VERSIONS_ASKED)?;
+        if ranges.error == versions::UNSUPPORTED_VERSION {
+            if let Some(v) = ranges.api_versions_retry() {
+                ranges = ask(self, v)?;
+            }
+        }
+        if ranges.error != 0 {
+            return Err(ConnError::Protocol(format!(
+                "{}: ApiVersions failed with Kafka error code {}",
+                self.address, ranges.error
+            )));
+        }
+        ranges
+            .choose()
+            .map_err(|why| ConnError::Unsupported(format!("{}: {why}", self.address)))
+    }
+
     fn authenticate(&mut self, c: &super::sasl::Credentials) -> Result<(), ConnError> {
         let refused = |e: String| {
             ConnError::Auth(format!("SASL authentication error ({}): {e}", c.mechanism))
@@ -225,15 +282,15 @@ impl Conn {
         }
     }
 
-    /// The leader's "host:port" and the partition's error code (0 when it has a leader).
-    pub fn leader(
-        &mut self,
-        topic: &str,
-        partition: i32,
-    ) -> Result<(i16, Option<String>), ConnError> {
+    /// The partition's leader, per Metadata.
+    pub fn leader(&mut self, topic: &str, partition: i32) -> Result<Leader, ConnError> {
+        let v = self.versions.metadata;
         let mut w = Writer::default();
         w.i32(1).string(topic).i8(0);
-        let buf = self.request(METADATA, &w.0)?;
+        if v >= 8 {
+            w.i8(0).i8(0); // no authorized operations
+        }
+        let buf = self.request((versions::METADATA, v), &w.0)?;
         let mut r = Reader::new(&buf);
         r.i32("throttle")?;
         let mut brokers = Vec::new();
@@ -254,32 +311,51 @@ impl Conn {
                 let error = r.i16("partition error")?;
                 let index = r.i32("partition")?;
                 let leader = r.i32("leader")?;
-                for _ in 0..2 {
-                    let n = r.count("replicas")?;
+                let epoch = r.i32("leader epoch")?; // v7+
+                for _ in 0..3 {
+                    let n = r.count("replicas")?; // replicas, in-sync, offline (v5+)
                     r.take(4 * n, "replicas")?;
                 }
                 if name == topic && index == partition {
                     let address = brokers.iter().find(|b| b.0 == leader).map(|b| b.1.clone());
                     let error = if error == 0 && address.is_none() {
-                        5
+                        5 // LEADER_NOT_AVAILABLE
                     } else {
                         error
                     };
-                    return Ok((error, address));
+                    return Ok(Leader {
+                        error,
+                        address,
+                        epoch,
+                    });
                 }
             }
+            if v >= 8 {
+                r.i32("topic authorized operations")?;
+            }
             if name == topic && topic_error != 0 {
-                return Ok((topic_error, None));
+                return Ok(Leader {
+                    error: topic_error,
+                    address: None,
+                    epoch: NO_EPOCH,
+                });
             }
         }
-        Ok((3, None)) // UNKNOWN_TOPIC_OR_PARTITION
+        Ok(Leader {
+            error: 3, // UNKNOWN_TOPIC_OR_PARTITION
+            address: None,
+            epoch: NO_EPOCH,
+        })
     }
 
-    /// The partition's first offset (the log start).
-    pub fn log_start(
+    /// The partition's first offset (`EARLIEST`) or its end (`LATEST`: the last stable offset
+    /// under read_committed), asked of the leader of `epoch`: the error code and the offset.
+    pub fn list_offset(
         &mut self,
         topic: &str,
         partition: i32,
+        epoch: i32,
+        which: i64,
         read_committed: bool,
     ) -> Result<(i16, i64), ConnError> {
         let mut w = Writer::default();
@@ -287,10 +363,9 @@ impl Conn {
             .i8(read_committed as i8)
             .i32(1)
             .string(topic)
-            .i32(1)
-            .i32(partition)
-            .i64(EARLIEST);
-        let buf = self.request(LIST_OFFSETS, &w.0)?;
+            .i32(1);
+        w.i32(partition).i32(epoch).i64(which); // current leader epoch: v4+
+        let buf = self.request((versions::LIST_OFFSETS, self.versions.list_offsets), &w.0)?;
         let mut r = Reader::new(&buf);
         r.i32("throttle")?;
         r.count("topics")?;
@@ -302,12 +377,28 @@ impl Conn {
         Ok((error, r.i64("offset")?))
     }
 
+    /// Where `leader_epoch` (the epoch of the last record read) ends on the log of the leader
+    /// of `current_epoch` (KIP-320: below the read position means the log was truncated).
+    pub fn epoch_end(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        current_epoch: i32,
+        leader_epoch: i32,
+    ) -> Result<EpochEnd, ConnError> {
+        let v = self.versions.offsets_for_leader_epoch;
+        let buf = self.request(
+            (versions::OFFSETS_FOR_LEADER_EPOCH, v),
+            &epoch_end_request(v, topic, partition, current_epoch, leader_epoch),
+        )?;
+        Ok(parse_epoch_end(&buf)?)
+    }
+
     /// Sends a Fetch of one partition from `offset` (full fetches, no sessions).
     pub fn send_fetch(
         &mut self,
         s: &Settings,
-        topic: &str,
-        partition: i32,
+        (topic, partition, epoch): (&str, i32, i32),
         offset: i64,
     ) -> Result<i32, ConnError> {
         let mut w = Writer::default();
@@ -318,12 +409,15 @@ impl Conn {
         w.i8(s.read_committed as i8).i32(0).i32(-1);
         w.i32(1).string(topic).i32(1);
         w.i32(partition)
-            .i32(-1)
+            .i32(epoch) // current leader epoch: v9+
             .i64(offset)
             .i64(-1)
             .i32(s.partition_fetch_bytes);
-        w.i32(0).string("");
-        self.send(FETCH, &w.0)
+        w.i32(0);
+        if self.versions.fetch >= 11 {
+            w.string(""); // rack id
+        }
+        self.send((versions::FETCH, self.versions.fetch), &w.0)
     }
 
     /// Receives a Fetch response into `buf` and finds the partition's entry in it.
@@ -366,7 +460,9 @@ impl Conn {
             let producer = r.i64("producer id")?;
             aborted.push((r.i64("first offset")?, producer));
         }
-        r.i32("preferred read replica")?;
+        if self.versions.fetch >= 11 {
+            r.i32("preferred read replica")?;
+        }
         let len = r.i32("records")?.max(0) as usize;
         let start = buf.len() - r.remaining();
         if len > r.remaining() {
@@ -379,5 +475,70 @@ impl Conn {
             aborted,
             records: start..start + len,
         })
+    }
+}
+
+/// An OffsetsForLeaderEpoch request of one partition (v2: current epoch; v3: replica id).
+fn epoch_end_request(
+    version: i16,
+    topic: &str,
+    partition: i32,
+    current_epoch: i32,
+    leader_epoch: i32,
+) -> Vec<u8> {
+    let mut w = Writer::default();
+    if version >= 3 {
+        w.i32(-1); // a consumer, not a replica
+    }
+    w.i32(1).string(topic).i32(1);
+    w.i32(partition).i32(current_epoch).i32(leader_epoch);
+    w.0
+}
+
+fn parse_epoch_end(buf: &[u8]) -> Result<EpochEnd, Short> {
+    let mut r = Reader::new(buf);
+    r.i32("throttle")?;
+    r.count("topics")?;
+    r.string("topic")?;
+    r.count("partitions")?;
+    let error = r.i16("error")?;
+    r.i32("partition")?;
+    Ok(EpochEnd {
+        error,
+        epoch: r.i32("leader epoch")?,
+        end_offset: r.i64("end offset")?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offsets_for_leader_epoch_as_kafka_encodes_it() {
+        let v2 = epoch_end_request(2, "t", 3, 7, 5);
+        let want_v2 = [
+            &[0, 0, 0, 1, 0, 1, b't', 0, 0, 0, 1][..],
+            &[0, 0, 0, 3, 0, 0, 0, 7, 0, 0, 0, 5],
+        ]
+        .concat();
+        assert_eq!(v2, want_v2);
+        let v3 = epoch_end_request(3, "t", 3, 7, 5);
+        assert_eq!(v3[..4], (-1i32).to_be_bytes());
+        assert_eq!(v3[4..], want_v2[..]);
+
+        let mut w = Writer::default();
+        w.i32(0).i32(1).string("t").i32(1);
+        w.i16(0).i32(3).i32(4).i64(1234);
+        let got = parse_epoch_end(&w.0).unwrap();
+        assert_eq!(
+            got,
+            EpochEnd {
+                error: 0,
+                epoch: 4,
+                end_offset: 1234
+            }
+        );
+        assert!(parse_epoch_end(&w.0[..w.0.len() - 1]).is_err());
     }
 }

@@ -13,6 +13,7 @@ pub mod conn;
 pub mod records;
 pub mod sasl;
 pub mod settings;
+pub mod versions;
 pub mod wire;
 
 use std::time::{Duration, Instant};
@@ -23,21 +24,26 @@ use rdkafka_sys::rd_kafka_resp_err_t as Err;
 use crate::batch::BatchBuilder;
 use crate::consumer::{describe, ReadError};
 use crate::Range;
-use conn::{Conn, ConnError};
+use conn::{Conn, ConnError, EARLIEST, LATEST, NO_EPOCH};
 use records::{next_fetch_offset, Filled, ResponseRecords};
 pub use settings::Settings;
 
 const OFFSET_OUT_OF_RANGE: i16 = 1;
+const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+const FENCED_LEADER_EPOCH: i16 = 74;
+const UNKNOWN_LEADER_EPOCH: i16 = 75;
 /// Errors after which the leader is looked up again (Kafka's retriable partition errors).
 const RETRIABLE: &[i16] = &[
-    3,  // UNKNOWN_TOPIC_OR_PARTITION (metadata not yet propagated)
-    5,  // LEADER_NOT_AVAILABLE
-    6,  // NOT_LEADER_OR_FOLLOWER
+    3, // UNKNOWN_TOPIC_OR_PARTITION (metadata not yet propagated)
+    5, // LEADER_NOT_AVAILABLE
+    NOT_LEADER_OR_FOLLOWER,
     7,  // REQUEST_TIMED_OUT
     13, // NETWORK_EXCEPTION
+    19, // NOT_ENOUGH_REPLICAS
+    20, // NOT_ENOUGH_REPLICAS_AFTER_APPEND
     56, // KAFKA_STORAGE_ERROR
-    74, // FENCED_LEADER_EPOCH
-    75, // UNKNOWN_LEADER_EPOCH
+    FENCED_LEADER_EPOCH,
+    UNKNOWN_LEADER_EPOCH,
     78, // OFFSET_NOT_AVAILABLE
 ];
 /// librdkafka's codes, so errors read the same from both engines (the runner keys on them).
@@ -55,6 +61,20 @@ fn broker_error(code: i16) -> ReadError {
     }
 }
 
+/// A partition error: retried after a metadata refresh where Kafka says it may pass (a
+/// leader moved, its epoch is newer or older than ours, too few replicas in sync), else the
+/// read's end.
+fn retry_or_fail(what: &str, code: i16) -> Step {
+    if RETRIABLE.contains(&code) {
+        Step::Retry(format!(
+            "{what}: {} (Kafka error code {code})",
+            describe(code.into())
+        ))
+    } else {
+        Step::Fail(broker_error(code))
+    }
+}
+
 enum Step {
     /// a failure the next attempt may not have (leader moved, connection lost)
     Retry(String),
@@ -69,6 +89,7 @@ impl From<ConnError> for Step {
                 code: AUTHENTICATION,
                 reason,
             }),
+            ConnError::Unsupported(why) => Step::Fail(ReadError::Unsupported(why)),
             other => Step::Retry(other.to_string()),
         }
     }
@@ -83,6 +104,8 @@ pub struct RangeReader {
     max_records: usize,
     poll_timeout: Duration,
     conn: Option<Conn>,
+    /// the leader epoch of the connected leader, per Metadata
+    leader_epoch: i32,
     /// the offset and correlation id of the Fetch sent ahead
     in_flight: Option<(i64, i32)>,
     records: ResponseRecords,
@@ -103,6 +126,7 @@ impl RangeReader {
             max_records: range.max_records,
             poll_timeout: Duration::from_millis(range.poll_timeout_ms),
             conn: None,
+            leader_epoch: NO_EPOCH,
             in_flight: None,
             spare: Vec::new(),
             batch: BatchBuilder::new(
@@ -114,17 +138,37 @@ impl RangeReader {
         }
     }
 
-    /// Goes on from `offset` (after `Lost`, with failOnDataLoss=false).
+    /// Goes on from `offset`: past deleted offsets (after `Lost`), or back to where a
+    /// truncated log diverges (after `Truncated`), with failOnDataLoss=false.
     pub fn assign(&mut self, offset: i64) -> Result<(), ReadError> {
-        self.position = self.position.max(offset);
+        self.position = offset;
+        self.in_flight = None;
+        self.conn = None; // a fetch sent ahead is answered on a connection no longer used
         if self.records.holds_response() {
             self.spare = self.records.take_buffer();
         }
         Ok(())
     }
 
+    /// The next offset to read.
+    pub fn position(&self) -> i64 {
+        self.position
+    }
+
     /// The next batch of up to `max_records` records, or `None` once the range is read.
+    /// A broker the engine cannot speak to leaves the position at the batch's first record,
+    /// so another engine can read on from there.
     pub fn next_batch(&mut self) -> Result<Option<StructArray>, ReadError> {
+        let first = self.position;
+        let got = self.fill_batch();
+        if let Err(ReadError::Unsupported(_)) = got {
+            self.batch.finish(); // dropped: read again by the other engine
+            self.position = first;
+        }
+        got
+    }
+
+    fn fill_batch(&mut self) -> Result<Option<StructArray>, ReadError> {
         let mut deadline = Instant::now() + self.poll_timeout;
         let mut backoff = self.settings.retry_backoff;
         let mut last_failure = None;
@@ -188,37 +232,99 @@ impl RangeReader {
     }
 
     /// Connects to the partition's leader, looked up through the bootstrap servers, unless
-    /// connected.
+    /// connected; once records were read, checks that the leader's log still holds them.
     fn connect(&mut self) -> Result<(), Step> {
         if self.conn.is_none() {
-            let mut failure = String::from("no bootstrap server");
-            let mut leader = None;
-            for address in &self.settings.bootstrap {
-                match Conn::open(&self.settings, address)
-                    .and_then(|mut c| c.leader(&self.topic, self.partition).map(|l| (c, l)))
-                {
-                    Ok((c, (0, Some(at)))) => {
-                        leader = Some((c, at));
-                        break;
-                    }
-                    Ok((_, (error, _))) => {
-                        return Err(Step::Retry(format!("metadata: Kafka error code {error}")))
-                    }
-                    Err(e @ (ConnError::Tls(_) | ConnError::Auth(_))) => return Err(e.into()),
-                    Err(e) => failure = format!("{address}: {e}"),
-                }
-            }
-            let Some((c, at)) = leader else {
-                return Err(Step::Retry(failure));
-            };
-            let c = if c.address == at {
-                c
-            } else {
-                Conn::open(&self.settings, &at)?
-            };
-            self.conn = Some(c);
+            let (conn, epoch) = self.find_leader()?;
+            self.conn = Some(conn);
+            self.leader_epoch = epoch;
+            self.validate_position()?;
         }
         Ok(())
+    }
+
+    /// A connection to the partition's leader, and the leader's epoch.
+    fn find_leader(&self) -> Result<(Conn, i32), Step> {
+        let mut failure = String::from("no bootstrap server");
+        for address in &self.settings.bootstrap {
+            match Conn::open(&self.settings, address)
+                .and_then(|mut c| c.leader(&self.topic, self.partition).map(|l| (c, l)))
+            {
+                Ok((c, leader)) => {
+                    let Some(at) = leader.address.filter(|_| leader.error == 0) else {
+                        return Err(Step::Retry(format!(
+                            "metadata: Kafka error code {}",
+                            leader.error
+                        )));
+                    };
+                    let c = if c.address == at {
+                        c
+                    } else {
+                        Conn::open(&self.settings, &at)?
+                    };
+                    return Ok((c, leader.epoch));
+                }
+                Err(e @ (ConnError::Tls(_) | ConnError::Auth(_) | ConnError::Unsupported(_))) => {
+                    return Err(e.into())
+                }
+                Err(e) => failure = format!("{address}: {e}"),
+            }
+        }
+        Err(Step::Retry(failure))
+    }
+
+    /// KIP-320: where the epoch of the last record batch read ends on the (new) leader's log.
+    /// Below the position, the log was truncated under it (an unclean election): what was
+    /// read from there on is no longer in the log.
+    fn validate_position(&mut self) -> Result<(), Step> {
+        let read_epoch = self.records.last_epoch;
+        if read_epoch < 0 {
+            return Ok(()); // nothing read yet: an out-of-range fetch tells a short log
+        }
+        let conn = self.conn.as_mut().expect("connected");
+        let end = conn.epoch_end(&self.topic, self.partition, self.leader_epoch, read_epoch)?;
+        match end.error {
+            0 if end.end_offset >= 0 && end.end_offset < self.position => {
+                Err(Step::Fail(ReadError::Truncated {
+                    position: self.position,
+                    divergence: end.end_offset,
+                }))
+            }
+            0 => Ok(()),
+            e => Err(retry_or_fail("offsets for leader epoch", e)),
+        }
+    }
+
+    /// After OFFSET_OUT_OF_RANGE: offsets below the log start were deleted (`Lost`); a log
+    /// that ends below the position was truncated (`Truncated`); else the leader's view was
+    /// stale, and the fetch is tried again.
+    fn out_of_range(&mut self) -> Step {
+        let (topic, partition, epoch) = (self.topic.as_str(), self.partition, self.leader_epoch);
+        let committed = self.settings.read_committed;
+        let position = self.position;
+        let conn = self.conn.as_mut().expect("connected");
+        let (error, low) = match conn.list_offset(topic, partition, epoch, EARLIEST, committed) {
+            Ok(answer) => answer,
+            Err(e) => return e.into(),
+        };
+        if error != 0 {
+            return retry_or_fail("list offsets", error);
+        }
+        if position < low {
+            return Step::Fail(ReadError::Lost { position, low });
+        }
+        let (error, high) = match conn.list_offset(topic, partition, epoch, LATEST, false) {
+            Ok(answer) => answer,
+            Err(e) => return e.into(),
+        };
+        match error {
+            0 if high < position => Step::Fail(ReadError::Truncated {
+                position,
+                divergence: high,
+            }),
+            0 => Step::Retry(format!("fetch: offset {position} out of range")),
+            e => retry_or_fail("list offsets", e),
+        }
     }
 
     /// Receives the Fetch from `position` (sending it first unless it is in flight), sends
@@ -226,7 +332,7 @@ impl RangeReader {
     fn fetch(&mut self) -> Result<(), Step> {
         self.connect()?;
         let (position, end, partition) = (self.position, self.end, self.partition);
-        let (settings, topic) = (&self.settings, self.topic.as_str());
+        let (settings, topic, epoch) = (&self.settings, self.topic.as_str(), self.leader_epoch);
         let conn = self.conn.as_mut().expect("connected above");
         let correlation = match self.in_flight.take() {
             Some((offset, correlation)) if offset == position => correlation,
@@ -234,7 +340,7 @@ impl RangeReader {
                 if let Some((_, correlation)) = stale {
                     conn.receive_fetch(correlation, &mut self.spare)?; // a fetch from elsewhere
                 }
-                conn.send_fetch(settings, topic, partition, position)?
+                conn.send_fetch(settings, (topic, partition, epoch), position)?
             }
         };
         let mut buf = std::mem::take(&mut self.spare);
@@ -242,23 +348,14 @@ impl RangeReader {
         match fetched.error {
             0 => {}
             OFFSET_OUT_OF_RANGE => {
-                let (error, low) = conn.log_start(topic, partition, settings.read_committed)?;
-                if error != 0 {
-                    return Err(Step::Retry(format!(
-                        "list offsets: Kafka error code {error}"
-                    )));
-                }
                 self.spare = buf;
-                return Err(Step::Fail(ReadError::Lost { position, low }));
+                return Err(self.out_of_range());
             }
-            e if RETRIABLE.contains(&e) => {
-                return Err(Step::Retry(format!("fetch: Kafka error code {e}")))
-            }
-            e => return Err(Step::Fail(broker_error(e))),
+            e => return Err(retry_or_fail("fetch", e)),
         }
         if let Some(next) = next_fetch_offset(&buf[fetched.records.clone()]) {
             if next < end {
-                let correlation = conn.send_fetch(settings, topic, partition, next)?;
+                let correlation = conn.send_fetch(settings, (topic, partition, epoch), next)?;
                 self.in_flight = Some((next, correlation));
             }
         }

@@ -99,6 +99,9 @@ pub struct ResponseRecords {
     aborted: Vec<(i64, i64)>,
     aborted_next: usize,
     aborting: HashSet<i64>,
+    /// the partition leader epoch of the last batch reached (KIP-320: the epoch a position
+    /// is validated against after a leader change), -1 before any
+    pub last_epoch: i32,
 }
 
 /// What `fill` stopped at.
@@ -124,6 +127,7 @@ impl ResponseRecords {
             aborted: Vec::new(),
             aborted_next: 0,
             aborting: HashSet::new(),
+            last_epoch: -1,
         }
     }
 
@@ -170,6 +174,9 @@ impl ResponseRecords {
         loop {
             if *position >= end {
                 return Ok(Filled::End);
+            }
+            if self.current.is_none() && out.len() >= max_records {
+                return Ok(Filled::Full); // full between record batches: no wait for the next
             }
             if self.current.is_none() && !self.open_batch(position)? {
                 return Ok(Filled::Exhausted);
@@ -245,7 +252,7 @@ impl ResponseRecords {
             return Ok(false); // a partial batch at the end of the response
         }
         let batch_end = self.pos + 12 + length as usize;
-        h.i32("leader epoch")?;
+        let epoch = h.i32("leader epoch")?;
         let magic = h.i8("magic")?;
         if magic != MAGIC_V2 {
             return Err(DecodeError::OldFormat(magic));
@@ -261,6 +268,7 @@ impl ResponseRecords {
         let count = h.i32("record count")?.max(0) as usize;
         let records_at = self.pos + BATCH_HEADER;
         self.pos = batch_end;
+        self.last_epoch = epoch;
 
         let control = attributes & ATTR_CONTROL != 0;
         let mut skip = last_offset < *position;

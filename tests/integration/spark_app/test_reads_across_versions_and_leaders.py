@@ -1,0 +1,219 @@
+"""Executors' reads on Kafka as its users run it: brokers of several versions (the fetch
+engine negotiates its request versions), a replicated cluster whose partition leader is
+killed or stopped mid-range, and a log truncated under the reader by an unclean leader
+election (KIP-320). Every test runs on each read path: the fetch engine, librdkafka's
+consumer, pure Python."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import ElectionType, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from spark_app.partition_reader import DataLossError, KafkaInputPartition, read_range
+from tests.integration.spark_app.test_source_on_broker import on_path
+from tests.support.kafka_broker import KafkaBroker
+from tests.support.kafka_cluster import KafkaCluster
+from tests.support.kafka_tools import new_topic, produce
+from tests.support.polling import wait_for
+
+pytestmark = pytest.mark.integration
+
+VERSIONS = ["3.5.2", "4.0.1", "4.1.2"]
+
+
+@pytest.fixture(params=["fetch", "librdkafka", "python"])
+def read_path(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+@pytest.fixture(scope="module", params=VERSIONS)
+def versioned_broker(request, tmp_path_factory) -> Iterator[KafkaBroker]:
+    with KafkaBroker(tmp_path_factory.mktemp(f"kafka-{request.param}"), version=request.param) as b:
+        yield b
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory) -> Iterator[KafkaCluster]:
+    with KafkaCluster(tmp_path_factory.mktemp("cluster")) as c:
+        yield c
+
+
+@pytest.fixture
+def own_cluster(tmp_path: Path) -> Iterator[KafkaCluster]:
+    """A cluster of its own: an unclean election leaves a node's log truncated."""
+    with KafkaCluster(tmp_path / "cluster") as c:
+        yield c
+
+
+def _range(bootstrap: str, topic: str, end: int, **extra: object) -> KafkaInputPartition:
+    return KafkaInputPartition(
+        topic=topic,
+        partition=0,
+        start=0,
+        end=end,
+        # small fetches: most of the range is still on the broker when it changes
+        client_config={"bootstrap.servers": bootstrap, "max.partition.fetch.bytes": 16384},
+        max_records_per_batch=100,
+        poll_timeout_ms=60_000,
+        **extra,  # type: ignore[arg-type]
+    )
+
+
+def _ids(batches) -> list[tuple[int, int]]:
+    """(offset, id) of every record read."""
+    return [
+        (offset, json.loads(value)["id"])
+        for b in batches
+        for offset, value in zip(
+            b.column("offset").to_pylist(), b.column("value").to_pylist(), strict=True
+        )
+    ]
+
+
+def test_the_fetch_engine_negotiates_versions_with_each_broker(versioned_broker):
+    native = pytest.importorskip("streamingjob_native")
+    config = [("bootstrap.servers", versioned_broker.bootstrap)]
+    got = dict(native.negotiated_versions(config, versioned_broker.bootstrap))
+    # every version here speaks more than the engine implements: its ceilings, all with
+    # leader epochs; Kafka 4.0 dropped old versions (KIP-896), none the engine uses
+    assert got == {"Metadata": 8, "Fetch": 11, "ListOffsets": 5, "OffsetsForLeaderEpoch": 3}
+
+
+def test_every_read_path_reads_each_broker_version(versioned_broker, read_path):
+    topic = new_topic(versioned_broker.bootstrap, partitions=1)
+    produce(versioned_broker.bootstrap, topic, range(3000))
+    p = _range(versioned_broker.bootstrap, topic, 3000)
+    assert _ids(read_range(on_path(p, read_path))) == [(n, n) for n in range(3000)]
+
+
+@pytest.mark.parametrize("kill", [True, False], ids=["sigkill", "controlled-stop"])
+def test_a_leader_lost_mid_range_costs_a_pause_not_a_record(cluster, read_path, kill):
+    """The partition's leader goes down between two batches (a fetch in flight) and comes
+    back after a while: the read waits out the leader change, and every offset arrives
+    once, in order."""
+    topic = new_topic(cluster.bootstrap, partitions=1, replicas=3)
+    produce(cluster.bootstrap, topic, range(20_000), acks="all")
+    cluster.wait_in_sync(topic)
+    batches = read_range(on_path(_range(cluster.bootstrap, topic, 20_000), read_path))
+    got = _ids(next(batches) for _ in range(3))
+    leader = cluster.leaders(topic)[0]
+    with cluster.outage(leader, kill=kill):
+        wait_for(lambda: cluster.leaders(topic)[0] not in (-1, leader), timeout=60)
+        got += _ids(
+            b for _, b in zip(range(20), batches, strict=False)
+        )  # read on from the new leader
+    got += _ids(batches)
+    assert got == [(n, n) for n in range(20_000)]
+    cluster.wait_in_sync(topic)
+
+
+def _two_replica_topic(cluster: KafkaCluster, leader: int, stale: int) -> str:
+    """A topic on two of the three nodes (the third keeps the controller quorum while the
+    two go down in turn), `leader` preferred; one in-sync replica suffices for writes."""
+    from confluent_kafka.admin import NewTopic
+
+    name = f"trunc-{time.monotonic_ns() % 10**9}"
+    topic = NewTopic(
+        name,
+        num_partitions=1,
+        replica_assignment=[[leader, stale]],
+        config={"min.insync.replicas": "1"},
+    )
+    admin = cluster._admin()  # kept until the answer: a collected client cancels its requests
+    admin.create_topics([topic])[name].result(30)
+    return name
+
+
+def _isr(cluster: KafkaCluster, topic: str) -> list[int]:
+    return list(cluster._admin().list_topics(topic, timeout=10).topics[topic].partitions[0].isrs)
+
+
+def _truncate_under_reader(
+    cluster: KafkaCluster, topic: str, reader: _Reader, leader: int, stale: int
+) -> None:
+    """An unclean leader election under a reader: offsets 1000..1549 exist only on the
+    leader (its follower stopped), the reader reads them, the leader hangs, the stale
+    follower comes back and is elected, the old leader dies, and the new leader gets new
+    records 1000..1599 (ids 5000..5599)."""
+    cluster.nodes[stale].stop()  # controlled: out of the ISR at once
+    wait_for(lambda: _isr(cluster, topic) == [leader], timeout=60, what="ISR = the leader")
+    produce(cluster.nodes[leader].bootstrap, topic, range(1000, 1550), acks=1)
+    try:
+        wait_for(lambda: reader.offsets[-1:] == [1499], timeout=60, what="the reader at 1500")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}: read up to {reader.offsets[-1:]}, {reader.error!r}") from None
+    cluster.nodes[leader].freeze()  # no longer answers; the quorum needs the stale node
+    cluster.restart(stale, timeout=180)  # a loaded machine starts a JVM slowly
+    admin = AdminClient({"bootstrap.servers": cluster.nodes[stale].bootstrap})
+    tp = TopicPartition(topic, 0)
+    # the quorum re-forms and fences the old leader first: slow on a loaded machine
+    wait_for(lambda: _elected(admin, tp), timeout=240, what="an unclean election")
+    cluster.nodes[leader].stop(kill=True)
+    produce(cluster.nodes[stale].bootstrap, topic, range(5000, 5600), acks=1)
+
+
+def _elected(admin: AdminClient, tp: TopicPartition) -> bool:
+    try:
+        error = admin.elect_leaders(ElectionType.UNCLEAN, [tp]).result(10)[tp]
+    except Exception:
+        return False
+    return error is None
+
+
+class _Reader(threading.Thread):
+    """Reads a range in the background, keeping what it read and how it ended."""
+
+    def __init__(self, p: KafkaInputPartition):
+        super().__init__(daemon=True)
+        self.p = p
+        self.offsets: list[int] = []
+        self.ids: list[int] = []
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            for b in read_range(self.p):
+                got = _ids([b])
+                self.ids += [i for _, i in got]
+                self.offsets += [o for o, _ in got]
+        except BaseException as exc:
+            self.error = exc
+
+
+@pytest.mark.parametrize("fail_on_data_loss", [True, False])
+def test_a_log_truncated_under_the_reader_is_never_read_past_silently(
+    own_cluster, read_path, fail_on_data_loss
+):
+    """KIP-320 on every read path: after the unclean election the reader's position (1550:
+    its last 50 records wait in a batch of 100) is past where the new leader's log diverges
+    (1000). failOnDataLoss=true fails naming the partition and the truncated offsets; false
+    reads on from the divergence point: the new leader's records 1000..1599."""
+    cluster = own_cluster
+    leader, stale = 1, 2
+    topic = _two_replica_topic(cluster, leader, stale)
+    produce(cluster.bootstrap, topic, range(1000), acks="all")
+    cluster.wait_in_sync(topic)
+    p = _range(cluster.bootstrap, topic, 1600, fail_on_data_loss=fail_on_data_loss)
+    p = dataclasses.replace(p, poll_timeout_ms=300_000)  # outlasts the election
+    reader = _Reader(on_path(p, read_path))
+    reader.start()
+    _truncate_under_reader(cluster, topic, reader, leader, stale)
+    reader.join(300)
+    assert not reader.is_alive()
+    if fail_on_data_loss:
+        assert isinstance(reader.error, DataLossError), reader.error
+        assert f"{topic}-0" in str(reader.error)
+        assert "offsets 1000..1549" in str(reader.error)
+        assert reader.ids == list(range(1500))
+    else:
+        assert reader.error is None, reader.error
+        assert reader.offsets == list(range(1550)) + list(range(1000, 1600))
+        assert reader.ids == list(range(1550)) + list(range(5000, 5600))
