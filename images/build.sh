@@ -6,7 +6,7 @@
 #                                     with a class-data-sharing archive of Spark's classes made by a
 #                                     training run at build time (~1-2 min, cached with the layer)
 #   streamingjob/operator:<version>   kopf + the project's operator
-#   streamingjob/kafka:<kafka>-<version>  single-node KRaft broker for in-cluster tests
+#   streamingjob/kafka:<kafka>-<version>  KRaft broker+controller node for in-cluster tests
 #   streamingjob/minio:<minio>-<version>  S3-compatible object store for in-cluster tests
 # <version> is the project version in pyproject.toml. Everything builds FROM the debootstrapped
 # base (images/base/build.sh). Python packages: the image's hash lock (requirements/spark.txt,

@@ -1,5 +1,6 @@
 #!/bin/bash
-# Starts a single-node Kafka broker in KRaft mode (broker and controller in one process).
+# Starts a Kafka node in KRaft mode (broker and controller in one process): a single-node
+# cluster by default, one node of several with KAFKA_CONTROLLER_QUORUM_VOTERS.
 #
 # Configuration by environment:
 #   KAFKA_PORT                 client listener port (default 9092), bound on all interfaces
@@ -7,7 +8,14 @@
 #                              cluster set it to the Service name, e.g. kafka.<ns>.svc)
 #   KAFKA_ADVERTISED_LISTENERS overrides the advertised listeners entirely
 #   KAFKA_CONTROLLER_PORT      controller listener port on loopback (default 9093)
-#   KAFKA_NODE_ID              node id (default 1)
+#   KAFKA_NODE_ID              node id (default 1); `ordinal` takes the StatefulSet ordinal of the
+#                              pod's host name (kafka-2 -> 2)
+#   KAFKA_CONTROLLER_QUORUM_VOTERS  the controller voters of a cluster of several nodes, e.g.
+#                              0@kafka-0.kafka-brokers:9093,1@kafka-1.kafka-brokers:9093,...; the
+#                              controller listener then binds all interfaces and is advertised
+#                              under KAFKA_ADVERTISED_HOST (default: this node alone, on loopback).
+#                              Every node of a cluster must be formatted with the same
+#                              KAFKA_CLUSTER_ID.
 #   KAFKA_CLUSTER_ID           cluster id used when the storage is formatted (default: random)
 #   KAFKA_DATA_DIR             log directory (default /var/lib/kafka/data); formatted once, so a
 #                              restart with the same volume keeps topics and offsets
@@ -31,6 +39,10 @@ number_or() { if [[ ${1:-} =~ ^[0-9]+$ ]]; then echo "$1"; else echo "$2"; fi; }
 port=$(number_or "${KAFKA_PORT:-}" 9092)
 controller_port=$(number_or "${KAFKA_CONTROLLER_PORT:-}" 9093)
 node_id=${KAFKA_NODE_ID:-1}
+if [ "$node_id" = ordinal ]; then
+  [[ $(hostname) =~ -([0-9]+)$ ]] || { echo "KAFKA_NODE_ID=ordinal: host name $(hostname) has no -<n>" >&2; exit 2; }
+  node_id=${BASH_REMATCH[1]}
+fi
 data_dir=${KAFKA_DATA_DIR:-/var/lib/kafka/data}
 advertised_host=${KAFKA_ADVERTISED_HOST:-$(hostname -i | awk '{print $1}')}
 sasl_port=$(number_or "${KAFKA_SASL_SSL_PORT:-}" 9094)
@@ -43,6 +55,12 @@ if $secured; then
   listeners="$listeners,SASL_SSL://0.0.0.0:$sasl_port"
   default_advertised="$default_advertised,SASL_SSL://$advertised_host:$sasl_port"
 fi
+voters=${KAFKA_CONTROLLER_QUORUM_VOTERS:-$node_id@127.0.0.1:$controller_port}
+controller_listener="CONTROLLER://127.0.0.1:$controller_port"
+if [ -n "${KAFKA_CONTROLLER_QUORUM_VOTERS:-}" ]; then
+  controller_listener="CONTROLLER://0.0.0.0:$controller_port"
+  default_advertised="$default_advertised,CONTROLLER://$advertised_host:$controller_port"
+fi
 advertised=${KAFKA_ADVERTISED_LISTENERS:-$default_advertised}
 config_dir=${KAFKA_CONFIG_DIR:-/tmp/kafka-config}
 mkdir -p "$config_dir" "$data_dir"
@@ -52,8 +70,8 @@ props="$config_dir/server.properties"
 cat >"$props" <<PROPS
 process.roles=broker,controller
 node.id=$node_id
-controller.quorum.voters=$node_id@127.0.0.1:$controller_port
-listeners=$listeners,CONTROLLER://127.0.0.1:$controller_port
+controller.quorum.voters=$voters
+listeners=$listeners,$controller_listener
 advertised.listeners=$advertised
 controller.listener.names=CONTROLLER
 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT

@@ -275,7 +275,16 @@ def operator_release(kube: Kube, helm: Helm, images: Images) -> Iterator[str]:
         helm.run("uninstall", RELEASE, "-n", OPERATOR_NAMESPACE, "--wait")
 
 
-KAFKA_HOSTS = ["kafka.kafka.svc.cluster.local", "kafka.kafka.svc"]
+# examples/kind/kafka.yaml: the StatefulSet kafka (kafka-0..2, each broker and controller,
+# RF 3, min.insync.replicas 2) behind the bootstrap Service kafka; the brokers advertise their
+# own names under the headless Service kafka-brokers, so their certificate names them too.
+BROKERS = 3
+BROKER_PODS = [f"kafka-{n}" for n in range(BROKERS)]
+KAFKA_HOSTS = [
+    "kafka.kafka.svc.cluster.local",
+    "kafka.kafka.svc",
+    *(f"{pod}.kafka-brokers.kafka.svc.cluster.local" for pod in BROKER_PODS),
+]
 SECURED_BOOTSTRAP = f"{KAFKA_HOSTS[0]}:9094"  # SASL_SSL, SCRAM-SHA-512
 
 
@@ -318,7 +327,13 @@ def _broker_secrets(kube: Kube, workdir: Path) -> bool:
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": KAFKA_NAMESPACE}}
     ))  # fmt: skip
     tls = _secret_data(kube, "kafka-tls", KAFKA_NAMESPACE)
-    if tls and "ca.crt" in tls and _secret_data(kube, "kafka-scram", KAFKA_NAMESPACE):
+    hosts = ",".join(KAFKA_HOSTS)  # a kept cluster's certificate may name other hosts
+    if (
+        tls
+        and "ca.crt" in tls
+        and tls.get("hosts") == hosts
+        and _secret_data(kube, "kafka-scram", KAFKA_NAMESPACE)
+    ):
         return False
     from tests.support.tls import Authority
 
@@ -328,6 +343,7 @@ def _broker_secrets(kube: Kube, workdir: Path) -> bool:
             "tls.crt": server.cert.read_text(),
             "tls.key": server.key.read_text(),
             "ca.crt": server.ca.read_text(),
+            "hosts": hosts,
         }),
         ("kafka-scram", "Opaque", {"username": "orders", "password": uuid.uuid4().hex}),
     ]  # fmt: skip
@@ -345,15 +361,17 @@ def _broker_secrets(kube: Kube, workdir: Path) -> bool:
 
 @pytest.fixture(scope="session")
 def kafka_broker(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> str:
-    """The broker of examples/kind/kafka.yaml with its SASL_SSL listener; its PLAINTEXT
-    bootstrap address inside the cluster (the tests' own tools)."""
+    """The replicated cluster of examples/kind/kafka.yaml with its SASL_SSL listeners; its
+    PLAINTEXT bootstrap address inside the cluster (the tests' own tools)."""
     made = _broker_secrets(kube, tmp_path_factory.mktemp("kafka-tls"))
-    existed = bool(kube.run("get", "deployment", "-n", KAFKA_NAMESPACE, "-o", "name"))
+    # a kept cluster of an older bed may run the single broker of a Deployment
+    kube.run("delete", "deployment", "kafka", "-n", KAFKA_NAMESPACE, "--ignore-not-found")
+    existed = bool(kube.run("get", "statefulset", "-n", KAFKA_NAMESPACE, "-o", "name"))
     kube.run("apply", "-f", str(REPO_ROOT / "examples" / "kind" / "kafka.yaml"))
-    if made and existed:  # a kept cluster's broker started without these Secrets
-        kube.run("rollout", "restart", "deployment/kafka", "-n", KAFKA_NAMESPACE)
+    if made and existed:  # a kept cluster's brokers started without these Secrets
+        kube.run("delete", "pods", "-n", KAFKA_NAMESPACE, "-l", "app=kafka", "--wait=false")
     kube.run(
-        "rollout", "status", "deployment/kafka", "-n", KAFKA_NAMESPACE, "--timeout=240s",
+        "rollout", "status", "statefulset/kafka", "-n", KAFKA_NAMESPACE, "--timeout=240s",
         timeout=270,
     )  # fmt: skip
     return BOOTSTRAP
@@ -380,16 +398,19 @@ def produce_ids(producer, ids):
 def partitions(consumer):
     return sorted(consumer.list_topics(topic, timeout=20).topics[topic].partitions)
 
-if command == "create-topic":
+def producer():  # acks=all (librdkafka's default), no duplicates when a leader moves
+    return Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True})
+
+if command == "create-topic":  # partitions, replication factor
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, int(rest[0]), 1)])[topic].result(60)
+    admin.create_topics([NewTopic(topic, int(rest[0]), int(rest[1]))])[topic].result(60)
 elif command == "produce":
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    producer = producer()
     produce_ids(producer, range(int(rest[0]), int(rest[1])))
     assert producer.flush(60) == 0
 elif command == "produce-loop":  # start, rate/s, stop file: prints the id after the last one
     start, rate, stop = int(rest[0]), float(rest[1]), rest[2]
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    producer = producer()
     n, began = start, time.monotonic()
     while not os.path.exists(stop):
         due = start + int((time.monotonic() - began) * rate)
@@ -406,6 +427,12 @@ elif command == "offsets":  # {"group": {p: o|None}, "end": {p: o}}
     end = {tp.partition: consumer.get_watermark_offsets(tp, timeout=20)[1] for tp in tps}
     consumer.close()
     print(json.dumps({"group": group, "end": end}))
+elif command == "cluster":  # {"brokers": [id], "partitions": {p: {leader, replicas, isr}}}
+    metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=20)
+    found = metadata.topics.get(topic)
+    partitions = {p: {"leader": m.leader, "replicas": m.replicas, "isr": m.isrs}
+                  for p, m in (found.partitions if found and not found.error else {}).items()}
+    print(json.dumps({"brokers": sorted(metadata.brokers), "partitions": partitions}))
 """
 
 
@@ -430,8 +457,8 @@ class KafkaClient:
             raise RuntimeError(f"kafka tool {args[:3]} failed: {done.stderr.strip()}")
         return done.stdout
 
-    def create_topic(self, topic: str, partitions: int = 3) -> None:
-        self.run("create-topic", self.bootstrap, topic, str(partitions))
+    def create_topic(self, topic: str, partitions: int = 3, replicas: int = BROKERS) -> None:
+        self.run("create-topic", self.bootstrap, topic, str(partitions), str(replicas))
 
     def produce(self, topic: str, start: int, stop: int) -> None:
         self.run("produce", self.bootstrap, topic, str(start), str(stop))
@@ -440,6 +467,28 @@ class KafkaClient:
         answer = json.loads(self.run("offsets", self.bootstrap, topic, group))
         group_offsets = {int(p): o for p, o in answer["group"].items()}
         return group_offsets, {int(p): o for p, o in answer["end"].items()}
+
+    def cluster(self, topic: str = "") -> dict:
+        """The registered brokers' ids and, for `topic`, each partition's leader, replicas
+        and in-sync replicas ({"brokers": [...], "partitions": {p: {...}}})."""
+        answer = json.loads(self.run("cluster", self.bootstrap, topic or "-"))
+        answer["partitions"] = {int(p): m for p, m in answer["partitions"].items()}
+        return answer
+
+    def wait_in_sync(self, topic: str = "", timeout: float = 180) -> dict:
+        """Until all brokers are registered and every partition of `topic` has a leader and
+        all its replicas in sync (a Ready pod is not yet a broker the cluster knows)."""
+
+        def whole() -> dict | None:
+            try:
+                found = self.cluster(topic)
+            except (RuntimeError, subprocess.TimeoutExpired):
+                return None
+            parts = found["partitions"].values()
+            in_sync = all(m["leader"] >= 0 and set(m["isr"]) == set(m["replicas"]) for m in parts)
+            return found if len(found["brokers"]) == BROKERS and in_sync else None
+
+        return wait_for(f"{BROKERS} brokers, {topic or 'no topic'} in sync", whole, timeout, 1)
 
 
 class ProducerLoop:
@@ -486,7 +535,9 @@ def kafka_client(kube: Kube, kafka_broker: str, images: Images) -> KafkaClient:
     }
     kube.apply(json.dumps(pod), KAFKA_NAMESPACE)
     kube.wait_ready(KafkaClient.POD, KAFKA_NAMESPACE)
-    return KafkaClient(kube, kafka_broker)
+    client = KafkaClient(kube, kafka_broker)
+    client.wait_in_sync()
+    return client
 
 
 class ObjectStore:

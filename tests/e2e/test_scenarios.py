@@ -32,8 +32,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.e2e.batch_timeline import BatchTimeline
 from tests.e2e.conftest import (
     BUCKET,
+    KAFKA_NAMESPACE,
     OPERATOR_NAMESPACE,
     OPERATOR_VALUES,
     RELEASE,
@@ -501,6 +503,123 @@ def _restored_on_another_node(job: Job, attempt: int, old_node: str) -> dict:
     node = _node_of(job, status["driverPod"])
     assert node and node != old_node, (node, old_node)
     return status
+
+
+# The broker scenario: a kubectl delete (SIGTERM: a controlled shutdown moves the leaders
+# first, as in a rolling restart) and a forced one (SIGKILL: the controller waits out the
+# broker's session before electing new leaders, as after a crash) of the broker pod leading
+# most of the job's partitions. Each round starts with a backlog the job reads at its own pace
+# (maxOffsetsPerTrigger per batch), so the read rates compare the job's pace with and without
+# the broker, not the producer's.
+BROKER_DELETES = ("graceful", "force")
+BROKER_BACKLOG = 100_000
+STEADY_S = 8.0
+
+
+def _broker_leading_most(job: Job) -> tuple[str, int]:
+    """The pod of the broker leading most of the topic's partitions, and how many it leads."""
+    partitions = job.kafka.wait_in_sync(job.topic)["partitions"].values()
+    led = Counter(m["leader"] for m in partitions)
+    broker, count = led.most_common(1)[0]
+    return f"kafka-{broker}", count
+
+
+def _delete_broker(job: Job, pod: str, method: str) -> None:
+    force = ["--grace-period=0", "--force"] if method == "force" else []
+    job.kube.run("delete", "pod", pod, "-n", KAFKA_NAMESPACE, "--wait=false", *force)
+
+
+def _replacement_ready(job: Job, pod: str, deleted_uid: str) -> None:
+    """Until the StatefulSet's new pod of that name is Ready (not the deleted one, which may
+    still be Ready while it shuts down)."""
+
+    def ready() -> bool:
+        try:
+            found = job.kube.get("pod", pod, KAFKA_NAMESPACE)
+        except RuntimeError:  # between the old pod and the new one
+            return False
+        conditions = (found.get("status") or {}).get("conditions") or []
+        is_ready = any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+        return found["metadata"]["uid"] != deleted_uid and is_ready
+
+    wait_for(f"the replacement of {pod} Ready", ready, 240, 1)
+
+
+def _broker_round(job: Job, method: str, caused: set[str]) -> dict:
+    """A backlog, a steady window of reading it, the delete, then until the replacement
+    broker is back in every partition's ISR: the churn window."""
+    attempt = job.status()["attempt"]
+    first, job.next_id = job.next_id, job.next_id + BROKER_BACKLOG
+    produced = time.time()
+    job.kafka.produce(job.topic, first, job.next_id)
+    producer = ProducerLoop(job.kafka, job.topic, job.next_id, rate=20)
+    try:
+        with BatchTimeline(job.kube, job.namespace, job.name, job.topic) as timeline:
+            reading = timeline.wait_until(
+                "a batch of the backlog", lambda e: e.planned >= produced, 120
+            ).at
+            pod, led = _broker_leading_most(job)
+            timeline.wait_until(
+                f"{STEADY_S:g} s of steady reading", lambda e: e.at >= reading + STEADY_S, 120
+            )
+            caused.add(f"{KAFKA_NAMESPACE}/{pod}")
+            deleted_uid = job.kube.get("pod", pod, KAFKA_NAMESPACE)["metadata"]["uid"]
+            killed = time.time()
+            _delete_broker(job, pod, method)
+            after = timeline.wait_until(
+                "the first batch planned after the delete committed",
+                lambda e: e.planned >= killed,
+                180,
+            )
+            _replacement_ready(job, pod, deleted_uid)
+            job.kafka.wait_in_sync(job.topic)
+            whole = time.time()
+            return {
+                "method": method,
+                "broker": pod,
+                "partitions_led": led,
+                "seconds": round(after.at - killed, 2),
+                "churn_seconds": round(whole - killed, 2),
+                "steady_records_per_second": round(timeline.rate(reading, killed)),
+                "churn_records_per_second": round(timeline.rate(killed, whole)),
+                # 0: the job had read the whole backlog before the broker was back, so the churn
+                # rate is bounded by what there was to read
+                "lag_at_churn_end": timeline.last_before(whole).lag,
+                "driver_restarts": job.status()["attempt"] - attempt,
+            }
+    finally:
+        job.next_id = producer.stop()
+
+
+def test_deleting_the_leading_broker_costs_a_pause_not_a_restart(
+    job: Job, caused_restarts: set[str]
+) -> None:
+    """Scenario: the pod of the broker leading most of the job's partitions deleted mid-stream
+    (gracefully, then forced) on the replicated cluster (3 brokers, RF 3, min.insync.replicas
+    2): the same driver reads on from the new leaders, every record exactly once. Measured:
+    delete → first batch planned after it committed, and the read rate while the broker is
+    away (until its replacement is back in every ISR) against the steady rate before."""
+    status = job.status()
+    epoch, attempt, restarts = status["epoch"], status["attempt"], status["restarts"]
+    job.wait_batch(epoch, attempt, 240, "a batch before the broker is deleted")
+    samples = [_broker_round(job, method, caused_restarts) for method in BROKER_DELETES]
+    _write_results(
+        "broker_leader_deleted_to_next_batch_committed",
+        "kubectl delete (graceful: controlled shutdown; force: --grace-period=0 --force) of the "
+        "pod of the broker leading most of the job's partitions, while the job reads a backlog, "
+        "until the runner's report shows a committed batch planned after the delete; read rates "
+        "in records/s: steady = the 8 s before the delete, churn = from the delete until the "
+        "replacement broker is back in every partition's ISR",
+        samples,
+        15,
+    )
+    job.assert_exactly_once(job.wait_sink_has_all(240))
+    status = job.status()
+    assert status["epoch"] == epoch and status["phase"] == "Running", status
+    # A broker restart costs the job a pause, never its driver (semantics rule 15).
+    assert (status["attempt"], status["restarts"]) == (attempt, restarts), (
+        f"the driver restarted under the broker churn ({status.get('lastRestartReason')})"
+    )
 
 
 def test_drains_move_the_job_between_batches_and_complete(
