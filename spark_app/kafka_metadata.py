@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -64,6 +65,11 @@ def matching_topics(pattern: str, topics: Iterable[str]) -> list[str]:
     topics never."""
     compiled = re.compile(pattern)
     return [t for t in topics if compiled.fullmatch(t) and not INTERNAL_TOPIC.match(t)]
+
+
+# How long a subscribed topic missing from the metadata is asked for again before it is
+# unknown: brokers learn a newly created topic from the controller within a second or two.
+METADATA_SETTLE_S = 5.0
 
 
 class KafkaUnavailable(RuntimeError):
@@ -216,13 +222,18 @@ class KafkaMetadata:
 
     def topic_partitions(self) -> list[TopicPartition]:
         """Partitions of the subscribed topics (or of the topics matching the pattern)."""
-        metadata = self._call(
-            "a metadata request",
-            lambda timeout: self._clients()[0].list_topics(timeout=timeout),
-            refresh_admin=True,
-        )
+        metadata = self._metadata()
         if self.options.topics is not None:
-            missing = [t for t in self.options.topics if t not in metadata.topics]
+            missing = self._missing(metadata)
+            settled = time.monotonic() + METADATA_SETTLE_S
+            while missing and time.monotonic() < settled:
+                # each broker learns a new topic a moment after the controller created it:
+                # ask again, from fresh metadata, before calling the topic unknown
+                time.sleep(0.5)
+                with self._lock:
+                    self._admin = None
+                metadata = self._metadata()
+                missing = self._missing(metadata)
             if missing:
                 raise UnknownTopic(
                     f"topic(s) {', '.join(missing)} not found at "
@@ -235,6 +246,16 @@ class KafkaMetadata:
         return sorted(
             (topic, partition) for topic in names for partition in metadata.topics[topic].partitions
         )
+
+    def _metadata(self):
+        return self._call(
+            "a metadata request",
+            lambda timeout: self._clients()[0].list_topics(timeout=timeout),
+            refresh_admin=True,
+        )
+
+    def _missing(self, metadata) -> list[str]:
+        return [t for t in self.options.topics or () if t not in metadata.topics]
 
     def watermarks(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, tuple[int, int]]:
         """(log start, log end) per partition; the end is the LSO under read_committed."""

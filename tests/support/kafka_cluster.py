@@ -115,7 +115,9 @@ class KafkaCluster:
             time.sleep(0.2)
         raise TimeoutError(f"{topic} not fully in sync after {timeout}s")
 
-    def restart(self, node_id: int, timeout: float = 60.0) -> None:
+    def restart(self, node_id: int, timeout: float = 180.0) -> None:
+        """Starts a stopped node again with its data (a JVM start and log recovery: seconds
+        on a quiet machine, over a minute on a loaded one)."""
         node = self.nodes[node_id]
         node.launch()
         node.wait_ready(timeout)
