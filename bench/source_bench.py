@@ -46,7 +46,8 @@ from spark_app.partition_reader import (  # noqa: E402
     KafkaInputPartition,
     read_range,
 )
-from tests.support.kafka_broker import CACHE, KafkaBroker  # noqa: E402
+from tests.support.cache import CACHE  # noqa: E402
+from tests.support.kafka_broker import KafkaBroker  # noqa: E402
 from tests.support.kafka_tools import log_end_offsets, new_topic  # noqa: E402
 
 RECORDS = int(os.environ.get("BENCH_RECORDS", 5_000_000))  # --records sets it too

@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import argparse
 import base64
-import fcntl
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -26,11 +24,11 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.support.cache import CACHE, built_once
 from tests.support.process_group import read_pid, stop_group
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 POM = REPO_ROOT / "scripts" / "kafka" / "pom.xml"
-CACHE = Path(os.environ.get("STREAMJOB_CACHE", Path.home() / ".cache" / "streamingjob"))
 
 _SERVER_PROPERTIES = """\
 process.roles=broker,controller
@@ -112,28 +110,14 @@ def tool_jars(version: str) -> Path:
 
 
 def _jars(pom: Path, name: str, version: str) -> Path:
-    """Concurrent callers (test sessions side by side) wait for one resolution."""
-    target = CACHE / "kafka" / version / name
-    if (target / ".complete").exists():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with open(target.parent / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if (target / ".complete").exists():
-            return target
-        if shutil.which("mvn") is None:
-            raise RuntimeError("Maven (mvn) is required to fetch the Kafka jars")
-        tmp = target.with_name(f"{name}.tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
+    def resolve(into: Path) -> None:
         subprocess.run(
             ["mvn", "-q", "-B", "-f", str(pom), "dependency:copy-dependencies",
-             "-DincludeScope=runtime", f"-Dkafka.version={version}", f"-DoutputDirectory={tmp}"],
+             "-DincludeScope=runtime", f"-Dkafka.version={version}", f"-DoutputDirectory={into}"],
             check=True,
         )  # fmt: skip
-        shutil.rmtree(target, ignore_errors=True)
-        tmp.rename(target)
-        (target / ".complete").touch()
-        return target
+
+    return built_once(CACHE / "kafka" / version / name, resolve)
 
 
 def free_port() -> int:

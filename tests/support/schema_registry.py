@@ -15,10 +15,8 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
-import fcntl
 import io
 import json
-import shutil
 import struct
 import subprocess
 import sys
@@ -27,7 +25,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-from tests.support.kafka_broker import CACHE, free_port
+from tests.support.cache import CACHE, built_once
+from tests.support.kafka_broker import free_port
 from tests.support.process_group import stop_group
 
 APICURIO_VERSION = "3.0.9"
@@ -39,33 +38,21 @@ SCHEMA_JSON = "application/vnd.schemaregistry.v1+json"
 
 
 def registry_dist(version: str = APICURIO_VERSION) -> Path:
-    """The unpacked server of a version, fetched through Maven once; concurrent callers (test
-    sessions side by side) wait for one fetch."""
+    """The unpacked server of a version, fetched through Maven once."""
     target = CACHE / "registry" / version / "dist"
-    if (target / ".complete").exists():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with open(target.parent / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if (target / ".complete").exists():
-            return target
-        if shutil.which("mvn") is None:
-            raise RuntimeError("Maven (mvn) is required to fetch the schema registry")
+
+    def fetch(into: Path) -> None:
         archive = target.parent / "registry.tar.gz"
         subprocess.run(
             ["mvn", "-q", "-B", _GET, f"-Dartifact={_ARTIFACT.format(version=version)}",
              "-Dtransitive=false", f"-Ddest={archive}"],
             check=True,
         )  # fmt: skip
-        tmp = target.with_name("dist.tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
         with tarfile.open(archive) as tar:
-            tar.extractall(tmp, filter="data")
+            tar.extractall(into, filter="data")
         archive.unlink()
-        shutil.rmtree(target, ignore_errors=True)
-        tmp.rename(target)
-        (target / ".complete").touch()
-        return target
+
+    return built_once(target, fetch)
 
 
 def _runner_jar(dist: Path) -> Path:
