@@ -188,6 +188,9 @@ class _Reader(threading.Thread):
             self.error = exc
 
 
+# Not in CI (`make test-soak`): the unclean election this needs (a node frozen, another
+# restarted and forced leader) took over 4 minutes, or timed out, on CI's loaded 2-core machine.
+@pytest.mark.soak
 @pytest.mark.parametrize("fail_on_data_loss", [True, False])
 def test_a_log_truncated_under_the_reader_is_never_read_past_silently(
     own_cluster, read_path, fail_on_data_loss
