@@ -21,7 +21,7 @@ from spark_app.partition_reader import DataLossError, KafkaInputPartition, read_
 from tests.integration.spark_app.test_source_on_broker import on_path
 from tests.support.kafka_broker import KafkaBroker
 from tests.support.kafka_cluster import KafkaCluster
-from tests.support.kafka_tools import new_topic, produce
+from tests.support.kafka_tools import DURABLE, new_topic, produce
 from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.integration
@@ -100,8 +100,10 @@ def test_a_leader_lost_mid_range_costs_a_pause_not_a_record(cluster, read_path, 
     back after a while: the read waits out the leader change, and every offset arrives
     once, in order."""
     topic = new_topic(cluster.bootstrap, partitions=1, replicas=3)
-    produce(cluster.bootstrap, topic, range(20_000), acks="all")
     cluster.wait_in_sync(topic)
+    # idempotent: offset n holds id n (a plain acks=all producer's retried first batch can
+    # land after later ones on a topic still settling, and the log is then out of id order)
+    produce(cluster.bootstrap, topic, range(20_000), **DURABLE)
     batches = read_range(on_path(_range(cluster.bootstrap, topic, 20_000), read_path))
     got = _ids(next(batches) for _ in range(3))
     leader = cluster.leaders(topic)[0]
@@ -202,8 +204,8 @@ def test_a_log_truncated_under_the_reader_is_never_read_past_silently(
     cluster = own_cluster
     leader, stale = 1, 2
     topic = _two_replica_topic(cluster, leader, stale)
-    produce(cluster.bootstrap, topic, range(1000), acks="all")
     cluster.wait_in_sync(topic)
+    produce(cluster.bootstrap, topic, range(1000), **DURABLE)
     p = _range(cluster.bootstrap, topic, 1600, fail_on_data_loss=fail_on_data_loss)
     p = dataclasses.replace(p, poll_timeout_ms=300_000)  # outlasts the election
     reader = _Reader(on_path(p, read_path))
