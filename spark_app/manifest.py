@@ -161,16 +161,22 @@ def _own_field(key: str) -> str:
     )
 
 
-def _client_keys_schema() -> dict[str, Any]:
+def _refusing_keys_schema(fields: dict[str, str], key: str, refused: str) -> dict[str, Any]:
+    """A map of client keys whose CEL rule refuses the keys in `fields` (`key`: the CEL
+    expression of a key as compared), naming the field to use for each."""
     schema = _keys_schema(_CLIENT_KEY, 255)
     schema["x-kubernetes-validations"].append(
         {
-            "rule": f"self.all(k, !(k in {list(CLIENT_KEY_FIELDS)}))",
-            "message": "properties with a field of their own are refused: "
-            + ", ".join(f"{key} (use {name})" for key, name in CLIENT_KEY_FIELDS.items()),
+            "rule": f"self.all(k, !({key} in {list(fields)}))",
+            "message": f"{refused} are refused: "
+            + ", ".join(f"{name} (use {field})" for name, field in fields.items()),
         }
     )
     return schema
+
+
+def _client_keys_schema() -> dict[str, Any]:
+    return _refusing_keys_schema(CLIENT_KEY_FIELDS, "k", "properties with a field of their own")
 
 
 # Sink options the job sets from a field (Spark's options are case-insensitive, the user's are
@@ -185,15 +191,9 @@ SINK_OPTION_FIELDS = {
 
 
 def _sink_options_schema() -> dict[str, Any]:
-    schema = _keys_schema(_CLIENT_KEY, 255)
-    schema["x-kubernetes-validations"].append(
-        {
-            "rule": f"self.all(k, !(k.lowerAscii() in {list(SINK_OPTION_FIELDS)}))",
-            "message": "options the job sets from a field are refused: "
-            + ", ".join(f"{key} (use {name})" for key, name in SINK_OPTION_FIELDS.items()),
-        }
+    return _refusing_keys_schema(
+        SINK_OPTION_FIELDS, "k.lowerAscii()", "options the job sets from a field"
     )
-    return schema
 
 
 def _modes_rules() -> list[dict[str, Any]]:
