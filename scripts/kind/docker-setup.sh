@@ -49,12 +49,28 @@ if cap_sys_resource_missing; then
   fi
 fi
 
+# A machine restored from a snapshot keeps the pid files of daemons that no longer run, and
+# dockerd refuses to start over them ("pid file found"). Only files whose process is gone go.
+clear_stale_pid_files() {
+  local f pid
+  for f in /var/run/docker.pid /var/run/docker/containerd/containerd.pid; do
+    [ -f "$f" ] || continue
+    pid=$(cat "$f" 2>/dev/null || true)
+    # A reused pid belongs to some other program: the file is stale all the same.
+    if ! grep -qsx -e dockerd -e containerd "/proc/${pid:-0}/comm"; then
+      log "removing stale $f (pid ${pid:-none} is not a running docker daemon)"
+      $SUDO rm -f "$f"
+    fi
+  done
+}
+
 if ! docker info >/dev/null 2>&1; then
   if [ -d /run/systemd/system ]; then
     log "starting docker with systemd"
     $SUDO systemctl start docker
   else
     log "starting dockerd in the background (log: /var/log/dockerd.log)"
+    clear_stale_pid_files
     # Close every descriptor but 0-2: callers such as up.sh hand out results on fd 3, and
     # a daemon holding it open would make $(up.sh) wait forever.
     $SUDO sh -c 'nohup dockerd >>/var/log/dockerd.log 2>&1 </dev/null 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- &'
