@@ -31,6 +31,7 @@ from spark_app.partition_reader import (
     log_truncated,
     no_progress,
     offsets_lost,
+    topic_deleted,
 )
 
 log = logging.getLogger(__name__)
@@ -164,6 +165,8 @@ def _batches(reader, p: KafkaInputPartition) -> Iterator:
                 raise KafkaException(error) from None
             except native.NoProgress as exc:
                 raise no_progress(p, exc.args[0]) from None
+            except native.TopicDeleted as exc:
+                raise topic_deleted(p, exc.args[0]) from None
             except native.KafkaError as exc:
                 code, reason = exc.args
                 raise KafkaException(KafkaError(code, reason)) from None

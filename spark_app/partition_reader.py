@@ -78,6 +78,10 @@ class DataLossError(RuntimeError):
     """Offsets to read were deleted (retention) or a partition went away."""
 
 
+class TopicDeletedError(RuntimeError):
+    """The topic was deleted while a range of it was read."""
+
+
 @dataclass(frozen=True)
 class KafkaInputPartition(InputPartition):
     topic: str
@@ -95,6 +99,58 @@ class KafkaInputPartition(InputPartition):
     @property
     def name(self) -> str:
         return f"{self.topic}-{self.partition}"
+
+
+# How long a topic must stay out of the metadata before a stalled read calls it deleted (a
+# broker that just restarted may not know every topic yet); the native engines and the
+# driver (kafka_metadata.METADATA_SETTLE_S) wait as long, and look once a second.
+TOPIC_GONE_AFTER_S = 5.0
+TOPIC_CHECK_EVERY_S = 1.0
+
+
+class TopicWatch:
+    """Whether the topic a stalled read reads was deleted: absent from the metadata for
+    TOPIC_GONE_AFTER_S (librdkafka tells an assigned consumer nothing of it: it waits)."""
+
+    def __init__(self, p: KafkaInputPartition):
+        self._p = p
+        self._missing_since: float | None = None
+        self._looked = time.monotonic()
+
+    def check(self, consumer, stalled_since: float, position: int) -> None:
+        """Raises TopicDeletedError once the topic has been missing long enough."""
+        now = time.monotonic()
+        if now - stalled_since < TOPIC_GONE_AFTER_S or now - self._looked < TOPIC_CHECK_EVERY_S:
+            return
+        self._looked = now
+        if self._exists(consumer):
+            self._missing_since = None
+        elif self._missing_since is None:
+            self._missing_since = now
+        elif now - self._missing_since >= TOPIC_GONE_AFTER_S:
+            raise topic_deleted(self._p, position)
+
+    def _exists(self, consumer) -> bool:
+        """An unanswered request counts as yes: an unreachable broker is the poll timeout's
+        matter, not a deletion."""
+        from confluent_kafka import KafkaError, KafkaException
+
+        try:
+            topic = consumer.list_topics(self._p.topic, timeout=5).topics.get(self._p.topic)
+        except KafkaException:
+            return True
+        return topic is not None and (
+            topic.error is None or topic.error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART
+        )
+
+
+def topic_deleted(p: KafkaInputPartition, position: int) -> TopicDeletedError:
+    return TopicDeletedError(
+        f"topic {p.topic} was deleted while the job read {p.name} [{p.start}, {p.end}) "
+        f"(stuck at offset {position}); the batch fails and nothing past the last completed "
+        f"batch is committed. Recreate topic {p.topic} and restart the job, or redeploy "
+        "without it (spec.job.source.subscribe)"
+    )
 
 
 @lru_cache(maxsize=2)
@@ -198,7 +254,8 @@ def _drain(consumer, p: KafkaInputPartition) -> Iterator:
     position, end = p.start, p.end
     batch = _BatchBuilder(p, schema)
     timeout_s = p.poll_timeout_ms / 1000
-    deadline = time.monotonic() + timeout_s
+    progressed = time.monotonic()
+    watch = TopicWatch(p)
     while position < end:
         rewound = False
         # Small consume() calls return as soon as a fetch lands (a large one waits for the
@@ -207,7 +264,7 @@ def _drain(consumer, p: KafkaInputPartition) -> Iterator:
         wanted = min(_CONSUME_CHUNK, end - position, p.max_records_per_batch - batch.count)
         messages = consumer.consume(wanted, _CONSUME_WAIT_S)
         if messages:
-            deadline = time.monotonic() + timeout_s
+            progressed = time.monotonic()
             if any(map(has_error, messages)):  # events come in line: rare, so checked once
                 messages, position, rewound = _handle_events(consumer, p, messages, position)
         if messages:
@@ -225,8 +282,10 @@ def _drain(consumer, p: KafkaInputPartition) -> Iterator:
             position = max(position, at.offset)
         if batch.count and (batch.count >= p.max_records_per_batch or position >= end):
             yield batch.build()
-        if not messages and position < end and time.monotonic() > deadline:
-            raise no_progress(p, position)
+        if not messages and position < end:
+            if time.monotonic() - progressed > timeout_s:
+                raise no_progress(p, position)
+            watch.check(consumer, progressed, position)
 
 
 def no_progress(p: KafkaInputPartition, position: int) -> TimeoutError:
@@ -282,7 +341,9 @@ def _out_of_range(consumer, p: KafkaInputPartition, position: int, error) -> int
         resume = divergence
     else:
         raise KafkaException(error)
-    consumer.assign([TopicPartition(p.topic, p.partition, resume)])  # seek fails in this state
+    if resume < p.end:  # past it the range is read; and closing right after a re-assignment
+        # can trip librdkafka's assertion `rktp->rktp_started` and abort the process
+        consumer.assign([TopicPartition(p.topic, p.partition, resume)])  # seek fails here
     return resume
 
 

@@ -3,7 +3,8 @@
 The same command runs locally (`make run`) and inside the driver pod, where the operator
 starts it through spark-submit in client mode. The manifest → query mapping is
 `spark_app/query.py`; the group's offsets are written by `spark_app/group_offsets.py`.
-Exit codes: 0 stopped on request (SIGTERM) or finished (availableNow); 1 the query failed;
+Exit codes: 0 stopped on request (SIGTERM) or finished (availableNow); 1 the query failed
+(the termination message names the cause: a deleted topic, lost offsets, …);
 2 the input is invalid (nothing was started or committed); 3 Kafka refused the SASL
 credentials; 4 the TLS handshake with Kafka failed (the broker's certificate does not verify
 against the CA); 5 a fresh epoch could not commit the previous epoch's last durable batch to
@@ -20,6 +21,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import signal
 import sys
 import tempfile
@@ -242,6 +244,24 @@ def main(argv: list[str] | None = None) -> int:
     return run(manifest, args, location)
 
 
+# The source's own errors, as the executor's Python traceback ends in them inside Spark's
+# wrapping ("…spark_app.partition_reader.TopicDeletedError: topic t was deleted …").
+_SOURCE_ERROR = re.compile(
+    r"\b(?:DataLossError|TopicDeletedError|UnknownTopic|KafkaUnavailable|KafkaException"
+    r"|TimeoutError|NativeUnavailable): (.+)"
+)
+
+
+def failure_cause(text: str) -> str:
+    """The line that says why a query failed: the source's own error where Spark's wrapping
+    holds one (the last: a traceback ends in the error raised), else Spark's first line."""
+    found = _SOURCE_ERROR.findall(text)
+    if found:
+        return found[-1].strip()
+    lines = text.splitlines()
+    return lines[0] if lines else "unknown error"
+
+
 def _termination_message(text: str) -> None:
     """The container's termination message (Kubernetes shows it in the pod's status); the
     kubelet creates the file, elsewhere there is none and nothing is written."""
@@ -442,9 +462,11 @@ def supervise(
     report_progress()  # a batch that ended after the last look
     error = query.exception()
     if error is not None:
-        message = str(error.desc if hasattr(error, "desc") else error).strip().splitlines()
-        log.error("query failed: %s", message[0] if message else error)
-        reporter.update(state="failed", error="\n".join(message[:20]))
+        text = str(error.desc if hasattr(error, "desc") else error).strip()
+        cause = failure_cause(text)
+        log.error("query failed: %s", cause)
+        _termination_message(f"the query failed: {cause}")  # the operator's DriverFailed
+        reporter.update(state="failed", error="\n".join(text.splitlines()[:20]))
         return EXIT_FAILED
     reporter.update(state="stopped")
     return EXIT_OK

@@ -17,9 +17,11 @@ use rdkafka_sys as rd;
 use rdkafka_sys::rd_kafka_resp_err_t as Err;
 
 use crate::batch::{BatchBuilder, Record};
-use crate::Range;
+use crate::{Range, TopicWatch, TOPIC_GONE_AFTER};
 
 const CONSUME_WAIT_MS: i32 = 200;
+/// How often a stalled read asks whether its topic still exists.
+const TOPIC_CHECK_EVERY: Duration = Duration::from_secs(1);
 
 #[derive(Debug)]
 pub enum ReadError {
@@ -36,6 +38,8 @@ pub enum ReadError {
     Unsupported(String),
     /// No progress for the poll timeout, stuck at `position`.
     NoProgress { position: i64 },
+    /// The topic was deleted while the range was read, stuck at `position`.
+    TopicGone { position: i64 },
 }
 
 /// Where librdkafka found a truncated log to diverge: its offset-reset text says "Partition
@@ -122,6 +126,7 @@ pub struct RangeReader {
     poll_timeout: Duration,
     batch: BatchBuilder,
     buffer: Vec<*mut rd::rd_kafka_message_t>,
+    topic_watch: TopicWatch,
 }
 
 // Its librdkafka handles are thread-safe, and Python's wrapper hands out `&mut` access only
@@ -151,13 +156,21 @@ impl RangeReader {
                 range.max_records,
             ),
             buffer: Vec::with_capacity(range.max_records),
+            topic_watch: TopicWatch::default(),
         };
         reader.assign(range.start)?;
         Ok(reader)
     }
 
-    /// (Re)assigns the partition at `offset` (a seek is refused after an offset reset).
+    /// (Re)assigns the partition at `offset` (a seek is refused after an offset reset). At or
+    /// past the range's end there is nothing left to read and no new assignment is made:
+    /// closing a consumer right after a re-assignment trips librdkafka's assertion
+    /// `rktp->rktp_started` (rd_kafka_assignment_partition_stopped) and aborts the process.
     pub fn assign(&mut self, offset: i64) -> Result<(), ReadError> {
+        if offset >= self.end {
+            self.position = offset;
+            return Ok(());
+        }
         unsafe {
             let list = rd::rd_kafka_topic_partition_list_new(1);
             let tp =
@@ -212,6 +225,27 @@ impl RangeReader {
         }
     }
 
+    /// Whether the cluster's metadata holds the topic (an unanswered request counts as yes:
+    /// an unreachable broker is the poll timeout's matter, not a deletion).
+    fn topic_exists(&self) -> bool {
+        unsafe {
+            let rkt = rd::rd_kafka_topic_new(self.handle.0, self.topic.as_ptr(), ptr::null_mut());
+            if rkt.is_null() {
+                return true;
+            }
+            let mut md: *const rd::rd_kafka_metadata = ptr::null();
+            let err = rd::rd_kafka_metadata(self.handle.0, 0, rkt, &mut md, 5_000);
+            let exists = err != Err::RD_KAFKA_RESP_ERR_NO_ERROR
+                || (*md).topic_cnt < 1
+                || (*(*md).topics).err != Err::RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART;
+            if !md.is_null() {
+                rd::rd_kafka_metadata_destroy(md);
+            }
+            rd::rd_kafka_topic_destroy(rkt);
+            exists
+        }
+    }
+
     fn watermarks(&self) -> Result<(i64, i64), ReadError> {
         let (mut low, mut high) = (0i64, 0i64);
         let err = unsafe {
@@ -230,7 +264,8 @@ impl RangeReader {
 
     /// The next batch of up to `max_records` records, or `None` once the range is read.
     pub fn next_batch(&mut self) -> Result<Option<StructArray>, ReadError> {
-        let mut deadline = Instant::now() + self.poll_timeout;
+        let mut progressed = Instant::now();
+        let mut last_look = Instant::now(); // at the topic's metadata, while the read stalls
         while self.position < self.end {
             let wanted = (self.max_records - self.batch.len())
                 .min((self.end - self.position) as usize)
@@ -238,7 +273,7 @@ impl RangeReader {
             let messages = self.consume(wanted);
             let got_any = !messages.0.is_empty();
             if got_any {
-                deadline = Instant::now() + self.poll_timeout;
+                progressed = Instant::now();
             }
             for &m in &messages.0 {
                 let m = unsafe { &*m };
@@ -287,10 +322,20 @@ impl RangeReader {
             if !self.batch.is_empty() && (full || self.position >= self.end) {
                 return Ok(Some(self.batch.finish()));
             }
-            if !got_any && self.position < self.end && Instant::now() > deadline {
+            if !got_any && self.position < self.end && progressed.elapsed() > self.poll_timeout {
                 return Err(ReadError::NoProgress {
                     position: self.position,
                 });
+            }
+            // librdkafka tells an assigned consumer nothing of a deleted topic: it just waits
+            if !got_any && last_look.elapsed() >= TOPIC_CHECK_EVERY {
+                last_look = Instant::now();
+                let stalled = progressed.elapsed() >= TOPIC_GONE_AFTER;
+                if stalled && self.topic_watch.gone(self.topic_exists()) {
+                    return Err(ReadError::TopicGone {
+                        position: self.position,
+                    });
+                }
             }
         }
         if !self.batch.is_empty() {

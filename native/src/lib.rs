@@ -23,6 +23,52 @@ pub struct Range {
     pub poll_timeout_ms: u64,
 }
 
+/// How long a topic must stay out of every metadata answer before a reader calls it deleted:
+/// a broker that just (re)started may not know every topic yet. The driver waits as long
+/// (`METADATA_SETTLE_S` in spark_app/kafka_metadata.py).
+pub const TOPIC_GONE_AFTER: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Whether the topic a reader reads was deleted, from the metadata answers it gets.
+#[derive(Default)]
+pub struct TopicWatch {
+    missing_since: Option<std::time::Instant>,
+}
+
+impl TopicWatch {
+    /// Records one answer; true once the topic has been missing for `TOPIC_GONE_AFTER`.
+    pub fn gone(&mut self, present: bool) -> bool {
+        if present {
+            self.missing_since = None;
+            return false;
+        }
+        let since = *self
+            .missing_since
+            .get_or_insert_with(std::time::Instant::now);
+        since.elapsed() >= TOPIC_GONE_AFTER
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TopicWatch;
+
+    #[test]
+    fn a_topic_present_again_is_not_gone() {
+        let mut watch = TopicWatch::default();
+        assert!(!watch.gone(false)); // just missing: a broker may not know it yet
+        assert!(!watch.gone(true));
+        assert!(watch.missing_since.is_none());
+    }
+
+    #[test]
+    fn a_topic_missing_long_enough_is_gone() {
+        let mut watch = TopicWatch {
+            missing_since: std::time::Instant::now().checked_sub(super::TOPIC_GONE_AFTER),
+        };
+        assert!(watch.gone(false));
+    }
+}
+
 #[cfg(feature = "python")]
 mod python {
     use arrow_array::ffi::{to_ffi, FFI_ArrowArray, FFI_ArrowSchema};
@@ -40,6 +86,7 @@ mod python {
     create_exception!(streamingjob_native, NoProgress, PyException);
     create_exception!(streamingjob_native, LogTruncated, PyException);
     create_exception!(streamingjob_native, UnsupportedBroker, PyException);
+    create_exception!(streamingjob_native, TopicDeleted, PyException);
 
     fn to_py(err: ReadError) -> PyErr {
         match err {
@@ -52,6 +99,7 @@ mod python {
                 divergence,
             } => LogTruncated::new_err((position, divergence)),
             ReadError::Unsupported(why) => UnsupportedBroker::new_err(why),
+            ReadError::TopicGone { position } => TopicDeleted::new_err(position),
         }
     }
 
@@ -274,6 +322,7 @@ mod python {
         m.add("NoProgress", py.get_type::<NoProgress>())?;
         m.add("LogTruncated", py.get_type::<LogTruncated>())?;
         m.add("UnsupportedBroker", py.get_type::<UnsupportedBroker>())?;
+        m.add("TopicDeleted", py.get_type::<TopicDeleted>())?;
         Ok(())
     }
 }

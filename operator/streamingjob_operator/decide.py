@@ -449,7 +449,8 @@ def _failure_of(pod: PodInfo | None, lost: bool = False) -> tuple[str, str, bool
         cause = term.message or _EXIT_CAUSES[reason]
         return (reason, f"driver pod {pod.name} exited {term.exit_code}: {cause}", False)
     detail = f" ({term.reason})" if term.reason else ""
-    return ("DriverFailed", f"driver pod {pod.name} exited {term.exit_code}{detail}", False)
+    cause = f": {term.message}" if term.message else ""  # the runner's: why the query failed
+    return ("DriverFailed", f"driver pod {pod.name} exited {term.exit_code}{detail}{cause}", False)
 
 
 _EXIT_CAUSES = {  # when the pod carries no termination message

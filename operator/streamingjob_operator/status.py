@@ -97,10 +97,9 @@ def set_conditions(
         d_message = f"{st.consecutive_failures} consecutive failure(s), last: " + (
             st.last_restart_reason or "?"
         )
-        if d_reason in ("KafkaAuthFailed", "KafkaTLSFailed", "CatchUpFailed"):
-            # which Secret or checkpoint and why: the backoff's record of the failure
-            backoff = next((h for h in reversed(st.history) if h.reason == "BackOff"), None)
-            d_message += f" ({backoff.message})" if backoff else ""
+        # why (a deleted topic, which Secret or checkpoint): the backoff's record of it
+        backoff = next((h for h in reversed(st.history) if h.reason == "BackOff"), None)
+        d_message += f" ({backoff.message})" if backoff else ""
     else:
         d_message = st.message if degraded else ""
     st.conditions = [

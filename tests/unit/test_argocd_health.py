@@ -89,7 +89,8 @@ def test_restarting_after_a_failure_is_progressing_and_says_why():
     assert st.phase == "Restarting"
     assert health(job(st)) == (
         "Progressing",
-        "Restarting: 1 consecutive failure(s), last: DriverFailed",
+        "Restarting: 1 consecutive failure(s), last: DriverFailed (driver pod "
+        "orders-e1-a1-driver exited 1; relaunching attempt 2 in 10s (restore))",
     )
 
 

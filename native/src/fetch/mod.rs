@@ -23,18 +23,20 @@ use rdkafka_sys::rd_kafka_resp_err_t as Err;
 
 use crate::batch::BatchBuilder;
 use crate::consumer::{describe, ReadError};
-use crate::Range;
+use crate::{Range, TopicWatch};
 use conn::{Conn, ConnError, EARLIEST, LATEST, NO_EPOCH};
 use records::{next_fetch_offset, Filled, ResponseRecords};
 pub use settings::Settings;
 
 const OFFSET_OUT_OF_RANGE: i16 = 1;
+const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 const NOT_LEADER_OR_FOLLOWER: i16 = 6;
 const FENCED_LEADER_EPOCH: i16 = 74;
 const UNKNOWN_LEADER_EPOCH: i16 = 75;
 /// Errors after which the leader is looked up again (Kafka's retriable partition errors).
 const RETRIABLE: &[i16] = &[
-    3, // UNKNOWN_TOPIC_OR_PARTITION (metadata not yet propagated)
+    // metadata not yet propagated; a deleted topic ends the read through `TopicWatch`
+    UNKNOWN_TOPIC_OR_PARTITION,
     5, // LEADER_NOT_AVAILABLE
     NOT_LEADER_OR_FOLLOWER,
     7,  // REQUEST_TIMED_OUT
@@ -111,6 +113,7 @@ pub struct RangeReader {
     records: ResponseRecords,
     spare: Vec<u8>,
     batch: BatchBuilder,
+    topic_watch: TopicWatch,
 }
 
 impl RangeReader {
@@ -129,6 +132,7 @@ impl RangeReader {
             leader_epoch: NO_EPOCH,
             in_flight: None,
             spare: Vec::new(),
+            topic_watch: TopicWatch::default(),
             batch: BatchBuilder::new(
                 &range.topic,
                 range.partition,
@@ -243,14 +247,21 @@ impl RangeReader {
         Ok(())
     }
 
-    /// A connection to the partition's leader, and the leader's epoch.
-    fn find_leader(&self) -> Result<(Conn, i32), Step> {
+    /// A connection to the partition's leader, and the leader's epoch. A topic missing from
+    /// the metadata for `TOPIC_GONE_AFTER` was deleted: the read ends (`TopicGone`).
+    fn find_leader(&mut self) -> Result<(Conn, i32), Step> {
         let mut failure = String::from("no bootstrap server");
         for address in &self.settings.bootstrap {
             match Conn::open(&self.settings, address)
                 .and_then(|mut c| c.leader(&self.topic, self.partition).map(|l| (c, l)))
             {
                 Ok((c, leader)) => {
+                    let missing = leader.error == UNKNOWN_TOPIC_OR_PARTITION;
+                    if self.topic_watch.gone(!missing) {
+                        return Err(Step::Fail(ReadError::TopicGone {
+                            position: self.position,
+                        }));
+                    }
                     let Some(at) = leader.address.filter(|_| leader.error == 0) else {
                         return Err(Step::Retry(format!(
                             "metadata: Kafka error code {}",

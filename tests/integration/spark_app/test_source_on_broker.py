@@ -25,6 +25,7 @@ from spark_app.options import SourceOptions
 from spark_app.partition_reader import (
     DataLossError,
     KafkaInputPartition,
+    TopicDeletedError,
     arrow_schema,
     read_range,
 )
@@ -423,6 +424,33 @@ def test_a_range_that_makes_no_progress_fails_naming_the_partition(kafka, read_p
     ):
         list(read_range(p))
     assert time.monotonic() - started < 10
+
+
+def test_a_topic_deleted_under_a_read_fails_it_naming_the_topic(kafka, read_path):
+    """A range waiting for records of a topic deleted meanwhile fails within seconds (the
+    topic out of the metadata for 5 s), naming the topic, on every engine: not after the
+    poll timeout, with an error that names only a stall."""
+    topic = new_topic(kafka.bootstrap, partitions=1)
+    produce(kafka.bootstrap, topic, range(5))
+    p = KafkaInputPartition(
+        topic=topic,
+        partition=0,
+        start=0,
+        end=10,  # beyond the log end: the read waits for the last 5
+        client_config={"bootstrap.servers": kafka.bootstrap},
+        poll_timeout_ms=120_000,
+        max_records_per_batch=5,  # the first 5 come as a batch: the read is under way
+    )
+    batches = read_range(on_path(p, read_path))
+    assert next(batches).num_rows == 5
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+    admin.delete_topics([topic])[topic].result(30)
+    deleted = time.monotonic()
+    with pytest.raises(
+        TopicDeletedError, match=rf"topic {topic} was deleted while the job read {topic}-0 "
+    ):
+        list(batches)
+    assert time.monotonic() - deleted < 30
 
 
 @pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])

@@ -770,6 +770,23 @@ def test_a_failed_catch_up_restarts_with_backoff_naming_the_checkpoint_and_cause
     assert "could not be committed to the group; nothing was read" in d.status.message
 
 
+def test_a_failed_query_names_its_cause_in_the_degraded_condition():
+    """The runner's exit 1 carries why the query failed in the termination message (here a
+    topic deleted mid-stream); the restart's Event and the Degraded condition name it."""
+    from streamingjob_operator.status import set_conditions
+
+    spec = make_spec()
+    st = launched(spec)
+    said = "the query failed: topic orders was deleted while the job read orders-0 [0, 10)"
+    ended = driver(st.driver_pod, "Failed", termination=Termination(1, "Error", said))
+    d = run(spec, st, [ended], later(1))
+    assert d.restart_reason == "DriverFailed"
+    assert any(said in e.message for e in d.events)
+    set_conditions(d.status, 1, later(1))
+    degraded = next(c for c in d.status.conditions if c.type == "Degraded")
+    assert degraded.reason == "DriverFailed" and said in degraded.message
+
+
 @pytest.mark.parametrize(("code", "reason"), [(3, "KafkaAuthFailed"), (4, "KafkaTLSFailed")])
 def test_kafka_refusals_of_the_runner_restart_with_backoff_naming_the_secret(code, reason):
     """The runner's exit 3 (SASL refused) or 4 (TLS failed) is a restart like any failure

@@ -1,0 +1,37 @@
+"""The runner's one line on why a query failed: the source's own error out of Spark's
+wrapping, which the operator shows in the Degraded condition (runner.failure_cause)."""
+
+import pytest
+
+from spark_app.runner import failure_cause
+
+pytestmark = pytest.mark.unit
+
+SPARK_WRAPPED = """[STREAM_FAILED] Query [id = 1f, runId = 2e] terminated with exception: \
+Job aborted due to stage failure: Task 0 in stage 3.0 failed 1 times, most recent failure: \
+Lost task 0.0 in stage 3.0 (TID 7) (10.0.0.5 executor driver): \
+org.apache.spark.api.python.PythonException: \
+Traceback (most recent call last):
+  File "/opt/app/spark_app/native_read.py", line 170, in _batches
+    raise topic_deleted(p, exc.args[0]) from None
+spark_app.partition_reader.TopicDeletedError: topic orders was deleted while the job read \
+orders-2 [40, 90) (stuck at offset 40); the batch fails
+\tat org.apache.spark.api.python.BasePythonRunner$ReaderIterator.handlePythonException(...)
+"""
+
+
+def test_the_sources_own_error_is_taken_out_of_sparks_wrapping():
+    assert failure_cause(SPARK_WRAPPED) == (
+        "topic orders was deleted while the job read orders-2 [40, 90) (stuck at offset 40); "
+        "the batch fails"
+    )
+
+
+def test_the_last_of_chained_errors_is_the_one_raised():
+    text = "KafkaException: first\nDuring handling...\nDataLossError: orders-0: offsets 3..9"
+    assert failure_cause(text) == "orders-0: offsets 3..9"
+
+
+def test_any_other_failure_is_sparks_first_line():
+    assert failure_cause("[STREAM_FAILED] boom\nmore") == "[STREAM_FAILED] boom"
+    assert failure_cause("") == "unknown error"
