@@ -100,6 +100,7 @@ REASONS = (
     "KafkaAuthFailed",  # Kafka refused the job's SASL credentials (runner or lag reader)
     "KafkaTLSFailed",  # the broker's certificate did not verify against the job's CA
     "CatchUpFailed",  # a fresh epoch could not commit the previous epoch's durable offsets
+    "DataLossSkipped",  # the run skipped deleted or truncated offsets (failOnDataLoss=false)
     "CheckpointKept",
     "CheckpointDeleted",
     "ApiRejected",  # a reconcile failed: the API server refused a request (reconcile.py)
@@ -269,6 +270,7 @@ def _set_target(
     st.launched_at = st.running_since = ""
     st.start_path = st.start_detail = ""
     st.restored_batch = None
+    st.data_loss_skipped_offsets = 0  # per run, as the driver counts them
 
 
 def _checkpoint_too_old(
@@ -519,10 +521,19 @@ def _on_driver_gone(
     return d
 
 
-def _apply_report(st: StreamingJobStatus, observed: Observed) -> None:
+def _apply_report(st: StreamingJobStatus, observed: Observed, d: Decision) -> None:
     report = observed.report
     if report is None or (report.epoch, report.attempt) != (st.epoch, st.attempt):
         return  # a stale report of an earlier run is ignored
+    skipped = report.data_loss_skipped_offsets
+    if skipped > st.data_loss_skipped_offsets:
+        message = (
+            f"{skipped - st.data_loss_skipped_offsets} more offsets skipped ({skipped} in this "
+            "run): deleted or truncated before the job read them (failOnDataLoss=false); the "
+            "driver's log names the partitions and ranges"
+        )
+        d.events.append(Event("Warning", "DataLossSkipped", message))
+    st.data_loss_skipped_offsets = skipped
     st.start_path = report.start_path
     st.start_detail = report.start_detail
     st.restored_batch = report.restored_batch
@@ -686,7 +697,7 @@ def _launched(job: _Job, d: Decision, driver: PodInfo | None, current: list[PodI
     silence, running, starting)."""
     spec, st, now, cfg = job.spec, d.status, job.now, job.cfg
     namespace, name = job.namespace, job.name
-    _apply_report(st, job.observed)
+    _apply_report(st, job.observed, d)
     grace, silent = cfg.node_lost_grace_seconds, cfg.node_silent_seconds
     unknown_since = parse_time(st.unknown_since)
     lost = driver is not None and is_lost(driver, now, grace, unknown_since, silent)

@@ -56,6 +56,7 @@ class _Job:
     start_path: str = ""
     progress_at: datetime | None = None  # latest batch, else when the run started
     commit_failures: int | None = None
+    skipped_offsets: int = 0
     committed: dict[tuple[str, str], int] = field(default_factory=dict)
     end: dict[tuple[str, str], int] = field(default_factory=dict)
     restarts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(RESTART_REASONS, 0))
@@ -94,6 +95,7 @@ class JobMetrics(Collector):
             job.start_path = status.start_path
             job.progress_at = progress if running else None
             job.commit_failures = report.commit_failures if current and report else None
+            job.skipped_offsets = status.data_loss_skipped_offsets
             scaler = status.autoscaler
             job.recommended = scaler.recommendation or None if scaler is not None else None
             job.utilization = scaler.utilization if scaler is not None else None
@@ -164,6 +166,12 @@ class JobMetrics(Collector):
             "Offset commits that failed in the current run (driver report).",
             labels=base,
         )
+        skipped = GaugeMetricFamily(
+            "streamingjob_data_loss_skipped_offsets",
+            "Offsets the current run skipped, deleted or truncated before it read them "
+            "(failOnDataLoss=false; driver report).",
+            labels=base,
+        )
         recommended = GaugeMetricFamily(
             "streamingjob_autoscaler_recommended_executors",
             "The executor count the autoscaler recommends (spec.autoscaler.enabled).",
@@ -197,8 +205,9 @@ class JobMetrics(Collector):
                 start.add_metric([namespace, name, job.start_path], 1)
             if job.commit_failures is not None:
                 failures.add_metric([namespace, name], job.commit_failures)
+            skipped.add_metric([namespace, name], job.skipped_offsets)
         yield from (committed, end, lag, since, restarts, phase, degraded, start, failures)
-        yield from (recommended, utilization)
+        yield from (skipped, recommended, utilization)
 
 
 def _flat(nested: dict[str, dict[str, int]]) -> dict[tuple[str, str], int]:
@@ -212,6 +221,7 @@ def _copy(job: _Job) -> _Job:
         start_path=job.start_path,
         progress_at=job.progress_at,
         commit_failures=job.commit_failures,
+        skipped_offsets=job.skipped_offsets,
         committed=dict(job.committed),
         end=dict(job.end),
         restarts=dict(job.restarts),

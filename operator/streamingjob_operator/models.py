@@ -955,6 +955,11 @@ class StreamingJobStatus(StatusModel):
         default="", description="e.g. restored from batch 41, or per-partition origins."
     )
     restored_batch: int | None = Field(default=None, description="Batch the run restored.")
+    data_loss_skipped_offsets: int = Field(
+        default=0,
+        description="Offsets the current run skipped because they were deleted (retention) "
+        "or truncated before it read them (failOnDataLoss=false), as the driver reported.",
+    )
     latest_batch: dict[str, Any] = Field(
         default_factory=dict,
         description="The driver's latest batch: batchId, numInputRows, timestamp.",

@@ -74,6 +74,7 @@ class Report:
     latest_batch: dict[str, Any] = field(default_factory=dict)
     last_progress_time: str = ""
     commit_failures: int | None = None  # offset commits that failed in this run
+    data_loss_skipped_offsets: int = 0  # offsets this run skipped (failOnDataLoss=false)
     # the run's batch totals (batches, rows, busyMs, executionMs): the autoscaler's samples
     throughput: dict[str, int] = field(default_factory=dict)
 
@@ -187,6 +188,7 @@ def parse_report(configmap: dict[str, Any] | None) -> Report | None:
         latest_batch=latest_view,
         last_progress_time=str(latest.get("timestamp") or ""),
         commit_failures=_int_or_none((data.get("commits") or {}).get("failed")),
+        data_loss_skipped_offsets=max(_int_or_none(data.get("dataLossSkippedOffsets")) or 0, 0),
         throughput=_throughput(data.get("throughput")),
     )
 

@@ -120,6 +120,22 @@ def set_conditions(
                 now,
             )
         )
+    if st.data_loss_skipped_offsets or "DataLoss" in prev:  # once shown, it stays (False)
+        skipped = st.data_loss_skipped_offsets
+        st.conditions.append(
+            _condition(
+                prev,
+                "DataLoss",
+                skipped > 0,
+                "OffsetsSkipped" if skipped else "NoneSkipped",
+                f"this run skipped {skipped} offsets deleted or truncated before it read them "
+                "(failOnDataLoss=false); the driver's log names the partitions and ranges"
+                if skipped
+                else "",
+                generation,
+                now,
+            )
+        )
     if st.autoscaler is not None:  # True while a foreign scale undone is recent
         conflict = st.autoscaler.conflict
         st.conditions.append(

@@ -591,6 +591,32 @@ def test_report_of_current_run_is_shown_and_stale_report_ignored():
     assert d.status.last_progress_time == "2026-01-01T12:00:05Z"
 
 
+def test_offsets_a_run_skipped_are_an_event_each_time_a_condition_and_reset_by_a_new_run():
+    """failOnDataLoss=false: the driver reports offsets it skipped (deleted or truncated
+    before they were read). Each increase is a Warning Event; condition DataLoss is True
+    while the run has skipped any, and False again for a new run that skipped none."""
+    from streamingjob_operator.status import set_conditions
+
+    spec = make_spec()
+    st = launched(spec)
+    pods = [driver(st.driver_pod)]
+    d = run(spec, st, pods, later(1), report=Report(epoch=1, attempt=1))
+    assert d.events == [] and d.status.data_loss_skipped_offsets == 0
+    skipped = Report(epoch=1, attempt=1, data_loss_skipped_offsets=1500)
+    d = run(spec, d.status, pods, later(2), report=skipped)
+    assert [(e.type, e.reason) for e in d.events] == [("Warning", "DataLossSkipped")]
+    assert d.events[0].message.startswith("1500 more offsets skipped (1500 in this run)")
+    set_conditions(d.status, 1, later(2))
+    loss = next(c for c in d.status.conditions if c.type == "DataLoss")
+    assert (loss.status, loss.reason) == ("True", "OffsetsSkipped") and "1500" in loss.message
+    assert run(spec, d.status, pods, later(3), report=skipped).events == []  # no news
+    relaunched = run(spec, d.status, [exited(st.driver_pod, 1)], later(4))
+    assert relaunched.status.data_loss_skipped_offsets == 0
+    set_conditions(relaunched.status, 1, later(4))
+    loss = next(c for c in relaunched.status.conditions if c.type == "DataLoss")
+    assert (loss.status, loss.reason) == ("False", "NoneSkipped")
+
+
 def test_invalid_spec_blocks_launch_with_event_once():
     spec = make_spec()
     st = run(spec, StreamingJobStatus()).status

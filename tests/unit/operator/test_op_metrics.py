@@ -78,6 +78,9 @@ def test_job_series_from_status_readings_and_report():
     assert at("streamingjob_job_degraded") == 0
     assert at("streamingjob_job_start_path", path="fresh") == 1
     assert at("streamingjob_offset_commit_failures") == 3
+    assert at("streamingjob_data_loss_skipped_offsets") == 0
+    metrics.jobs.update(KEY, running(data_loss_skipped_offsets=40), view, report)
+    assert samples(metrics)[("streamingjob_data_loss_skipped_offsets", base)] == 40
 
     # a report of an earlier run is not this run's; suspended: no offsets series
     metrics.jobs.update(KEY, running(suspended=True, attempt=2), view, report)
