@@ -26,7 +26,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -34,6 +34,7 @@ import yaml
 
 from tests.e2e.batch_timeline import BatchTimeline
 from tests.e2e.conftest import (
+    BROKER_PODS,
     BUCKET,
     KAFKA_NAMESPACE,
     OPERATOR_NAMESPACE,
@@ -505,23 +506,28 @@ def _restored_on_another_node(job: Job, attempt: int, old_node: str) -> dict:
     return status
 
 
-# The broker scenario: a kubectl delete (SIGTERM: a controlled shutdown moves the leaders
-# first, as in a rolling restart) and a forced one (SIGKILL: the controller waits out the
-# broker's session before electing new leaders, as after a crash) of the broker pod leading
-# most of the job's partitions. Each round starts with a backlog the job reads at its own pace
-# (maxOffsetsPerTrigger per batch), so the read rates compare the job's pace with and without
-# the broker, not the producer's.
-BROKER_DELETES = ("graceful", "force")
+# The broker scenario: a rolling restart of the whole cluster, one broker pod deleted at a
+# time, each time the one leading most of the job's partitions among those not restarted yet:
+# a kubectl delete (SIGTERM: a controlled shutdown moves the leaders first, as a rolling
+# restart does), a forced one (SIGKILL: the controller waits out the broker's session before
+# electing new leaders, as after a crash), and the last broker gracefully. Each round starts
+# with a backlog the job reads at its own pace (maxOffsetsPerTrigger per batch), so the read
+# rates compare the job's pace with and without the broker, not the producer's.
+BROKER_DELETES = ("graceful", "force", "graceful")
 BROKER_BACKLOG = 100_000
 STEADY_S = 8.0
 
 
-def _broker_leading_most(job: Job) -> tuple[str, int]:
-    """The pod of the broker leading most of the topic's partitions, and how many it leads."""
+def _broker_leading_most(job: Job, restarted: set[str]) -> tuple[str, int]:
+    """The pod of the broker leading most of the topic's partitions among those not in
+    `restarted`, and how many it leads."""
     partitions = job.kafka.wait_in_sync(job.topic)["partitions"].values()
-    led = Counter(m["leader"] for m in partitions)
-    broker, count = led.most_common(1)[0]
-    return f"kafka-{broker}", count
+    led = Counter(dict.fromkeys(BROKER_PODS, 0))
+    led.update(f"kafka-{m['leader']}" for m in partitions)
+    pod, count = max(
+        ((p, c) for p, c in led.items() if p not in restarted), key=lambda pc: (pc[1], pc[0])
+    )
+    return pod, count
 
 
 def _delete_broker(job: Job, pod: str, method: str) -> None:
@@ -545,7 +551,7 @@ def _replacement_ready(job: Job, pod: str, deleted_uid: str) -> None:
     wait_for(f"the replacement of {pod} Ready", ready, 240, 1)
 
 
-def _broker_round(job: Job, method: str, caused: set[str]) -> dict:
+def _broker_round(job: Job, method: str, caused: set[str], restarted: set[str]) -> dict:
     """A backlog, a steady window of reading it, the delete, then until the replacement
     broker is back in every partition's ISR: the churn window."""
     attempt = job.status()["attempt"]
@@ -558,7 +564,8 @@ def _broker_round(job: Job, method: str, caused: set[str]) -> dict:
             reading = timeline.wait_until(
                 "a batch of the backlog", lambda e: e.planned >= produced, 120
             ).at
-            pod, led = _broker_leading_most(job)
+            pod, led = _broker_leading_most(job, restarted)
+            restarted.add(pod)
             timeline.wait_until(
                 f"{STEADY_S:g} s of steady reading", lambda e: e.at >= reading + STEADY_S, 120
             )
@@ -594,20 +601,25 @@ def _broker_round(job: Job, method: str, caused: set[str]) -> dict:
 def test_deleting_the_leading_broker_costs_a_pause_not_a_restart(
     job: Job, caused_restarts: set[str]
 ) -> None:
-    """Scenario: the pod of the broker leading most of the job's partitions deleted mid-stream
-    (gracefully, then forced) on the replicated cluster (3 brokers, RF 3, min.insync.replicas
-    2): the same driver reads on from the new leaders, every record exactly once. Measured:
-    delete → first batch planned after it committed, and the read rate while the broker is
-    away (until its replacement is back in every ISR) against the steady rate before."""
+    """Scenario: a rolling restart of the replicated cluster (3 brokers, RF 3,
+    min.insync.replicas 2) mid-stream, one broker pod deleted at a time, first the one leading
+    most of the job's partitions (gracefully, forced, gracefully): the same driver reads on
+    from the new leaders, every record exactly once, and condition Degraded never turns True
+    (the operator's lag reader rides the churn out too). Measured: delete → first batch
+    planned after it committed, and the read rate while the broker is away (until its
+    replacement is back in every ISR) against the steady rate before."""
     status = job.status()
     epoch, attempt, restarts = status["epoch"], status["attempt"], status["restarts"]
     job.wait_batch(epoch, attempt, 240, "a batch before the broker is deleted")
-    samples = [_broker_round(job, method, caused_restarts) for method in BROKER_DELETES]
+    began = datetime.now(UTC).replace(microsecond=0)
+    restarted: set[str] = set()
+    samples = [_broker_round(job, method, caused_restarts, restarted) for method in BROKER_DELETES]
     _write_results(
         "broker_leader_deleted_to_next_batch_committed",
-        "kubectl delete (graceful: controlled shutdown; force: --grace-period=0 --force) of the "
-        "pod of the broker leading most of the job's partitions, while the job reads a backlog, "
-        "until the runner's report shows a committed batch planned after the delete; read rates "
+        "a rolling restart of the 3 brokers, one kubectl delete at a time (graceful: controlled "
+        "shutdown; force: --grace-period=0 --force) of the pod of the broker leading most of the "
+        "job's partitions among those not restarted yet, while the job reads a backlog, until "
+        "the runner's report shows a committed batch planned after the delete; read rates "
         "in records/s: steady = the 8 s before the delete, churn = from the delete until the "
         "replacement broker is back in every partition's ISR",
         samples,
@@ -620,6 +632,11 @@ def test_deleting_the_leading_broker_costs_a_pause_not_a_restart(
     assert (status["attempt"], status["restarts"]) == (attempt, restarts), (
         f"the driver restarted under the broker churn ({status.get('lastRestartReason')})"
     )
+    assert restarted == set(BROKER_PODS)  # the whole cluster restarted
+    # Degraded False, last changed before the rolling restart: it never turned True during it
+    degraded = next(c for c in status["conditions"] if c["type"] == "Degraded")
+    changed = datetime.fromisoformat(degraded["lastTransitionTime"].replace("Z", "+00:00"))
+    assert degraded["status"] == "False" and changed < began, degraded
 
 
 def test_drains_move_the_job_between_batches_and_complete(
