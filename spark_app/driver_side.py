@@ -203,7 +203,9 @@ class DriverSide:
                 )
             if (tp, offset) not in self._loss_seen:
                 self._loss_seen.add((tp, offset))
-                if low is not None and offset < low:
+                if tp in latest and latest[tp] < offset:  # truncated: new records at
+                    self.table.record_data_loss(offset - latest[tp])  # these offsets are skipped
+                elif low is not None and offset < low:
                     self.table.record_data_loss(low - offset)
                 log.warning("%s; continuing (failOnDataLoss=false)", problem)
 

@@ -3,7 +3,9 @@ path: one job per engine (fetch, librdkafka, pure Python) runs as a real runner 
 by side, under continuous production (acks=all, idempotent), through one scripted sequence of
 events: the node leading most partitions SIGKILLed and gracefully stopped, restarted after
 random outages; a rolling restart of all three nodes; a reassignment moving replicas and
-leaders, then a preferred-leader election; partitions added mid-stream.
+leaders, then a preferred-leader election; partitions added mid-stream. The pure-Python job
+writes to the Kafka sink (a topic on the same cluster, through the same churn), the others
+to file sinks.
 
 A runner that exits fails the test (`RunnerProcess.wait_for`), also where a relaunch would
 have saved the records: a broker restart must cost a job a pause, never its driver. At the end
@@ -16,9 +18,11 @@ Cost: one cluster, one sequence, three jobs at once (a runner mostly waits on it
 
 from __future__ import annotations
 
+import json
 import random
 import re
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -33,6 +37,7 @@ from tests.support.kafka_tools import (
     DURABLE,
     ContinuousProducer,
     add_partitions,
+    consume_values,
     group_offsets,
     log_end_offsets,
     new_topic,
@@ -47,6 +52,7 @@ ENGINES = {
     "librdkafka": {READ_PATH_ENV: "native", NATIVE_ENGINE_ENV: "librdkafka"},
     "python": {READ_PATH_ENV: "python"},
 }
+KAFKA_SINK_ENGINE = "python"  # its job writes to the Kafka sink
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +68,7 @@ def batch_id(runner: RunnerProcess) -> int:
 class Jobs:
     """The three jobs, one per engine, reading the same topic into sinks of their own."""
 
-    def __init__(self, cluster: KafkaCluster, topic: str, workdir: Path):
+    def __init__(self, cluster: KafkaCluster, topic: str, workdir: Path, kafka_sink: str):
         self.runners: dict[str, RunnerProcess] = {}
         for engine, env in ENGINES.items():
             where = workdir / engine
@@ -75,6 +81,8 @@ class Jobs:
                 partitionDiscoveryIntervalMs=1000,
                 maxOffsetsPerTrigger=3000,  # catches up after a pause in few batches
             )
+            if engine == KAFKA_SINK_ENGINE:
+                manifest["spec"]["job"]["sink"] = {"format": "kafka", "topic": kafka_sink}
             self.runners[engine] = RunnerProcess(manifest, where, env=env)
         self.pauses: dict[str, dict[str, float]] = {engine: {} for engine in ENGINES}
 
@@ -122,10 +130,11 @@ def rotated(cluster: KafkaCluster, topic: str) -> dict[int, list[int]]:
 
 
 def test_every_engine_rides_out_leader_churn_exactly_once(cluster, tmp_path) -> None:
-    topic = new_topic(cluster.bootstrap, partitions=4, replicas=3)
+    topic, output = (new_topic(cluster.bootstrap, partitions=4, replicas=3) for _ in range(2))
     cluster.wait_in_sync(topic)
+    cluster.wait_in_sync(output)
     rng = random.Random(21)
-    jobs = Jobs(cluster, topic, tmp_path)
+    jobs = Jobs(cluster, topic, tmp_path, kafka_sink=output)
     producing = {**DURABLE, "topic.metadata.refresh.interval.ms": 1000}  # sees new partitions
     started = time.monotonic()
     with ContinuousProducer(cluster.bootstrap, topic, rate=50, config=producing) as producer:
@@ -166,7 +175,11 @@ def test_every_engine_rides_out_leader_churn_exactly_once(cluster, tmp_path) -> 
             f"{engine}: the group's offsets at the log ends {ends}",
         )
         assert runner.terminate() == 0, runner.tail()
-        assert_exactly_once(runner.workdir / "output", range(produced))
+        if engine == KAFKA_SINK_ENGINE:  # no restart, no task retry: at-least-once is once
+            values = consume_values(cluster.bootstrap, output)
+            assert Counter(json.loads(v)["id"] for v in values) == Counter(range(produced))
+        else:
+            assert_exactly_once(runner.workdir / "output", range(produced))
         output = runner.output()
         assert "partitions discovered" in output, engine
     print(f"chaos: {time.monotonic() - started:.0f}s; pauses (s) per engine: {jobs.pauses}")

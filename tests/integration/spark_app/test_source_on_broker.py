@@ -266,6 +266,28 @@ def test_deleted_offsets_fail_with_names_or_are_skipped_and_counted(
     assert json.loads((tmp_path / "r.json").read_text())["dataLossSkippedOffsets"] == 40
 
 
+def test_a_log_that_ends_below_the_checkpoint_fails_or_is_skipped_and_counted(kafka, tmp_path):
+    """The log now ends below the checkpointed offset (truncated, or the topic recreated):
+    failOnDataLoss=true fails naming the partition and both offsets; false waits for the log
+    to pass the checkpoint, and counts the offsets whose new records it thereby skips."""
+    topic = new_topic(kafka.bootstrap, partitions=1)
+    produce(kafka.bootstrap, topic, range(30))  # the log ends at 30
+    restored = off.batch_offset({(topic, 0): 100})  # a checkpoint of a longer log
+
+    strict = reader(kafka.bootstrap, topic)
+    with pytest.raises(DataLossError, match=rf"{topic}-0 ends at 30, before the checkpointed "):
+        strict.latestOffset(restored, ReadAllAvailable())
+    strict.stop()
+
+    lenient = reader(
+        kafka.bootstrap, topic, failOnDataLoss="false", reportPath=str(tmp_path / "r.json")
+    )
+    assert lenient.latestOffset(restored, ReadAllAvailable()) == restored  # nothing to read
+    assert lenient.driver.table.snapshot().data_loss_skipped_offsets == 70
+    lenient.stop()
+    assert json.loads((tmp_path / "r.json").read_text())["dataLossSkippedOffsets"] == 70
+
+
 @pytest.mark.parametrize("isolation", ["read_committed", "read_uncommitted"])
 def test_ranges_end_by_position_across_transaction_markers_and_aborted_records(
     kafka, isolation, read_path
