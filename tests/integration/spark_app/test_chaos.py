@@ -130,11 +130,11 @@ def rotated(cluster: KafkaCluster, topic: str) -> dict[int, list[int]]:
 
 
 def test_every_engine_rides_out_leader_churn_exactly_once(cluster, tmp_path) -> None:
-    topic, output = (new_topic(cluster.bootstrap, partitions=4, replicas=3) for _ in range(2))
+    topic, sink = (new_topic(cluster.bootstrap, partitions=4, replicas=3) for _ in range(2))
     cluster.wait_in_sync(topic)
-    cluster.wait_in_sync(output)
+    cluster.wait_in_sync(sink)
     rng = random.Random(21)
-    jobs = Jobs(cluster, topic, tmp_path, kafka_sink=output)
+    jobs = Jobs(cluster, topic, tmp_path, kafka_sink=sink)
     producing = {**DURABLE, "topic.metadata.refresh.interval.ms": 1000}  # sees new partitions
     started = time.monotonic()
     with ContinuousProducer(cluster.bootstrap, topic, rate=50, config=producing) as producer:
@@ -176,7 +176,7 @@ def test_every_engine_rides_out_leader_churn_exactly_once(cluster, tmp_path) -> 
         )
         assert runner.terminate() == 0, runner.tail()
         if engine == KAFKA_SINK_ENGINE:  # no restart, no task retry: at-least-once is once
-            values = consume_values(cluster.bootstrap, output)
+            values = consume_values(cluster.bootstrap, sink)
             assert Counter(json.loads(v)["id"] for v in values) == Counter(range(produced))
         else:
             assert_exactly_once(runner.workdir / "output", range(produced))
