@@ -178,7 +178,7 @@ def build_disruption_budget(job: dict[str, Any], spec: StreamingJobSpec) -> dict
     """No voluntary eviction of the job's executors (kubectl drain, the cluster autoscaler):
     they go with their driver, which may need them to finish the batch in flight. A drain
     therefore waits until the operator has moved the job off the cordoned node (the driver
-    stops between batches and removes its executors; decide._move_off). The driver itself is
+    stops between batches and removes its executors; restarts.move_off). The driver itself is
     not covered: its eviction is a graceful stop between batches.
 
     Executors are pods of a pod, not of a controller with a scale: Kubernetes then honours
