@@ -55,6 +55,7 @@ from .decide import DecideConfig, Decision, Event, decide, invalid
 from .errors import ConflictError, FatalError, OperatorError, TransientError
 from .k8s import KubeApi
 from .kafka import KafkaMonitor, KafkaTarget, run_offsets_action
+from .launch import Launch
 from .metrics import Metrics
 from .models import (
     HistoryEntry,
@@ -632,18 +633,11 @@ class Reconciler:
                 f"not launching {st.driver_pod}: pods still present: {', '.join(others)}",
                 delay=self.settings.fencing_poll_seconds,
             )
-        pod = build_driver_pod(
-            job,
-            spec,
-            driver_pod=st.driver_pod,
-            epoch=st.epoch,
-            attempt=st.attempt,
-            checkpoint_location=st.checkpoint_location,
-            entrypoint=self.settings.driver_entrypoint,
-            spark_submit=self.settings.spark_submit,
-            avoid_nodes=st.avoid_nodes,
-            previous_checkpoint=st.previous_checkpoint_location,
+        settings = self.settings
+        launch = Launch.of(
+            st, entrypoint=settings.driver_entrypoint, spark_submit=settings.spark_submit
         )
+        pod = build_driver_pod(job, spec, launch)
         self.seen.mark(meta["namespace"], meta["name"], st.driver_pod, Seen.CREATING)
         created = None
         try:
