@@ -1,7 +1,7 @@
 """The StreamingJob API, the one source of truth for the CRD schema: its names, the whole object
 as the API server returns it, and parsing. The spec models (what the user asks for) are in
-`spec_models.py`, the status models (what the operator records) in `status_models.py`; both are
-re-exported here, the module the rest of the operator imports.
+`spec_models.py` and `policy_models.py`, the status models (what the operator records) in
+`status_models.py`; all are re-exported here, the module the rest of the operator imports.
 
 `python -m streamingjob_operator.crd` renders these models into `crds/streamingjob.yaml`.
 """
@@ -14,18 +14,20 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from spark_app.manifest import API_GROUP, API_VERSION, KIND
 
-from .spec_models import (
+from .policy_models import (
     AutoscalerSpec,
     BackoffSpec,
     CheckpointPolicySpec,
+    OffsetsActionSpec,
+    OffsetsPartitionSpec,
+    RestartPolicySpec,
+)
+from .spec_models import (
     ExecutorSpec,
     KafkaCASecretSpec,
     KafkaCredentialsSpec,
-    OffsetsActionSpec,
-    OffsetsPartitionSpec,
     PodTemplateSpec,
     ResourcesSpec,
-    RestartPolicySpec,
     SparkUISpec,
     StreamingJobSpec,
     TolerationSpec,

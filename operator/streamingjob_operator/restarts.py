@@ -12,7 +12,8 @@ from spark_app.kafka_config import RUNNER_EXIT_REASONS
 from .epochs import checkpoint_too_old, set_target
 from .history import Event, record
 from .observed import PodInfo, iso, parse_time
-from .spec_models import RestartPolicySpec, StreamingJobSpec
+from .policy_models import RestartPolicySpec
+from .spec_models import StreamingJobSpec
 from .status_models import StreamingJobStatus
 from .step import Decision, Job, fail
 
