@@ -596,10 +596,11 @@ class Reconciler:
         now = current["metadata"]
         return not now.get("deletionTimestamp") and now.get("uid") == meta.get("uid")
 
-    def _launch(
-        self, job: dict[str, Any], spec: StreamingJobSpec, decision: Decision
-    ) -> list[dict[str, Any]] | None:
-        st = decision.status
+    def _apply_children(
+        self, job: dict[str, Any], spec: StreamingJobSpec, st: StreamingJobStatus
+    ) -> None:
+        """The launch's children besides the driver: the stable ones once per job uid and
+        content, the job ConfigMap (the manifest of this launch) always."""
         meta = job["metadata"]
         # children of a job launched before exist, most likely: update first, else create first
         relaunch = (st.epoch, st.attempt) != (1, 1)
@@ -624,6 +625,13 @@ class Reconciler:
         key = (meta["uid"], manifest["kind"], manifest["metadata"]["name"])
         self.api.apply(manifest, exists=key in self._applied or relaunch)
         self._applied[key] = ""
+
+    def _launch(
+        self, job: dict[str, Any], spec: StreamingJobSpec, decision: Decision
+    ) -> list[dict[str, Any]] | None:
+        st = decision.status
+        meta = job["metadata"]
+        self._apply_children(job, spec, st)
         # Fencing, checked again right before the create: no other pod of the job exists.
         pods = self.api.list_job_pods(meta["namespace"], meta["name"])
         self.seen.saw_pods(meta["namespace"], meta["name"], pods)
