@@ -15,6 +15,7 @@ import yaml
 
 from spark_app.manifest import CheckpointSpec
 
+from .launch import Launch
 from .models import API_GROUP, API_VERSION, KIND, StreamingJobSpec
 from .naming import (
     LABEL_ATTEMPT,
@@ -178,7 +179,7 @@ def build_disruption_budget(job: dict[str, Any], spec: StreamingJobSpec) -> dict
     """No voluntary eviction of the job's executors (kubectl drain, the cluster autoscaler):
     they go with their driver, which may need them to finish the batch in flight. A drain
     therefore waits until the operator has moved the job off the cordoned node (the driver
-    stops between batches and removes its executors; decide._move_off). The driver itself is
+    stops between batches and removes its executors; restarts.move_off). The driver itself is
     not covered: its eviction is a graceful stop between batches.
 
     Executors are pods of a pod, not of a controller with a scale: Kubernetes then honours
@@ -354,75 +355,45 @@ def spark_confs(
     return confs
 
 
-def driver_args(
-    job: dict[str, Any],
-    spec: StreamingJobSpec,
-    *,
-    driver_pod: str,
-    epoch: int,
-    attempt: int,
-    checkpoint_location: str,
-    entrypoint: str,
-    previous_checkpoint: str = "",
-) -> list[str]:
+def driver_args(job: dict[str, Any], spec: StreamingJobSpec, launch: Launch) -> list[str]:
     name = job["metadata"]["name"]
     args = ["--master", MASTER, "--deploy-mode", "client", "--name", name]
-    for key, value in sorted(spark_confs(job, spec, driver_pod, epoch, attempt).items()):
+    confs = spark_confs(job, spec, launch.driver_pod, launch.epoch, launch.attempt)
+    for key, value in sorted(confs.items()):
         args += ["--conf", f"{key}={value}"]
     args += [
-        entrypoint,
+        launch.entrypoint,
         "--manifest",
         MANIFEST_PATH,
         "--epoch",
-        str(epoch),
+        str(launch.epoch),
         "--attempt",
-        str(attempt),
+        str(launch.attempt),
         "--checkpoint-location",
-        checkpoint_location,
+        launch.checkpoint_location,
         "--report-configmap",
         report_configmap_name(name),
     ]  # the runner's stop timings are its defaults: timing.DRIVER_STOP (a unit test checks)
-    if previous_checkpoint:  # empty when an offsets action set the group (it wins)
-        args += ["--previous-checkpoint", previous_checkpoint]
+    if launch.previous_checkpoint:  # empty when an offsets action set the group (it wins)
+        args += ["--previous-checkpoint", launch.previous_checkpoint]
     return args
 
 
-def build_driver_pod(
-    job: dict[str, Any],
-    spec: StreamingJobSpec,
-    *,
-    driver_pod: str,
-    epoch: int,
-    attempt: int,
-    checkpoint_location: str,
-    entrypoint: str = "/opt/streamingjob/run_job.py",
-    spark_submit: str = "/opt/spark/bin/spark-submit",
-    avoid_nodes: list[str] | None = None,
-    previous_checkpoint: str = "",
-) -> dict[str, Any]:
-    name = job["metadata"]["name"]
+def build_driver_pod(job: dict[str, Any], spec: StreamingJobSpec, launch: Launch) -> dict[str, Any]:
+    """The driver pod of `launch`: the operator's fields over the user's podTemplate, kept off
+    the nodes the launch avoids."""
     labels = {
         LABEL_ROLE: "driver",
-        LABEL_EPOCH: str(epoch),
-        LABEL_ATTEMPT: str(attempt),
-        LABEL_DRIVER: driver_pod,
+        LABEL_EPOCH: str(launch.epoch),
+        LABEL_ATTEMPT: str(launch.attempt),
+        LABEL_DRIVER: launch.driver_pod,
     }
-    env = [
-        {"name": "STREAMINGJOB_NAMESPACE", "value": job["metadata"]["namespace"]},
-        {"name": "STREAMINGJOB_NAME", "value": name},
-        {"name": "STREAMINGJOB_EPOCH", "value": str(epoch)},
-        {"name": "STREAMINGJOB_ATTEMPT", "value": str(attempt)},
-        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
-        {"name": "SPARK_USER", "value": "spark"},
-        *credential_env(spec),
-        *copy.deepcopy(spec.env),
-    ]
     ours = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
-            **_meta(job, driver_pod, labels),
-            "annotations": {f"{API_GROUP}/checkpoint-location": checkpoint_location},
+            **_meta(job, launch.driver_pod, labels),
+            "annotations": {f"{API_GROUP}/checkpoint-location": launch.checkpoint_location},
         },
         "spec": {
             "restartPolicy": "Never",
@@ -434,58 +405,67 @@ def build_driver_pod(
             "tolerations": spec_tolerations(spec),
             "nodeSelector": dict(spec.node_selector),
             "volumes": [
-                {"name": "streamingjob-config", "configMap": {"name": job_configmap_name(name)}},
+                {
+                    "name": "streamingjob-config",
+                    "configMap": {"name": job_configmap_name(job["metadata"]["name"])},
+                },
                 *pod_volumes(spec),
                 *copy.deepcopy(spec.volumes),
             ],
-            "containers": [
-                {
-                    "name": "driver",
-                    "image": spec.image,
-                    "imagePullPolicy": spec.image_pull_policy,
-                    # the image's entrypoint (tini → entrypoint.sh submit) runs spark-submit
-                    # and hands the pod's SIGTERM to the job's runner: a clean stop
-                    "args": [
-                        "submit",
-                        spark_submit,
-                        *driver_args(
-                            job,
-                            spec,
-                            driver_pod=driver_pod,
-                            epoch=epoch,
-                            attempt=attempt,
-                            checkpoint_location=checkpoint_location,
-                            entrypoint=entrypoint,
-                            previous_checkpoint=previous_checkpoint,
-                        ),
-                    ],
-                    "ports": [
-                        {"name": "driver", "containerPort": DRIVER_PORT},
-                        {"name": "block-manager", "containerPort": BLOCK_MANAGER_PORT},
-                        {"name": "ui", "containerPort": UI_PORT},
-                    ],
-                    "env": env,
-                    "resources": pod_resources(
-                        spec.driver.cores,
-                        spec.driver.memory,
-                        spec.driver.memory_overhead,
-                        spec.driver.cpu_limit,
-                        spec.driver.cpu_request,
-                    ),
-                    "volumeMounts": [
-                        {"name": "streamingjob-config", "mountPath": CONFIG_DIR, "readOnly": True},
-                        *pod_mounts(spec),
-                        *copy.deepcopy(spec.volume_mounts),
-                    ],
-                    "securityContext": container_security(),
-                }
-            ],
+            "containers": [_driver_container(job, spec, launch)],
         },
     }
     template = {"metadata": spec.pod_template.metadata, "spec": spec.pod_template.spec}
-    pod = avoiding(merge(template, ours), avoid_nodes or [])
+    pod = avoiding(merge(template, ours), list(launch.avoid_nodes))
     pod["apiVersion"], pod["kind"] = "v1", "Pod"
     return pod
+
+
+def _driver_container(
+    job: dict[str, Any], spec: StreamingJobSpec, launch: Launch
+) -> dict[str, Any]:
+    return {
+        "name": "driver",
+        "image": spec.image,
+        "imagePullPolicy": spec.image_pull_policy,
+        # the image's entrypoint (tini → entrypoint.sh submit) runs spark-submit and hands
+        # the pod's SIGTERM to the job's runner: a clean stop
+        "args": ["submit", launch.spark_submit, *driver_args(job, spec, launch)],
+        "ports": [
+            {"name": "driver", "containerPort": DRIVER_PORT},
+            {"name": "block-manager", "containerPort": BLOCK_MANAGER_PORT},
+            {"name": "ui", "containerPort": UI_PORT},
+        ],
+        "env": _driver_env(job, spec, launch),
+        "resources": pod_resources(
+            spec.driver.cores,
+            spec.driver.memory,
+            spec.driver.memory_overhead,
+            spec.driver.cpu_limit,
+            spec.driver.cpu_request,
+        ),
+        "volumeMounts": [
+            {"name": "streamingjob-config", "mountPath": CONFIG_DIR, "readOnly": True},
+            *pod_mounts(spec),
+            *copy.deepcopy(spec.volume_mounts),
+        ],
+        "securityContext": container_security(),
+    }
+
+
+def _driver_env(
+    job: dict[str, Any], spec: StreamingJobSpec, launch: Launch
+) -> list[dict[str, Any]]:
+    return [
+        {"name": "STREAMINGJOB_NAMESPACE", "value": job["metadata"]["namespace"]},
+        {"name": "STREAMINGJOB_NAME", "value": job["metadata"]["name"]},
+        {"name": "STREAMINGJOB_EPOCH", "value": str(launch.epoch)},
+        {"name": "STREAMINGJOB_ATTEMPT", "value": str(launch.attempt)},
+        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": "SPARK_USER", "value": "spark"},
+        *credential_env(spec),
+        *copy.deepcopy(spec.env),
+    ]
 
 
 def checkpoint_cleanup_path(spec: StreamingJobSpec, namespace: str, name: str) -> str | None:

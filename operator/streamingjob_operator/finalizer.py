@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .builders import build_cleanup_job, checkpoint_cleanup_path
-from .decide import is_lost
 from .errors import TransientError
+from .fencing import is_lost
 from .k8s import KubeApi
 from .naming import (
     cleanup_job_name,

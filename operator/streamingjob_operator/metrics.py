@@ -24,7 +24,7 @@ from .models import StreamingJobStatus
 from .observed import Report, parse_time
 from .status import KafkaView
 
-# decide._failure_of, _while_starting and _move_off: why a driver was relaunched
+# restarts.failure_of, phases._while_starting and restarts.move_off: why a driver was relaunched
 RESTART_REASONS = (
     "DriverFailed",
     "DriverExited",

@@ -4,12 +4,12 @@
   module watches the leases and notes, by this process's clock, when each renewal was seen:
   no clock skew between nodes matters, and an operator that starts during an outage counts
   from its own start (later, never earlier). A node not heard from for `grace` seconds is
-  lost (`decide.is_lost`), with no wait for the node lifecycle controller (which marks pods
+  lost (`fencing.is_lost`), with no wait for the node lifecycle controller (which marks pods
   only after its own node-monitor grace, 50 s by default). The view is trusted only while
   the watch itself is alive: when no renewal of any node arrives for a while, every answer is
   "unknown" and the operator falls back to the API server's view.
 * **Cordons.** `kubectl drain` first cordons the node: the jobs with pods there are moved
-  before the evictions come (`decide._move_off`), their PodDisruptionBudget holds the
+  before the evictions come (`restarts.move_off`), their PodDisruptionBudget holds the
   evictions until then.
 
 Jobs report which nodes their pods run on (`track`); the tracker wakes them when such a node

@@ -9,9 +9,9 @@ job is still stopping it waits. Kafka's answer is recorded as Succeeded, Refused
 unknown partition, live group members: nothing written) or Failed (Kafka did not answer).
 
 A reset or alter sets status.offsetsActedSinceLaunch: the next resume starts a new epoch fresh
-from the group's offsets (decide._manual_trigger), even under upgradeMode last-state, whose
+from the group's offsets (epochs.manual_trigger), even under upgradeMode last-state, whose
 restored checkpoint would otherwise ignore them, and without the catch-up from the previous
-epoch's checkpoint (decide._set_target clears previousCheckpointLocation and the flag).
+epoch's checkpoint (epochs.set_target clears previousCheckpointLocation and the flag).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from spark_app.offsets_admin import OffsetsRequest, OffsetsResult, request_of
 
-from .decide import Event
+from .history import Event
 from .models import (
     API_GROUP,
     HistoryEntry,

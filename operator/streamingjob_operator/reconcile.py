@@ -55,6 +55,7 @@ from .decide import DecideConfig, Decision, Event, decide, invalid
 from .errors import ConflictError, FatalError, OperatorError, TransientError
 from .k8s import KubeApi
 from .kafka import KafkaMonitor, KafkaTarget, run_offsets_action
+from .launch import Launch
 from .metrics import Metrics
 from .models import (
     HistoryEntry,
@@ -595,10 +596,11 @@ class Reconciler:
         now = current["metadata"]
         return not now.get("deletionTimestamp") and now.get("uid") == meta.get("uid")
 
-    def _launch(
-        self, job: dict[str, Any], spec: StreamingJobSpec, decision: Decision
-    ) -> list[dict[str, Any]] | None:
-        st = decision.status
+    def _apply_children(
+        self, job: dict[str, Any], spec: StreamingJobSpec, st: StreamingJobStatus
+    ) -> None:
+        """The launch's children besides the driver: the stable ones once per job uid and
+        content, the job ConfigMap (the manifest of this launch) always."""
         meta = job["metadata"]
         # children of a job launched before exist, most likely: update first, else create first
         relaunch = (st.epoch, st.attempt) != (1, 1)
@@ -623,6 +625,13 @@ class Reconciler:
         key = (meta["uid"], manifest["kind"], manifest["metadata"]["name"])
         self.api.apply(manifest, exists=key in self._applied or relaunch)
         self._applied[key] = ""
+
+    def _launch(
+        self, job: dict[str, Any], spec: StreamingJobSpec, decision: Decision
+    ) -> list[dict[str, Any]] | None:
+        st = decision.status
+        meta = job["metadata"]
+        self._apply_children(job, spec, st)
         # Fencing, checked again right before the create: no other pod of the job exists.
         pods = self.api.list_job_pods(meta["namespace"], meta["name"])
         self.seen.saw_pods(meta["namespace"], meta["name"], pods)
@@ -632,18 +641,11 @@ class Reconciler:
                 f"not launching {st.driver_pod}: pods still present: {', '.join(others)}",
                 delay=self.settings.fencing_poll_seconds,
             )
-        pod = build_driver_pod(
-            job,
-            spec,
-            driver_pod=st.driver_pod,
-            epoch=st.epoch,
-            attempt=st.attempt,
-            checkpoint_location=st.checkpoint_location,
-            entrypoint=self.settings.driver_entrypoint,
-            spark_submit=self.settings.spark_submit,
-            avoid_nodes=st.avoid_nodes,
-            previous_checkpoint=st.previous_checkpoint_location,
+        settings = self.settings
+        launch = Launch.of(
+            st, entrypoint=settings.driver_entrypoint, spark_submit=settings.spark_submit
         )
+        pod = build_driver_pod(job, spec, launch)
         self.seen.mark(meta["namespace"], meta["name"], st.driver_pod, Seen.CREATING)
         created = None
         try:

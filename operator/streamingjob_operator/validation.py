@@ -36,6 +36,7 @@ from .builders import (
     build_executor_template,
     build_job_configmap,
 )
+from .launch import Launch
 from .models import StreamingJobSpec, StreamingJobStatus
 from .naming import driver_pod_name
 from .pod_parts import (
@@ -364,14 +365,8 @@ def dry_run_pods(
     name = job["metadata"]["name"]
     epoch, attempt = max(status.epoch, 1), max(status.attempt, 1)
     pod_name = status.driver_pod or driver_pod_name(name, epoch, attempt)
-    driver = build_driver_pod(
-        job,
-        spec,
-        driver_pod=pod_name,
-        epoch=epoch,
-        attempt=attempt,
-        checkpoint_location=status.checkpoint_location or spec.checkpoint.location,
-    )
+    location = status.checkpoint_location or spec.checkpoint.location
+    driver = build_driver_pod(job, spec, Launch(pod_name, epoch, attempt, location))
     executor = build_executor_template(spec, name)
     executor["metadata"] = {
         **executor.get("metadata", {}),

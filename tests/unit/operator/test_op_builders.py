@@ -24,6 +24,8 @@ from streamingjob_operator.builders import (
     checkpoint_cleanup_path,
     spark_confs,
 )
+from streamingjob_operator.launch import Launch
+from streamingjob_operator.models import StreamingJobStatus
 from streamingjob_operator.naming import (
     LABEL_ATTEMPT,
     LABEL_EPOCH,
@@ -68,7 +70,7 @@ LOC = "s3a://ckpt/base/team/orders/epoch-2"
 
 def pod(spec=SPEC):
     return build_driver_pod(
-        JOB, spec, driver_pod=POD_NAME, epoch=2, attempt=3, checkpoint_location=LOC
+        JOB, spec, Launch(POD_NAME, epoch=2, attempt=3, checkpoint_location=LOC)
     )
 
 
@@ -136,17 +138,30 @@ def test_driver_runs_spark_submit_client_mode_with_runner_contract():
     assert confs[f"spark.kubernetes.executor.label.{LABEL_EPOCH}"] == "2"
 
 
-def test_the_previous_epochs_checkpoint_is_passed_only_when_given():
-    previous = "s3a://ckpt/base/team/orders/epoch-1"
-    args = build_driver_pod(
-        JOB,
-        SPEC,
+def test_a_launch_carries_what_status_targets_and_where_the_image_keeps_the_runner():
+    st = StreamingJobStatus(
         driver_pod=POD_NAME,
         epoch=2,
         attempt=3,
         checkpoint_location=LOC,
-        previous_checkpoint=previous,
-    )["spec"]["containers"][0]["args"]
+        previous_checkpoint_location="s3a://ckpt/base/team/orders/epoch-1",
+        avoid_nodes=["w1"],
+    )
+    launch = Launch.of(st, entrypoint="/app/run.py", spark_submit="/spark/bin/spark-submit")
+    assert launch == Launch(
+        POD_NAME, 2, 3, LOC, "s3a://ckpt/base/team/orders/epoch-1", ("w1",),
+        "/app/run.py", "/spark/bin/spark-submit",
+    )  # fmt: skip
+    args = build_driver_pod(JOB, SPEC, launch)["spec"]["containers"][0]["args"]
+    assert args[:2] == ["submit", "/spark/bin/spark-submit"] and "/app/run.py" in args
+
+
+def test_the_previous_epochs_checkpoint_is_passed_only_when_given():
+    previous = "s3a://ckpt/base/team/orders/epoch-1"
+    launch = Launch(
+        POD_NAME, epoch=2, attempt=3, checkpoint_location=LOC, previous_checkpoint=previous
+    )
+    args = build_driver_pod(JOB, SPEC, launch)["spec"]["containers"][0]["args"]
     assert args[-2:] == ["--previous-checkpoint", previous]
     assert "--previous-checkpoint" not in pod()["spec"]["containers"][0]["args"]
 
@@ -439,8 +454,8 @@ def _env_names(container: dict) -> dict[str, dict]:
 def test_s3_credentials_reach_driver_executors_and_cleanup_only_by_secret_ref():
     spec = make_spec(s3=S3)
     pod = build_driver_pod(
-        JOB, spec, driver_pod="orders-e1-a1-driver", epoch=1, attempt=1,
-        checkpoint_location="s3a://ckpt/base/team/orders/epoch-1",
+        JOB, spec, Launch("orders-e1-a1-driver", epoch=1, attempt=1,
+        checkpoint_location="s3a://ckpt/base/team/orders/epoch-1"),
     )  # fmt: skip
     template = build_executor_template(spec, "orders")
     path = checkpoint_cleanup_path(spec, "team", "orders")
@@ -549,8 +564,8 @@ def test_the_attempt_after_a_node_loss_avoids_that_node_in_every_user_term():
         }
     )
     pod = build_driver_pod(
-        JOB, spec, driver_pod="orders-e1-a2-driver", epoch=1, attempt=2,
-        checkpoint_location="s3a://x", avoid_nodes=["w1"],
+        JOB, spec, Launch("orders-e1-a2-driver", epoch=1, attempt=2,
+        checkpoint_location="s3a://x", avoid_nodes=("w1",)),
     )  # fmt: skip
     template = build_executor_template(spec, "orders", ["w1"])
     away = {"key": "kubernetes.io/hostname", "operator": "NotIn", "values": ["w1"]}

@@ -25,6 +25,7 @@ from streamingjob_operator.builders import (
     build_service_account,
 )
 from streamingjob_operator.crd import build_crd
+from streamingjob_operator.launch import Launch
 from streamingjob_operator.models import StreamingJobStatus
 from streamingjob_operator.naming import (
     LABEL_JOB,
@@ -281,10 +282,7 @@ def test_every_valid_job_name_gives_valid_child_names(name):
     job = {"metadata": {"name": name, "namespace": "ns", "uid": "u"}, "spec": {}}
     spec = make_spec()
     assert DNS1035_LABEL.fullmatch(service_name(name)) and len(service_name(name)) <= 63
-    pod = build_driver_pod(
-        job, spec, driver_pod=driver_pod_name(name, 1, 1), epoch=1, attempt=1,
-        checkpoint_location="s3a://b/x",
-    )  # fmt: skip
+    pod = build_driver_pod(job, spec, Launch(driver_pod_name(name, 1, 1), 1, 1, "s3a://b/x"))
     children = [
         pod,
         build_service(job),

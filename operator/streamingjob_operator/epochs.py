@@ -1,0 +1,176 @@
+"""What makes a new epoch and what a restart (semantics rules 5, 6, 9 and 11): the class of
+each spec field, the hashes of the fields last deployed, the manual acts (nonces, resume, spec
+changes), and the target a launch records in status (epoch, attempt, driver pod, checkpoint
+location, the previous epoch's checkpoint to catch up from).
+
+A new epoch starts fresh in a new, empty checkpoint location; the next attempt of the same
+epoch restores the epoch's checkpoint."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime
+
+from spark_app.manifest import checkpoint_location
+
+from .naming import driver_pod_name, executor_selector, ui_service_name
+from .observed import iso, parse_time
+from .spec_models import StreamingJobSpec
+from .status_models import StreamingJobStatus
+
+# How each spec field is treated when it changes (tested to cover every field).
+REDEPLOY = "redeploy"  # new epoch (stateless) or relaunch (last-state)
+RESTART = "restart"  # relaunch in the same epoch, restoring
+IGNORE = "ignore"  # read on demand, no relaunch
+SEPARATE = "separate"  # has its own rule (nonces, suspend, checkpoint base)
+
+FIELD_CLASSES: dict[str, str] = {
+    "image": REDEPLOY,
+    "job": REDEPLOY,
+    "spark_conf": REDEPLOY,
+    "checkpoint": SEPARATE,  # location → always a new epoch; the rest ignored
+    "image_pull_policy": RESTART,
+    "kafka_credentials": RESTART,
+    "s3": RESTART,
+    "driver": RESTART,
+    "executor": RESTART,
+    "env": RESTART,
+    "volumes": RESTART,
+    "volume_mounts": RESTART,
+    "tolerations": RESTART,
+    "node_selector": RESTART,
+    "service_account_name": RESTART,
+    "pod_template": RESTART,
+    "spark_ui": RESTART,  # spark.ui.enabled is read when the driver starts
+    "restart_policy": IGNORE,
+    "upgrade_mode": IGNORE,
+    "restart_nonce": SEPARATE,
+    "redeploy_nonce": SEPARATE,
+    "suspend": SEPARATE,
+    "offsets_action": SEPARATE,  # runs while suspended (offsets_action.py), never relaunches
+    "autoscaler": IGNORE,  # read at each reading; its rescales change executor.instances
+}
+
+# Fields added after a release: hashed only when they differ from their default, so that the
+# hashes of jobs deployed by the older operator stay the same (an upgrade restarts no job).
+ADDED_SINCE_RELEASE = ("spark_ui",)
+
+
+def _hash(spec: StreamingJobSpec, klass: str) -> str:
+    data = spec.model_dump(mode="json", by_alias=True)
+    names = sorted(name for name, k in FIELD_CLASSES.items() if k == klass)
+    picked = {}
+    for name in names:
+        info = StreamingJobSpec.model_fields[name]
+        alias = info.alias or name
+        if name in ADDED_SINCE_RELEASE and getattr(spec, name) == info.get_default(
+            call_default_factory=True
+        ):
+            continue
+        picked[alias] = data.get(alias)
+    return hashlib.sha256(json.dumps(picked, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def job_hash(spec: StreamingJobSpec) -> str:
+    return _hash(spec, REDEPLOY)
+
+
+def pod_hash(spec: StreamingJobSpec) -> str:
+    return _hash(spec, RESTART)
+
+
+def manual_trigger(spec: StreamingJobSpec, st: StreamingJobStatus) -> tuple[str, str, str] | None:
+    """(kind, reason, message) of a manual act: 'redeploy' (new epoch) or 'restart'."""
+    if st.epoch == 0:
+        return ("redeploy", "Launching", "first launch")
+    # A new epoch in every state, a resume included: a new redeployNonce or checkpoint base
+    # never restores the old checkpoint.
+    resumed = "resumed from suspend, " if st.suspended else ""
+    if spec.redeploy_nonce != st.deployed_redeploy_nonce:
+        reason = "Resumed" if st.suspended else "Redeploying"
+        return ("redeploy", reason, f"{resumed}redeployNonce changed to {spec.redeploy_nonce}")
+    if st.deployed_checkpoint_base and spec.checkpoint.location != st.deployed_checkpoint_base:
+        reason = "Resumed" if st.suspended else "Redeploying"
+        return ("redeploy", reason, f"{resumed}checkpoint.location changed")
+    if st.suspended:
+        if st.offsets_acted_since_launch:  # the user's new offsets win, also over last-state
+            return (
+                "redeploy",
+                "Resumed",
+                "resumed from suspend after an offsets action (new epoch from the group's offsets)",
+            )
+        if spec.upgrade_mode == "stateless":
+            return ("redeploy", "Resumed", "resumed from suspend (stateless: new epoch)")
+        return ("restart", "Resumed", "resumed from suspend (last-state: restore)")
+    if st.deployed_job_hash and job_hash(spec) != st.deployed_job_hash:
+        if spec.upgrade_mode == "stateless":
+            return ("redeploy", "Redeploying", "job changed (upgradeMode stateless)")
+        return ("restart", "Restarting", "job changed (upgradeMode last-state: restore)")
+    if spec.restart_nonce != st.deployed_restart_nonce:
+        return ("restart", "Restarting", f"restartNonce changed to {spec.restart_nonce}")
+    if st.deployed_pod_hash and pod_hash(spec) != st.deployed_pod_hash:
+        return ("restart", "Restarting", "pod settings changed (restore)")
+    return None
+
+
+def set_target(
+    spec: StreamingJobSpec,
+    st: StreamingJobStatus,
+    namespace: str,
+    name: str,
+    epoch: int,
+    attempt: int,
+) -> None:
+    group = spec.job.source.group_id or ""
+    if epoch != st.epoch:
+        # A new epoch: the one before it is where its offsets catch up from, for the same
+        # group only (a new group starts where the user asked: its own offsets or the reset
+        # strategy). "": recorded by an operator that kept no group (treated as the same).
+        same_group = st.checkpoint_group_id in ("", group)
+        st.previous_checkpoint_location = st.checkpoint_location if same_group else ""
+    st.checkpoint_group_id = group
+    if st.offsets_acted_since_launch:
+        # The user set the group's offsets after the last driver stopped: they win over the
+        # previous epoch's checkpoint, for this launch and every later one of the epoch.
+        st.previous_checkpoint_location = ""
+        st.offsets_acted_since_launch = False
+    st.epoch, st.attempt = epoch, attempt
+    st.avoid_nodes = []  # a lost node is avoided by the attempt after the loss only
+    st.driver_pod = driver_pod_name(name, epoch, attempt)
+    st.spark_ui_service = ui_service_name(name) if spec.spark_ui.enabled else ""
+    st.selector = executor_selector(name)
+    st.checkpoint_location = checkpoint_location(spec.checkpoint.location, namespace, name, epoch)
+    st.launch_state = "Pending"
+    # unknown_since stays: the old driver may still be silent and is fenced by it
+    # (fencing.delete_pods)
+    st.launched_at = st.running_since = ""
+    st.start_path = st.start_detail = ""
+    st.restored_batch = None
+    st.data_loss_skipped_offsets = 0  # per run, as the driver counts them
+
+
+def checkpoint_too_old(spec: StreamingJobSpec, st: StreamingJobStatus, now: datetime) -> str | None:
+    max_age = spec.checkpoint.max_checkpoint_age_seconds
+    if not max_age or spec.checkpoint.force:
+        return None
+    last = parse_time(st.last_progress_time) or parse_time(st.running_since)
+    if last is None:
+        return None
+    age = (now - last).total_seconds()
+    if age <= max_age:
+        return None
+    return (
+        f"checkpoint {st.checkpoint_location} was last advanced at {iso(last)}, "
+        f"{int(age)}s ago, more than checkpoint.maxCheckpointAgeSeconds={max_age}; "
+        "set spec.checkpoint.force: true to restore it anyway, or bump spec.redeployNonce "
+        "to start fresh from the group's committed offsets"
+    )
+
+
+def mark_deployed(spec: StreamingJobSpec, st: StreamingJobStatus) -> None:
+    st.deployed_job_hash = job_hash(spec)
+    st.deployed_pod_hash = pod_hash(spec)
+    st.deployed_checkpoint_base = spec.checkpoint.location
+    st.deployed_restart_nonce = spec.restart_nonce
+    st.deployed_redeploy_nonce = spec.redeploy_nonce

@@ -1,0 +1,36 @@
+"""One launch of a job's driver as one value: what decide recorded as the target (driver pod,
+epoch, attempt, checkpoint locations, nodes to avoid) and where the image keeps spark-submit
+and the runner. The reconciler builds it from status; the builders read it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .status_models import StreamingJobStatus
+
+
+@dataclass(frozen=True)
+class Launch:
+    driver_pod: str
+    epoch: int
+    attempt: int
+    checkpoint_location: str
+    # the previous epoch's checkpoint a fresh start catches up from ("": none)
+    previous_checkpoint: str = ""
+    avoid_nodes: tuple[str, ...] = ()  # a lost node, kept off by the attempt after the loss
+    entrypoint: str = "/opt/streamingjob/run_job.py"
+    spark_submit: str = "/opt/spark/bin/spark-submit"
+
+    @classmethod
+    def of(cls, st: StreamingJobStatus, *, entrypoint: str, spark_submit: str) -> Launch:
+        """The launch status targets (decide wrote it before the launch)."""
+        return cls(
+            driver_pod=st.driver_pod,
+            epoch=st.epoch,
+            attempt=st.attempt,
+            checkpoint_location=st.checkpoint_location,
+            previous_checkpoint=st.previous_checkpoint_location,
+            avoid_nodes=tuple(st.avoid_nodes),
+            entrypoint=entrypoint,
+            spark_submit=spark_submit,
+        )

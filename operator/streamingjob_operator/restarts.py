@@ -1,0 +1,185 @@
+"""Restarts (semantics rules 4, 6 and 13): why a driver stopped (`failure_of`), what follows
+(`on_driver_gone`: completion, an automatic restart after backoff in the same epoch, or phase
+Failed past restartPolicy or a stale checkpoint), and the move off a draining node (`move_off`:
+a restart that is no failure). Every automatic restart restores the epoch's checkpoint."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from spark_app.kafka_config import RUNNER_EXIT_REASONS
+
+from .epochs import checkpoint_too_old, set_target
+from .history import Event, record
+from .observed import PodInfo, iso, parse_time
+from .policy_models import RestartPolicySpec
+from .spec_models import StreamingJobSpec
+from .status_models import StreamingJobStatus
+from .step import Decision, Job, fail
+
+
+def backoff_delay(spec: StreamingJobSpec, consecutive_failures: int) -> float:
+    """base * 2^(n-1), capped; n = consecutive failures including this one."""
+    backoff = spec.restart_policy.backoff
+    exponent = max(consecutive_failures - 1, 0)
+    if exponent > 60:
+        return backoff.cap_seconds
+    return min(backoff.cap_seconds, backoff.base_seconds * (1 << exponent))
+
+
+def failure_of(pod: PodInfo | None, lost: bool = False) -> tuple[str, str, bool]:
+    """(reason, message, clean_exit) of a driver that is no longer running."""
+    if pod is None:
+        return ("DriverDeleted", "driver pod disappeared", False)
+    # lost by its node's silence (not by a deletion its kubelet never confirmed)
+    unreachable = (
+        pod.node_heard_at is not None
+        or pod.phase == "Unknown"
+        or pod.ready_unknown_since is not None
+    )
+    if lost and unreachable:
+        where = f"node {pod.node}" if pod.node else "the node"
+        return ("NodeLost", f"{where} of driver pod {pod.name} is unreachable", False)
+    if pod.deleting_since is not None:
+        kind = "DriverEvicted" if pod.reason == "Evicted" else "DriverDeleted"
+        return (kind, f"driver pod {pod.name} is being deleted", False)
+    if pod.reason == "Evicted":
+        return ("DriverEvicted", f"driver pod {pod.name} was evicted", False)
+    if pod.phase == "Unknown" or pod.ready_unknown_since is not None:
+        return ("NodeLost", f"node of driver pod {pod.name} is unreachable", False)
+    term = pod.termination
+    if term is None:
+        return ("DriverExited", f"driver pod {pod.name} ended in phase {pod.phase}", False)
+    if term.reason == "OOMKilled":
+        return ("OOMKilled", f"driver pod {pod.name} was OOM-killed", False)
+    if term.exit_code == 0:
+        return ("DriverExited", f"driver pod {pod.name} exited 0: the stream stopped", True)
+    if term.exit_code in RUNNER_EXIT_REASONS:  # the runner's own causes, before any read
+        reason = RUNNER_EXIT_REASONS[term.exit_code]
+        cause = term.message or _EXIT_CAUSES[reason]
+        return (reason, f"driver pod {pod.name} exited {term.exit_code}: {cause}", False)
+    detail = f" ({term.reason})" if term.reason else ""
+    cause = f": {term.message}" if term.message else ""  # the runner's: why the query failed
+    return ("DriverFailed", f"driver pod {pod.name} exited {term.exit_code}{detail}{cause}", False)
+
+
+_EXIT_CAUSES = {  # when the pod carries no termination message
+    "KafkaAuthFailed": "Kafka refused the SASL credentials of spec.kafkaCredentials",
+    "KafkaTLSFailed": "the broker's certificate did not verify against "
+    "spec.kafkaCredentials.caSecret",
+    "CatchUpFailed": "the previous epoch's last durable batch could not be committed to the "
+    "group; nothing was read",
+}
+
+
+def on_driver_gone(
+    job: Job,
+    d: Decision,
+    pod: PodInfo | None,
+    failure: tuple[str, str, bool] | None = None,
+    lost: bool = False,
+) -> Decision:
+    """The current driver stopped, is being deleted, was evicted or is lost: an availableNow
+    job that finished completes; otherwise the failure is counted and the next attempt
+    follows after the backoff, unless restartPolicy allows no more (or the checkpoint is too
+    old to restore): then phase Failed until a nonce is bumped."""
+    reason, message, clean = failure or failure_of(pod, lost)
+    spec, now, cfg = job.spec, job.now, job.cfg
+    policy = spec.restart_policy
+    if clean and spec.job.trigger.available_now and policy.type != "Always":
+        return _complete(job, d)
+    d.events.append(Event("Warning", "DriverFailed", f"{reason}: {message}"))
+    failures = _count_failure(job, d.status, reason)
+    if refused := _restart_refused(policy, failures, message):
+        return fail(d, now, *refused, cfg)
+    if stale := checkpoint_too_old(spec, d.status, now):
+        return fail(d, now, "StaleCheckpoint", stale, cfg)
+    return _back_off(job, d, pod, reason, message)
+
+
+def _complete(job: Job, d: Decision) -> Decision:
+    st = d.status
+    st.phase, st.message, st.launch_state = "Completed", "availableNow job finished", ""
+    record(st, job.now, "Completed", st.message, job.cfg.history_limit)
+    d.events.append(Event("Normal", "Completed", st.message))
+    return d
+
+
+def _count_failure(job: Job, st: StreamingJobStatus, reason: str) -> int:
+    """Counts a failure, consecutive (the backoff) and within restartPolicy.windowSeconds
+    (maxRestarts); returns the failures within the window, this one included."""
+    policy, now = job.spec.restart_policy, job.now
+    st.consecutive_failures += 1
+    window_start = now - timedelta(seconds=policy.window_seconds)
+    recent = [t for t in st.recent_failures if (parse_time(t) or now) > window_start]
+    st.recent_failures = [*recent, iso(now)][-(policy.max_restarts + 1) :]
+    st.last_restart_reason, st.last_restart_time = reason, iso(now)
+    return len(recent) + 1
+
+
+_RESUME = (
+    "To resume, bump spec.restartNonce (restore from the checkpoint) or "
+    "spec.redeployNonce (fresh start from committed offsets)."
+)
+
+
+def _restart_refused(
+    policy: RestartPolicySpec, failures: int, message: str
+) -> tuple[str, str] | None:
+    """(reason, message) of phase Failed when restartPolicy allows no automatic restart."""
+    if policy.type == "Never":
+        return ("DriverFailed", f"{message}; restartPolicy is Never. {_RESUME}")
+    if failures > policy.max_restarts:
+        return (
+            "MaxRestartsExceeded",
+            f"{message}; {failures} failures within {policy.window_seconds}s exceed "
+            f"restartPolicy.maxRestarts={policy.max_restarts}. {_RESUME}",
+        )
+    return None
+
+
+def _back_off(job: Job, d: Decision, pod: PodInfo | None, reason: str, message: str) -> Decision:
+    """Targets the next attempt of the epoch (restore), launched once the backoff is over; a
+    driver lost with its node keeps the next attempt off that node."""
+    st, now = d.status, job.now
+    delay = backoff_delay(job.spec, st.consecutive_failures)
+    set_target(job.spec, st, job.namespace, job.name, st.epoch, st.attempt + 1)
+    if reason == "NodeLost" and pod is not None and pod.node:
+        st.avoid_nodes = [pod.node]
+    st.restarts += 1
+    st.next_retry_time = iso(now + timedelta(seconds=delay))
+    st.phase = "Restarting"
+    st.message = f"{message}; relaunching attempt {st.attempt} in {delay:g}s (restore)"
+    record(st, now, "BackOff", st.message, job.cfg.history_limit)
+    d.events.append(Event("Normal", "BackOff", st.message))
+    d.restart_reason = reason
+    d.requeue_after = delay
+    return d
+
+
+def on_cordoned_node(pods: list[PodInfo]) -> PodInfo | None:
+    """A pod of the current attempt on a cordoned node (a drain is coming or under way)."""
+    return next((p for p in pods if p.node_cordoned), None)
+
+
+def move_off(job: Job, d: Decision, pod: PodInfo) -> Decision:
+    """A pod of the job runs on a cordoned node: restart in the same epoch now, before the
+    drain's eviction comes. The driver stops between batches (its executors, which the job's
+    PodDisruptionBudget keeps from eviction, finish the batch with it) and the next attempt,
+    scheduled elsewhere, restores from the checkpoint. Not a failure: no backoff, no count
+    towards maxRestarts."""
+    st, now = d.status, job.now
+    set_target(job.spec, st, job.namespace, job.name, st.epoch, st.attempt + 1)
+    st.restarts += 1
+    st.last_restart_reason, st.last_restart_time = "NodeDrained", iso(now)
+    st.next_retry_time = ""
+    st.phase = "Restarting"
+    st.message = (
+        f"node {pod.node} of {pod.role} pod {pod.name} is cordoned (draining): relaunching as "
+        f"attempt {st.attempt} on another node (restore)"
+    )
+    record(st, now, "NodeDrained", st.message, job.cfg.history_limit)
+    d.events.append(Event("Normal", "NodeDrained", st.message))
+    d.restart_reason = "NodeDrained"
+    d.requeue_after = 0
+    return d

@@ -1,0 +1,293 @@
+"""The StreamingJob status: what the operator observed and recorded (the CRD's status schema).
+
+The launch fields are a write-ahead log: written before the driver pod is created, so that a
+restarted operator knows what it was doing (decide.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+
+class StatusModel(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+
+class Condition(StatusModel):
+    """A condition in the Kubernetes style."""
+
+    type: str = Field(description="Ready, Progressing, Degraded or OffsetsAction.")
+    status: Literal["True", "False", "Unknown"] = Field(description="True, False, Unknown.")
+    reason: str = Field(default="", description="One word, CamelCase.")
+    message: str = Field(default="", description="Human-readable detail.")
+    last_transition_time: str = Field(default="", description="When status last changed.")
+    observed_generation: int = Field(
+        default=0, description="metadata.generation the condition was computed for."
+    )
+
+
+class HistoryEntry(StatusModel):
+    """One transition of the job (bounded list, newest last)."""
+
+    time: str = Field(description="When it happened (RFC 3339).")
+    reason: str = Field(description="Event reason from the fixed vocabulary.")
+    message: str = Field(default="", description="What happened.")
+    epoch: int = Field(default=0, description="Deployment epoch at that time.")
+    attempt: int = Field(default=0, description="Attempt within the epoch at that time.")
+
+
+class ReconcileFailure(StatusModel):
+    """A reconcile that failed and is being retried with backoff; gone once one succeeds."""
+
+    reason: str = Field(
+        description="ApiRejected: the API server refused a request (forbidden, or an "
+        "invalid object such as a pod built from a bad podTemplate). ReconcileError: any "
+        "other error of the operator."
+    )
+    message: str = Field(default="", description="The error, with the server's message.")
+    since: str = Field(default="", description="When this failure was first seen.")
+    count: int = Field(default=0, description="Consecutive failed reconciles (the backoff).")
+
+
+class OffsetsPartitionResult(StatusModel):
+    """One partition of an offsets action's result."""
+
+    topic: str = Field(description="Topic.")
+    partition: int = Field(description="Partition.")
+    before: int | None = Field(default=None, description="Committed offset before (absent: none).")
+    after: int | None = Field(default=None, description="Committed offset after (absent: none).")
+    log_start: int = Field(default=0, description="Log start offset.")
+    log_end: int = Field(default=0, description="Log end offset (the LSO, read_committed).")
+
+
+class OffsetsActionStatus(StatusModel):
+    """The last offsets action: what was asked, by whom, and what happened."""
+
+    nonce: int = Field(description="spec.offsetsAction.nonce acted on.")
+    action: str = Field(default="", description="list, reset or alter (with its target).")
+    result: str = Field(
+        default="",
+        description="Succeeded, Refused (nothing written: the job runs, out of range, ...) "
+        "or Failed (Kafka did not answer).",
+    )
+    message: str = Field(default="", description="What happened, or why not.")
+    requested_by: str = Field(
+        default="",
+        description="Who asked: the annotation sparkkafka.dev/offsets-requested-by if set, "
+        "else the field manager that last wrote spec.offsetsAction.",
+    )
+    requested_at: str = Field(default="", description="When spec.offsetsAction was written.")
+    time: str = Field(default="", description="When the action ran (or was refused).")
+    partitions: list[OffsetsPartitionResult] = Field(
+        default_factory=list,
+        description="Per partition, before and after (the first 100; the ConfigMap "
+        "<job>-offsets holds all of a list).",
+    )
+    config_map: str = Field(default="", description="ConfigMap with the full list result.")
+
+
+class AutoscalerDecisionStatus(StatusModel):
+    """A rescale the autoscaler made."""
+
+    time: str = Field(description="When it was decided (RFC 3339).")
+    action: str = Field(description="ScaledUp or ScaledDown.")
+    from_executors: int = Field(default=0, description="The executor count before.")
+    to_executors: int = Field(default=0, description="The executor count after.")
+    reason: str = Field(default="", description="The rates and the rule that decided it.")
+
+
+class AutoscalerStatus(StatusModel):
+    """What the autoscaler measured and decided (spec.autoscaler.enabled)."""
+
+    executors: int = Field(
+        default=0,
+        description="The executor count the autoscaler owns: spec.executor.instances is "
+        "kept at it (a change by anyone else is undone, see AutoscalerConflict).",
+    )
+    recommendation: int = Field(
+        default=0, description="The executor count the model recommends now."
+    )
+    pending: bool = Field(
+        default=False,
+        description="A rescale is recorded and spec.executor.instances not yet set to it "
+        "(the operator completes it).",
+    )
+    action: str = Field(
+        default="",
+        description="Of the latest evaluation: none (no decision, see reason), hold, up, down.",
+    )
+    reason: str = Field(default="", description="Why, with the numbers.")
+    evaluated_at: str = Field(default="", description="When the model last ran.")
+    samples: int = Field(default=0, description="Readings in the operator's window.")
+    input_rate: float | None = Field(
+        default=None, description="Records/s appended to the job's partitions (window)."
+    )
+    processing_rate: float | None = Field(
+        default=None,
+        description="Records per second of execution time per executor (Spark's addBatch).",
+    )
+    busy_fraction: float | None = Field(
+        default=None, description="Seconds of batches per second (against the trigger)."
+    )
+    utilization: float | None = Field(
+        default=None, description="The load over the executors' processing rate."
+    )
+    last_decision: AutoscalerDecisionStatus | None = Field(
+        default=None, description="The last rescale."
+    )
+    conflict: str = Field(
+        default="",
+        description="The last change of spec.executor.instances by someone else (kubectl "
+        "scale, an HPA or KEDA on /scale), undone.",
+    )
+    conflict_time: str = Field(default="", description="When it was undone.")
+
+
+class StreamingJobStatus(StatusModel):
+    """Observed state of the job. The launch fields are written before the driver pod is
+    created (a write-ahead log), so a restarted operator knows what it was doing."""
+
+    phase: str = Field(
+        default="Pending",
+        description="Pending, Launching, Running, Restarting (backing off), Stopping, "
+        "Suspended, Failed, Completed or Invalid.",
+    )
+    message: str = Field(default="", description="Why the job is in this phase.")
+    observed_generation: int = Field(default=0, description="Last reconciled generation.")
+    conditions: list[Condition] = Field(
+        default_factory=list,
+        description="Ready, Progressing, Degraded; OffsetsAction once an offsets action "
+        "ran (True: it went through).",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+    )
+    epoch: int = Field(default=0, description="Deployment epoch (a new one = fresh start).")
+    attempt: int = Field(default=0, description="Attempt within the epoch (restores).")
+    driver_pod: str = Field(default="", description="Name of the current driver pod.")
+    spark_ui_service: str = Field(
+        default="",
+        alias="sparkUIService",
+        description="The Service of the current driver's Spark UI (spec.sparkUI.enabled); "
+        "empty: none.",
+    )
+    executors: int = Field(
+        default=0,
+        description="Executors of the current run (spec.executor.instances it was launched "
+        "with) once its driver runs; 0 otherwise. The scale subresource's status replicas.",
+    )
+    selector: str = Field(
+        default="",
+        description="Label selector of the job's executor pods (the scale subresource's, for "
+        "the HorizontalPodAutoscaler).",
+    )
+    checkpoint_location: str = Field(default="", description="Checkpoint location in use.")
+    previous_checkpoint_location: str = Field(
+        default="",
+        description="The previous epoch's checkpoint. A fresh start of this epoch first "
+        "commits its last durable batch's end offsets where they are ahead of the group "
+        "(nothing it made durable is read again). Empty: no catch-up.",
+    )
+    checkpoint_group_id: str = Field(
+        default="",
+        description="The consumer group (spec.job.source.groupId) of the launch that uses "
+        "checkpointLocation. A new epoch catches up from the previous epoch's checkpoint only "
+        "for the same group: a new group starts from its own offsets or the reset strategy.",
+    )
+    offsets_acted_since_launch: bool = Field(
+        default=False,
+        description="The group's offsets were set by an offsets action (spec.offsetsAction "
+        "reset or alter) since the last launch: the next launch is a new epoch (also under "
+        "upgradeMode last-state) that starts from them, without catching up from the "
+        "previous epoch's checkpoint (the action wins). Cleared by that launch.",
+    )
+    launch_state: str = Field(
+        default="",
+        description="Pending: the launch is recorded but the pod may not exist yet. "
+        "Created: the driver pod was created.",
+    )
+    launched_at: str = Field(default="", description="When the current driver was created.")
+    running_since: str = Field(
+        default="", description="When the current driver was first seen running."
+    )
+    unknown_since: str = Field(
+        default="",
+        description="Since when the current driver's node has been silent (no lease renewal "
+        "seen, or the pod marked Unknown).",
+    )
+    avoid_nodes: list[str] = Field(
+        default_factory=list,
+        description="Nodes the current attempt's pods must not be scheduled on: the node a "
+        "driver was lost on, which the scheduler may still think Ready (the operator's grace "
+        "can end before the node lifecycle controller marks it).",
+    )
+    suspended: bool = Field(default=False, description="The job is suspended.")
+    deployed_job_hash: str = Field(
+        default="", description="Hash of the redeploy-class spec fields last deployed."
+    )
+    deployed_pod_hash: str = Field(
+        default="", description="Hash of the restart-class spec fields last deployed."
+    )
+    deployed_checkpoint_base: str = Field(
+        default="", description="spec.checkpoint.location last deployed."
+    )
+    deployed_restart_nonce: int = Field(default=0, description="restartNonce last acted on.")
+    deployed_redeploy_nonce: int = Field(default=0, description="redeployNonce last acted on.")
+    restarts: int = Field(default=0, description="Restarts in this epoch and before.")
+    consecutive_failures: int = Field(
+        default=0, description="Failures since the last stable run (drives the backoff)."
+    )
+    recent_failures: list[str] = Field(
+        default_factory=list, description="Times of failures inside the restart window."
+    )
+    last_restart_reason: str = Field(default="", description="Why the last restart happened.")
+    last_restart_time: str = Field(default="", description="When the last restart happened.")
+    next_retry_time: str = Field(
+        default="", description="When the pending relaunch may happen (backoff)."
+    )
+    start_path: str = Field(
+        default="",
+        description="How the current run started: restored (from the checkpoint) or fresh "
+        "(committed offsets / reset strategy), as reported by the driver.",
+    )
+    start_detail: str = Field(
+        default="", description="e.g. restored from batch 41, or per-partition origins."
+    )
+    restored_batch: int | None = Field(default=None, description="Batch the run restored.")
+    data_loss_skipped_offsets: int = Field(
+        default=0,
+        description="Offsets the current run skipped because they were deleted (retention) "
+        "or truncated before it read them (failOnDataLoss=false), as the driver reported.",
+    )
+    latest_batch: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The driver's latest batch: batchId, numInputRows, timestamp.",
+        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
+    )
+    last_progress_time: str = Field(
+        default="", description="Time of the latest batch known (checkpoint age)."
+    )
+    committed_offsets: dict[str, dict[str, int]] = Field(
+        default_factory=dict,
+        description="The consumer group's committed offsets, read by the operator.",
+    )
+    lag: int | None = Field(
+        default=None, description="Sum over partitions of log end offset - committed offset."
+    )
+    offsets_time: str = Field(default="", description="When offsets and lag were read.")
+    history: list[HistoryEntry] = Field(
+        default_factory=list, description="The latest transitions, newest last (bounded)."
+    )
+    offsets_action: OffsetsActionStatus | None = Field(
+        default=None, description="The last offsets action (spec.offsetsAction)."
+    )
+    reconcile_failure: ReconcileFailure | None = Field(
+        default=None,
+        description="Set while reconciles fail (condition Degraded names it); cleared by "
+        "the next reconcile that succeeds.",
+    )
+    autoscaler: AutoscalerStatus | None = Field(
+        default=None,
+        description="The autoscaler's measurements and decisions (spec.autoscaler.enabled).",
+    )
