@@ -15,7 +15,8 @@ Readings run on a small dedicated thread pool, each request retried in fresh bou
 attempts through a leader or coordinator change under one deadline
 (`spark_app.kafka_retry`); a reconcile never waits for Kafka: it takes the latest cached
 reading and asks for a fresh one when it is old. An unreachable broker or an unknown topic
-becomes a `problem` naming the spec field, never an exception in the reconcile; a broker
+becomes a `problem` naming the spec field, never an exception in the reconcile (after good
+readings, only once it has lasted the deadline: `held_back`); a broker
 that refuses the job's SASL credentials or whose certificate does not verify against the
 job's CA is a problem of its own (KafkaAuthFailed, KafkaTLSFailed) naming the Secret.
 Credentials (and the CA, passed as `ssl.ca.pem` in memory) are used to connect and are never
@@ -28,7 +29,7 @@ import logging
 import threading
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -139,6 +140,20 @@ def read_offsets(metadata: KafkaMetadata, target: KafkaTarget | None = None) -> 
         )
 
 
+def held_back(view: KafkaView, good_at: datetime | None, grace_s: float) -> KafkaView:
+    """`view` as status should see it: a problem within `grace_s` of the last good reading
+    (`good_at`) is held back (problem None, nothing read: status keeps the last readings).
+    Brokers that restart answer wrongly for a moment: a connection closed mid-handshake, a
+    topic not known yet. A rolling restart of the cluster is no Degraded job; a problem that
+    lasts, or one a job has had from its first reading (a wrong address, Secret or topic),
+    shows."""
+    if view.problem is None or good_at is None or view.read_at is None:
+        return view
+    if (view.read_at - good_at).total_seconds() >= grace_s:
+        return view
+    return replace(view, problem=None, committed=None, end=None)
+
+
 @dataclass(eq=False)
 class _Client:
     metadata: KafkaMetadata
@@ -158,6 +173,7 @@ class KafkaMonitor:
         self._max_age = max_age
         self._lock = threading.Lock()
         self._views: dict[tuple[str, str], KafkaView] = {}
+        self._good_at: dict[tuple[str, str], datetime] = {}  # the last reading without a problem
         self._inflight: set[tuple[str, str]] = set()
         self._clients: dict[ConnectionKey, _Client] = {}
         self._uses: dict[tuple[str, str], ConnectionKey] = {}  # job → its connection
@@ -242,7 +258,9 @@ class KafkaMonitor:
                 self._inflight.discard(key)
                 client.busy -= 1
                 if view is not None and key in self._uses:
-                    self._views[key] = view
+                    if view.problem is None and view.read_at is not None:
+                        self._good_at[key] = view.read_at
+                    self._views[key] = held_back(view, self._good_at.get(key), self._deadline)
                 if not client.users and not client.busy:
                     for connection, live in list(self._clients.items()):
                         if live is client:
@@ -263,6 +281,7 @@ class KafkaMonitor:
     def forget(self, key: tuple[str, str]) -> None:
         with self._lock:
             self._views.pop(key, None)
+            self._good_at.pop(key, None)
             self._targets.pop(key, None)
             connection = self._uses.pop(key, None)
             unused = self._release(key, connection) if connection is not None else []

@@ -636,7 +636,20 @@ def test_deleting_the_leading_broker_costs_a_pause_not_a_restart(
     # Degraded False, last changed before the rolling restart: it never turned True during it
     degraded = next(c for c in status["conditions"] if c["type"] == "Degraded")
     changed = datetime.fromisoformat(degraded["lastTransitionTime"].replace("Z", "+00:00"))
-    assert degraded["status"] == "False" and changed < began, degraded
+    if degraded["status"] != "False" or changed >= began:
+        raise AssertionError(
+            f"Degraded turned True during the rolling restart: {degraded}\noperator log:\n"
+            + _operator_log_since(job, began)
+        )
+
+
+def _operator_log_since(job: Job, since: datetime) -> str:
+    """The operator's log lines since `since` (why a condition turned)."""
+    stamp = since.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return job.kube.run(
+        "logs", "-n", OPERATOR_NAMESPACE, "-l", f"app.kubernetes.io/instance={RELEASE}",
+        f"--since-time={stamp}", "--tail=200", "--prefix",
+    )  # fmt: skip
 
 
 def test_drains_move_the_job_between_batches_and_complete(

@@ -9,7 +9,7 @@ import pytest
 from spark_app.kafka_metadata import KafkaMetadata
 from spark_app.manifest import SourceSpec
 from spark_app.options import SourceOptions
-from streamingjob_operator.kafka import KafkaTarget, client_overrides, read_offsets
+from streamingjob_operator.kafka import KafkaTarget, client_overrides, held_back, read_offsets
 from streamingjob_operator.models import (
     HistoryEntry,
     InvalidSpecError,
@@ -54,6 +54,23 @@ def test_degraded_reasons():
     set_conditions(st, 1, T0, KafkaView(problem="spec.job.source.bootstrapServers: down"))
     d = conditions(st)["Degraded"]
     assert d.reason == "KafkaUnavailable" and "bootstrapServers" in d.message
+
+
+def test_a_kafka_problem_after_good_readings_shows_only_once_it_lasts():
+    """A broker restart answers a reading wrongly for a moment: within the grace of the last
+    good reading the problem is held back (no Degraded, the last offsets stay); past it, or
+    for a job never read well, it shows."""
+    problem = "spec.job.source.bootstrapServers: Kafka unavailable (a handshake cut short)"
+    failed = KafkaView(read_at=later(20), problem=problem)
+    held = held_back(failed, good_at=later(0), grace_s=60)
+    assert held.problem is None and held.committed is None and held.read_at == later(20)
+    st = StreamingJobStatus(phase="Running")
+    set_conditions(st, 1, later(20), held)
+    assert conditions(st)["Degraded"].status == "False"
+    assert held_back(failed, good_at=later(-40), grace_s=60).problem == problem
+    assert held_back(failed, good_at=None, grace_s=60).problem == problem  # never read well
+    ok = KafkaView(read_at=later(20), committed={}, end={})
+    assert held_back(ok, good_at=later(0), grace_s=60) is ok
 
 
 def test_a_failing_reconcile_is_degraded_above_everything_else_until_cleared():
