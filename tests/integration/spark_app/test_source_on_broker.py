@@ -428,18 +428,24 @@ def test_every_engine_gives_identical_batches(versioned_kafka, timestamp_type):
     assert any(h["value"] is None for r in rows for h in r["headers"])
 
 
-def test_a_range_that_makes_no_progress_fails_naming_the_partition(kafka, read_path):
+def _waiting_range(kafka: KafkaBroker, read_path: str, **options) -> KafkaInputPartition:
+    """[0, 10) of a new topic holding 5 records: the read waits for the last 5."""
     topic = new_topic(kafka.bootstrap, partitions=1)
     produce(kafka.bootstrap, topic, range(5))
     p = KafkaInputPartition(
         topic=topic,
         partition=0,
         start=0,
-        end=10,  # beyond the log end: the last 5 never come
+        end=10,
         client_config={"bootstrap.servers": kafka.bootstrap},
-        poll_timeout_ms=1_000,
+        **options,
     )
-    p = on_path(p, read_path)
+    return on_path(p, read_path)
+
+
+def test_a_range_that_makes_no_progress_fails_naming_the_partition(kafka, read_path):
+    p = _waiting_range(kafka, read_path, poll_timeout_ms=1_000)
+    topic = p.topic
     started = time.monotonic()
     with pytest.raises(
         TimeoutError, match=rf"{topic}-0: no progress reading \[0, 10\) .*stuck at 5"
@@ -452,18 +458,10 @@ def test_a_topic_deleted_under_a_read_fails_it_naming_the_topic(kafka, read_path
     """A range waiting for records of a topic deleted meanwhile fails within seconds (the
     topic out of the metadata for 5 s), naming the topic, on every engine: not after the
     poll timeout, with an error that names only a stall."""
-    topic = new_topic(kafka.bootstrap, partitions=1)
-    produce(kafka.bootstrap, topic, range(5))
-    p = KafkaInputPartition(
-        topic=topic,
-        partition=0,
-        start=0,
-        end=10,  # beyond the log end: the read waits for the last 5
-        client_config={"bootstrap.servers": kafka.bootstrap},
-        poll_timeout_ms=120_000,
-        max_records_per_batch=5,  # the first 5 come as a batch: the read is under way
-    )
-    batches = read_range(on_path(p, read_path))
+    # the first 5 come as a batch: the read is under way
+    p = _waiting_range(kafka, read_path, poll_timeout_ms=120_000, max_records_per_batch=5)
+    topic = p.topic
+    batches = read_range(p)
     assert next(batches).num_rows == 5
     admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
     admin.delete_topics([topic])[topic].result(30)
