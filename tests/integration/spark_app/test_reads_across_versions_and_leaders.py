@@ -139,34 +139,47 @@ def _isr(cluster: KafkaCluster, topic: str) -> list[int]:
 
 
 def _truncate_under_reader(
-    cluster: KafkaCluster, topic: str, reader: _Reader, leader: int, stale: int
+    cluster: KafkaCluster, topic: str, readers: list[_Reader], leader: int, stale: int
 ) -> None:
-    """An unclean leader election under a reader: offsets 1000..1549 exist only on the
-    leader (its follower stopped), the reader reads them, the leader hangs, the stale
+    """An unclean leader election under readers: offsets 1000..1549 exist only on the
+    leader (its follower stopped), the readers read them, the leader hangs, the stale
     follower comes back and is elected, the old leader dies, and the new leader gets new
     records 1000..1599 (ids 5000..5599)."""
     cluster.nodes[stale].stop()  # controlled: out of the ISR at once
     wait_for(lambda: _isr(cluster, topic) == [leader], timeout=60, what="ISR = the leader")
     produce(cluster.nodes[leader].bootstrap, topic, range(1000, 1550), acks=1)
     try:
-        wait_for(lambda: reader.offsets[-1:] == [1499], timeout=60, what="the reader at 1500")
+        wait_for(
+            lambda: all(r.offsets[-1:] == [1499] for r in readers),
+            timeout=60,
+            what="every reader at 1500",
+        )
     except AssertionError as exc:
-        raise AssertionError(f"{exc}: read up to {reader.offsets[-1:]}, {reader.error!r}") from None
+        at = [(r.p.read_path, r.p.native_engine, r.offsets[-1:], r.error) for r in readers]
+        raise AssertionError(f"{exc}: read up to {at}") from None
     cluster.nodes[leader].freeze()  # no longer answers; the quorum needs the stale node
     cluster.restart(stale, timeout=180)  # a loaded machine starts a JVM slowly
     admin = AdminClient({"bootstrap.servers": cluster.nodes[stale].bootstrap})
     tp = TopicPartition(topic, 0)
     # the quorum re-forms and fences the old leader first: slow on a loaded machine
-    wait_for(lambda: _elected(admin, tp), timeout=240, what="an unclean election")
+    answers: list[str] = []
+    try:
+        wait_for(lambda: _elected(admin, tp, answers), timeout=240, what="an unclean election")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; the controller's last answers: {answers[-3:]}") from None
     cluster.nodes[leader].stop(kill=True)
     produce(cluster.nodes[stale].bootstrap, topic, range(5000, 5600), acks=1)
 
 
-def _elected(admin: AdminClient, tp: TopicPartition) -> bool:
+def _elected(admin: AdminClient, tp: TopicPartition, answers: list[str]) -> bool:
+    """Asks for an unclean election of `tp`; keeps why one was refused in `answers`."""
     try:
         error = admin.elect_leaders(ElectionType.UNCLEAN, [tp]).result(10)[tp]
-    except Exception:
+    except Exception as exc:
+        answers.append(repr(exc))
         return False
+    if error is not None:
+        answers.append(str(error))
     return error is None
 
 
@@ -191,13 +204,13 @@ class _Reader(threading.Thread):
 
 
 # Not in CI (`make test-soak`): the unclean election this needs (a node frozen, another
-# restarted and forced leader) took over 4 minutes, or timed out, on CI's loaded 2-core machine.
+# restarted and forced leader) took over 4 minutes, or timed out, on CI's loaded 2-core machine;
+# on a quiet one too in session 11, the controller answering ELECTION_NOT_NEEDED for 240 s (it
+# still counted the frozen leader live): the bed's way to force the election is not reliable
+# yet. One election serves all six readers (3 read paths x both failOnDataLoss settings).
 @pytest.mark.soak
-@pytest.mark.parametrize("fail_on_data_loss", [True, False])
-def test_a_log_truncated_under_the_reader_is_never_read_past_silently(
-    own_cluster, read_path, fail_on_data_loss
-):
-    """KIP-320 on every read path: after the unclean election the reader's position (1550:
+def test_a_log_truncated_under_the_reader_is_never_read_past_silently(own_cluster):
+    """KIP-320 on every read path: after the unclean election each reader's position (1550:
     its last 50 records wait in a batch of 100) is past where the new leader's log diverges
     (1000). failOnDataLoss=true fails naming the partition and the truncated offsets; false
     reads on from the divergence point: the new leader's records 1000..1599."""
@@ -206,19 +219,24 @@ def test_a_log_truncated_under_the_reader_is_never_read_past_silently(
     topic = _two_replica_topic(cluster, leader, stale)
     cluster.wait_in_sync(topic)
     produce(cluster.bootstrap, topic, range(1000), **DURABLE)
-    p = _range(cluster.bootstrap, topic, 1600, fail_on_data_loss=fail_on_data_loss)
-    p = dataclasses.replace(p, poll_timeout_ms=300_000)  # outlasts the election
-    reader = _Reader(on_path(p, read_path))
-    reader.start()
-    _truncate_under_reader(cluster, topic, reader, leader, stale)
-    reader.join(300)
-    assert not reader.is_alive()
-    if fail_on_data_loss:
-        assert isinstance(reader.error, DataLossError), reader.error
-        assert f"{topic}-0" in str(reader.error)
-        assert "offsets 1000..1549" in str(reader.error)
-        assert reader.ids == list(range(1500))
-    else:
-        assert reader.error is None, reader.error
-        assert reader.offsets == list(range(1550)) + list(range(1000, 1600))
-        assert reader.ids == list(range(1550)) + list(range(5000, 5600))
+    readers = {}
+    for read_path in ("fetch", "librdkafka", "python"):
+        for fail_on_data_loss in (True, False):
+            p = _range(cluster.bootstrap, topic, 1600, fail_on_data_loss=fail_on_data_loss)
+            p = dataclasses.replace(p, poll_timeout_ms=300_000)  # outlasts the election
+            readers[read_path, fail_on_data_loss] = _Reader(on_path(p, read_path))
+    for reader in readers.values():
+        reader.start()
+    _truncate_under_reader(cluster, topic, list(readers.values()), leader, stale)
+    for (read_path, fail_on_data_loss), reader in readers.items():
+        reader.join(300)
+        assert not reader.is_alive(), read_path
+        if fail_on_data_loss:
+            assert isinstance(reader.error, DataLossError), (read_path, reader.error)
+            assert f"{topic}-0" in str(reader.error)
+            assert "offsets 1000..1549" in str(reader.error), read_path
+            assert reader.ids == list(range(1500)), read_path
+        else:
+            assert reader.error is None, (read_path, reader.error)
+            assert reader.offsets == list(range(1550)) + list(range(1000, 1600)), read_path
+            assert reader.ids == list(range(1550)) + list(range(5000, 5600)), read_path
