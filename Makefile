@@ -64,6 +64,10 @@ test-unit: helm native ## Unit tests (seconds, no services)
 test-integration: toolchain native ## Integration tests: real Kafka + Spark, real kube-apiserver + etcd
 	$(PY) -m pytest -m integration $(PYTEST_ARGS)
 
+.PHONY: test-soak
+test-soak: toolchain native ## Cluster scenarios too load-sensitive for CI (an unclean leader election under readers)
+	$(PY) -m pytest -m soak $(PYTEST_ARGS)
+
 .PHONY: test-versions
 test-versions: native ## The broker-version matrix: every engine and a driver kill on each supported Kafka version
 	STREAMJOB_BROKER_MATRIX=full $(PY) -m pytest -m broker_versions $(PYTEST_ARGS)

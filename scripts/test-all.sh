@@ -4,7 +4,7 @@
 # The Spark tier (tests/integration/spark_app: local Spark JVMs, CPU-bound) runs beside the
 # rest but e2e (unit tests; the operator on a real API server: mostly waiting). The kind bed
 # (docker, image loads: CPU again) comes up once that rest is done, and the e2e tier runs
-# last, alone, as its figures go to bench/results.
+# last, alone, as its figures go to bench/results. `make test-soak` runs the `soak` tests.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=$1
@@ -14,10 +14,10 @@ trap 'rm -rf "$logs"' EXIT
 SPARK_TIER=tests/integration/spark_app
 
 # its own --basetemp: two pytest sessions must not clean up each other's tmp_path dirs
-"$PY" -m pytest -m "not e2e" --basetemp="$logs/spark-tmp" "$@" "$SPARK_TIER" \
+"$PY" -m pytest -m "not e2e and not soak" --basetemp="$logs/spark-tmp" "$@" "$SPARK_TIER" \
   >"$logs/spark.log" 2>&1 &
 spark=$!
-"$PY" -m pytest -m "not e2e" --basetemp="$logs/rest-tmp" --ignore="$SPARK_TIER" "$@"
+"$PY" -m pytest -m "not e2e and not soak" --basetemp="$logs/rest-tmp" --ignore="$SPARK_TIER" "$@"
 rc=$?
 bash scripts/kind/up.sh >"$logs/kubeconfig" 2>"$logs/up.log" &
 up=$!

@@ -209,7 +209,10 @@ class _Reader(threading.Thread):
             self.error = exc
 
 
-# One election serves all six readers (3 read paths x both failOnDataLoss settings).
+# Not in CI (`make test-soak`): forcing the unclean election on CI's loaded machine times out
+# (the controller's answers, 10 s each, did not come for 240 s in session 11's CI run; 48 s on a
+# quiet machine). One election serves all six readers (3 read paths x both failOnDataLoss).
+@pytest.mark.soak
 def test_a_log_truncated_under_the_reader_is_never_read_past_silently(own_cluster):
     """KIP-320 on every read path: after the unclean election each reader's position (1550:
     its last 50 records wait in a batch of 100) is past where the new leader's log diverges
