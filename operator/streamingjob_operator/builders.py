@@ -155,12 +155,13 @@ def build_job_configmap(
 
 
 def build_report_configmap(job: dict[str, Any]) -> dict[str, Any]:
+    """The runner's report, without data: its keys are the runner's (a merge patch), never
+    in the operator's applied fields."""
     name = job["metadata"]["name"]
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": _meta(job, report_configmap_name(name)),
-        "data": {},
     }
 
 

@@ -75,5 +75,5 @@ class Finalizer:
                 "the store's lifecycle rules for others",
             )
             return
-        self.api.apply(build_cleanup_job(job, spec, path, cleanup_job_name(name)), replace=False)
+        self.api.create_once(build_cleanup_job(job, spec, path, cleanup_job_name(name)))
         self.api.post_event(job, "Normal", "CheckpointDeleted", f"cleanup Job deletes {path}")

@@ -100,17 +100,20 @@ def _client_rejection(exc: ValidationError) -> Rejection:
     return Rejection(422, "; ".join(f"{p}: {m}" for p, m in causes), tuple(causes))
 
 
-# Children the operator applies: API client, method suffix, and how an existing object is
-# updated (replace where our content is the whole object, patch where the server adds fields).
+# Children the operator applies: API client and method suffix.
 _CHILD_APIS = {
-    "ConfigMap": ("core", "config_map", "replace"),
-    "Service": ("core", "service", "patch"),
-    "ServiceAccount": ("core", "service_account", "patch"),
-    "Role": ("rbac", "role", "replace"),
-    "RoleBinding": ("rbac", "role_binding", "replace"),
-    "Job": ("batch", "job", "patch"),
-    "PodDisruptionBudget": ("policy", "pod_disruption_budget", "patch"),
+    "ConfigMap": ("core", "config_map"),
+    "Service": ("core", "service"),
+    "ServiceAccount": ("core", "service_account"),
+    "Role": ("rbac", "role"),
+    "RoleBinding": ("rbac", "role_binding"),
+    "Job": ("batch", "job"),
+    "PodDisruptionBudget": ("policy", "pod_disruption_budget"),
 }
+# Server-side apply: the fields the operator sets on its children are owned by this manager;
+# fields other controllers set (a Service's clusterIP, a mesh's annotations) stay theirs.
+FIELD_MANAGER = "streamingjob-operator"
+APPLY_PATCH = "application/apply-patch+yaml"  # JSON is YAML: the body goes as JSON
 NODE_LEASE_NAMESPACE = "kube-node-lease"
 # client methods that change state: the write gate sees each of them (dry runs are named
 # dry_run_*, so they pass)
@@ -386,34 +389,40 @@ class KubeApi:
 
     # --- other children ----------------------------------------------------------------
 
-    def _kind_api(self, kind: str) -> tuple[Callable, Callable, Callable, Callable]:
-        """(create, update, read, delete) of a child kind."""
+    def _kind_api(self, kind: str, verb: str) -> Callable[..., Any]:
+        """The client method `verb` (create, patch, delete) of a child kind."""
         if kind not in _CHILD_APIS:
             raise ValueError(f"unsupported kind {kind}")
-        client, suffix, update = _CHILD_APIS[kind]
-        api = getattr(self, client)
-        verbs = ("create", update, "read", "delete")
-        return tuple(getattr(api, f"{verb}_namespaced_{suffix}") for verb in verbs)
+        client, suffix = _CHILD_APIS[kind]
+        return getattr(getattr(self, client), f"{verb}_namespaced_{suffix}")
 
-    def apply(self, obj: dict[str, Any], *, replace: bool = True, exists: bool = False) -> None:
-        """Make the object exist with our content. replace=False: create only (keep an
-        existing one). `exists` says which call is likely to succeed first: an update when
-        the object was applied before, a create when it is new (the other one follows only
-        on 404 / 409), so either way one call is the usual cost."""
+    def apply(self, obj: dict[str, Any]) -> None:
+        """Server-side apply of our content: one call whether the object exists or not,
+        and no write when nothing changed. Forced: a field of ours another manager took
+        over is ours again (the operator owns its children's content)."""
         kind, meta = obj["kind"], obj["metadata"]
-        what = f"apply {kind} {meta['namespace']}/{meta['name']}"
-        create, update, _read, _delete = self._kind_api(kind)
-        if replace and exists:
-            try:
-                self._send(what, update, meta["name"], meta["namespace"], obj)
-                return
-            except NotFoundError:
-                pass
-        try:
-            self._send(what, create, meta["namespace"], obj)
-        except ConflictError:
-            if replace:  # it exists already (or was created concurrently): overwrite with ours
-                self._send(what, update, meta["name"], meta["namespace"], obj)
+        self._send(
+            f"apply {kind} {meta['namespace']}/{meta['name']}",
+            self._kind_api(kind, "patch"),
+            meta["name"],
+            meta["namespace"],
+            obj,
+            field_manager=FIELD_MANAGER,
+            force=True,
+            _content_type=APPLY_PATCH,
+        )
+
+    def create_once(self, obj: dict[str, Any]) -> None:
+        """Creates the object unless it exists (then it is left as it is: its content is
+        another writer's, or cannot change)."""
+        kind, meta = obj["kind"], obj["metadata"]
+        with contextlib.suppress(ConflictError):
+            self._send(
+                f"create {kind} {meta['namespace']}/{meta['name']}",
+                self._kind_api(kind, "create"),
+                meta["namespace"],
+                obj,
+            )
 
     def get_configmap(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
@@ -427,11 +436,10 @@ class KubeApi:
             return None
 
     def delete(self, kind: str, namespace: str, name: str) -> None:
-        _c, _u, _r, delete = self._kind_api(kind)
         with contextlib.suppress(NotFoundError):
             self._send(
                 f"delete {kind} {namespace}/{name}",
-                delete,
+                self._kind_api(kind, "delete"),
                 name,
                 namespace,
                 body=client.V1DeleteOptions(propagation_policy="Background"),

@@ -18,8 +18,6 @@ for people, so the next action does not wait for them.
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
 import logging
 import time
 from dataclasses import dataclass
@@ -119,9 +117,6 @@ class Reconciler:
             resync_seconds=settings.resync_seconds,
             history_limit=settings.history_limit,
         )
-        # children applied by this process (uid, kind, name) → content digest; a restarted
-        # operator applies them again once
-        self._applied: dict[tuple[str, str, str], str] = {}
         # (uid, generation) whose spec passed the checks without Secrets (validation.py)
         self._valid: set[tuple[str, int]] = set()
         self.offsets_runner = run_offsets_action  # spec.offsetsAction's Kafka side
@@ -599,32 +594,18 @@ class Reconciler:
     def _apply_children(
         self, job: dict[str, Any], spec: StreamingJobSpec, st: StreamingJobStatus
     ) -> None:
-        """The launch's children besides the driver: the stable ones once per job uid and
-        content, the job ConfigMap (the manifest of this launch) always."""
-        meta = job["metadata"]
-        # children of a job launched before exist, most likely: update first, else create first
-        relaunch = (st.epoch, st.attempt) != (1, 1)
-        children = [
-            build_service(job),
-            build_report_configmap(job),
-            build_disruption_budget(job, spec),
-        ]
+        """The launch's children besides the driver, each one server-side apply: one call
+        whether it exists or not, no write where nothing changed."""
+        children = [build_service(job), build_report_configmap(job)]
+        children.append(build_disruption_budget(job, spec))
         if spec.service_account_name is None:
             role = build_role(job, st.driver_pod, spec.executor.instances)  # names this driver's
             children += [build_service_account(job), role, build_role_binding(job)]
         if spec.spark_ui.enabled:
             children.append(build_ui_service(job))
-        for child in children:  # stable children: applied once per job uid and content
-            key = (meta["uid"], child["kind"], child["metadata"]["name"])
-            digest = hashlib.sha256(json.dumps(child, sort_keys=True).encode()).hexdigest()
-            if self._applied.get(key) != digest:
-                keep = child["kind"] in ("ConfigMap", "ServiceAccount")  # report, account
-                self.api.apply(child, replace=not keep, exists=key in self._applied or relaunch)
-                self._applied[key] = digest
-        manifest = build_job_configmap(job, spec, st.avoid_nodes)  # this launch's, always
-        key = (meta["uid"], manifest["kind"], manifest["metadata"]["name"])
-        self.api.apply(manifest, exists=key in self._applied or relaunch)
-        self._applied[key] = ""
+        children.append(build_job_configmap(job, spec, st.avoid_nodes))  # this launch's
+        for child in children:
+            self.api.apply(child)
 
     def _launch(
         self, job: dict[str, Any], spec: StreamingJobSpec, decision: Decision

@@ -35,14 +35,10 @@ OPERATOR_CALLS = {
     (API_GROUP, f"{PLURAL}/status", "update"),  # KubeApi.replace_status (PUT)
     (API_GROUP, f"{PLURAL}/finalizers", "update"),  # blockOwnerDeletion on children
     *(("", "pods", v) for v in ("list", "watch", "create", "delete")),
-    *(("", "configmaps", v) for v in ("get", "create", "update", "delete")),
-    *(("", "services", v) for v in ("create", "patch", "delete")),  # apply() patches Services
-    *(("", "serviceaccounts", v) for v in ("create", "delete")),  # create-only apply
-    *(
-        ("rbac.authorization.k8s.io", r, v)
-        for r in ("roles", "rolebindings")
-        for v in ("create", "update", "delete")
-    ),
+    # children: server-side apply (KubeApi.apply: a PATCH, and `create` when it creates)
+    *(("", "configmaps", v) for v in ("get", "create", "patch", "delete")),
+    *(("", r, v) for r in ("services", "serviceaccounts") for v in ("create", "patch", "delete")),
+    *(("rbac.authorization.k8s.io", r, v) for r in ("roles", "rolebindings") for v in ("create", "patch", "delete")),
     ("", "secrets", "get"),
     ("", "events", "create"),
     ("batch", "jobs", "create"),  # the checkpoint cleanup Job, create-only

@@ -126,20 +126,18 @@ tests/unit/test_chart.py asserts the union is exactly the expected set.
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["list", "watch", "create", "delete"]
-# Job/report ConfigMaps (the report is read), the headless driver Service.
+# The children, by server-side apply (a PATCH; the API server asks for `create` too when it
+# creates): job/report ConfigMaps (the report is read), the driver Services, ServiceAccount,
+# Role and RoleBinding.
 - apiGroups: [""]
   resources: ["configmaps"]
-  verbs: ["get", "create", "update", "delete"]
+  verbs: ["get", "create", "patch", "delete"]
 - apiGroups: [""]
-  resources: ["services"]
+  resources: ["services", "serviceaccounts"]
   verbs: ["create", "patch", "delete"]
-# The driver's ServiceAccount, Role and RoleBinding.
-- apiGroups: [""]
-  resources: ["serviceaccounts"]
-  verbs: ["create", "delete"]
 - apiGroups: ["rbac.authorization.k8s.io"]
   resources: ["roles", "rolebindings"]
-  verbs: ["create", "update", "delete"]
+  verbs: ["create", "patch", "delete"]
 # Kafka credentials are checked (never stored); Events on jobs; the checkpoint cleanup Job.
 - apiGroups: [""]
   resources: ["secrets"]

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from streamingjob_operator.k8s import KubeApi
+from streamingjob_operator.naming import job_configmap_name, service_name
 from streamingjob_operator.reconcile import Reconciler
 from streamingjob_operator.settings import OperatorSettings
 from tests.integration.operator.kube_helpers import Kube, job_spec, operator_env
@@ -41,13 +42,13 @@ class CountingApi(KubeApi):
         return names
 
 
-CHILD_CREATES = {
-    "create_namespaced_service": 1,
-    "create_namespaced_config_map": 2,  # report, job manifest
-    "create_namespaced_service_account": 1,
-    "create_namespaced_role": 1,
-    "create_namespaced_role_binding": 1,
-    "create_namespaced_pod_disruption_budget": 1,
+CHILD_APPLIES = {  # server-side apply: one call each, created or not
+    "patch_namespaced_service": 1,
+    "patch_namespaced_config_map": 2,  # report, job manifest
+    "patch_namespaced_service_account": 1,
+    "patch_namespaced_role": 1,
+    "patch_namespaced_role_binding": 1,
+    "patch_namespaced_pod_disruption_budget": 1,
 }
 
 
@@ -69,7 +70,7 @@ def test_first_launch_and_relaunch_calls(kube: Kube, apiserver, ns: str):
             "get_namespaced_custom_object": 2,
             "list_namespaced_pod": 2,  # observe, fencing
             "replace_namespaced_custom_object_status": 2,  # Launching (write-ahead), Created
-            **CHILD_CREATES,  # created first: a new job has none (no update answered 404)
+            **CHILD_APPLIES,
             "dry_run_create_namespaced_pod": 2,  # driver and executor, once per generation
             "create_namespaced_pod": 1,
             "create_namespaced_event": 2,  # Launching, Launched: after the steps
@@ -89,8 +90,7 @@ def test_first_launch_and_relaunch_calls(kube: Kube, apiserver, ns: str):
             "list_namespaced_pod": 2,  # observe, fencing: the delete completed at once (200)
             "read_namespaced_config_map": 1,  # the runner's report
             "delete_namespaced_pod": 1,
-            "replace_namespaced_config_map": 1,  # this launch's manifest, updated first
-            "replace_namespaced_role": 1,  # the driver Role names this driver's executors
+            **CHILD_APPLIES,  # again: no write where nothing changed (the Role names the driver)
             "create_namespaced_pod": 1,
             "create_namespaced_event": 3,  # DriverFailed, BackOff, Launched
         }
@@ -108,10 +108,36 @@ def test_first_launch_and_relaunch_calls(kube: Kube, apiserver, ns: str):
 def _check_order(calls: list[str]) -> None:
     create = calls.index("create_namespaced_pod")
     assert calls[create - 1] == "list_namespaced_pod"  # fencing: a direct list right before
-    first_write = next(i for i, c in enumerate(calls) if c.startswith(("create_", "delete_")))
+    writes = ("create_", "delete_", "patch_")
+    first_write = next(i for i, c in enumerate(calls) if c.startswith(writes))
     # write-ahead: the decision is in status before anything is created or deleted
     assert "replace_namespaced_custom_object_status" in calls[:first_write]
     # events are posted when the reconcile is done
     assert all(
         c == "create_namespaced_event" for c in calls[calls.index("create_namespaced_event") :]
     )
+
+
+def test_relaunch_keeps_other_managers_fields_and_restores_ours(kube: Kube, apiserver, ns: str):
+    """Server-side apply: a field another controller added to a child (an annotation on the
+    Service) survives the next launch; a field of ours someone changed (the job ConfigMap's
+    manifest) is ours again."""
+    spec = job_spec()
+    spec["restartPolicy"]["backoff"] = {"baseSeconds": 0, "capSeconds": 0}
+    kube.create_job(ns, "owned", spec)
+    with operator_env(apiserver.kubeconfig):
+        reconciler = Reconciler(KubeApi(), OperatorSettings.from_env())
+        reconciler.reconcile(ns, "owned")
+        core, service, manifest = kube.core, service_name("owned"), job_configmap_name("owned")
+        ours = core.read_namespaced_config_map(manifest, ns).data
+        mesh = {"metadata": {"annotations": {"mesh.example/inject": "true"}}}
+        core.patch_namespaced_service(service, ns, mesh, field_manager="mesh")
+        tampered = {"data": dict.fromkeys(ours, "tampered")}
+        core.patch_namespaced_config_map(manifest, ns, tampered, field_manager="someone")
+
+        kube.set_terminated(ns, "owned-e1-a1-driver", 1)
+        reconciler.reconcile(ns, "owned")
+        assert kube.driver_names(ns) == ["owned-e1-a2-driver"]
+        annotations = core.read_namespaced_service(service, ns).metadata.annotations
+        assert annotations == {"mesh.example/inject": "true"}
+        assert core.read_namespaced_config_map(manifest, ns).data == ours
