@@ -86,6 +86,13 @@ e2e: ## End-to-end tests on an offline kind cluster (node image + images cached)
 	STREAMJOB_E2E_KUBECONFIG=$$kubeconfig $(PY) -m pytest -m e2e $(PYTEST_ARGS); rc=$$?; \
 	bash scripts/kind/down.sh; exit $$rc
 
+.PHONY: demo demo-down
+demo: toolchain helm ## The orders job on kind in one command (cluster, images, operator, Kafka, MinIO), then what to try
+	$(TREE) $(PY) -m tests.e2e.demo
+
+demo-down: ## Delete the demo's kind cluster (the caches stay)
+	$(TREE) $(PY) -m tests.e2e.demo down
+
 .PHONY: crd
 crd: ## Regenerate crds/streamingjob.yaml from the models (a unit test checks for drift)
 	$(TREE) $(PY) -m streamingjob_operator.crd > crds/streamingjob.yaml

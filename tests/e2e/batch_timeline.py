@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from tests.e2e.conftest import Kube
+from tests.e2e.bed import Kube
 
 
 @dataclass(frozen=True)

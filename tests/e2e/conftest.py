@@ -8,170 +8,39 @@ STREAMJOB_E2E_KEEP=1 to keep it for the next run).
 
 from __future__ import annotations
 
-import base64
 import json
-import math
 import os
-import re
-import subprocess
-import time
-import tomllib
 import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from pathlib import Path
-from typing import TypeVar
+from collections.abc import Iterator
 
 import pytest
 
-from tests.support import polling
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-T = TypeVar("T")
-# A watch is re-established (after a fresh list) this often: a stalled watch stream costs at
-# most this long instead of the whole wait.
-WATCH_RELIST_S = 5
-
-
-def _script(*args: str) -> str:
-    """Runs a project script; its stdout is its answer, its stderr goes to the test log."""
-    done = subprocess.run(
-        ["bash", *args], cwd=REPO_ROOT, check=True, stdout=subprocess.PIPE, text=True
-    )
-    return done.stdout.strip().splitlines()[-1]
-
-
-def project_version() -> str:
-    return tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["version"]
-
-
-def kafka_version() -> str:
-    pom = (REPO_ROOT / "scripts" / "kafka" / "pom.xml").read_text()
-    match = re.search(r"<kafka.version>([^<]+)</kafka.version>", pom)
-    assert match, "no <kafka.version> in scripts/kafka/pom.xml"
-    return match.group(1)
-
-
-@dataclass(frozen=True)
-class Images:
-    """The project's image tags, as images/build.sh tags them and up.sh loads them."""
-
-    spark: str
-    operator: str
-    kafka: str
+from tests.e2e.bed import (
+    KAFKA_NAMESPACE,
+    OPERATOR_NAMESPACE,
+    Helm,
+    Images,
+    KafkaClient,
+    KafkaLogin,
+    Kube,
+    ObjectStore,
+    helm_for,
+    install_operator,
+    kind_down,
+    kind_up,
+    kubectl_for,
+    project_images,
+    read_kafka_login,
+    start_kafka,
+    start_kafka_client,
+    start_object_store,
+    uninstall_operator,
+)
 
 
 @pytest.fixture(scope="session")
 def images() -> Images:
-    version = project_version()
-    return Images(
-        spark=f"streamingjob/spark:{version}",
-        operator=f"streamingjob/operator:{version}",
-        kafka=f"streamingjob/kafka:{kafka_version()}-{version}",
-    )
-
-
-# The test services run on the control plane, the jobs on the workers (scripts/kind/up.sh).
-ON_CONTROL_PLANE = {
-    "nodeSelector": {"node-role.kubernetes.io/control-plane": ""},
-    "tolerations": [
-        {
-            "key": "node-role.kubernetes.io/control-plane",
-            "operator": "Exists",
-            "effect": "NoSchedule",
-        }
-    ],
-}
-
-
-class Kube:
-    """kubectl against the e2e cluster; every call raises on failure with kubectl's stderr."""
-
-    def __init__(self, kubectl: str, kubeconfig: str):
-        self.base = [kubectl, "--kubeconfig", kubeconfig]
-        self.kubeconfig = kubeconfig
-        self._core = None
-
-    def run(self, *args: str, input: str | None = None, timeout: float = 120) -> str:
-        done = subprocess.run(
-            [*self.base, *args], input=input, capture_output=True, text=True, timeout=timeout
-        )
-        if done.returncode != 0:
-            raise RuntimeError(f"kubectl {' '.join(args)} failed: {done.stderr.strip()}")
-        return done.stdout
-
-    def apply(self, manifest: str, namespace: str) -> None:
-        self.run("apply", "-n", namespace, "-f", "-", input=manifest)
-
-    def get(self, kind: str, name: str, namespace: str) -> dict:
-        return json.loads(self.run("get", kind, name, "-n", namespace, "-o", "json"))
-
-    def logs(self, pod: str, namespace: str) -> str:
-        return self.run("logs", pod, "-n", namespace)
-
-    def wait_pod_done(self, pod: str, namespace: str, timeout: float = 300) -> str:
-        """Waits until the pod Succeeded or Failed and returns the phase."""
-        deadline = time.monotonic() + timeout
-        phase = "Unknown"
-        while time.monotonic() < deadline:
-            phase = self.get("pod", pod, namespace).get("status", {}).get("phase", "Unknown")
-            if phase in ("Succeeded", "Failed"):
-                return phase
-            time.sleep(1)
-        raise TimeoutError(
-            f"pod {namespace}/{pod} still {phase} after {timeout}s:\n"
-            + self.run("describe", "pod", pod, "-n", namespace)
-        )
-
-    def wait_configmap(
-        self,
-        name: str,
-        namespace: str,
-        accept: Callable[[dict], T | None],
-        timeout: float,
-        what: str,
-    ) -> T:
-        """The first truthy `accept(data)` of the ConfigMap, on a watch instead of a poll: the
-        scenarios time restarts that are CPU-bound on a small machine, and a kubectl process
-        per poll would compete with them (and add its own latency to the measurement)."""
-        from kubernetes import client, config, watch
-
-        if self._core is None:
-            self._core = client.CoreV1Api(config.new_client_from_config(self.kubeconfig))
-        selector = f"metadata.name={name}"
-        deadline = time.monotonic() + timeout
-        last: dict | None = None
-        while (remaining := deadline - time.monotonic()) > 0:
-            listed = self._core.list_namespaced_config_map(namespace, field_selector=selector)
-            for item in listed.items:
-                last = item.data or {}
-                if found := accept(last):
-                    return found
-            stream = watch.Watch().stream(
-                self._core.list_namespaced_config_map, namespace, field_selector=selector,
-                resource_version=listed.metadata.resource_version,
-                timeout_seconds=max(1, math.ceil(min(remaining, WATCH_RELIST_S))),
-            )  # fmt: skip
-            try:
-                for event in stream:
-                    if event["type"] in ("ADDED", "MODIFIED"):
-                        last = event["object"].data or {}
-                        if found := accept(last):
-                            return found
-            except client.ApiException as exc:
-                if exc.status != 410:  # 410: the resourceVersion expired; list again
-                    raise
-        raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last}")
-
-    def wait_ready(self, pod: str, namespace: str, timeout: float = 240) -> None:
-        try:
-            self.run(
-                "wait", "--for=condition=Ready", f"pod/{pod}", "-n", namespace,
-                f"--timeout={int(timeout)}s", timeout=timeout + 30,
-            )  # fmt: skip
-        except RuntimeError as exc:
-            detail = self.run("describe", "pod", pod, "-n", namespace)
-            raise AssertionError(f"{exc}\n{detail}") from exc
+    return project_images()
 
 
 @pytest.fixture(scope="session")
@@ -180,16 +49,15 @@ def kubeconfig() -> Iterator[str]:
     if given:
         yield given
         return
-    path = _script("scripts/kind/up.sh")
+    path = kind_up()
     yield path
     if os.environ.get("STREAMJOB_E2E_KEEP") != "1":
-        subprocess.run(["bash", "scripts/kind/down.sh"], cwd=REPO_ROOT, check=False)
+        kind_down()
 
 
 @pytest.fixture(scope="session")
 def kube(kubeconfig: str) -> Kube:
-    bin_dir = _script("scripts/k8s-toolchain.sh", "all")
-    return Kube(str(Path(bin_dir) / "kubectl"), kubeconfig)
+    return kubectl_for(kubeconfig)
 
 
 @pytest.fixture
@@ -201,419 +69,39 @@ def namespace(kube: Kube) -> Iterator[str]:
     kube.run("delete", "namespace", name, "--wait=false")
 
 
-# -- the operator, Kafka and a client pod, shared by the scenarios ------------------------------
-
-CLUSTER = os.environ.get("STREAMJOB_KIND_CLUSTER", "streamingjob-e2e")
-OPERATOR_NAMESPACE = "streamingjob-system"
-RELEASE = "streamingjob"
-CHART = REPO_ROOT / "charts" / "streamingjob-operator"
-KAFKA_NAMESPACE = "kafka"  # examples/kind/kafka.yaml
-BOOTSTRAP = "kafka.kafka.svc.cluster.local:9092"
-STORAGE_NAMESPACE = "storage"  # examples/kind/minio.yaml
-BUCKET = "streamingjob"
-
-
-def wait_for(what: str, probe, timeout: float = 180, interval: float = 0.5):
-    """`tests.support.polling.wait_for` with the scenarios' argument order and pace."""
-    return polling.wait_for(probe, timeout, what, interval)
-
-
-def committed_batch(report: dict, epoch: int, attempt: int) -> dict | None:
-    """The report if the run (epoch, attempt) committed a batch after its start."""
-    if (report.get("epoch"), report.get("attempt")) != (epoch, attempt):
-        return None
-    batch = report.get("latestBatch") or {}
-    restored = report.get("restoredBatch")
-    if batch.get("batchId") is None or batch["batchId"] <= (-1 if restored is None else restored):
-        return None
-    return report
-
-
-class Helm:
-    def __init__(self, helm: str, kubeconfig: str):
-        self.base = [helm, "--kubeconfig", kubeconfig]
-
-    def run(self, *args: str, timeout: float = 300) -> str:
-        done = subprocess.run([*self.base, *args], capture_output=True, text=True, timeout=timeout)
-        if done.returncode != 0:
-            raise RuntimeError(f"helm {' '.join(args)} failed: {done.stderr.strip()}")
-        return done.stdout
-
-
 @pytest.fixture(scope="session")
 def helm(kubeconfig: str) -> Helm:
-    bin_dir = _script("scripts/k8s-toolchain.sh", "helm")
-    return Helm(str(Path(bin_dir) / "helm"), kubeconfig)
-
-
-# Values of the e2e install: the image loaded by up.sh, never pulled, short polls, and the
-# operator on the control plane (a worker it runs on may be drained or lost by a test).
-OPERATOR_VALUES = [
-    "--set", "image.pullPolicy=Never",
-    "--set", "config.kafkaPollSeconds=5",
-    "--set", "config.resyncSeconds=10",
-    "--set", "config.fencingPollSeconds=1",
-    "--set-json", f"nodeSelector={json.dumps(ON_CONTROL_PLANE['nodeSelector'])}",
-    "--set-json", f"tolerations={json.dumps(ON_CONTROL_PLANE['tolerations'])}",
-]  # fmt: skip
+    return helm_for(kubeconfig)
 
 
 @pytest.fixture(scope="session")
 def operator_release(kube: Kube, helm: Helm, images: Images) -> Iterator[str]:
-    """`helm install` of the chart (a release left by a kept cluster is uninstalled first)."""
-    if RELEASE in helm.run("list", "-n", OPERATOR_NAMESPACE, "-q"):
-        helm.run("uninstall", RELEASE, "-n", OPERATOR_NAMESPACE, "--wait")
-    # Helm never upgrades crds/: a CRD left by an older run is replaced like the README says.
-    kube.run("apply", "--server-side", "--force-conflicts", "-f", str(CHART / "crds"))
-    tag = images.operator.rsplit(":", 1)[1]
-    helm.run(
-        "install", RELEASE, str(CHART), "-n", OPERATOR_NAMESPACE, "--create-namespace",
-        "--set", f"image.tag={tag}", *OPERATOR_VALUES, "--wait", "--timeout", "180s",
-    )  # fmt: skip
-    yield RELEASE
+    release = install_operator(kube, helm, images)
+    yield release
     if os.environ.get("STREAMJOB_E2E_KEEP") != "1":
-        helm.run("uninstall", RELEASE, "-n", OPERATOR_NAMESPACE, "--wait")
-
-
-# examples/kind/kafka.yaml: the StatefulSet kafka (kafka-0..2, each broker and controller,
-# RF 3, min.insync.replicas 2) behind the bootstrap Service kafka; the brokers advertise their
-# own names under the headless Service kafka-brokers, so their certificate names them too.
-BROKERS = 3
-BROKER_PODS = [f"kafka-{n}" for n in range(BROKERS)]
-KAFKA_HOSTS = [
-    "kafka.kafka.svc.cluster.local",
-    "kafka.kafka.svc",
-    *(f"{pod}.kafka-brokers.kafka.svc.cluster.local" for pod in BROKER_PODS),
-]
-SECURED_BOOTSTRAP = f"{KAFKA_HOSTS[0]}:9094"  # SASL_SSL, SCRAM-SHA-512
-
-
-@dataclass(frozen=True)
-class KafkaLogin:
-    """The SASL_SSL listener's SCRAM user and the CA that signed the broker's certificate:
-    what a job namespace gets as its Secrets kafka-login and kafka-ca."""
-
-    username: str
-    password: str
-    ca_pem: str
-
-    def give_secrets(self, kube: Kube, namespace: str) -> None:
-        for name, data in (
-            ("kafka-login", {"username": self.username, "password": self.password}),
-            ("kafka-ca", {"ca.crt": self.ca_pem}),
-        ):
-            secret = {
-                "apiVersion": "v1",
-                "kind": "Secret",
-                "metadata": {"name": name, "namespace": namespace},
-                "stringData": data,
-            }
-            kube.apply(json.dumps(secret), namespace)
-
-
-def _secret_data(kube: Kube, name: str, namespace: str) -> dict[str, str] | None:
-    try:
-        secret = kube.get("secret", name, namespace)
-    except RuntimeError:
-        return None
-    return {k: base64.b64decode(v).decode() for k, v in (secret.get("data") or {}).items()}
-
-
-def _broker_secrets(kube: Kube, workdir: Path) -> bool:
-    """The broker's certificate (a CA of the test's own, SANs: the Service names) and SCRAM
-    user as the Secrets examples/kind/kafka.yaml mounts; kept when a kept cluster has them.
-    True when they were made now."""
-    kube.run("apply", "-f", "-", input=json.dumps(
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": KAFKA_NAMESPACE}}
-    ))  # fmt: skip
-    tls = _secret_data(kube, "kafka-tls", KAFKA_NAMESPACE)
-    hosts = ",".join(KAFKA_HOSTS)  # a kept cluster's certificate may name other hosts
-    if (
-        tls
-        and "ca.crt" in tls
-        and tls.get("hosts") == hosts
-        and _secret_data(kube, "kafka-scram", KAFKA_NAMESPACE)
-    ):
-        return False
-    from tests.support.tls import Authority
-
-    server = Authority.create(workdir).issue(KAFKA_HOSTS)
-    secrets = [
-        ("kafka-tls", "kubernetes.io/tls", {
-            "tls.crt": server.cert.read_text(),
-            "tls.key": server.key.read_text(),
-            "ca.crt": server.ca.read_text(),
-            "hosts": hosts,
-        }),
-        ("kafka-scram", "Opaque", {"username": "orders", "password": uuid.uuid4().hex}),
-    ]  # fmt: skip
-    for name, kind, data in secrets:
-        secret = {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "type": kind,
-            "metadata": {"name": name, "namespace": KAFKA_NAMESPACE},
-            "stringData": data,
-        }
-        kube.apply(json.dumps(secret), KAFKA_NAMESPACE)
-    return True
+        uninstall_operator(helm)
 
 
 @pytest.fixture(scope="session")
 def kafka_broker(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> str:
-    """The replicated cluster of examples/kind/kafka.yaml with its SASL_SSL listeners; its
-    PLAINTEXT bootstrap address inside the cluster (the tests' own tools)."""
-    made = _broker_secrets(kube, tmp_path_factory.mktemp("kafka-tls"))
-    # a kept cluster of an older bed may run the single broker of a Deployment
-    kube.run("delete", "deployment", "kafka", "-n", KAFKA_NAMESPACE, "--ignore-not-found")
-    existed = bool(kube.run("get", "statefulset", "-n", KAFKA_NAMESPACE, "-o", "name"))
-    kube.run("apply", "-f", str(REPO_ROOT / "examples" / "kind" / "kafka.yaml"))
-    if made and existed:  # a kept cluster's brokers started without these Secrets
-        kube.run("delete", "pods", "-n", KAFKA_NAMESPACE, "-l", "app=kafka", "--wait=false")
-    kube.run(
-        "rollout", "status", "statefulset/kafka", "-n", KAFKA_NAMESPACE, "--timeout=240s",
-        timeout=270,
-    )  # fmt: skip
-    return BOOTSTRAP
+    return start_kafka(kube, tmp_path_factory.mktemp("kafka-tls"))
 
 
 @pytest.fixture(scope="session")
 def kafka_login(kube: Kube, kafka_broker: str) -> KafkaLogin:
-    scram = _secret_data(kube, "kafka-scram", KAFKA_NAMESPACE) or {}
-    tls = _secret_data(kube, "kafka-tls", KAFKA_NAMESPACE) or {}
-    return KafkaLogin(scram["username"], scram["password"], tls["ca.crt"])
-
-
-KAFKA_TOOL = r"""
-import json, os, sys, time
-from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
-command, bootstrap, topic, *rest = sys.argv[1:]
-
-def produce_ids(producer, ids):
-    for n in ids:
-        producer.produce(topic, key=str(n).encode(), value=json.dumps({"id": n}).encode())
-        producer.poll(0)
-
-def partitions(consumer):
-    return sorted(consumer.list_topics(topic, timeout=20).topics[topic].partitions)
-
-def producer():  # acks=all (librdkafka's default), no duplicates when a leader moves
-    return Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True})
-
-if command == "create-topic":  # partitions, replication factor
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, int(rest[0]), int(rest[1]))])[topic].result(60)
-elif command == "produce":
-    producer = producer()
-    produce_ids(producer, range(int(rest[0]), int(rest[1])))
-    assert producer.flush(60) == 0
-elif command == "produce-loop":  # start, rate/s, stop file: prints the id after the last one
-    start, rate, stop = int(rest[0]), float(rest[1]), rest[2]
-    producer = producer()
-    n, began = start, time.monotonic()
-    while not os.path.exists(stop):
-        due = start + int((time.monotonic() - began) * rate)
-        produce_ids(producer, range(n, max(n, due)))
-        n = max(n, due)
-        time.sleep(0.02)
-    assert producer.flush(60) == 0
-    print("PRODUCED", n, flush=True)
-elif command == "offsets":  # {"group": {p: o|None}, "end": {p: o}}
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": rest[0]})
-    tps = [TopicPartition(topic, p) for p in partitions(consumer)]
-    group = {tp.partition: (tp.offset if tp.offset >= 0 else None)
-             for tp in consumer.committed(tps, timeout=20)}
-    end = {tp.partition: consumer.get_watermark_offsets(tp, timeout=20)[1] for tp in tps}
-    consumer.close()
-    print(json.dumps({"group": group, "end": end}))
-elif command == "cluster":  # {"brokers": [id], "partitions": {p: {leader, replicas, isr}}}
-    metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=20)
-    found = metadata.topics.get(topic)
-    partitions = {p: {"leader": m.leader, "replicas": m.replicas, "isr": m.isrs}
-                  for p, m in (found.partitions if found and not found.error else {}).items()}
-    print(json.dumps({"brokers": sorted(metadata.brokers), "partitions": partitions}))
-"""
-
-
-class KafkaClient:
-    """Kafka from inside the cluster: `kubectl exec` into a long-running client pod of the
-    Spark image (it has confluent-kafka); the broker advertises its Service name only."""
-
-    POD = "kafka-client"
-
-    def __init__(self, kube: Kube, bootstrap: str):
-        self.kube, self.bootstrap = kube, bootstrap
-
-    def command(self, *args: str) -> list[str]:
-        return [
-            *self.kube.base, "exec", "-n", KAFKA_NAMESPACE, self.POD, "--",
-            "python", "-c", KAFKA_TOOL, *args,
-        ]  # fmt: skip
-
-    def run(self, *args: str, timeout: float = 120) -> str:
-        done = subprocess.run(self.command(*args), capture_output=True, text=True, timeout=timeout)
-        if done.returncode != 0:
-            raise RuntimeError(f"kafka tool {args[:3]} failed: {done.stderr.strip()}")
-        return done.stdout
-
-    def create_topic(self, topic: str, partitions: int = 3, replicas: int = BROKERS) -> None:
-        self.run("create-topic", self.bootstrap, topic, str(partitions), str(replicas))
-
-    def produce(self, topic: str, start: int, stop: int) -> None:
-        self.run("produce", self.bootstrap, topic, str(start), str(stop))
-
-    def offsets(self, topic: str, group: str) -> tuple[dict[int, int | None], dict[int, int]]:
-        answer = json.loads(self.run("offsets", self.bootstrap, topic, group))
-        group_offsets = {int(p): o for p, o in answer["group"].items()}
-        return group_offsets, {int(p): o for p, o in answer["end"].items()}
-
-    def cluster(self, topic: str = "") -> dict:
-        """The registered brokers' ids and, for `topic`, each partition's leader, replicas
-        and in-sync replicas ({"brokers": [...], "partitions": {p: {...}}})."""
-        answer = json.loads(self.run("cluster", self.bootstrap, topic or "-"))
-        answer["partitions"] = {int(p): m for p, m in answer["partitions"].items()}
-        return answer
-
-    def wait_in_sync(self, topic: str = "", timeout: float = 180) -> dict:
-        """Until all brokers are registered and every partition of `topic` has a leader and
-        all its replicas in sync (a Ready pod is not yet a broker the cluster knows)."""
-
-        def whole() -> dict | None:
-            try:
-                found = self.cluster(topic)
-            except (RuntimeError, subprocess.TimeoutExpired):
-                return None
-            parts = found["partitions"].values()
-            in_sync = all(m["leader"] >= 0 and set(m["isr"]) == set(m["replicas"]) for m in parts)
-            return found if len(found["brokers"]) == BROKERS and in_sync else None
-
-        return wait_for(f"{BROKERS} brokers, {topic or 'no topic'} in sync", whole, timeout, 1)
-
-
-class ProducerLoop:
-    """Produces ids start, start+1, ... at a steady rate until stopped; stop() returns the
-    id after the last one produced (all of them flushed)."""
-
-    def __init__(self, client: KafkaClient, topic: str, start: int, rate: float = 20):
-        self.client = client
-        self.stop_file = f"/tmp/stop-{uuid.uuid4().hex[:8]}"
-        args = ("produce-loop", client.bootstrap, topic, str(start), str(rate), self.stop_file)
-        self.process = subprocess.Popen(
-            client.command(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
-
-    def stop(self) -> int:
-        self.client.kube.run(
-            "exec", "-n", KAFKA_NAMESPACE, KafkaClient.POD, "--", "touch", self.stop_file
-        )
-        out, err = self.process.communicate(timeout=120)
-        match = re.search(r"PRODUCED (\d+)", out)
-        assert match, f"producer loop failed: {out}\n{err}"
-        return int(match.group(1))
+    return read_kafka_login(kube)
 
 
 @pytest.fixture(scope="session")
 def kafka_client(kube: Kube, kafka_broker: str, images: Images) -> KafkaClient:
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": KafkaClient.POD, "namespace": KAFKA_NAMESPACE},
-        "spec": {
-            "enableServiceLinks": False,
-            "terminationGracePeriodSeconds": 0,
-            **ON_CONTROL_PLANE,
-            "containers": [
-                {
-                    "name": "client",
-                    "image": images.spark,
-                    "imagePullPolicy": "Never",
-                    "command": ["sleep", "infinity"],
-                }
-            ],
-        },
-    }
-    kube.apply(json.dumps(pod), KAFKA_NAMESPACE)
-    kube.wait_ready(KafkaClient.POD, KAFKA_NAMESPACE)
-    client = KafkaClient(kube, kafka_broker)
-    client.wait_in_sync()
-    return client
-
-
-class ObjectStore:
-    """The in-cluster MinIO of examples/kind/minio.yaml, reached from the tests through a
-    `kubectl port-forward` (loopback only) with pyarrow's S3 filesystem."""
-
-    def __init__(self, kube: Kube) -> None:
-        self.kube = kube
-        self.forward: subprocess.Popen[str] | None = None
-        self.port = 0
-
-    @property
-    def credentials(self) -> dict[str, str]:
-        secret = self.kube.get("secret", "minio-root", STORAGE_NAMESPACE)
-        data = {k: base64.b64decode(v).decode() for k, v in secret["data"].items()}
-        return {"accessKeyId": data["user"], "secretAccessKey": data["password"]}
-
-    def connect(self) -> None:
-        """(Re)starts the port-forward; it ends when the pod behind it restarts."""
-        if self.forward is not None and self.forward.poll() is None:
-            return
-        self.forward = subprocess.Popen(
-            [*self.kube.base, "port-forward", "-n", STORAGE_NAMESPACE, "svc/minio", ":9000"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
-        assert self.forward.stdout is not None
-        line = self.forward.stdout.readline()
-        match = re.search(r"127\.0\.0\.1:(\d+)", line)
-        assert match, f"kubectl port-forward said: {line}"
-        self.port = int(match.group(1))
-
-    def filesystem(self):
-        from tests.support.object_store import s3_filesystem
-
-        self.connect()
-        creds = self.credentials
-        return s3_filesystem(
-            f"http://127.0.0.1:{self.port}", creds["accessKeyId"], creds["secretAccessKey"]
-        )
-
-    def give_secret(self, namespace: str, name: str = "s3-credentials") -> None:
-        """The job namespace's copy of the key pair (what spec.s3.credentialsSecret names)."""
-        secret = {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {"name": name, "namespace": namespace},
-            "stringData": self.credentials,
-        }
-        self.kube.apply(json.dumps(secret), namespace)
-
-    def close(self) -> None:
-        if self.forward is not None:
-            self.forward.terminate()
-            self.forward.wait(10)
+    return start_kafka_client(kube, kafka_broker, images)
 
 
 @pytest.fixture(scope="session")
 def object_store(kube: Kube) -> Iterator[ObjectStore]:
-    """MinIO on the control plane, bucket `streamingjob` (examples/kind/minio.yaml)."""
-    kube.run("apply", "-f", str(REPO_ROOT / "examples" / "kind" / "minio.yaml"))
-    kube.run(
-        "rollout", "status", "deployment/minio", "-n", STORAGE_NAMESPACE, "--timeout=240s",
-        timeout=270,
-    )  # fmt: skip
-    store = ObjectStore(kube)
+    store = start_object_store(kube)
     yield store
     store.close()
-
-
-def worker_nodes(kube: Kube) -> list[str]:
-    nodes = json.loads(kube.run("get", "nodes", "-o", "json"))["items"]
-    return sorted(
-        n["metadata"]["name"]
-        for n in nodes
-        if "node-role.kubernetes.io/control-plane" not in n["metadata"].get("labels", {})
-    )
 
 
 # -- containers that restarted or died without the test causing it ------------------------------

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.e2e.conftest import Images, Kube
+from tests.e2e.bed import Images, Kube
 
 pytestmark = pytest.mark.e2e
 

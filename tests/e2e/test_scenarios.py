@@ -33,7 +33,7 @@ import pytest
 import yaml
 
 from tests.e2e.batch_timeline import BatchTimeline
-from tests.e2e.conftest import (
+from tests.e2e.bed import (
     BROKER_PODS,
     BUCKET,
     KAFKA_NAMESPACE,
@@ -41,6 +41,7 @@ from tests.e2e.conftest import (
     OPERATOR_VALUES,
     RELEASE,
     REPO_ROOT,
+    RESTRICTED,
     SECURED_BOOTSTRAP,
     Helm,
     KafkaClient,
@@ -50,13 +51,13 @@ from tests.e2e.conftest import (
     ProducerLoop,
     T,
     committed_batch,
+    job_namespace,
     wait_for,
     worker_nodes,
 )
 from tests.support.file_sink import committed_rows
 
 pytestmark = pytest.mark.e2e
-RESTRICTED = "pod-security.kubernetes.io/enforce"
 
 EXAMPLE = REPO_ROOT / "examples" / "kind" / "orders-job.yaml"
 RESULTS = REPO_ROOT / "bench" / "results" / "e2e.json"
@@ -170,11 +171,7 @@ def job(
     """The orders job as examples/kind/orders-job.yaml has it: SASL_SSL with the Secrets
     kafka-login and kafka-ca, in a namespace that enforces the `restricted` Pod Security
     Standard (the API server refuses any pod of the job that does not comply)."""
-    namespace = f"e2e-{uuid.uuid4().hex[:8]}"
-    kube.run("create", "namespace", namespace)
-    kube.run("label", "namespace", namespace, f"{RESTRICTED}=restricted")
-    object_store.give_secret(namespace)
-    kafka_login.give_secrets(kube, namespace)
+    namespace = job_namespace(kube, object_store, kafka_login, f"e2e-{uuid.uuid4().hex[:8]}")
     suffix = uuid.uuid4().hex[:6]
     state = Job(kube, kafka_client, namespace, object_store, topic=f"orders-{suffix}")
     state.login = kafka_login

@@ -1,0 +1,130 @@
+"""`make demo`: the orders job running on kind, in one command, then what to try.
+
+    python -m tests.e2e.demo        # up: cluster, images, operator, Kafka, MinIO, the job
+    python -m tests.e2e.demo down   # the cluster goes (the caches stay)
+
+The same bed as the e2e tier (tests/e2e/bed.py, which the tier's fixtures call): the kind
+cluster of scripts/kind/up.sh, the operator by `helm install`, the replicated Kafka with its
+SASL_SSL listener, MinIO, and examples/kind/orders-job.yaml in namespace `orders`, which
+enforces the `restricted` Pod Security Standard. Idempotent: a second run reuses the cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+from tests.e2e.bed import (
+    KAFKA_NAMESPACE,
+    OPERATOR_NAMESPACE,
+    REPO_ROOT,
+    KafkaClient,
+    Kube,
+    helm_for,
+    install_operator,
+    job_namespace,
+    kind_down,
+    kind_up,
+    kubectl_for,
+    project_images,
+    read_kafka_login,
+    start_kafka,
+    start_kafka_client,
+    start_object_store,
+    wait_for,
+)
+
+NAMESPACE, JOB, TOPIC = "orders", "orders", "orders"
+ORDERS = 20_000  # produced before the job starts: its first batches have work
+
+
+def say(line: str) -> None:
+    print(f"demo: {line}", file=sys.stderr, flush=True)
+
+
+def up() -> None:
+    say("kind cluster and images (scripts/kind/up.sh; the first run builds them, minutes)")
+    kubeconfig = kind_up()
+    kube, helm, images = kubectl_for(kubeconfig), helm_for(kubeconfig), project_images()
+    say("the operator (helm install)")
+    install_operator(kube, helm, images)
+    say("Kafka: 3 brokers, SASL_SSL with a CA of this bed's own")
+    with tempfile.TemporaryDirectory() as workdir:
+        bootstrap = start_kafka(kube, Path(workdir))
+    kafka = start_kafka_client(kube, bootstrap, images)
+    say("MinIO: checkpoints and the Parquet output")
+    store = start_object_store(kube)
+    job_namespace(kube, store, read_kafka_login(kube), NAMESPACE)
+    _orders_topic(kafka)
+    say(f"the job: kubectl apply -n {NAMESPACE} -f examples/kind/orders-job.yaml")
+    kube.run("apply", "-n", NAMESPACE, "-f", str(REPO_ROOT / "examples/kind/orders-job.yaml"))
+    wait_for("the job's first committed batch", lambda: _first_batch(kube), 600, 2)
+    print(guide(kubeconfig))
+
+
+def _orders_topic(kafka: KafkaClient) -> None:
+    if kafka.cluster(TOPIC)["partitions"]:
+        say(f"topic {TOPIC} exists: not produced again")
+        return
+    say(f"topic {TOPIC} (3 partitions, RF 3) and {ORDERS} orders")
+    kafka.create_topic(TOPIC)
+    kafka.produce(TOPIC, 0, ORDERS)
+
+
+def _first_batch(kube: Kube) -> dict | None:
+    job = json.loads(kube.run("get", "streamingjob", JOB, "-n", NAMESPACE, "-o", "json"))
+    status = job.get("status") or {}
+    batch = status.get("latestBatch") or {}
+    return status if status.get("phase") == "Running" and batch.get("batchId") is not None else None
+
+
+def guide(kubeconfig: str) -> str:
+    """What to look at and what to do to the job, as commands to paste."""
+    k = f"kubectl --kubeconfig {kubeconfig}"
+    produce = (
+        f"{k} exec -n {KAFKA_NAMESPACE} {KafkaClient.POD} -- python -c "
+        '\'from confluent_kafka import Producer; p = Producer({"bootstrap.servers": '
+        '"kafka:9092"}); [p.produce("orders", value=b"{}") for _ in range(1000)]; p.flush()\''
+    )
+    return f"""
+The orders job runs. Its kubectl (the make targets' own binary: {Path(k.split()[0])}):
+
+  export KUBECONFIG={kubeconfig}     # then plain `kubectl` works, if you have one
+
+Watch
+  {k} -n {NAMESPACE} get sj {JOB} -w               phase, epoch, restarts, start path, lag
+  {k} -n {NAMESPACE} describe sj {JOB}             conditions, history, Events
+  {k} -n {NAMESPACE} get pods -o wide -w           the driver and executors, by node
+  {k} -n {OPERATOR_NAMESPACE} logs deploy/streamingjob-streamingjob-operator -f
+
+Try (each one is an e2e scenario: tests/e2e/test_scenarios.py)
+  restore   {k} -n {NAMESPACE} delete pod -l spark-role=driver --force --grace-period=0
+            attempt + 1, same epoch: restored from the checkpoint, nothing read twice
+  drain     {k} drain <the driver's node> --ignore-daemonsets --delete-emptydir-data
+            the operator moves the job between batches; `kubectl uncordon` it after
+  redeploy  {k} -n {NAMESPACE} patch sj {JOB} --type merge -p '{{"spec":{{"redeployNonce":"1"}}}}'
+            epoch + 1: a fresh checkpoint from the group's committed offsets
+  scale     {k} -n {NAMESPACE} scale sj {JOB} --replicas 3
+            a restore in the same epoch with one more executor
+  produce   {produce}
+
+Output: s3a://streamingjob/output/orders/epoch-<n> ({k} -n storage port-forward svc/minio 9000;
+the keys are in Secret minio-root). Remove it all: make demo-down
+"""
+
+
+def main(argv: list[str]) -> int:
+    if argv[1:] == ["down"]:
+        kind_down()
+        return 0
+    if argv[1:]:
+        print(__doc__, file=sys.stderr)
+        return 2
+    up()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
