@@ -17,9 +17,12 @@ import tempfile
 from pathlib import Path
 
 from tests.e2e.bed import (
+    BUCKET,
     KAFKA_NAMESPACE,
     OPERATOR_NAMESPACE,
+    RELEASE,
     REPO_ROOT,
+    STORAGE_NAMESPACE,
     KafkaClient,
     Kube,
     helm_for,
@@ -60,8 +63,8 @@ def up() -> None:
     _orders_topic(kafka)
     say(f"the job: kubectl apply -n {NAMESPACE} -f examples/kind/orders-job.yaml")
     kube.run("apply", "-n", NAMESPACE, "-f", str(REPO_ROOT / "examples/kind/orders-job.yaml"))
-    wait_for("the job's first committed batch", lambda: _first_batch(kube), 600, 2)
-    print(guide(kubeconfig))
+    status = wait_for("the job's first committed batch", lambda: _first_batch(kube), 600, 2)
+    print(guide(kube, status))
 
 
 def _orders_topic(kafka: KafkaClient) -> None:
@@ -80,38 +83,41 @@ def _first_batch(kube: Kube) -> dict | None:
     return status if status.get("phase") == "Running" and batch.get("batchId") is not None else None
 
 
-def guide(kubeconfig: str) -> str:
-    """What to look at and what to do to the job, as commands to paste."""
-    k = f"kubectl --kubeconfig {kubeconfig}"
+def guide(kube: Kube, status: dict) -> str:
+    """Where the job is, what to look at and what to do to it, as commands to paste."""
+    kubectl, kubeconfig = kube.base[0], kube.base[2]
     produce = (
-        f"{k} exec -n {KAFKA_NAMESPACE} {KafkaClient.POD} -- python -c "
-        '\'from confluent_kafka import Producer; p = Producer({"bootstrap.servers": '
-        '"kafka:9092"}); [p.produce("orders", value=b"{}") for _ in range(1000)]; p.flush()\''
+        f"kubectl -n {KAFKA_NAMESPACE} exec {KafkaClient.POD} -- python -c 'from confluent_kafka "
+        'import Producer; p = Producer({"bootstrap.servers": "kafka:9092"}); '
+        '[p.produce("orders", value=b"{}") for _ in range(1000)]; p.flush()\''
     )
+    batch = status["latestBatch"]
     return f"""
-The orders job runs. Its kubectl (the make targets' own binary: {Path(k.split()[0])}):
+The orders job runs: epoch {status["epoch"]}, batch {batch["batchId"]} committed, driver \
+{status["driverPod"]}. In your shell:
 
-  export KUBECONFIG={kubeconfig}     # then plain `kubectl` works, if you have one
+  export KUBECONFIG={kubeconfig}
+  export PATH={Path(kubectl).parent}:$PATH    # kubectl and helm, as built here
 
 Watch
-  {k} -n {NAMESPACE} get sj {JOB} -w               phase, epoch, restarts, start path, lag
-  {k} -n {NAMESPACE} describe sj {JOB}             conditions, history, Events
-  {k} -n {NAMESPACE} get pods -o wide -w           the driver and executors, by node
-  {k} -n {OPERATOR_NAMESPACE} logs deploy/streamingjob-streamingjob-operator -f
+  kubectl -n {NAMESPACE} get sj {JOB} -w        phase, epoch, restarts, start path, lag, executors
+  kubectl -n {NAMESPACE} describe sj {JOB}      conditions, history, Events
+  kubectl -n {NAMESPACE} get pods -o wide -w   the driver and executors, by node
+  kubectl -n {OPERATOR_NAMESPACE} logs deploy/{RELEASE}-streamingjob-operator -f
 
-Try (each one is an e2e scenario: tests/e2e/test_scenarios.py)
-  restore   {k} -n {NAMESPACE} delete pod -l spark-role=driver --force --grace-period=0
-            attempt + 1, same epoch: restored from the checkpoint, nothing read twice
-  drain     {k} drain <the driver's node> --ignore-daemonsets --delete-emptydir-data
-            the operator moves the job between batches; `kubectl uncordon` it after
-  redeploy  {k} -n {NAMESPACE} patch sj {JOB} --type merge -p '{{"spec":{{"redeployNonce":"1"}}}}'
-            epoch + 1: a fresh checkpoint from the group's committed offsets
-  scale     {k} -n {NAMESPACE} scale sj {JOB} --replicas 3
+Try (each is an e2e scenario: tests/e2e/test_scenarios.py)
+  restore   kubectl -n {NAMESPACE} delete pod -l spark-role=driver --force --grace-period=0
+            attempt + 1 in the same epoch: the checkpoint's next batch, nothing read twice
+  drain     kubectl drain <the driver's node> --ignore-daemonsets --delete-emptydir-data
+            the job moves between batches, then the drain completes (`kubectl uncordon` after)
+  redeploy  kubectl -n {NAMESPACE} patch sj {JOB} --type merge -p '{{"spec":{{"redeployNonce":1}}}}'
+            epoch + 1, a fresh checkpoint from the group's committed offsets (next time: 2)
+  scale     kubectl -n {NAMESPACE} scale sj {JOB} --replicas 3
             a restore in the same epoch with one more executor
   produce   {produce}
 
-Output: s3a://streamingjob/output/orders/epoch-<n> ({k} -n storage port-forward svc/minio 9000;
-the keys are in Secret minio-root). Remove it all: make demo-down
+Output: s3a://{BUCKET}/output/orders/epoch-<n> (kubectl -n {STORAGE_NAMESPACE} port-forward \
+svc/minio 9000; the key pair is in Secret minio-root). Remove it all: make demo-down
 """
 
 
