@@ -102,7 +102,7 @@ The orders job runs: epoch {status["epoch"]}, batch {batch["batchId"]} committed
 Watch
   kubectl -n {NAMESPACE} get sj {JOB} -w        phase, epoch, restarts, start path, lag, executors
   kubectl -n {NAMESPACE} describe sj {JOB}      conditions, history, Events
-  kubectl -n {NAMESPACE} get pods -o wide -w   the driver and executors, by node
+  kubectl -n {NAMESPACE} get pods -o wide -w     the driver and executors, by node
   kubectl -n {OPERATOR_NAMESPACE} logs deploy/{RELEASE}-streamingjob-operator -f
 
 Try (each is an e2e scenario: tests/e2e/test_scenarios.py)
