@@ -18,6 +18,7 @@ import json
 import os
 import signal
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -136,7 +137,11 @@ def main() -> None:
         finally:
             stop.set()
             os.killpg(operator.pid, signal.SIGTERM)
-            operator.wait(30)
+            try:  # kopf cancels 1000 daemons one by one: not what is measured
+                operator.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(operator.pid, signal.SIGKILL)
+                operator.wait(30)
 
     result = {
         "jobs": args.jobs,
