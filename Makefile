@@ -76,9 +76,14 @@ test-versions: native ## The broker-version matrix: every engine and a driver ki
 test: lint native-check toolchain helm native ## Every test tier: unit, integration, then e2e on kind (what CI runs)
 	@bash scripts/test-all.sh $(PY) $(PYTEST_ARGS)
 
-.PHONY: images
-images: ## Build the Spark, operator and Kafka images (docker, no registry needed)
-	bash images/build.sh
+.PHONY: images push
+IMAGE_PREFIX ?= streamingjob
+images: ## Build the images (Spark, operator, Kafka, MinIO, the orders example) as $(IMAGE_PREFIX)/<name>:<version>
+	STREAMJOB_IMAGE_PREFIX=$(IMAGE_PREFIX) bash images/build.sh
+
+push: ## Build, then push the images to the registry IMAGE_PREFIX names (make push IMAGE_PREFIX=registry.example.com/team/streamingjob)
+	@test "$(IMAGE_PREFIX)" != streamingjob || { echo "set IMAGE_PREFIX to <registry host>/<path>" >&2; exit 2; }
+	STREAMJOB_IMAGE_PREFIX=$(IMAGE_PREFIX) bash images/build.sh | xargs -n1 docker push
 
 .PHONY: e2e
 e2e: ## End-to-end tests on an offline kind cluster (node image + images cached)

@@ -8,7 +8,10 @@
 #   streamingjob/operator:<version>   kopf + the project's operator
 #   streamingjob/kafka:<kafka>-<version>  KRaft broker+controller node for in-cluster tests
 #   streamingjob/minio:<minio>-<version>  S3-compatible object store for in-cluster tests
-# <version> is the project version in pyproject.toml. Everything builds FROM the debootstrapped
+#   streamingjob/orders:<version>     the orders example job's own image: FROM the Spark image with
+#                                     its transform module (examples/user-image)
+# <version> is the project version in pyproject.toml. STREAMJOB_IMAGE_PREFIX replaces
+# `streamingjob` (e.g. registry.example.com:5000/team/streamingjob; `make push` pushes there). Everything builds FROM the debootstrapped
 # base (images/base/build.sh). Python packages: the image's hash lock (requirements/spark.txt,
 # requirements/operator.txt) is fetched and hash-checked on the host into a wheelhouse
 # ($STREAMJOB_CACHE/wheelhouse, keyed by the locks; sdist-only packages such as pyspark are
@@ -17,7 +20,8 @@
 # hashes of the exact files the host checked and built. Kafka's jars come from Maven
 # (scripts/kafka/pom.xml).
 #
-#   images/build.sh [spark] [operator] [kafka] [minio]      (default: all four)
+#   images/build.sh [spark] [operator] [kafka] [minio] [orders]   (default: all five; orders
+#                                                                  builds the Spark image first)
 # Idempotent: docker's layer cache makes an unchanged rebuild take seconds.
 set -euo pipefail
 source "$(dirname "$0")/../scripts/common.sh"
@@ -25,13 +29,21 @@ exec 3>&1 1>&2
 export DOCKER_BUILDKIT=0
 
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(spark operator kafka minio)
+[ ${#targets[@]} -gt 0 ] || targets=(spark operator kafka minio orders)
 for t in "${targets[@]}"; do
   case "$t" in
-    spark | operator | kafka | minio) ;;
-    *) die "unknown image '$t' (spark, operator, kafka, minio)" ;;
+    spark | operator | kafka | minio | orders) ;;
+    *) die "unknown image '$t' (spark, operator, kafka, minio, orders)" ;;
   esac
 done
+# orders is FROM the Spark image: that one first
+if [[ " ${targets[*]} " == *" orders "* && " ${targets[*]} " != *" spark "* ]]; then
+  targets=(spark "${targets[@]}")
+fi
+PREFIX=${STREAMJOB_IMAGE_PREFIX:-streamingjob}
+# a docker repository: lower case, an optional registry host[:port], path components
+[[ "$PREFIX" =~ ^([a-z0-9.-]+(:[0-9]+)?/)?[a-z0-9]+([._-][a-z0-9]+)*(/[a-z0-9]+([._-][a-z0-9]+)*)*$ ]] ||
+  die "STREAMJOB_IMAGE_PREFIX='$PREFIX' is no image repository prefix (e.g. registry.example.com:5000/team/streamingjob)"
 
 docker info >/dev/null 2>&1 || bash "$REPO_ROOT/scripts/kind/docker-setup.sh"
 timings=()
@@ -98,18 +110,21 @@ hashed_requirements() {
   done
 }
 
-# context NAME: a fresh build context under the cache with the image's own files.
+# context NAME [DIR]: a fresh build context under the cache with the image's own files (from
+# images/NAME, or DIR).
 context() {
   CTX="$STREAMJOB_CACHE/images/context/$1"
   rm -rf "$CTX" && mkdir -p "$CTX"
-  cp -a "$REPO_ROOT/images/$1/." "$CTX/"
+  cp -a "${2:-$REPO_ROOT/images/$1}/." "$CTX/"
 }
 
 BUILT_BY=dev.sparkkafka.built-by=streamingjob-images
-build() { # build TAG: docker build of $CTX
-  docker build -q --build-arg "BASE_IMAGE=$BASE_IMAGE" --label "$BUILT_BY" \
-    --label "org.opencontainers.image.version=$VERSION" -t "$1" "$CTX" >/dev/null
-  BUILT+=("$1")
+build() { # build TAG [docker build args...]: docker build of $CTX
+  local tag=$1
+  shift
+  docker build -q --build-arg "BASE_IMAGE=$BASE_IMAGE" "$@" --label "$BUILT_BY" \
+    --label "org.opencontainers.image.version=$VERSION" -t "$tag" "$CTX" >/dev/null
+  BUILT+=("$tag")
 }
 
 BUILT=()
@@ -132,8 +147,8 @@ for t in "${targets[@]}"; do
           "$("$(bash "$REPO_ROOT/scripts/venv.sh")/bin/python" -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')" >/dev/null
       fi
       hashed_requirements "$CTX/wheels" >"$CTX/requirements.txt"
-      log "building streamingjob/$t:$VERSION"
-      timed "$t" build "streamingjob/$t:$VERSION"
+      log "building $PREFIX/$t:$VERSION"
+      timed "$t" build "$PREFIX/$t:$VERSION"
       ;;
     kafka)
       libs=$(cd "$REPO_ROOT" && PYTHONPATH="$REPO_ROOT" python3 -m tests.support.kafka_broker fetch)
@@ -141,8 +156,8 @@ for t in "${targets[@]}"; do
       context kafka
       cp -al "$libs" "$CTX/libs" 2>/dev/null || cp -a "$libs" "$CTX/libs"
       rm -f "$CTX/libs/.complete"
-      log "building streamingjob/kafka:$kafka_version-$VERSION"
-      timed kafka build "streamingjob/kafka:$kafka_version-$VERSION"
+      log "building $PREFIX/kafka:$kafka_version-$VERSION"
+      timed kafka build "$PREFIX/kafka:$kafka_version-$VERSION"
       ;;
     minio)
       minio_dir=$(bash "$REPO_ROOT/scripts/k8s-toolchain.sh" minio)
@@ -150,8 +165,13 @@ for t in "${targets[@]}"; do
       minio_version=$(awk '{print $2}' "$minio_dir/.minio.stamp" | cut -d- -f2)
       context minio
       cp -al "$minio_dir/minio" "$CTX/minio" 2>/dev/null || cp -a "$minio_dir/minio" "$CTX/minio"
-      log "building streamingjob/minio:$minio_version-$VERSION"
-      timed minio build "streamingjob/minio:$minio_version-$VERSION"
+      log "building $PREFIX/minio:$minio_version-$VERSION"
+      timed minio build "$PREFIX/minio:$minio_version-$VERSION"
+      ;;
+    orders)
+      context user-image "$REPO_ROOT/examples/user-image"
+      log "building $PREFIX/orders:$VERSION FROM $PREFIX/spark:$VERSION"
+      timed orders build "$PREFIX/orders:$VERSION" --build-arg "SPARK_IMAGE=$PREFIX/spark:$VERSION"
       ;;
   esac
 done

@@ -113,12 +113,13 @@ if [ "${STREAMJOB_KIND_SKIP_IMAGES:-0}" != 1 ]; then
   mapfile -t images < <(bash "$REPO_ROOT/images/build.sh")
   timing images-build $((SECONDS - t))
   t=$SECONDS
-  # Job pods (the Spark image) run on the workers, the test services on the control plane
-  # (with the tests' Kafka client, also of the Spark image): each image goes only where it
-  # runs. A node remembers which image ID it got for each tag (in its /var volume).
+  # Job pods run on the workers, from the orders job's own image (examples/user-image: FROM
+  # the Spark image, so the workers need no other); the test services run on the control plane
+  # (with the tests' Kafka client, of the Spark image): each image goes only where it runs.
+  # A node remembers which image ID it got for each tag (in its /var volume).
   for image in "${images[@]}"; do
     case "$image" in
-      */spark:*) targets=("$node" "${workers[@]}") ;;
+      */orders:*) targets=("${workers[@]}") ;;
       *) targets=("$node") ;;
     esac
     id=$(docker image inspect --format '{{.Id}}' "$image")

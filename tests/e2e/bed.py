@@ -57,12 +57,14 @@ class Images:
     spark: str
     operator: str
     kafka: str
+    orders: str  # the orders job's own image (examples/user-image), FROM spark
 
 
 def project_images() -> Images:
     version = project_version()
     return Images(
         spark=f"streamingjob/spark:{version}",
+        orders=f"streamingjob/orders:{version}",
         operator=f"streamingjob/operator:{version}",
         kafka=f"streamingjob/kafka:{kafka_version()}-{version}",
     )

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.e2e.bed import Images, Kube
+from tests.e2e.bed import ON_CONTROL_PLANE, Images, Kube
 
 pytestmark = pytest.mark.e2e
 
@@ -40,6 +40,8 @@ spark.stop()
 
 
 def test_spark_image_runs_a_local_pyspark_job(kube: Kube, namespace: str, images: Images) -> None:
-    kube.apply(_pod("spark-local", images.spark, ["python", "-c", LOCAL_JOB]), namespace)
+    # the Spark image is on the control plane only (the workers have the orders image FROM it)
+    pod = _pod("spark-local", images.spark, ["python", "-c", LOCAL_JOB], **ON_CONTROL_PLANE)
+    kube.apply(pod, namespace)
     logs = _assert_succeeded(kube, "spark-local", namespace)
     assert "UID 185 COUNT 499500" in logs

@@ -133,7 +133,8 @@ class Job:
 
     def sink_rows(self) -> list[dict]:
         """Committed rows of every epoch, read from the object store through the log."""
-        return committed_rows(self.sink_path, filesystem=self.store.filesystem())
+        fs = self.store.filesystem()  # order_id: the example's transform (examples/user-image)
+        return committed_rows(self.sink_path, filesystem=fs, extra=("order_id",))
 
     def wait_sink_has_all(self, timeout: float = 180) -> list[dict]:
         expected = set(range(self.next_id))
@@ -246,6 +247,8 @@ def test_install_apply_and_records_flow_to_the_sink(job: Job, kube: Kube, helm: 
     rows = job.wait_sink_has_all(240)
     job.assert_exactly_once(rows)
     assert {r["topic"] for r in rows} == {job.topic}
+    # the job's own code ran: its image's transform parsed each order (examples/user-image)
+    assert [r["order_id"] for r in rows] == [r["id"] for r in rows]
 
     end_offsets = job.kafka.offsets(job.topic, job.group)[1]
     assert sum(end_offsets.values()) == 200

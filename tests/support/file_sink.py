@@ -53,11 +53,15 @@ def committed_files(
 
 
 def committed_rows(
-    output: str | Path, mounted_as: str | None = None, filesystem: fs.FileSystem | None = None
+    output: str | Path,
+    mounted_as: str | None = None,
+    filesystem: fs.FileSystem | None = None,
+    extra: tuple[str, ...] = (),
 ) -> list[dict]:
     """Rows of every epoch's directory (<output>/epoch-<n>), each read through its log; each
     row also names its epoch directory. `mounted_as`: `output` as the writer saw it;
-    `filesystem`: where `output` lives (default: local; pyarrow's S3 for a bucket/key)."""
+    `filesystem`: where `output` lives (default: local; pyarrow's S3 for a bucket/key);
+    `extra`: columns a transform added, read too."""
     filesystem = filesystem or fs.LocalFileSystem()
     output = str(output).rstrip("/")
     rows: list[dict] = []
@@ -66,7 +70,9 @@ def committed_rows(
         seen_as = f"{mounted_as.rstrip('/')}/{epoch}" if mounted_as else None
         for path in committed_files(f"{output}/{epoch}", seen_as, filesystem):
             table = pq.read_table(
-                path, columns=["value", "topic", "partition", "offset"], filesystem=filesystem
+                path,
+                columns=["value", "topic", "partition", "offset", *extra],
+                filesystem=filesystem,
             )
             for row in table.to_pylist():
                 row["id"] = json.loads(row.pop("value"))["id"]

@@ -28,6 +28,7 @@ CHART = ROOT / "charts" / "streamingjob-operator"
 RELEASE, RELEASE_NS = "sj", "streamingjob-system"
 SCHEMA_ERROR = "values don't meet the specifications of the schema"
 
+APPLY_VERBS = ("create", "patch", "delete")  # a child: applied, and deleted with its job
 # The operator's own API calls (operator/streamingjob_operator/k8s.py, plus kopf's watches and
 # patches), as (apiGroup, resource, verb):
 OPERATOR_CALLS = {
@@ -37,12 +38,12 @@ OPERATOR_CALLS = {
     *(("", "pods", v) for v in ("list", "watch", "create", "delete")),
     # children: server-side apply (KubeApi.apply: a PATCH, and `create` when it creates)
     *(("", "configmaps", v) for v in ("get", "create", "patch", "delete")),
-    *(("", r, v) for r in ("services", "serviceaccounts") for v in ("create", "patch", "delete")),
-    *(("rbac.authorization.k8s.io", r, v) for r in ("roles", "rolebindings") for v in ("create", "patch", "delete")),
+    *(("", r, v) for r in ("services", "serviceaccounts") for v in APPLY_VERBS),
+    *(("rbac.authorization.k8s.io", r, v) for r in ("roles", "rolebindings") for v in APPLY_VERBS),
     ("", "secrets", "get"),
     ("", "events", "create"),
     ("batch", "jobs", "create"),  # the checkpoint cleanup Job, create-only
-    *(("policy", "poddisruptionbudgets", v) for v in ("create", "patch", "delete")),
+    *(("policy", "poddisruptionbudgets", v) for v in APPLY_VERBS),
 }  # fmt: skip
 # Read-only node view (nodes.NodeTracker), granted apart: nodes cluster-wide, node leases in
 # kube-node-lease.
