@@ -392,26 +392,7 @@ class Reconciler:
         assert action is not None
         meta = job["metadata"]
         namespace, name = meta["namespace"], meta["name"]
-        result = None
-        config_map = ""
-        try:
-            target = self._kafka_target(namespace, spec)
-            if target is None:
-                raise OffsetsRefused("the Secret of spec.kafkaCredentials is missing")
-            request = offsets_action.request(action)
-            settings = self.settings
-            result = self.offsets_runner(
-                target, request, settings.kafka_timeout_seconds, settings.kafka_deadline_seconds
-            )
-            outcome, message = "Succeeded", result.summary()
-            listing = offsets_action.listing(result, datetime.now(UTC))
-            child = build_offsets_configmap(job, listing.data)
-            self.api.apply(child)
-            config_map = child["metadata"]["name"]
-        except OffsetsRefused as exc:
-            outcome, message = "Refused", f"nothing written: {exc}"
-        except (KafkaUnavailable, UnknownTopic, OptionError) as exc:
-            outcome, message = "Failed", f"nothing written: {exc}"
+        outcome, message, result, config_map = self._ask_kafka(job, spec, action)
         # Kafka has answered: record it even if the job changed meanwhile (a resume right
         # after the request must still see offsetsActedSinceLaunch), on the job as it is now.
         for _ in range(5):
@@ -420,7 +401,7 @@ class Reconciler:
             event = offsets_action.record(
                 st,
                 action,
-                outcome,  # type: ignore[arg-type]
+                outcome,
                 message,
                 who=offsets_action.requested_by(meta),
                 now=now,
@@ -442,6 +423,31 @@ class Reconciler:
         log.info("offsets action of %s/%s: %s", namespace, name, event.message)
         events.append((job, event))
         return job
+
+    def _ask_kafka(
+        self, job: dict[str, Any], spec: StreamingJobSpec, action: offsets_action.OffsetsActionSpec
+    ) -> tuple[offsets_action.Outcome, str, offsets_action.OffsetsResult | None, str]:
+        """The offsets action's Kafka side: (outcome, message, result, the listing
+        ConfigMap's name); a success's listing is applied here."""
+        result = None
+        try:
+            target = self._kafka_target(job["metadata"]["namespace"], spec)
+            if target is None:
+                raise OffsetsRefused("the Secret of spec.kafkaCredentials is missing")
+            request = offsets_action.request(action)
+            settings = self.settings
+            result = self.offsets_runner(
+                target, request, settings.kafka_timeout_seconds, settings.kafka_deadline_seconds
+            )
+            message = result.summary()
+            listing = offsets_action.listing(result, datetime.now(UTC))
+            child = build_offsets_configmap(job, listing.data)
+            self.api.apply(child)
+            return "Succeeded", message, result, child["metadata"]["name"]
+        except OffsetsRefused as exc:
+            return "Refused", f"nothing written: {exc}", result, ""
+        except (KafkaUnavailable, UnknownTopic, OptionError) as exc:
+            return "Failed", f"nothing written: {exc}", result, ""
 
     # --- observe & validate -------------------------------------------------------------
 
