@@ -152,6 +152,64 @@ def _schema_version(raw: str) -> int | str:
     raise OptionError(f"option valueSchemaVersion={raw!r} must be latest or a version number >= 1")
 
 
+def _client_config(raw: Mapping[str, str]) -> tuple[str, str | None, dict[str, str]]:
+    """The kafka.* options, their keys' case kept: bootstrap servers, group id and the
+    client's other properties (none that the source sets itself)."""
+    client = {k[len("kafka.") :]: v for k, v in raw.items() if k.lower().startswith("kafka.")}
+    bootstrap = client.pop("bootstrap.servers", "").strip()
+    if not bootstrap:
+        raise OptionError("option kafka.bootstrap.servers is required (host:port[,host:port])")
+    group_id = client.pop("group.id", None)
+    for key, why in RESERVED_CLIENT_KEYS.items():
+        if key in client:
+            raise OptionError(f"option kafka.{key} is managed by the source: {why}")
+    return bootstrap, group_id, client
+
+
+def _subscription(options: Mapping[str, str]) -> tuple[tuple[str, ...] | None, str | None]:
+    """The topics (subscribe) or the pattern (subscribePattern): exactly one is set."""
+    subscribe = options.get("subscribe")
+    pattern = options.get("subscribepattern")
+    if (subscribe is None) == (pattern is None):
+        raise OptionError("set exactly one of the options subscribe and subscribePattern")
+    topics = None
+    if subscribe is not None:
+        topics = tuple(sorted({t.strip() for t in subscribe.split(",") if t.strip()}))
+        if not topics:
+            raise OptionError("option subscribe must name at least one topic")
+    if pattern is not None:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise OptionError(f"option subscribePattern={pattern!r}: {exc}") from None
+    return topics, pattern
+
+
+def _starting_offsets(options: Mapping[str, str]) -> str:
+    starting = options.get("startingoffsets", "committed").strip()
+    try:
+        parse_starting_offsets(starting)
+    except ValueError as exc:
+        raise OptionError(f"option {exc}") from None
+    return starting
+
+
+def _commit_offsets(options: Mapping[str, str], group_id: str | None, starting: str) -> bool:
+    """commitOffsetsOnCheckpoints; committing, and starting from committed offsets, need a
+    group."""
+    commit = _bool(options, "commitOffsetsOnCheckpoints", True)
+    if commit and not group_id:
+        raise OptionError(
+            "option kafka.group.id is required while commitOffsetsOnCheckpoints is true "
+            "(or set commitOffsetsOnCheckpoints=false)"
+        )
+    if starting == "committed" and not group_id:
+        raise OptionError(
+            "startingOffsets=committed needs kafka.group.id to know whose offsets to use"
+        )
+    return commit
+
+
 def redact(config: Mapping[str, str]) -> dict[str, str]:
     """A copy of client properties that is safe to log."""
     return {k: ("***" if _SECRET_KEY.search(k) else v) for k, v in config.items()}
@@ -192,46 +250,10 @@ class SourceOptions:
     def parse(cls, raw: Mapping[str, str]) -> SourceOptions:
         # Spark's option map is case-insensitive; keep kafka.* keys' case for the client.
         options = {k.lower(): v for k, v in raw.items()}
-        client = {k[len("kafka.") :]: v for k, v in raw.items() if k.lower().startswith("kafka.")}
-        bootstrap = client.pop("bootstrap.servers", "").strip()
-        if not bootstrap:
-            raise OptionError("option kafka.bootstrap.servers is required (host:port[,host:port])")
-        group_id = client.pop("group.id", None)
-        for key, why in RESERVED_CLIENT_KEYS.items():
-            if key in client:
-                raise OptionError(f"option kafka.{key} is managed by the source: {why}")
-
-        subscribe = options.get("subscribe")
-        pattern = options.get("subscribepattern")
-        if (subscribe is None) == (pattern is None):
-            raise OptionError("set exactly one of the options subscribe and subscribePattern")
-        topics = None
-        if subscribe is not None:
-            topics = tuple(sorted({t.strip() for t in subscribe.split(",") if t.strip()}))
-            if not topics:
-                raise OptionError("option subscribe must name at least one topic")
-        if pattern is not None:
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise OptionError(f"option subscribePattern={pattern!r}: {exc}") from None
-
-        starting = options.get("startingoffsets", "committed").strip()
-        try:
-            parse_starting_offsets(starting)
-        except ValueError as exc:
-            raise OptionError(f"option {exc}") from None
-
-        commit = _bool(options, "commitOffsetsOnCheckpoints", True)
-        if commit and not group_id:
-            raise OptionError(
-                "option kafka.group.id is required while commitOffsetsOnCheckpoints is true "
-                "(or set commitOffsetsOnCheckpoints=false)"
-            )
-        if starting == "committed" and not group_id:
-            raise OptionError(
-                "startingOffsets=committed needs kafka.group.id to know whose offsets to use"
-            )
+        bootstrap, group_id, client = _client_config(raw)
+        topics, pattern = _subscription(options)
+        starting = _starting_offsets(options)
+        commit = _commit_offsets(options, group_id, starting)
         return cls(
             bootstrap_servers=bootstrap,
             topics=topics,

@@ -272,9 +272,49 @@ def _termination_message(text: str) -> None:
 
 
 def run(manifest: RunnerManifest, args: argparse.Namespace, location: str) -> int:
-    meta = manifest.metadata
+    """Runs the query to its end: where it starts from, a fresh epoch's catch-up with the
+    previous one, the query supervised, then the group's final commit however it ended."""
     spark = build_session(manifest, args.master)
     checkpoint = CheckpointFiles(spark, location)
+    start = _start_point(checkpoint, location, manifest)
+    workdir = Path(tempfile.mkdtemp(prefix="streamingjob-"))
+    reporter = _reporter(manifest, args, location, start, workdir)
+    group = group_writer.for_manifest(manifest)
+    if group is not None:
+        reporter.commits = group.report
+    fresh = start["startPath"] == "fresh"
+    if args.previous_checkpoint and fresh and not _catch_up(spark, manifest, group, args, reporter):
+        return EXIT_CATCH_UP_FAILED
+    stop_requested = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop_requested.set())
+    signal.signal(signal.SIGINT, lambda *_: stop_requested.set())
+    query = _start_query(spark, manifest, args, location, workdir)
+    if query is None:
+        return EXIT_INVALID
+    reporter.update(state="running")
+    try:
+        return supervise(
+            query,
+            reporter,
+            stop_requested,
+            workdir / DRAIN_FILE,
+            spark,
+            checkpoint,
+            group,
+            args.stop_timeout,
+        )
+    finally:
+        if group is not None:
+            result = group_writer.final_commit(checkpoint, group, args.final_commit_timeout)
+            reporter.update(finalCommit=result)
+            group.close(1.0)
+
+
+def _start_point(
+    checkpoint: CheckpointFiles, location: str, manifest: RunnerManifest
+) -> dict[str, Any]:
+    """The report's startPath, restoredBatch and rerunBatch, as the checkpoint's logs tell
+    (logged as well)."""
     newest_offsets, newest_commit = checkpoint.newest("offsets"), checkpoint.newest("commits")
     rerun_batch = newest_offsets if newest_offsets != newest_commit else None
     if newest_offsets is None:
@@ -295,18 +335,31 @@ def run(manifest: RunnerManifest, args: argparse.Namespace, location: str) -> in
             if rerun_batch is not None
             else "",
         )
-    workdir = Path(tempfile.mkdtemp(prefix="streamingjob-"))
+    return {
+        "startPath": start_path,
+        "restoredBatch": restored_batch,
+        "rerunBatch": rerun_batch,  # planned, not committed: an interrupted batch
+    }
+
+
+def _reporter(
+    manifest: RunnerManifest,
+    args: argparse.Namespace,
+    location: str,
+    start: dict[str, Any],
+    workdir: Path,
+) -> Reporter:
+    """The run's report (file, ConfigMap), in state "starting"."""
+    namespace = manifest.metadata.namespace
     publisher = (
-        ConfigMapPublisher(args.report_configmap, meta.namespace) if args.report_configmap else None
+        ConfigMapPublisher(args.report_configmap, namespace) if args.report_configmap else None
     )
-    reporter = Reporter(
+    return Reporter(
         {
             "epoch": args.epoch,
             "attempt": args.attempt,
             "checkpointLocation": location,
-            "startPath": start_path,
-            "restoredBatch": restored_batch,
-            "rerunBatch": rerun_batch,  # planned, not committed: an interrupted batch
+            **start,
             "state": "starting",
             "started": now_iso(),
         },
@@ -314,58 +367,51 @@ def run(manifest: RunnerManifest, args: argparse.Namespace, location: str) -> in
         publisher,
         workdir / SOURCE_REPORT,
     )
-    group = group_writer.for_manifest(manifest)
-    if group is not None:
-        reporter.commits = group.report
-    if args.previous_checkpoint and start_path == "fresh":
-        caught_up = group_writer.catch_up(
-            spark, manifest, group, args.previous_checkpoint, args.final_commit_timeout
-        )
-        reporter.update(previousCheckpoint=caught_up)
-        if failure := group_writer.catch_up_failure(caught_up, manifest):
-            log.error("cannot start: %s", failure)
-            _termination_message(failure)
-            reporter.update(state="failed", error=failure)
-            if group is not None:
-                group.close(1.0)
-            return EXIT_CATCH_UP_FAILED
-    stop_requested = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop_requested.set())
-    signal.signal(signal.SIGINT, lambda *_: stop_requested.set())
+
+
+def _catch_up(
+    spark,
+    manifest: RunnerManifest,
+    group: GroupOffsets | None,
+    args: argparse.Namespace,
+    reporter: Reporter,
+) -> bool:
+    """A fresh epoch first commits the previous epoch's last durable batch to the group.
+    False: it could not, and nothing may be read (logged, reported, termination message)."""
+    caught_up = group_writer.catch_up(
+        spark, manifest, group, args.previous_checkpoint, args.final_commit_timeout
+    )
+    reporter.update(previousCheckpoint=caught_up)
+    if failure := group_writer.catch_up_failure(caught_up, manifest):
+        log.error("cannot start: %s", failure)
+        _termination_message(failure)
+        reporter.update(state="failed", error=failure)
+        if group is not None:
+            group.close(1.0)
+        return False
+    return True
+
+
+def _start_query(
+    spark, manifest: RunnerManifest, args: argparse.Namespace, location: str, workdir: Path
+):
+    """The started query, or None when the job is invalid (logged; nothing was started)."""
     from pyspark.errors import AnalysisException, IllegalArgumentException
 
     try:
-        query = start_query(
+        return start_query(
             spark,
             manifest.spec.job,
-            meta.name,
+            manifest.metadata.name,
             args.epoch,
             location,
             workdir,
         )
     except (AnalysisException, IllegalArgumentException) as exc:
         log.error("invalid job: spec.job: Spark rejected the query: %s", exc)
-        return EXIT_INVALID
     except InvalidJob as exc:
         log.error("invalid job: %s", exc)
-        return EXIT_INVALID
-    reporter.update(state="running")
-    try:
-        return supervise(
-            query,
-            reporter,
-            stop_requested,
-            workdir / DRAIN_FILE,
-            spark,
-            checkpoint,
-            group,
-            args.stop_timeout,
-        )
-    finally:
-        if group is not None:
-            result = group_writer.final_commit(checkpoint, group, args.final_commit_timeout)
-            reporter.update(finalCommit=result)
-            group.close(1.0)
+    return None
 
 
 def executor_tasks(spark) -> list[dict[str, Any]]:
@@ -397,39 +443,8 @@ def supervise(
     """Prints a line per batch and stops between batches on SIGTERM (no half-written batch):
     the drain file tells the source to plan no new batch, and the query is stopped once the
     batch in flight has ended."""
-    seen_batch = None
     stop_deadline = None
-    throughput = Throughput()  # the autoscaler's processing rate (report "throughput")
-
-    def durable(batch_id: int) -> bool:
-        """Spark posts a batch's progress after writing its commit-log entry; the entry is
-        checked anyway: only durable offsets reach the group."""
-        try:
-            return checkpoint.has("commits", batch_id)
-        except Exception as exc:
-            log.warning("cannot check the commit log for batch %s: %s", batch_id, exc)
-            return False
-
-    def report_progress() -> None:
-        nonlocal seen_batch
-        progress = query.lastProgress
-        ran = progress and "addBatch" in (progress.get("durationMs") or {})  # not idle
-        if not ran or progress.get("batchId") == seen_batch:
-            reporter.update()
-            return
-        seen_batch = progress.get("batchId")
-        line, batch = progress_line(progress)
-        if group is not None and durable(seen_batch):
-            group.batch_durable(off.from_json(batch["endOffsets"]))
-            group.wait(LINE_WAIT_S)  # the line shows the group at this batch's end
-        throughput.add(query.recentProgress)  # every batch since the last look
-        report = reporter.update(
-            latestBatch=batch, executors=executor_tasks(spark), throughput=throughput.as_report()
-        )
-        committed = (report.get("commits") or {}).get("lastCommitted")
-        if committed:
-            line += f", group offsets {json.dumps(committed, separators=(',', ':'))}"
-        print(line, flush=True)
+    progress = _Progress(query, reporter, spark, checkpoint, group)
 
     def try_stop() -> bool:
         """Stops the query once the batch in flight has ended (or at the deadline)."""
@@ -456,10 +471,65 @@ def supervise(
             finished = query.awaitTermination(POLL_S)
         except Exception:
             finished = True
-        report_progress()
+        progress.report()
         if finished or (stop_requested.is_set() and try_stop()):
             break
-    report_progress()  # a batch that ended after the last look
+    progress.report()  # a batch that ended after the last look
+    return _query_outcome(query, reporter)
+
+
+class _Progress:
+    """supervise()'s look at the query: a line and a report update per new batch, its end
+    offsets to the group once the batch is durable."""
+
+    def __init__(
+        self,
+        query,
+        reporter: Reporter,
+        spark,
+        checkpoint: CheckpointFiles,
+        group: GroupOffsets | None,
+    ) -> None:
+        self.query, self.reporter, self.spark = query, reporter, spark
+        self.checkpoint, self.group = checkpoint, group
+        self.seen_batch: Any = None  # the last batch printed, as Spark reports its id
+        self.throughput = Throughput()  # the autoscaler's processing rate (report "throughput")
+
+    def durable(self, batch_id: int) -> bool:
+        """Spark posts a batch's progress after writing its commit-log entry; the entry is
+        checked anyway: only durable offsets reach the group."""
+        try:
+            return self.checkpoint.has("commits", batch_id)
+        except Exception as exc:
+            log.warning("cannot check the commit log for batch %s: %s", batch_id, exc)
+            return False
+
+    def report(self) -> None:
+        progress = self.query.lastProgress
+        ran = progress and "addBatch" in (progress.get("durationMs") or {})  # not idle
+        if not ran or progress.get("batchId") == self.seen_batch:
+            self.reporter.update()
+            return
+        self.seen_batch = progress.get("batchId")
+        line, batch = progress_line(progress)
+        if self.group is not None and self.durable(self.seen_batch):
+            self.group.batch_durable(off.from_json(batch["endOffsets"]))
+            self.group.wait(LINE_WAIT_S)  # the line shows the group at this batch's end
+        self.throughput.add(self.query.recentProgress)  # every batch since the last look
+        report = self.reporter.update(
+            latestBatch=batch,
+            executors=executor_tasks(self.spark),
+            throughput=self.throughput.as_report(),
+        )
+        committed = (report.get("commits") or {}).get("lastCommitted")
+        if committed:
+            line += f", group offsets {json.dumps(committed, separators=(',', ':'))}"
+        print(line, flush=True)
+
+
+def _query_outcome(query, reporter: Reporter) -> int:
+    """The exit code of a query that has ended; a failure's cause goes to the log, the
+    termination message (the operator's DriverFailed) and the report."""
     error = query.exception()
     if error is not None:
         text = str(error.desc if hasattr(error, "desc") else error).strip()

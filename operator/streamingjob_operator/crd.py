@@ -143,6 +143,28 @@ def status_schema() -> dict[str, Any]:
 
 
 def build_crd() -> dict[str, Any]:
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{PLURAL}.{API_GROUP}"},
+        "spec": {
+            "group": API_GROUP,
+            "scope": "Namespaced",
+            "names": {
+                "kind": KIND,
+                "listKind": f"{KIND}List",
+                "plural": PLURAL,
+                "singular": SINGULAR,
+                "shortNames": [SHORT_NAME],
+                "categories": ["all", "spark"],
+            },
+            "versions": [_version(_root_schema())],
+        },
+    }
+
+
+def _root_schema() -> dict[str, Any]:
+    """The object's schema: spec and status from the models, every field described."""
     spec = spec_schema()
     status = status_schema()
     root = {
@@ -161,57 +183,35 @@ def build_crd() -> dict[str, Any]:
         },
     }
     _check_descriptions(root, "")
+    return root
+
+
+def _version(root: dict[str, Any]) -> dict[str, Any]:
+    """The one served version: its subresources, kubectl's columns and the schema."""
     return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{PLURAL}.{API_GROUP}"},
-        "spec": {
-            "group": API_GROUP,
-            "scope": "Namespaced",
-            "names": {
-                "kind": KIND,
-                "listKind": f"{KIND}List",
-                "plural": PLURAL,
-                "singular": SINGULAR,
-                "shortNames": [SHORT_NAME],
-                "categories": ["all", "spark"],
+        "name": API_VERSION,
+        "served": True,
+        "storage": True,
+        "subresources": {
+            "status": {},
+            # kubectl scale, the HorizontalPodAutoscaler and KEDA drive the executor count; a
+            # change restarts the job in its epoch (restore)
+            "scale": {
+                "specReplicasPath": ".spec.executor.instances",
+                "statusReplicasPath": ".status.executors",
+                "labelSelectorPath": ".status.selector",
             },
-            "versions": [
-                {
-                    "name": API_VERSION,
-                    "served": True,
-                    "storage": True,
-                    "subresources": {
-                        "status": {},
-                        # kubectl scale, the HorizontalPodAutoscaler and KEDA drive the
-                        # executor count; a change restarts the job in its epoch (restore)
-                        "scale": {
-                            "specReplicasPath": ".spec.executor.instances",
-                            "statusReplicasPath": ".status.executors",
-                            "labelSelectorPath": ".status.selector",
-                        },
-                    },
-                    "additionalPrinterColumns": [
-                        {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
-                        {"name": "Epoch", "type": "integer", "jsonPath": ".status.epoch"},
-                        {"name": "Restarts", "type": "integer", "jsonPath": ".status.restarts"},
-                        {"name": "Start", "type": "string", "jsonPath": ".status.startPath"},
-                        {"name": "Lag", "type": "integer", "jsonPath": ".status.lag"},
-                        {
-                            "name": "Executors",
-                            "type": "integer",
-                            "jsonPath": ".status.executors",
-                        },
-                        {
-                            "name": "Age",
-                            "type": "date",
-                            "jsonPath": ".metadata.creationTimestamp",
-                        },
-                    ],
-                    "schema": {"openAPIV3Schema": root},
-                }
-            ],
         },
+        "additionalPrinterColumns": [
+            {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+            {"name": "Epoch", "type": "integer", "jsonPath": ".status.epoch"},
+            {"name": "Restarts", "type": "integer", "jsonPath": ".status.restarts"},
+            {"name": "Start", "type": "string", "jsonPath": ".status.startPath"},
+            {"name": "Lag", "type": "integer", "jsonPath": ".status.lag"},
+            {"name": "Executors", "type": "integer", "jsonPath": ".status.executors"},
+            {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+        ],
+        "schema": {"openAPIV3Schema": root},
     }
 
 

@@ -121,93 +121,120 @@ class JobMetrics(Collector):
         now = datetime.now(UTC)
         with self._lock:
             jobs = {key: _copy(job) for key, job in self._jobs.items()}
-        base = ["namespace", "job"]
-        part = [*base, "topic", "partition"]
-        committed = GaugeMetricFamily(
-            "streamingjob_consumer_committed_offset",
-            "The consumer group's committed offset (next record to read), per partition.",
-            labels=part,
-        )
-        end = GaugeMetricFamily(
-            "streamingjob_consumer_log_end_offset",
-            "Log end offset (the LSO under read_committed), per partition.",
-            labels=part,
-        )
-        lag = GaugeMetricFamily(
-            "streamingjob_consumer_lag",
-            "Log end minus committed offset per partition (a partition without a commit "
-            "counts whole).",
-            labels=part,
-        )
-        since = GaugeMetricFamily(
-            "streamingjob_seconds_since_progress",
-            "Seconds since the latest batch the driver reported (since the run started if "
-            "none yet); only while Running.",
-            labels=base,
-        )
-        restarts = CounterMetricFamily(
-            "streamingjob_job_restarts",
-            "Automatic driver relaunches by reason (since the operator started).",
-            labels=[*base, "reason"],
-        )
-        phase = GaugeMetricFamily(
-            "streamingjob_job_phase", "1 for the job's current phase.", labels=[*base, "phase"]
-        )
-        degraded = GaugeMetricFamily(
-            "streamingjob_job_degraded", "1 while condition Degraded is True.", labels=base
-        )
-        start = GaugeMetricFamily(
-            "streamingjob_job_start_path",
-            "1 for how the current run started (restored or fresh), as the driver reported.",
-            labels=[*base, "path"],
-        )
-        failures = GaugeMetricFamily(
-            "streamingjob_offset_commit_failures",
-            "Offset commits that failed in the current run (driver report).",
-            labels=base,
-        )
-        skipped = GaugeMetricFamily(
-            "streamingjob_data_loss_skipped_offsets",
-            "Offsets the current run skipped, deleted or truncated before it read them "
-            "(failOnDataLoss=false; driver report).",
-            labels=base,
-        )
-        recommended = GaugeMetricFamily(
-            "streamingjob_autoscaler_recommended_executors",
-            "The executor count the autoscaler recommends (spec.autoscaler.enabled).",
-            labels=base,
-        )
-        utilization = GaugeMetricFamily(
-            "streamingjob_autoscaler_utilization",
-            "The load over the executors' measured processing rate (autoscaler).",
-            labels=base,
-        )
-        for (namespace, name), job in sorted(jobs.items()):
-            if job.recommended is not None:
-                recommended.add_metric([namespace, name], job.recommended)
-            if job.utilization is not None:
-                utilization.add_metric([namespace, name], job.utilization)
-            for (topic, partition), log_end in sorted(job.end.items()):
-                labels = [namespace, name, topic, partition]
-                done = job.committed.get((topic, partition))
-                if done is not None:
-                    committed.add_metric(labels, done)
-                end.add_metric(labels, log_end)
-                lag.add_metric(labels, max(log_end - (done or 0), 0))
-            if job.progress_at is not None:
-                since.add_metric([namespace, name], (now - job.progress_at).total_seconds())
-            for reason, count in sorted(job.restarts.items()):
-                restarts.add_metric([namespace, name, reason], count)
-            if job.phase in PHASES:
-                phase.add_metric([namespace, name, job.phase], 1)
-            degraded.add_metric([namespace, name], 1 if job.degraded else 0)
-            if job.start_path in ("restored", "fresh"):
-                start.add_metric([namespace, name, job.start_path], 1)
-            if job.commit_failures is not None:
-                failures.add_metric([namespace, name], job.commit_failures)
-            skipped.add_metric([namespace, name], job.skipped_offsets)
-        yield from (committed, end, lag, since, restarts, phase, degraded, start, failures)
-        yield from (skipped, recommended, utilization)
+        listed = sorted(jobs.items())
+        yield from _offset_series(listed)
+        yield from _run_series(listed, now)
+        yield from _report_series(listed)
+        yield from _autoscaler_series(listed)
+
+
+_JOB_LABELS = ("namespace", "job")
+_PARTITION_LABELS = (*_JOB_LABELS, "topic", "partition")
+
+
+def _offset_series(jobs: list[tuple[JobKey, _Job]]) -> list[Metric]:
+    """The group's offsets as the operator last read them, per partition."""
+    committed = GaugeMetricFamily(
+        "streamingjob_consumer_committed_offset",
+        "The consumer group's committed offset (next record to read), per partition.",
+        labels=_PARTITION_LABELS,
+    )
+    end = GaugeMetricFamily(
+        "streamingjob_consumer_log_end_offset",
+        "Log end offset (the LSO under read_committed), per partition.",
+        labels=_PARTITION_LABELS,
+    )
+    lag = GaugeMetricFamily(
+        "streamingjob_consumer_lag",
+        "Log end minus committed offset per partition (a partition without a commit counts whole).",
+        labels=_PARTITION_LABELS,
+    )
+    for (namespace, name), job in jobs:
+        for (topic, partition), log_end in sorted(job.end.items()):
+            labels = [namespace, name, topic, partition]
+            done = job.committed.get((topic, partition))
+            if done is not None:
+                committed.add_metric(labels, done)
+            end.add_metric(labels, log_end)
+            lag.add_metric(labels, max(log_end - (done or 0), 0))
+    return [committed, end, lag]
+
+
+def _run_series(jobs: list[tuple[JobKey, _Job]], now: datetime) -> list[Metric]:
+    """From the job's status and the operator's restarts: progress, restarts, phase, Degraded."""
+    since = GaugeMetricFamily(
+        "streamingjob_seconds_since_progress",
+        "Seconds since the latest batch the driver reported (since the run started if "
+        "none yet); only while Running.",
+        labels=_JOB_LABELS,
+    )
+    restarts = CounterMetricFamily(
+        "streamingjob_job_restarts",
+        "Automatic driver relaunches by reason (since the operator started).",
+        labels=[*_JOB_LABELS, "reason"],
+    )
+    phase = GaugeMetricFamily(
+        "streamingjob_job_phase", "1 for the job's current phase.", labels=[*_JOB_LABELS, "phase"]
+    )
+    degraded = GaugeMetricFamily(
+        "streamingjob_job_degraded", "1 while condition Degraded is True.", labels=_JOB_LABELS
+    )
+    for (namespace, name), job in jobs:
+        if job.progress_at is not None:
+            since.add_metric([namespace, name], (now - job.progress_at).total_seconds())
+        for reason, count in sorted(job.restarts.items()):
+            restarts.add_metric([namespace, name, reason], count)
+        if job.phase in PHASES:
+            phase.add_metric([namespace, name, job.phase], 1)
+        degraded.add_metric([namespace, name], 1 if job.degraded else 0)
+    return [since, restarts, phase, degraded]
+
+
+def _report_series(jobs: list[tuple[JobKey, _Job]]) -> list[Metric]:
+    """What the current run's driver reported: how it started, failed commits, skipped data."""
+    start = GaugeMetricFamily(
+        "streamingjob_job_start_path",
+        "1 for how the current run started (restored or fresh), as the driver reported.",
+        labels=[*_JOB_LABELS, "path"],
+    )
+    failures = GaugeMetricFamily(
+        "streamingjob_offset_commit_failures",
+        "Offset commits that failed in the current run (driver report).",
+        labels=_JOB_LABELS,
+    )
+    skipped = GaugeMetricFamily(
+        "streamingjob_data_loss_skipped_offsets",
+        "Offsets the current run skipped, deleted or truncated before it read them "
+        "(failOnDataLoss=false; driver report).",
+        labels=_JOB_LABELS,
+    )
+    for (namespace, name), job in jobs:
+        if job.start_path in ("restored", "fresh"):
+            start.add_metric([namespace, name, job.start_path], 1)
+        if job.commit_failures is not None:
+            failures.add_metric([namespace, name], job.commit_failures)
+        skipped.add_metric([namespace, name], job.skipped_offsets)
+    return [start, failures, skipped]
+
+
+def _autoscaler_series(jobs: list[tuple[JobKey, _Job]]) -> list[Metric]:
+    """status.autoscaler's recommendation and the load it is based on."""
+    recommended = GaugeMetricFamily(
+        "streamingjob_autoscaler_recommended_executors",
+        "The executor count the autoscaler recommends (spec.autoscaler.enabled).",
+        labels=_JOB_LABELS,
+    )
+    utilization = GaugeMetricFamily(
+        "streamingjob_autoscaler_utilization",
+        "The load over the executors' measured processing rate (autoscaler).",
+        labels=_JOB_LABELS,
+    )
+    for (namespace, name), job in jobs:
+        if job.recommended is not None:
+            recommended.add_metric([namespace, name], job.recommended)
+        if job.utilization is not None:
+            utilization.add_metric([namespace, name], job.utilization)
+    return [recommended, utilization]
 
 
 def _flat(nested: dict[str, dict[str, int]]) -> dict[tuple[str, str], int]:

@@ -252,63 +252,26 @@ class Reconciler:
     def _step(
         self, job: dict[str, Any], known: _Known, events: list[tuple[dict[str, Any], Event]]
     ) -> tuple[bool, float | None, _Known]:
+        """Observe, decide, record the decision in status (write-ahead), act. Returns whether
+        to step again at once, when to look again, and what the next step knows first hand."""
         meta = job["metadata"]
         namespace, name = meta["namespace"], meta["name"]
         now = datetime.now(UTC)
         old_status = parse_status(job.get("status"))
         spec, problems = parse(job.get("spec") or {})
         if spec is None:  # the schema let it through (an older CRD): the same Invalid path
-            decision = invalid(old_status, summary(problems), now, self.cfg)
-            set_conditions(decision.status, int(meta.get("generation") or 0), now)
-            if status_body(decision.status) != status_body(old_status):
-                job = self.api.replace_status(job, status_body(decision.status))
-            events.extend((job, event) for event in decision.events)
-            return False, decision.requeue_after, _Known()
-
+            return self._unparsable(job, old_status, problems, now, events)
         if foreign := foreign_scale(spec, old_status, meta.get("managedFields") or []):
             # before anything is decided on it: the autoscaler owns the count (no restart)
             self._undo_scale(job, old_status, foreign.owned, foreign.message, events)
             return True, 0.0, _Known()
-        pods, report = self._observe_pods(job, old_status, known)
-        observed = Observed(
-            now=now,
-            pods=self._with_node_view(namespace, name, pods),
-            report=parse_report(report),
-            invalid=self._invalid(job, spec, old_status),
-        )
+        pods, report, observed = self._observe(job, spec, old_status, known, now)
         decision = decide(spec, old_status, observed, namespace=namespace, name=name, cfg=self.cfg)
         new_status = decision.status
         note_applied(spec, new_status)
-        pods_left = bool(observed.pods) or decision.action != "none"
-        offsets_gate = offsets_action.gate(spec, new_status, pods_left)
-        if offsets_gate == "refuse" and spec.offsets_action is not None:
-            decision.events.append(
-                offsets_action.record(
-                    new_status,
-                    spec.offsets_action,
-                    "Refused",
-                    offsets_action.RUNNING_REFUSAL,
-                    who=offsets_action.requested_by(meta),
-                    now=now,
-                    history_limit=self.cfg.history_limit,
-                )
-            )
-        kafka_view = self._kafka_view(job, spec, old_status, now)
-        apply_kafka(new_status, kafka_view)
-        set_conditions(new_status, int(meta.get("generation") or 0), now, kafka_view)
-        if kafka_view is not None and kafka_view.problem:
-            previous = next((c for c in old_status.conditions if c.type == "Degraded"), None)
-            if previous is None or previous.message != kafka_view.problem:
-                decision.events.append(_warning("KafkaUnavailable", kafka_view.problem))
-
-        rescale = None
-        if decision.action == "none":
-            rescale = self.autoscaling.step(
-                (namespace, name), spec, new_status, kafka_view, observed.report, now
-            )
-            set_conditions(new_status, int(meta.get("generation") or 0), now, kafka_view)
-            if rescale is not None:
-                decision.events.append(Event("Normal", rescale.event_reason, rescale.reason))
+        offsets_gate = self._gate_offsets_action(job, spec, decision, observed)
+        kafka_view = self._apply_kafka_view(job, spec, old_status, decision, now)
+        rescale = self._autoscale(job, spec, decision, kafka_view, observed)
 
         changed = status_body(new_status) != status_body(old_status)
         if changed:  # write-ahead: the decision is recorded before it is acted on
@@ -326,14 +289,117 @@ class Reconciler:
         pods_after = self._act(job, spec, decision, pods, old_status.spark_ui_service)
         if offsets_gate == "run" and decision.action == "none":
             job = self._offsets_action(job, spec, events)
-        known = _Known(job=job, pods=pods_after, report=report)
+        return self._next_step(decision, changed, _Known(job=job, pods=pods_after, report=report))
+
+    def _unparsable(
+        self,
+        job: dict[str, Any],
+        old_status: StreamingJobStatus,
+        problems: list[InvalidJobError],
+        now: datetime,
+        events: list[tuple[dict[str, Any], Event]],
+    ) -> tuple[bool, float | None, _Known]:
+        """A spec the models cannot read: Invalid, recorded, nothing else decided."""
+        decision = invalid(old_status, summary(problems), now, self.cfg)
+        set_conditions(decision.status, int(job["metadata"].get("generation") or 0), now)
+        if status_body(decision.status) != status_body(old_status):
+            job = self.api.replace_status(job, status_body(decision.status))
+        events.extend((job, event) for event in decision.events)
+        return False, decision.requeue_after, _Known()
+
+    def _observe(
+        self,
+        job: dict[str, Any],
+        spec: StreamingJobSpec,
+        old_status: StreamingJobStatus,
+        known: _Known,
+        now: datetime,
+    ) -> tuple[list[dict[str, Any]], dict[str, Any] | None, Observed]:
+        """The job's pods and report (read, or known first hand), and decide()'s view of them."""
+        meta = job["metadata"]
+        pods, report = self._observe_pods(job, old_status, known)
+        observed = Observed(
+            now=now,
+            pods=self._with_node_view(meta["namespace"], meta["name"], pods),
+            report=parse_report(report),
+            invalid=self._invalid(job, spec, old_status),
+        )
+        return pods, report, observed
+
+    def _gate_offsets_action(
+        self, job: dict[str, Any], spec: StreamingJobSpec, decision: Decision, observed: Observed
+    ) -> offsets_action.Gate | None:
+        """What this step does with a pending spec.offsetsAction (offsets_action.gate); a
+        refusal is recorded in the decision's status and events."""
+        pods_left = bool(observed.pods) or decision.action != "none"
+        gate = offsets_action.gate(spec, decision.status, pods_left)
+        if gate == "refuse" and spec.offsets_action is not None:
+            decision.events.append(
+                offsets_action.record(
+                    decision.status,
+                    spec.offsets_action,
+                    "Refused",
+                    offsets_action.RUNNING_REFUSAL,
+                    who=offsets_action.requested_by(job["metadata"]),
+                    now=observed.now,
+                    history_limit=self.cfg.history_limit,
+                )
+            )
+        return gate
+
+    def _apply_kafka_view(
+        self,
+        job: dict[str, Any],
+        spec: StreamingJobSpec,
+        old_status: StreamingJobStatus,
+        decision: Decision,
+        now: datetime,
+    ):
+        """The operator's reading of the group, into the decision's status and conditions; a
+        Warning Event when its problem is new."""
+        kafka_view = self._kafka_view(job, spec, old_status, now)
+        apply_kafka(decision.status, kafka_view)
+        set_conditions(
+            decision.status, int(job["metadata"].get("generation") or 0), now, kafka_view
+        )
+        if kafka_view is not None and kafka_view.problem:
+            previous = next((c for c in old_status.conditions if c.type == "Degraded"), None)
+            if previous is None or previous.message != kafka_view.problem:
+                decision.events.append(_warning("KafkaUnavailable", kafka_view.problem))
+        return kafka_view
+
+    def _autoscale(
+        self,
+        job: dict[str, Any],
+        spec: StreamingJobSpec,
+        decision: Decision,
+        kafka_view,
+        observed: Observed,
+    ) -> Rescale | None:
+        """The autoscaler's step when nothing else is to be done, recorded in the decision's
+        status (conditions again) and, for a rescale, its events."""
+        if decision.action != "none":
+            return None
+        meta, now, new_status = job["metadata"], observed.now, decision.status
+        rescale = self.autoscaling.step(
+            (meta["namespace"], meta["name"]), spec, new_status, kafka_view, observed.report, now
+        )
+        set_conditions(new_status, int(meta.get("generation") or 0), now, kafka_view)
+        if rescale is not None:
+            decision.events.append(Event("Normal", rescale.event_reason, rescale.reason))
+        return rescale
+
+    @staticmethod
+    def _next_step(
+        decision: Decision, changed: bool, known: _Known
+    ) -> tuple[bool, float | None, _Known]:
         # A launch, a deletion that completed at once, or a recorded transition that asks for
         # an immediate next step continues in this reconcile; deletions still under way are
         # given time (fencingPollSeconds) to complete.
         if decision.action == "launch":
             return True, 0.0, known
         if decision.action == "delete":
-            return pods_after is not None, decision.requeue_after, known
+            return known.pods is not None, decision.requeue_after, known
         if decision.action == "none" and changed and decision.requeue_after == 0:
             return True, 0.0, known
         return False, decision.requeue_after, known
@@ -387,26 +453,7 @@ class Reconciler:
         assert action is not None
         meta = job["metadata"]
         namespace, name = meta["namespace"], meta["name"]
-        result = None
-        config_map = ""
-        try:
-            target = self._kafka_target(namespace, spec)
-            if target is None:
-                raise OffsetsRefused("the Secret of spec.kafkaCredentials is missing")
-            request = offsets_action.request(action)
-            settings = self.settings
-            result = self.offsets_runner(
-                target, request, settings.kafka_timeout_seconds, settings.kafka_deadline_seconds
-            )
-            outcome, message = "Succeeded", result.summary()
-            listing = offsets_action.listing(result, datetime.now(UTC))
-            child = build_offsets_configmap(job, listing.data)
-            self.api.apply(child)
-            config_map = child["metadata"]["name"]
-        except OffsetsRefused as exc:
-            outcome, message = "Refused", f"nothing written: {exc}"
-        except (KafkaUnavailable, UnknownTopic, OptionError) as exc:
-            outcome, message = "Failed", f"nothing written: {exc}"
+        outcome, message, result, config_map = self._ask_kafka(job, spec, action)
         # Kafka has answered: record it even if the job changed meanwhile (a resume right
         # after the request must still see offsetsActedSinceLaunch), on the job as it is now.
         for _ in range(5):
@@ -415,7 +462,7 @@ class Reconciler:
             event = offsets_action.record(
                 st,
                 action,
-                outcome,  # type: ignore[arg-type]
+                outcome,
                 message,
                 who=offsets_action.requested_by(meta),
                 now=now,
@@ -437,6 +484,31 @@ class Reconciler:
         log.info("offsets action of %s/%s: %s", namespace, name, event.message)
         events.append((job, event))
         return job
+
+    def _ask_kafka(
+        self, job: dict[str, Any], spec: StreamingJobSpec, action: offsets_action.OffsetsActionSpec
+    ) -> tuple[offsets_action.Outcome, str, offsets_action.OffsetsResult | None, str]:
+        """The offsets action's Kafka side: (outcome, message, result, the listing
+        ConfigMap's name); a success's listing is applied here."""
+        result = None
+        try:
+            target = self._kafka_target(job["metadata"]["namespace"], spec)
+            if target is None:
+                raise OffsetsRefused("the Secret of spec.kafkaCredentials is missing")
+            request = offsets_action.request(action)
+            settings = self.settings
+            result = self.offsets_runner(
+                target, request, settings.kafka_timeout_seconds, settings.kafka_deadline_seconds
+            )
+            message = result.summary()
+            listing = offsets_action.listing(result, datetime.now(UTC))
+            child = build_offsets_configmap(job, listing.data)
+            self.api.apply(child)
+            return "Succeeded", message, result, child["metadata"]["name"]
+        except OffsetsRefused as exc:
+            return "Refused", f"nothing written: {exc}", result, ""
+        except (KafkaUnavailable, UnknownTopic, OptionError) as exc:
+            return "Failed", f"nothing written: {exc}", result, ""
 
     # --- observe & validate -------------------------------------------------------------
 

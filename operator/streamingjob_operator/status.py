@@ -71,45 +71,66 @@ def set_conditions(
     phase = st.phase
     ready = phase == "Running"
     progressing = phase in PROGRESSING_PHASES
-    failure = st.reconcile_failure
-    if failure is not None:  # the operator cannot act: the most urgent thing to show
-        degraded, d_reason = True, failure.reason
-    elif phase == "Invalid":
-        degraded, d_reason = True, "InvalidSpec"
-    elif phase == "Failed":
-        degraded, d_reason = True, st.history[-1].reason if st.history else "Failed"
-    elif kafka is not None and kafka.problem:
-        degraded, d_reason = True, kafka.reason
-    elif phase == "Pending" and st.history and st.history[-1].reason == "DriverNotStarting":
-        degraded, d_reason = True, "DriverNotStarting"
-    elif st.consecutive_failures:
-        degraded, d_reason = True, st.last_restart_reason or "DriverFailed"
-    else:
-        degraded, d_reason = False, "AsExpected"
-    if failure is not None:
-        d_message = (
-            f"{failure.message} (failed {failure.count} time(s) since {failure.since}; "
-            "retrying with backoff)"
-        )
-    elif degraded and kafka is not None and kafka.problem and d_reason == kafka.reason:
-        d_message = kafka.problem
-    elif degraded and phase not in ("Invalid", "Failed") and d_reason != "DriverNotStarting":
-        d_message = f"{st.consecutive_failures} consecutive failure(s), last: " + (
-            st.last_restart_reason or "?"
-        )
-        # why (a deleted topic, which Secret or checkpoint): the backoff's record of it
-        backoff = next((h for h in reversed(st.history) if h.reason == "BackOff"), None)
-        d_message += f" ({backoff.message})" if backoff else ""
-    else:
-        d_message = st.message if degraded else ""
+    degraded, d_reason = _degraded(st, kafka)
+    d_message = _degraded_message(st, kafka, degraded, d_reason)
     st.conditions = [
         _condition(prev, "Ready", ready, phase, st.message if ready else "", generation, now),
         _condition(prev, "Progressing", progressing, phase, st.message, generation, now),
         _condition(prev, "Degraded", degraded, d_reason, d_message, generation, now),
+        *_optional_conditions(st, prev, generation, now),
     ]
+    st.observed_generation = generation
+
+
+def _degraded(st: StreamingJobStatus, kafka: KafkaView | None) -> tuple[bool, str]:
+    """Condition Degraded's status and reason: the most urgent problem first."""
+    phase = st.phase
+    if st.reconcile_failure is not None:  # the operator cannot act: the most urgent thing to show
+        return True, st.reconcile_failure.reason
+    if phase == "Invalid":
+        return True, "InvalidSpec"
+    if phase == "Failed":
+        return True, st.history[-1].reason if st.history else "Failed"
+    if kafka is not None and kafka.problem:
+        return True, kafka.reason
+    if phase == "Pending" and st.history and st.history[-1].reason == "DriverNotStarting":
+        return True, "DriverNotStarting"
+    if st.consecutive_failures:
+        return True, st.last_restart_reason or "DriverFailed"
+    return False, "AsExpected"
+
+
+def _degraded_message(
+    st: StreamingJobStatus, kafka: KafkaView | None, degraded: bool, reason: str
+) -> str:
+    """Condition Degraded's message: the reason's details (the failures and their cause)."""
+    failure = st.reconcile_failure
+    if failure is not None:
+        return (
+            f"{failure.message} (failed {failure.count} time(s) since {failure.since}; "
+            "retrying with backoff)"
+        )
+    if degraded and kafka is not None and kafka.problem and reason == kafka.reason:
+        return kafka.problem
+    if degraded and st.phase not in ("Invalid", "Failed") and reason != "DriverNotStarting":
+        message = f"{st.consecutive_failures} consecutive failure(s), last: " + (
+            st.last_restart_reason or "?"
+        )
+        # why (a deleted topic, which Secret or checkpoint): the backoff's record of it
+        backoff = next((h for h in reversed(st.history) if h.reason == "BackOff"), None)
+        return message + (f" ({backoff.message})" if backoff else "")
+    return st.message if degraded else ""
+
+
+def _optional_conditions(
+    st: StreamingJobStatus, prev: dict[str, Condition], generation: int, now: datetime
+) -> list[Condition]:
+    """The conditions shown once there is something to say: OffsetsAction, DataLoss,
+    AutoscalerConflict."""
+    conditions: list[Condition] = []
     if st.offsets_action is not None:  # the last offsets action: True when it went through
         done = st.offsets_action
-        st.conditions.append(
+        conditions.append(
             _condition(
                 prev,
                 "OffsetsAction",
@@ -122,7 +143,7 @@ def set_conditions(
         )
     if st.data_loss_skipped_offsets or "DataLoss" in prev:  # once shown, it stays (False)
         skipped = st.data_loss_skipped_offsets
-        st.conditions.append(
+        conditions.append(
             _condition(
                 prev,
                 "DataLoss",
@@ -138,7 +159,7 @@ def set_conditions(
         )
     if st.autoscaler is not None:  # True while a foreign scale undone is recent
         conflict = st.autoscaler.conflict
-        st.conditions.append(
+        conditions.append(
             _condition(
                 prev,
                 "AutoscalerConflict",
@@ -149,7 +170,7 @@ def set_conditions(
                 now,
             )
         )
-    st.observed_generation = generation
+    return conditions
 
 
 MAX_STATUS_MESSAGE = 2048
