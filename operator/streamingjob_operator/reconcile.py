@@ -632,7 +632,6 @@ class Reconciler:
             # a UI; the job's deletion removes it (finalizer.py, owner reference).
             meta = job["metadata"]
             self.api.delete("Service", meta["namespace"], previous_ui_service)
-            self._applied.pop((meta["uid"], "Service", previous_ui_service), None)
         if decision.action == "delete":
             gone = [self._delete_pod(job, pod, force=True) for pod in decision.force_delete]
             gone += [self._delete_pod(job, pod) for pod in decision.delete]
