@@ -519,6 +519,11 @@ class Reconciler:
         ConfigMap; what this reconcile already knows first hand is not read again."""
         if known.pods is not None:
             return known.pods, known.report
+        if status.epoch == 0:
+            # Never launched: a driver is created only after status records its target
+            # (write-ahead), so none of ours exists, and fencing lists right before any create.
+            # One list less per new job, each a quorum read of every pod in the namespace.
+            return [], None
         meta = job["metadata"]
         pods = self.api.list_job_pods(meta["namespace"], meta["name"])
         self.seen.saw_pods(meta["namespace"], meta["name"], pods)
