@@ -7,8 +7,9 @@ its data. The broker version is any Apache Kafka release (`version`, jars cached
 
 from __future__ import annotations
 
+import json
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -94,11 +95,29 @@ class KafkaCluster:
         metadata = self._admin().list_topics(topic, timeout=10)
         return {p: m.leader for p, m in metadata.topics[topic].partitions.items()}
 
-    def node_leading_most(self, topic: str) -> int:
+    def node_leading_most(self, topic: str, besides: Iterable[int | None] = ()) -> int:
+        """The node leading most partitions of `topic`, among those not in `besides` (when
+        any of them leads at all)."""
         counts: dict[int, int] = {}
         for leader in self.leaders(topic).values():
             counts[leader] = counts.get(leader, 0) + 1
-        return max(counts, key=lambda n: counts[n])
+        others = {n: c for n, c in counts.items() if n not in set(besides)}
+        return max(others or counts, key=lambda n: (others or counts)[n])
+
+    def quorum_leader(self) -> int | None:
+        """The KRaft quorum's leader as the nodes last recorded it (the newest epoch in their
+        `__cluster_metadata-0/quorum-state` files); None if no node has one yet."""
+        newest: tuple[int, int] | None = None
+        for node in self.nodes.values():
+            path = node.workdir / "data" / "__cluster_metadata-0" / "quorum-state"
+            try:
+                state = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+            if state.get("leaderId", -1) >= 0:
+                seen = (state.get("leaderEpoch", -1), state["leaderId"])
+                newest = max(newest or seen, seen)
+        return newest[1] if newest else None
 
     def wait_in_sync(self, topic: str, timeout: float = 60.0) -> None:
         """Until every partition of `topic` has a leader and all its replicas in sync."""
