@@ -120,10 +120,19 @@ def _jars(pom: Path, name: str, version: str) -> Path:
     return built_once(CACHE / "kafka" / version / name, resolve)
 
 
+_HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A port nothing listens on now that this process has not handed out before: the kernel
+    may give a released port again, and a broker once got one port for two listeners."""
+    while True:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
 
 
 @dataclass(frozen=True)
