@@ -67,7 +67,7 @@ from .nodes import NodeTracker, with_node_view
 from .observed import Observed, PodInfo, iso, parse_report
 from .seen import Seen, resource_version
 from .settings import OperatorSettings
-from .status import apply_kafka, set_conditions, status_body
+from .status import KafkaView, apply_kafka, set_conditions, status_body
 from .validation import (
     InvalidJobError,
     check_secrets,
@@ -354,7 +354,7 @@ class Reconciler:
         old_status: StreamingJobStatus,
         decision: Decision,
         now: datetime,
-    ):
+    ) -> KafkaView | None:
         """The operator's reading of the group, into the decision's status and conditions; a
         Warning Event when its problem is new."""
         kafka_view = self._kafka_view(job, spec, old_status, now)
@@ -373,7 +373,7 @@ class Reconciler:
         job: dict[str, Any],
         spec: StreamingJobSpec,
         decision: Decision,
-        kafka_view,
+        kafka_view: KafkaView | None,
         observed: Observed,
     ) -> Rescale | None:
         """The autoscaler's step when nothing else is to be done, recorded in the decision's

@@ -101,8 +101,8 @@ class KafkaCluster:
         counts: dict[int, int] = {}
         for leader in self.leaders(topic).values():
             counts[leader] = counts.get(leader, 0) + 1
-        others = {n: c for n, c in counts.items() if n not in set(besides)}
-        return max(others or counts, key=lambda n: (others or counts)[n])
+        candidates = {n: c for n, c in counts.items() if n not in set(besides)} or counts
+        return max(candidates, key=candidates.__getitem__)
 
     def quorum_leader(self) -> int | None:
         """The KRaft quorum's leader as the nodes last recorded it (the newest epoch in their

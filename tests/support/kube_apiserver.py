@@ -14,7 +14,6 @@ import json
 import os
 import secrets
 import signal
-import socket
 import ssl
 import subprocess
 import tempfile
@@ -23,6 +22,8 @@ import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from tests.support.kafka_broker import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -97,7 +98,7 @@ class KubeAPIServer:
 
     def _start(self, bin_dir: Path, work: Path) -> None:
         deadline = time.monotonic() + self.start_timeout
-        etcd_port, peer_port, api_port = _free_ports(3)
+        etcd_port, peer_port, api_port = (free_port() for _ in range(3))
         etcd_url = f"http://127.0.0.1:{etcd_port}"
         peer_url = f"http://127.0.0.1:{peer_port}"
         self._spawn(
@@ -234,19 +235,6 @@ def running_apiserver(**kwargs: Any) -> Iterator[KubeAPIServer]:
     """Body of a pytest fixture: ``yield from running_apiserver(users=...)``."""
     with KubeAPIServer(**kwargs) as server:
         yield server
-
-
-def _free_ports(count: int) -> list[int]:
-    # Hold all sockets open while choosing so the ports are distinct; a tiny race remains
-    # between closing them and the servers binding, acceptable for a test harness.
-    socks = [socket.socket() for _ in range(count)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def _openssl(*args: str | Path) -> None:
