@@ -78,12 +78,12 @@ test: lint native-check toolchain helm native ## Every test tier: unit, integrat
 
 .PHONY: images push
 IMAGE_PREFIX ?= streamingjob
+IMAGES ?=
 images: ## Build the images (Spark, operator, Kafka, MinIO, the orders example) as $(IMAGE_PREFIX)/<name>:<version>
 	STREAMJOB_IMAGE_PREFIX=$(IMAGE_PREFIX) bash images/build.sh
 
-push: ## Build, then push the images to the registry IMAGE_PREFIX names (make push IMAGE_PREFIX=registry.example.com/team/streamingjob)
-	@test "$(IMAGE_PREFIX)" != streamingjob || { echo "set IMAGE_PREFIX to <registry host>/<path>" >&2; exit 2; }
-	STREAMJOB_IMAGE_PREFIX=$(IMAGE_PREFIX) bash images/build.sh | xargs -n1 docker push
+push: ## Build, then push the images to the registry IMAGE_PREFIX names (make push IMAGE_PREFIX=registry.example.com/team/streamingjob [IMAGES="spark orders"])
+	STREAMJOB_IMAGE_PREFIX=$(IMAGE_PREFIX) bash images/push.sh $(IMAGES)
 
 .PHONY: e2e
 e2e: ## End-to-end tests on an offline kind cluster (node image + images cached)

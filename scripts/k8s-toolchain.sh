@@ -10,6 +10,8 @@
 #                                          tests (a test service, AGPLv3: never shipped by the chart)
 #   scripts/k8s-toolchain.sh promtool    promtool only: evaluates the chart's alert rules against
 #                                          the operator's real metrics (tests/integration)
+#   scripts/k8s-toolchain.sh registry    the CNCF Distribution registry only: the kind bed's image
+#                                          registry (scripts/kind/registry.sh; make push's target)
 #
 # Idempotent: each binary has a stamp recording what it was built from; a binary whose stamp
 # matches is not rebuilt. The wrapper modules are generated under the cache, not kept in the repo.
@@ -26,6 +28,7 @@ HELM_VERSION=v3.22.0
 MINIO_VERSION=v0.0.0-20260212201848-7aac2a2c5b7c
 # Prometheus 3.x publishes its Go module as v0.3XX.Y (v0.316.0 = Prometheus 3.16.0).
 PROMETHEUS_VERSION=v0.316.0
+REGISTRY_VERSION=v3.1.2
 
 APISERVER_BINS=(kube-apiserver kubectl)
 ALL_BINS=(kube-controller-manager kube-scheduler kube-proxy kubelet kubeadm)
@@ -35,8 +38,8 @@ exec 3>&1 1>&2
 
 stage=${1:-}
 case "$stage" in
-  apiserver|helm|all|minio|promtool) ;;
-  *) die "usage: $0 apiserver|helm|all|minio|promtool" ;;
+  apiserver|helm|all|minio|promtool|registry) ;;
+  *) die "usage: $0 apiserver|helm|all|minio|promtool|registry" ;;
 esac
 
 command -v go >/dev/null || PATH="/usr/local/go/bin:$PATH"
@@ -198,6 +201,14 @@ build_promtool() {
   mark_built promtool "$PROMETHEUS_VERSION"
 }
 
+build_registry() {
+  up_to_date registry "$REGISTRY_VERSION" && { log "up to date: registry"; return 0; }
+  log "building registry $REGISTRY_VERSION"
+  GOBIN="$bin" go install -ldflags "-s -w" \
+    "github.com/distribution/distribution/v3/cmd/registry@$REGISTRY_VERSION"
+  mark_built registry "$REGISTRY_VERSION"
+}
+
 # Everything runs from main: bash reads scripts lazily, so editing this file while a long build
 # runs must not change what the running instance executes next.
 main() {
@@ -209,6 +220,8 @@ main() {
     timed build_minio
   elif [ "$stage" = promtool ]; then
     timed build_promtool
+  elif [ "$stage" = registry ]; then
+    timed build_registry
   else
     timed build_k8s "${APISERVER_BINS[@]}"
     timed build_etcd

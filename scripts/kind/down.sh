@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Deletes the end-to-end kind cluster (the node image, the images and all caches stay).
+# Deletes the end-to-end kind cluster and stops its registry (the node image, the images, the
+# registry's blobs and all caches stay).
 #   scripts/kind/down.sh          STREAMJOB_KIND_CLUSTER as for up.sh
 set -euo pipefail
 source "$(dirname "$0")/../common.sh"
@@ -13,3 +14,4 @@ else
   log "no cluster $CLUSTER"
 fi
 rm -f "$STREAMJOB_CACHE/kind/$CLUSTER.kubeconfig"
+bash "$REPO_ROOT/scripts/kind/registry.sh" down

@@ -1,22 +1,23 @@
 #!/usr/bin/env bash
 # Brings up the kind cluster of the end-to-end tests, offline: one control plane (which also
 # runs the test services: Kafka, the object store, the operator) and STREAMJOB_KIND_WORKERS
-# workers for the jobs (default 2, so drivers and executors move between nodes), and loads
-# the project's images into it. Prints the kubeconfig path on stdout; logs and timings on
-# stderr.
+# workers for the jobs (default 2, so drivers and executors move between nodes), with an image
+# registry beside it (scripts/kind/registry.sh): the test services' images are loaded into the
+# control plane, the job image is pushed to the registry and pulled by the workers. Prints the
+# kubeconfig path on stdout; logs and timings on stderr.
 #
 #   scripts/kind/up.sh            docker (+ capability shim where needed), node image (built or
-#                                 loaded from $STREAMJOB_CACHE/kind), cluster, images
+#                                 loaded from $STREAMJOB_CACHE/kind), cluster, registry, images
 # Environment:
 #   STREAMJOB_KIND_CLUSTER       cluster name (default streamingjob-e2e)
 #   STREAMJOB_KIND_NODE_IMAGE    a node image to use instead of building one, e.g.
 #                                kindest/node:v1.34.0 on a machine that can pull it; the value
 #                                `official` means kind's own default image. Such images bring
 #                                kind's default CNI, so the baked CNI is not needed.
-#   STREAMJOB_KIND_SKIP_IMAGES=1 do not build/load the project's images
+#   STREAMJOB_KIND_SKIP_IMAGES=1 do not build/load/push the project's images
 #   STREAMJOB_KIND_WORKERS       worker nodes (default 2; 0: a single node runs everything)
-# Idempotent: a healthy cluster of the same node image is reused, images are loaded only when
-# the node does not have that image ID yet.
+# Idempotent: a healthy cluster of the same node image and configuration is reused, images are
+# loaded only when the node does not have that image ID yet, pushes send only new layers.
 set -euo pipefail
 source "$(dirname "$0")/../common.sh"
 exec 3>&1 1>&2
@@ -60,6 +61,14 @@ config="$STATE/$CLUSTER.yaml"
   echo "  podSubnet: 10.244.0.0/16"
   # Our node image has its own CNI configuration baked in (scripts/kind/node/files/etc/cni).
   [ "$OWN_NODE" = 0 ] || echo "  disableDefaultCNI: true"
+  # Registry hosts from /etc/containerd/certs.d (scripts/kind/registry.sh writes the bed's);
+  # kind's own node images have this already.
+  if [ "$OWN_NODE" = 1 ]; then
+    echo "containerdConfigPatches:"
+    echo "- |-"
+    echo "  [plugins.\"io.containerd.grpc.v1.cri\".registry]"
+    echo "    config_path = \"/etc/containerd/certs.d\""
+  fi
   echo "nodes:"
   echo "- role: control-plane"
   [ -z "$NODE_IMAGE" ] || echo "  image: $NODE_IMAGE"
@@ -89,7 +98,7 @@ healthy() {
     [ -z "$NODE_IMAGE" ] || [ "$(docker inspect --format '{{.Config.Image}}' "$n")" = "$NODE_IMAGE" ] || return 1
   done
   [ "$(docker ps -q --filter "label=io.x-k8s.kind.cluster=$CLUSTER" | wc -l)" = $((1 + WORKERS)) ] &&
-    "${KUBECTL[@]}" get --raw /readyz >/dev/null 2>&1
+    cmp -s "$config" "$config.created" && "${KUBECTL[@]}" get --raw /readyz >/dev/null 2>&1
 }
 if "$KIND" get clusters 2>/dev/null | grep -qx "$CLUSTER"; then
   [ -s "$KUBECONFIG_OUT" ] || "$KIND" export kubeconfig --name "$CLUSTER" --kubeconfig "$KUBECONFIG_OUT" >&2 || true
@@ -103,42 +112,48 @@ fi
 if ! "$KIND" get clusters 2>/dev/null | grep -qx "$CLUSTER"; then
   t=$SECONDS
   "$KIND" create cluster --name "$CLUSTER" --config "$config" --kubeconfig "$KUBECONFIG_OUT" --wait 240s >&2
+  cp "$config" "$config.created" # a cluster of another configuration is not reused
   timing "cluster-create-$temperature" $((SECONDS - t))
 fi
 "${KUBECTL[@]}" wait --for=condition=Ready node --all --timeout=180s >&2
 "${KUBECTL[@]}" -n kube-system rollout status deployment/coredns --timeout=180s >&2
 
+registry=$(bash "$HERE/registry.sh" up "$node" "${workers[@]}")
 if [ "${STREAMJOB_KIND_SKIP_IMAGES:-0}" != 1 ]; then
   t=$SECONDS
-  mapfile -t images < <(bash "$REPO_ROOT/images/build.sh")
+  mapfile -t images < <(bash "$REPO_ROOT/images/build.sh" spark operator kafka minio)
   timing images-build $((SECONDS - t))
+  # The test services run on the control plane (with the tests' Kafka client, of the Spark
+  # image): loaded there, each only once per image ID (a node keeps a mark in its /var volume).
   t=$SECONDS
-  # Job pods run on the workers, from the orders job's own image (examples/user-image: FROM
-  # the Spark image, so the workers need no other); the test services run on the control plane
-  # (with the tests' Kafka client, of the Spark image): each image goes only where it runs.
-  # A node remembers which image ID it got for each tag (in its /var volume).
   for image in "${images[@]}"; do
-    case "$image" in
-      */orders:*) targets=("${workers[@]}") ;;
-      *) targets=("$node") ;;
-    esac
     id=$(docker image inspect --format '{{.Id}}' "$image")
     mark="/var/lib/streamingjob-images/$(tr '/:' '__' <<<"$image")"
-    missing=()
-    for n in "${targets[@]}"; do
-      [ "$(docker exec "$n" cat "$mark" 2>/dev/null)" = "$id" ] || missing+=("$n")
-    done
-    if [ ${#missing[@]} -eq 0 ]; then
+    if [ "$(docker exec "$node" cat "$mark" 2>/dev/null)" = "$id" ]; then
       log "$image already loaded"
       continue
     fi
-    log "loading $image into ${missing[*]}"
-    "$KIND" load docker-image --name "$CLUSTER" --nodes "$(IFS=,; echo "${missing[*]}")" "$image" >&2
-    for n in "${missing[@]}"; do
-      docker exec "$n" sh -c "mkdir -p /var/lib/streamingjob-images && echo '$id' > '$mark'"
-    done
+    log "loading $image into $node"
+    "$KIND" load docker-image --name "$CLUSTER" --nodes "$node" "$image" >&2
+    docker exec "$node" sh -c "mkdir -p /var/lib/streamingjob-images && echo '$id' > '$mark'"
   done
   timing images-load $((SECONDS - t))
+  # Job pods run on the workers, from the orders job's own image (examples/user-image: FROM
+  # the Spark image) as users ship theirs: pushed to a registry (make push's script), pulled by
+  # the nodes' containerd. Pulled here once so no test waits for it; pods pull it Always.
+  t=$SECONDS
+  orders=$(STREAMJOB_IMAGE_PREFIX="$registry/streamingjob" bash "$REPO_ROOT/images/push.sh" orders | grep /orders:)
+  timing images-push $((SECONDS - t))
+  t=$SECONDS
+  pids=()
+  pullers=("${workers[@]}")
+  [ ${#pullers[@]} -gt 0 ] || pullers=("$node")
+  for n in "${pullers[@]}"; do
+    docker exec "$n" ctr -n k8s.io images pull --hosts-dir /etc/containerd/certs.d "$orders" >/dev/null &
+    pids+=($!)
+  done
+  for pid in "${pids[@]}"; do wait "$pid" || die "a worker could not pull $orders from $registry"; done
+  timing images-pull $((SECONDS - t))
 fi
 timing "up-total-$temperature" $((SECONDS - total))
 echo "$KUBECONFIG_OUT" >&3

@@ -25,6 +25,8 @@ from typing import TypeVar
 from tests.support import polling
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+# The bed's image registry as the host and the nodes name it (scripts/kind/registry.sh)
+REGISTRY = "localhost:5001"
 T = TypeVar("T")
 # A watch is re-established (after a fresh list) this often: a stalled watch stream costs at
 # most this long instead of the whole wait.
@@ -64,7 +66,7 @@ def project_images() -> Images:
     version = project_version()
     return Images(
         spark=f"streamingjob/spark:{version}",
-        orders=f"streamingjob/orders:{version}",
+        orders=f"{REGISTRY}/streamingjob/orders:{version}",
         operator=f"streamingjob/operator:{version}",
         kafka=f"streamingjob/kafka:{kafka_version()}-{version}",
     )

@@ -20,6 +20,7 @@ from tests.e2e.bed import (
     BUCKET,
     KAFKA_NAMESPACE,
     OPERATOR_NAMESPACE,
+    REGISTRY,
     RELEASE,
     REPO_ROOT,
     STORAGE_NAMESPACE,
@@ -92,6 +93,8 @@ def guide(kube: Kube, status: dict) -> str:
         '[p.produce("orders", value=b"{}") for _ in range(1000)]; p.flush()\''
     )
     batch = status["latestBatch"]
+    images = project_images()
+    mine = images.orders.rsplit(":", 1)[0] + ":mine"  # a new tag: the old one stays as it was
     return f"""
 The orders job runs: epoch {status["epoch"]}, batch {batch["batchId"]} committed, driver \
 {status["driverPod"]}. In your shell:
@@ -114,6 +117,11 @@ Try (each is an e2e scenario: tests/e2e/test_scenarios.py)
             epoch + 1, a fresh checkpoint from the group's committed offsets (next time: 2)
   scale     kubectl -n {NAMESPACE} scale sj {JOB} --replicas 3
             a restore in the same epoch with one more executor
+  new code  edit examples/user-image/orders_transform.py, then
+            docker build --build-arg SPARK_IMAGE={images.spark} -t {mine} examples/user-image
+            docker push {mine}
+            kubectl -n {NAMESPACE} patch sj {JOB} --type merge -p '{{"spec":{{"image":"{mine}"}}}}'
+            a redeploy onto your image, pulled from the bed's registry ({REGISTRY})
   produce   {produce}
 
 Output: s3a://{BUCKET}/output/orders/epoch-<n> (kubectl -n {STORAGE_NAMESPACE} port-forward \

@@ -1,22 +1,24 @@
-"""The kind bed works: the Spark image runs a job as the Spark user. Services, the Kafka image
-and executor pods from the Spark image are the scenarios' first steps (test_scenarios.py)."""
+"""The kind bed works: the Spark image runs a job as the Spark user; the workers pull the job
+image from the bed's registry, as pushed. Services, the Kafka image and executor pods are the
+scenarios' first steps (test_scenarios.py)."""
 
 from __future__ import annotations
 
 import json
+import subprocess
 
 import pytest
 
-from tests.e2e.bed import ON_CONTROL_PLANE, Images, Kube
+from tests.e2e.bed import ON_CONTROL_PLANE, REGISTRY, Images, Kube, worker_nodes
 
 pytestmark = pytest.mark.e2e
 
 
-def _pod(name: str, image: str, command: list[str], **extra: object) -> str:
+def _pod(name: str, image: str, command: list[str], pull: str = "Never", **extra: object) -> str:
     spec: dict = {
         "restartPolicy": "Never",
         "containers": [
-            {"name": "main", "image": image, "imagePullPolicy": "Never", "command": command}
+            {"name": "main", "image": image, "imagePullPolicy": pull, "command": command}
         ],
     }
     spec.update(extra)
@@ -45,3 +47,27 @@ def test_spark_image_runs_a_local_pyspark_job(kube: Kube, namespace: str, images
     kube.apply(pod, namespace)
     logs = _assert_succeeded(kube, "spark-local", namespace)
     assert "UID 185 COUNT 499500" in logs
+
+
+def _pushed_digest(image: str) -> str:
+    """The digest `docker push` gave the image in the bed's registry (repository@sha256:...)."""
+    inspect = ["docker", "image", "inspect", "--format", "{{json .RepoDigests}}", image]
+    digests = json.loads(subprocess.run(inspect, capture_output=True, check=True).stdout)
+    repository = image.rsplit(":", 1)[0]
+    [digest] = [d for d in digests if d.startswith(f"{repository}@")]
+    return digest
+
+
+def test_workers_pull_the_job_image_from_the_beds_registry(
+    kube: Kube, namespace: str, images: Images
+) -> None:
+    # images/push.sh (make push) sent it; each worker's kubelet pulls it (Always) through
+    # containerd's hosts.toml for the registry, and runs what was pushed: the same digest
+    assert images.orders.startswith(f"{REGISTRY}/")
+    check = ["python", "-c", "import orders_transform; print('transform', orders_transform.typed)"]
+    for i, worker in enumerate(worker_nodes(kube)):
+        name = f"pull-{i}"
+        kube.apply(_pod(name, images.orders, check, pull="Always", nodeName=worker), namespace)
+        assert "transform <function typed" in _assert_succeeded(kube, name, namespace)
+        pod = kube.get("pod", name, namespace)
+        assert pod["status"]["containerStatuses"][0]["imageID"] == _pushed_digest(images.orders)
