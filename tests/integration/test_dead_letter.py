@@ -1,0 +1,153 @@
+"""The dead-letter writer on a real broker: every dead record once for read_committed readers,
+across re-reads of a range (a restore), overlapping ranges (a redeploy from older offsets) and a
+writer killed mid-transaction (an executor lost), whose records are in the log but aborted."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from spark_app.dead_letter import DeadLetterTarget, DeadRecord, write_dead_records
+from tests.support.kafka_tools import group_offsets, new_topic
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def source(kafka) -> str:
+    """The source topic (the progress group's offsets are for its partitions)."""
+    return new_topic(kafka.bootstrap, partitions=2, prefix="orders")
+
+
+def _target(bootstrap: str) -> DeadLetterTarget:
+    return DeadLetterTarget(
+        topic=new_topic(bootstrap, partitions=2, prefix="dead"),
+        client={"bootstrap.servers": bootstrap},
+        job=f"orders-{uuid.uuid4().hex[:6]}",
+        epoch=3,
+        group=f"g-{uuid.uuid4().hex[:6]}",
+    )
+
+
+def _dead(source: str, offset: int, partition: int = 0) -> DeadRecord:
+    return DeadRecord(
+        topic=source,
+        partition=partition,
+        offset=offset,
+        timestamp=1_700_000_000_000 + offset,
+        key=f"k{offset}".encode(),
+        value=b"\x07not avro " + str(offset).encode(),
+        reason="bad-magic-byte",
+        message=f"magic byte 7, not 0, at offset {offset}",
+        headers=[("trace", b"t%d" % offset)],
+    )
+
+
+def _read(bootstrap: str, topic: str, isolation: str) -> list:
+    """Every record of the topic a reader of that isolation level sees, to the log's end."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"reader-{uuid.uuid4().hex[:6]}",
+            "enable.auto.commit": False,
+            "isolation.level": isolation,
+        }
+    )
+    meta = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+    ends = {
+        p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in meta
+    }
+    ends = {p: end for p, end in ends.items() if end > 0}  # an empty one has no position
+    consumer.assign([TopicPartition(topic, p, 0) for p in ends])
+    seen, deadline = [], time.monotonic() + 60
+    try:
+        while any(
+            tp.offset < ends[tp.partition] for tp in consumer.position(consumer.assignment())
+        ):
+            assert time.monotonic() < deadline, f"{topic} not read to its end within 60 s"
+            seen += [m for m in consumer.consume(100, 0.5) if m.error() is None]
+        return seen
+    finally:
+        consumer.close()
+
+
+def _source_offset(message) -> int:
+    return int(dict(message.headers())["streamingjob.source.offset"])
+
+
+def _offsets(messages: list) -> list[int]:
+    return sorted(_source_offset(m) for m in messages)
+
+
+def test_dead_records_carry_their_bytes_and_where_and_why(kafka, source: str) -> None:
+    target = _target(kafka.bootstrap)
+    assert write_dead_records(target, source, 0, [_dead(source, 4), _dead(source, 7)], end=10) == 2
+    [first, second] = sorted(
+        _read(kafka.bootstrap, target.topic, "read_committed"), key=_source_offset
+    )
+    assert (first.key(), first.value()) == (b"k4", b"\x07not avro 4")
+    assert first.headers() == [
+        ("trace", b"t4"),
+        ("streamingjob.source.topic", source.encode()),
+        ("streamingjob.source.partition", b"0"),
+        ("streamingjob.source.offset", b"4"),
+        ("streamingjob.source.timestamp", b"1700000000004"),
+        ("streamingjob.error.reason", b"bad-magic-byte"),
+        ("streamingjob.error.message", b"magic byte 7, not 0, at offset 4"),
+        ("streamingjob.job", target.job.encode()),
+        ("streamingjob.epoch", b"3"),
+    ]
+    assert second.value() == b"\x07not avro 7"
+    # the progress group holds the source offset after the range, committed with the records
+    assert group_offsets(kafka.bootstrap, target.progress_group, source)[0] == 10
+
+
+def test_a_range_read_again_or_overlapping_writes_each_record_once(kafka, source: str) -> None:
+    target = _target(kafka.bootstrap)
+    assert write_dead_records(target, source, 0, [_dead(source, 4), _dead(source, 7)], end=10) == 2
+    # a restore reads the same range again, a retried task too
+    assert write_dead_records(target, source, 0, [_dead(source, 4), _dead(source, 7)], end=10) == 0
+    # a redeploy from older committed offsets: 7 again, 12 new
+    assert write_dead_records(target, source, 0, [_dead(source, 7), _dead(source, 12)], end=15) == 1
+    # another source partition has its own progress
+    assert write_dead_records(target, source, 1, [_dead(source, 7, partition=1)], end=8) == 1
+    assert _offsets(_read(kafka.bootstrap, target.topic, "read_committed")) == [4, 7, 7, 12]
+    assert group_offsets(kafka.bootstrap, target.progress_group, source) == {0: 15, 1: 8}
+
+
+_KILLED_MID_TRANSACTION = """
+import os, sys
+from confluent_kafka import Producer
+bootstrap, transactional_id, topic = sys.argv[1:]
+producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id})
+producer.init_transactions(30)
+producer.begin_transaction()
+for n in (4, 7):
+    producer.produce(topic, value=b"half-written %d" % n)
+assert producer.flush(30) == 0  # in the log, the transaction open
+os.kill(os.getpid(), 9)
+"""
+
+
+def test_a_writer_killed_mid_transaction_is_fenced_and_its_records_never_seen(
+    kafka, source: str
+) -> None:
+    target = _target(kafka.bootstrap)
+    zombie = target.transactional_id(source, 0)
+    args = [sys.executable, "-c", _KILLED_MID_TRANSACTION, kafka.bootstrap, zombie, target.topic]
+    assert subprocess.run(args, timeout=60).returncode == -9
+    # the next attempt of the task: fences the dead writer (its transaction aborted) and writes
+    assert write_dead_records(target, source, 0, [_dead(source, 4), _dead(source, 7)], end=10) == 2
+    committed = _read(kafka.bootstrap, target.topic, "read_committed")
+    assert sorted(m.value() for m in committed) == [b"\x07not avro 4", b"\x07not avro 7"]
+    # the killed writer's records are in the log: what read_committed does not show
+    everything = [m.value() for m in _read(kafka.bootstrap, target.topic, "read_uncommitted")]
+    assert sorted(v for v in everything if v.startswith(b"half")) == [
+        b"half-written 4",
+        b"half-written 7",
+    ]
