@@ -14,8 +14,8 @@ set -euo pipefail
 source "$(dirname "$0")/../common.sh"
 exec 3>&1 1>&2
 HERE="$REPO_ROOT/scripts/kind"
-NAME=streamingjob-registry
-HOST_ADDRESS=localhost:5001
+NAME=streamingjob-registry # its host name on the kind network (the hosts.toml below)
+HOST_ADDRESS=localhost:5001 # the host's name for it (the v2 check below)
 STORE="$STREAMJOB_CACHE/kind/registry"
 
 image() { # builds the registry image (FROM scratch: the static binary and our config)
@@ -45,17 +45,17 @@ up() {
     docker exec -i "$node" sh -c "mkdir -p '/etc/containerd/certs.d/$HOST_ADDRESS' &&
       cat > '/etc/containerd/certs.d/$HOST_ADDRESS/hosts.toml'" <<TOML
 # $HOST_ADDRESS/... is the bed's registry, reached by its name on the kind network
-[host."http://$NAME:5000"]
+[host."http://streamingjob-registry:5000"]
   capabilities = ["pull", "resolve"]
 TOML
   done
   # answers before anyone pushes (the v2 API root)
   for _ in $(seq 1 50); do
-    curl -fsS "http://$HOST_ADDRESS/v2/" >/dev/null 2>&1 && { echo "$HOST_ADDRESS" >&3; return 0; }
+    curl -fsS "http://localhost:5001/v2/" >/dev/null 2>&1 && { echo "$HOST_ADDRESS" >&3; return 0; }
     sleep 0.2
   done
   docker logs "$NAME" | tail -20
-  die "registry $NAME does not answer at http://$HOST_ADDRESS/v2/"
+  die "registry $NAME does not answer at http://localhost:5001/v2/"
 }
 
 case "${1:-}" in

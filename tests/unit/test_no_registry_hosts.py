@@ -14,8 +14,10 @@ pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[2]
 URL = re.compile(r"\bhttps?://([A-Za-z0-9.\-_{}$]+)")
+# streamingjob-registry: the kind bed's own registry container (scripts/kind/registry.sh)
 LOCAL = re.compile(
-    r"^(localhost|127\.0\.0\.1|0\.0\.0\.0|\{host\}|[a-z0-9.\-]*\.svc(\..*)?|minio\.[a-z.]+)$"
+    r"^(localhost|127\.0\.0\.1|0\.0\.0\.0|\{host\}|[a-z0-9.\-]*\.svc(\..*)?|minio\.[a-z.]+"
+    r"|streamingjob-registry)$"
 )
 # namespace identifiers of XML and JSON Schema documents: names, never downloaded
 SCHEMA_IDS = {"maven.apache.org", "www.w3.org", "json-schema.org"}
