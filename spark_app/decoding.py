@@ -28,6 +28,7 @@ from fastavro.read import SchemaResolutionError
 from spark_app.avro_types import UnsupportedAvroSchema, arrow_column, converter, spark_type
 from spark_app.schema_registry_client import (
     RegisteredSchema,
+    RegistryUnavailable,
     SchemaNotFound,
     SchemaRegistryClient,
 )
@@ -86,6 +87,11 @@ def resolve_reader_schema(
     return found
 
 
+def reader_column_type(reader: RegisteredSchema) -> Any:
+    """The Spark type a reader schema's values decode to (Spark's from_avro mapping)."""
+    return spark_type(_parse(reader.schema, expand=True))[0]
+
+
 class AvroDecoder:
     """Decodes wire-format values to the reader schema; `decode` never raises for a bad
     record, only for a registry outage."""
@@ -97,7 +103,9 @@ class AvroDecoder:
         expanded = _parse(reader.schema, expand=True)
         self.column_type = spark_type(expanded)[0]  # the decoded column's Spark type
         self._convert = converter(expanded)
-        self._writers: dict[int, Any] = {}  # schema id -> parsed writer schema, or Poison
+        # schema id -> parsed writer schema, or Poison; records written with the reader
+        # schema itself (the usual case) need no registry at all
+        self._writers: dict[int, Any] = {reader.schema_id: self._reader_schema}
 
     def decode(self, value: bytes | None) -> Any:
         """The value in the shape of `column_type` (a dict for a record schema), a `Poison`,
@@ -163,30 +171,60 @@ def _parse(schema_text: str, expand: bool = False) -> Any:
 
 class PoisonRecordError(RuntimeError):
     """A record that cannot be decoded, where no dead-letter topic takes it: names the record
-    (topic, partition, offset) and the reason, so it can be found and skipped."""
+    (topic, partition, offset), the reason and how to skip it. `range_start` is where the
+    failing batch began reading the partition: the records from there to the poison one
+    were read but are not output either (the batch fails whole)."""
 
-    def __init__(self, topic: str, partition: int, offset: int, poison: Poison):
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        poison: Poison,
+        range_start: int | None = None,
+    ):
         self.topic, self.partition, self.offset, self.poison = topic, partition, offset, poison
+        skipped = ""
+        if range_start is not None and range_start < offset:
+            skipped = (
+                f"; that also skips offsets {range_start}..{offset - 1}, which this batch read "
+                "before it"
+            )
         super().__init__(
             f"poison record {topic}-{partition} offset {offset}: {poison.reason}: "
-            f"{poison.message}; the query cannot pass it until the group's offset of the "
-            f"partition is moved to {offset + 1}"
+            f"{poison.message}. The batch fails and nothing of it is committed: a restart "
+            f"meets the record again. To skip it, stop the job and move the group's offset of "
+            f"{topic}-{partition} to {offset + 1} (an offsets action, alter), then start it "
+            f"fresh{skipped}"
         )
 
 
-def decode_value_column(batch: Any, decoder: AvroDecoder) -> Any:
+def decode_value_column(batch: Any, decoder: AvroDecoder, range_start: int | None = None) -> Any:
     """An Arrow record batch of the source's columns with `value` decoded into the reader
-    schema's column type; raises PoisonRecordError at the first record that cannot be."""
+    schema's column type; raises PoisonRecordError at the first record that cannot be, and
+    RegistryUnavailable naming the record whose writer schema could not be fetched."""
     import pyarrow as pa
 
     rows = []
     for i, value in enumerate(batch.column("value").to_pylist()):
-        row = decoder.decode(value)
+        try:
+            row = decoder.decode(value)
+        except RegistryUnavailable as exc:
+            topic, partition, offset = _where(batch, i)
+            raise RegistryUnavailable(
+                f"{topic}-{partition} offset {offset}: {exc}. The batch fails and nothing of it "
+                "is committed; once the registry answers (option schemaRegistryUrl; "
+                "schemaRegistryTimeoutMs is how long it is retried) a restart reads it again"
+            ) from None
         if isinstance(row, Poison):
-            topic, partition = batch.column("topic")[i].as_py(), batch.column("partition")[i]
-            offset = batch.column("offset")[i].as_py()
-            raise PoisonRecordError(topic, partition.as_py(), offset, row)
+            raise PoisonRecordError(*_where(batch, i), row, range_start)
         rows.append(row)
     column = arrow_column(rows, decoder.column_type)
     index = batch.schema.get_field_index("value")
     return batch.set_column(index, pa.field("value", column.type), column)
+
+
+def _where(batch: Any, i: int) -> tuple[str, int, int]:
+    """The topic, partition and offset of row `i`."""
+    column = batch.column
+    return column("topic")[i].as_py(), column("partition")[i].as_py(), column("offset")[i].as_py()

@@ -27,6 +27,7 @@ from spark_app.offsets import Positions, StartDecision, TopicPartition
 from spark_app.options import SourceOptions
 from spark_app.partition_reader import DataLossError, KafkaInputPartition
 from spark_app.partition_state import PartitionStateTable
+from spark_app.typed_values import TypedValues
 
 log = logging.getLogger("spark_app.source")
 
@@ -34,8 +35,9 @@ log = logging.getLogger("spark_app.source")
 class DriverSide:
     """Everything the driver-side reader keeps between planning calls."""
 
-    def __init__(self, options: SourceOptions):
+    def __init__(self, options: SourceOptions, values: TypedValues | None = None):
         self.options = options
+        self.values = values  # valueFormat=avro: the reader schema pinned at query start
         self.read_path = native_read.executor_read_path(options.read_path)
         self.table = PartitionStateTable()
         self.metadata = KafkaMetadata(options)
@@ -67,6 +69,8 @@ class DriverSide:
             signal.signal(signal.SIGTERM, self._on_sigterm)
             _log_to_stderr()
         log.info(native_read.read_path_line(options.read_path, options.native_engine))
+        if values is not None:
+            log.info("values: Avro, decoded on the executors to %s", values.describe())
 
     def _on_sigterm(self, signum: int, frame: object) -> None:
         """The JVM ends this process with SIGTERM and never calls stop(): send the pending
@@ -233,6 +237,7 @@ class DriverSide:
                 max_records_per_batch=self.options.max_records_per_batch,
                 read_path=self.read_path,
                 native_engine=self.options.native_engine,
+                values=self.values,
             )
             for tp in sorted(stop)
             if stop[tp] > begin.get(tp, 0)

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from operator import itemgetter
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from pyspark.sql.datasource import InputPartition
 from pyspark.sql.types import (
@@ -38,6 +38,9 @@ from pyspark.sql.types import (
     StructType,
     TimestampType,
 )
+
+if TYPE_CHECKING:
+    from spark_app.typed_values import TypedValues
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +98,7 @@ class KafkaInputPartition(InputPartition):
     max_records_per_batch: int = 10_000
     read_path: str = "auto"  # auto | native | python
     native_engine: str = "auto"  # auto | fetch | librdkafka
+    values: TypedValues | None = None  # valueFormat=avro: decoded after the read
 
     @property
     def name(self) -> str:

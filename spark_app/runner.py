@@ -248,7 +248,8 @@ def main(argv: list[str] | None = None) -> int:
 # wrapping ("…spark_app.partition_reader.TopicDeletedError: topic t was deleted …").
 _SOURCE_ERROR = re.compile(
     r"\b(?:DataLossError|TopicDeletedError|UnknownTopic|KafkaUnavailable|KafkaException"
-    r"|TimeoutError|NativeUnavailable): (.+)"
+    r"|TimeoutError|NativeUnavailable|PoisonRecordError|RegistryUnavailable|RegistryRefused"
+    r"|ReaderSchemaError): (.+)"
 )
 
 

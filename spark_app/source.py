@@ -5,12 +5,14 @@ docs/source.md): the long-lived driver-side runner process calls the planning me
 planner process builds a copy that is pickled to executors for `read()`. So `__init__` is
 cheap and picklable, and all driver-side machinery (clients, the partition state table, the
 committer and discovery threads) lives in `DriverSide` (spark_app/driver_side.py), created on
-the first planning call.
+the first planning call. With valueFormat=avro, `schema()` resolves the reader schema once and
+keeps it on the data source, which PySpark pickles to those processes
+(spark_app/typed_values.py); executors decode after the read (spark_app/value_decoder.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
@@ -22,25 +24,43 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from spark_app import offsets as off
+from spark_app import typed_values
 from spark_app.driver_side import DriverSide
 from spark_app.options import OptionError, SourceOptions
 from spark_app.partition_reader import spark_schema
+from spark_app.typed_values import TypedValues
 
 FORMAT = "kafka_checkpointed"
 
 
 class KafkaCheckpointedDataSource(DataSource):
+    def __init__(self, options: dict[str, str]):
+        super().__init__(options)
+        # valueFormat=avro: the reader schema, resolved by schema() at query start; this
+        # object is pickled to the planning processes, so it is resolved only once.
+        self._values: TypedValues | None = None
+
     @classmethod
     def name(cls) -> str:
         return FORMAT
 
     def schema(self) -> StructType:
-        _refuse_unread_value_format(self.options)
         include = str(self.options.get("includeHeaders", "false")).lower() == "true"
-        return spark_schema(include)
+        if str(self.options.get("valueFormat", "raw")).strip().lower() == "raw":
+            return spark_schema(include)  # no parsing: a sink's options name no topics
+        options = SourceOptions.parse(self.options)
+        assert options.value_decoding is not None  # parse refuses any other format
+        self._values = typed_values.at_query_start(options.value_decoding)
+        return typed_values.source_schema(spark_schema(include), self._values)
 
     def streamReader(self, schema: StructType) -> KafkaStreamReader:
-        return KafkaStreamReader(SourceOptions.parse(self.options), schema)
+        options = SourceOptions.parse(self.options)
+        if options.value_decoding is not None and self._values is None:
+            raise OptionError(
+                "valueFormat=avro: the columns come from the reader schema; start the query "
+                "without a schema of its own (no .schema(...) on readStream)"
+            )
+        return KafkaStreamReader(options, schema, self._values)
 
     def streamWriter(self, schema: StructType, overwrite: bool):
         from spark_app.kafka_sink import KafkaStreamWriter
@@ -48,30 +68,22 @@ class KafkaCheckpointedDataSource(DataSource):
         return KafkaStreamWriter(dict(self.options))
 
 
-def _refuse_unread_value_format(options: Mapping[str, str]) -> None:
-    """valueFormat=avro is parsed and its decoder exists (spark_app/decoding.py), but the read
-    path does not use it yet: a query asking for it fails instead of reading raw bytes."""
-    value_format = {k.lower(): v for k, v in options.items()}.get("valueformat", "raw")
-    if value_format.strip().lower() != "raw":
-        raise OptionError(
-            f"option valueFormat={value_format!r}: the source reads raw values only for now "
-            "(Avro decoding is not in the read path yet); use valueFormat=raw"
-        )
-
-
 class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    def __init__(self, options: SourceOptions, schema: StructType):
+    def __init__(
+        self, options: SourceOptions, schema: StructType, values: TypedValues | None = None
+    ):
         self.options = options
         self.schema = schema
+        self.values = values
         self._driver: DriverSide | None = None
 
     def __getstate__(self) -> dict:
-        return {"options": self.options, "schema": self.schema, "_driver": None}
+        return {**self.__dict__, "_driver": None}
 
     @property
     def driver(self) -> DriverSide:
         if self._driver is None:
-            self._driver = DriverSide(self.options)
+            self._driver = DriverSide(self.options, self.values)
         return self._driver
 
     # -- planning: the driver-side runner process -----------------------------------------
@@ -105,6 +117,12 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # -- reading: executors ----------------------------------------------------------------
     def read(self, partition: InputPartition) -> Iterator:
-        from spark_app.partition_reader import read_range
+        from spark_app.partition_reader import KafkaInputPartition, read_range
 
-        return read_range(partition)  # type: ignore[arg-type]
+        assert isinstance(partition, KafkaInputPartition)
+        batches = read_range(partition)
+        if partition.values is None:
+            return batches
+        from spark_app.value_decoder import decoded  # Avro: one decode step for every path
+
+        return decoded(batches, partition)

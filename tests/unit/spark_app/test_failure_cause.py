@@ -32,6 +32,18 @@ def test_the_last_of_chained_errors_is_the_one_raised():
     assert failure_cause(text) == "orders-0: offsets 3..9"
 
 
+def test_a_poison_record_or_a_registry_outage_is_the_cause():
+    poison = SPARK_WRAPPED.replace(
+        "spark_app.partition_reader.TopicDeletedError: topic orders was deleted while the job "
+        "read orders-2 [40, 90) (stuck at offset 40); the batch fails",
+        "spark_app.decoding.PoisonRecordError: poison record orders-2 offset 41: truncated: "
+        "3 bytes",
+    )
+    assert failure_cause(poison) == "poison record orders-2 offset 41: truncated: 3 bytes"
+    outage = "x\nspark_app.schema_registry_client.RegistryUnavailable: orders-0 offset 9: down"
+    assert failure_cause(outage) == "orders-0 offset 9: down"
+
+
 def test_any_other_failure_is_sparks_first_line():
     assert failure_cause("[STREAM_FAILED] boom\nmore") == "[STREAM_FAILED] boom"
     assert failure_cause("") == "unknown error"

@@ -1,0 +1,182 @@
+"""valueFormat=avro without services: the reader schema is pinned by schema() and travels with
+the pickled data source to the reader and its partitions; the executors' decode step gives
+batches of exactly the schema Spark checks, and names the record it stops at. On a real
+broker and registry, through Spark: tests/integration/spark_app/test_typed_records.py."""
+
+from __future__ import annotations
+
+import json
+import pickle
+from datetime import UTC, date, datetime
+from decimal import Decimal
+
+import pyarrow as pa
+import pytest
+from pyspark.sql.pandas.types import to_arrow_schema
+
+from spark_app import typed_values
+from spark_app.decoding import (
+    AvroDecoder,
+    PoisonRecordError,
+    ReaderSchemaError,
+    decode_value_column,
+)
+from spark_app.options import OptionError, SourceOptions
+from spark_app.partition_reader import (
+    KafkaInputPartition,
+    arrow_schema,
+    spark_schema,
+    to_record_batch,
+)
+from spark_app.schema_registry_client import RegisteredSchema, RegistryUnavailable
+from spark_app.source import KafkaCheckpointedDataSource
+from spark_app.typed_values import TypedValues
+from spark_app.value_decoder import decoded
+from tests.support.kafka_broker import free_port
+from tests.support.schema_registry import wire_format
+
+pytestmark = pytest.mark.unit
+
+SCHEMA = {
+    "type": "record",
+    "name": "Order",
+    "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "day", "type": {"type": "int", "logicalType": "date"}},
+        {
+            "name": "price",
+            "type": {"type": "bytes", "logicalType": "decimal", "precision": 6, "scale": 2},
+        },
+        {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+        {"name": "note", "type": ["null", "string"], "default": None},
+        {
+            "name": "where",
+            "type": {"type": "record", "name": "Where", "fields": [{"name": "c", "type": "int"}]},
+        },
+    ],
+}
+READER = RegisteredSchema(schema_id=41, version=3, schema=json.dumps(SCHEMA))
+AVRO = {
+    "kafka.bootstrap.servers": "b:9092",
+    "subscribe": "orders",
+    "kafka.group.id": "g",
+    "valueFormat": "avro",
+    "schemaRegistryUrl": "http://registry.data.svc:8081",
+}
+ORDER = {
+    "id": 1,
+    "day": date(2026, 11, 24),
+    "price": Decimal("12.34"),
+    "at": datetime(2026, 11, 24, 12, 0, 1, 500000, tzinfo=UTC),
+    "note": None,
+    "where": {"c": 7},
+}
+
+
+class NoRegistry:
+    """A registry client that is never reachable."""
+
+    url = "http://registry.data.svc:8081"
+
+    def schema_by_id(self, schema_id: int) -> RegisteredSchema:
+        raise RegistryUnavailable(f"schema registry {self.url} unavailable for 1s (GET x)")
+
+
+def values() -> TypedValues:
+    return TypedValues(SourceOptions.parse(AVRO).value_decoding, READER)  # type: ignore[arg-type]
+
+
+def raw_batch(values: list[bytes | None], first_offset: int = 10) -> pa.RecordBatch:
+    p = KafkaInputPartition("orders", 2, first_offset, first_offset + len(values), {})
+    n = len(values)
+    return to_record_batch(
+        p,
+        arrow_schema(False),
+        first_offset=first_offset,
+        offsets=None,
+        keys=[None] * n,
+        values=values,
+        kinds=[1] * n,
+        millis=[0] * n,
+        headers=None,
+    )
+
+
+def test_schema_pins_the_reader_schema_for_the_reader_and_its_partitions(monkeypatch):
+    monkeypatch.setattr(typed_values, "at_query_start", lambda decoding: values())
+    source = KafkaCheckpointedDataSource(dict(AVRO))
+    schema = source.schema()
+    value = schema["value"].dataType
+    assert value.fieldNames() == ["id", "day", "price", "at", "note", "where"]
+    assert schema.fieldNames() == spark_schema(False).fieldNames()  # metadata columns kept
+    # PySpark pickles the data source after schema() to the planning processes.
+    reader = pickle.loads(pickle.dumps(source)).streamReader(schema)
+    assert reader.values == values()
+    assert pickle.loads(pickle.dumps(reader)).values == values()  # on to the executors
+    assert "schema id 41" in repr(reader.values) and "Order" not in repr(reader.values)
+
+
+def test_a_schema_of_the_queries_own_is_refused_with_avro():
+    with pytest.raises(OptionError, match=r"without a schema of its own \(no \.schema"):
+        KafkaCheckpointedDataSource(dict(AVRO)).streamReader(spark_schema(False))
+
+
+def test_a_registry_down_at_query_start_names_the_option_and_the_fix():
+    url = f"http://127.0.0.1:{free_port()}/apis/ccompat/v7"
+    options = {**AVRO, "schemaRegistryUrl": url, "schemaRegistryTimeoutMs": "300"}
+    with pytest.raises(ReaderSchemaError) as error:
+        KafkaCheckpointedDataSource(options).schema()
+    text = str(error.value)
+    assert f"option schemaRegistryUrl='{url}'" in text
+    assert "Start the registry" in text and "schemaRegistryTimeoutMs=300" in text
+    assert "GET /subjects/orders-value/versions/latest" in text
+
+
+def test_decoded_batches_have_sparks_schema_and_records_of_the_reader_schema_need_no_registry():
+    decoder = AvroDecoder(NoRegistry(), READER)  # type: ignore[arg-type]
+    good = wire_format(41, SCHEMA, ORDER)
+    batch = decode_value_column(raw_batch([good, None]), decoder)
+    expected = typed_values.source_schema(spark_schema(False), values())
+    assert batch.schema.equals(to_arrow_schema(expected, timezone="UTC"))  # Spark's check
+    assert batch.column("value").to_pylist() == [ORDER, None]
+    assert batch.column("offset").to_pylist() == [10, 11]
+
+
+def test_a_poison_record_names_the_record_the_skip_and_what_the_skip_also_skips():
+    decoder = AvroDecoder(NoRegistry(), READER)  # type: ignore[arg-type]
+    good = wire_format(41, SCHEMA, ORDER)
+    with pytest.raises(PoisonRecordError) as error:
+        decode_value_column(raw_batch([good, b"\x01" + good[1:]]), decoder, range_start=8)
+    assert str(error.value).startswith(
+        "poison record orders-2 offset 11: bad-magic-byte: magic byte 1, expected 0. "
+        "The batch fails and nothing of it is committed"
+    )
+    assert "move the group's offset of orders-2 to 12" in str(error.value)
+    assert str(error.value).endswith("also skips offsets 8..10, which this batch read before it")
+    assert (error.value.topic, error.value.partition, error.value.offset) == ("orders", 2, 11)
+    with pytest.raises(PoisonRecordError) as first:
+        decode_value_column(raw_batch([good[:3]]), decoder, range_start=10)
+    assert "also skips" not in str(first.value)  # the first record of the range
+
+
+def test_a_registry_outage_for_a_new_id_names_the_record():
+    decoder = AvroDecoder(NoRegistry(), READER)  # type: ignore[arg-type]
+    with pytest.raises(RegistryUnavailable) as error:
+        decode_value_column(raw_batch([wire_format(42, SCHEMA, ORDER)]), decoder)
+    assert str(error.value).startswith("orders-2 offset 10: schema registry http")
+    assert "option schemaRegistryUrl" in str(error.value)
+
+
+def test_the_decode_step_closes_the_read_when_a_poison_record_stops_it():
+    closed = []
+
+    def read():
+        try:
+            yield raw_batch([b"junk"])
+        finally:
+            closed.append(True)
+
+    p = KafkaInputPartition("orders", 2, 10, 11, {}, values=values())
+    with pytest.raises(PoisonRecordError, match="orders-2 offset 10: truncated"):
+        list(decoded(read(), p))
+    assert closed == [True]
