@@ -19,8 +19,9 @@ A transaction that fails raises: the task fails and Spark retries it, the batch 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+from spark_app.options import DeadLetterTarget
 
 # how long one transaction step may take before the task fails (and is retried)
 _TIMEOUT_S = 60.0
@@ -40,25 +41,6 @@ class DeadRecord:
     reason: str
     message: str
     headers: list[tuple[str, bytes | None]] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class DeadLetterTarget:
-    """Where a job's dead records go: the topic, the client settings (bootstrap servers and
-    credentials, librdkafka properties), and the job they are named after."""
-
-    topic: str
-    client: Mapping[str, str]
-    job: str
-    epoch: int
-    group: str
-
-    @property
-    def progress_group(self) -> str:
-        return f"{self.group}.dead-letter"
-
-    def transactional_id(self, topic: str, partition: int) -> str:
-        return f"streamingjob.{self.job}.dead-letter.{topic}.{partition}"
 
 
 class DeadLetterError(RuntimeError):

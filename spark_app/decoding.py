@@ -26,6 +26,7 @@ import fastavro
 from fastavro.read import SchemaResolutionError
 
 from spark_app.avro_types import UnsupportedAvroSchema, arrow_column, converter, spark_type
+from spark_app.dead_letter import DeadRecord
 from spark_app.schema_registry_client import (
     RegisteredSchema,
     RegistryUnavailable,
@@ -199,13 +200,19 @@ class PoisonRecordError(RuntimeError):
         )
 
 
-def decode_value_column(batch: Any, decoder: AvroDecoder, range_start: int | None = None) -> Any:
+def decode_value_column(
+    batch: Any,
+    decoder: AvroDecoder,
+    range_start: int | None = None,
+    dead: list[DeadRecord] | None = None,
+) -> Any:
     """An Arrow record batch of the source's columns with `value` decoded into the reader
-    schema's column type; raises PoisonRecordError at the first record that cannot be, and
-    RegistryUnavailable naming the record whose writer schema could not be fetched."""
+    schema's column type; raises RegistryUnavailable naming the record whose writer schema
+    could not be fetched. A record that cannot be decoded raises PoisonRecordError, or, given
+    a `dead` list (a dead-letter topic takes them), is left out and appended to it."""
     import pyarrow as pa
 
-    rows = []
+    rows, kept = [], []
     for i, value in enumerate(batch.column("value").to_pylist()):
         try:
             row = decoder.decode(value)
@@ -217,11 +224,36 @@ def decode_value_column(batch: Any, decoder: AvroDecoder, range_start: int | Non
                 "schemaRegistryTimeoutMs is how long it is retried) a restart reads it again"
             ) from None
         if isinstance(row, Poison):
-            raise PoisonRecordError(*_where(batch, i), row, range_start)
+            if dead is None:
+                raise PoisonRecordError(*_where(batch, i), row, range_start)
+            dead.append(_dead_record(batch, i, row))
+            continue
         rows.append(row)
+        kept.append(i)
+    if len(kept) < batch.num_rows:
+        batch = batch.take(pa.array(kept, pa.int64()))
     column = arrow_column(rows, decoder.column_type)
     index = batch.schema.get_field_index("value")
     return batch.set_column(index, pa.field("value", column.type), column)
+
+
+def _dead_record(batch: Any, i: int, poison: Poison) -> DeadRecord:
+    """Row `i` as it was read, and why it cannot be decoded."""
+    topic, partition, offset = _where(batch, i)
+    column = batch.column
+    timestamp = column("timestamp")[i].as_py()
+    headers = column("headers")[i].as_py() if "headers" in batch.schema.names else None
+    return DeadRecord(
+        topic=topic,
+        partition=partition,
+        offset=offset,
+        timestamp=int(timestamp.timestamp() * 1000) if timestamp is not None else None,
+        key=column("key")[i].as_py(),
+        value=column("value")[i].as_py(),
+        reason=poison.reason,
+        message=poison.message,
+        headers=[(h["key"], h["value"]) for h in headers or []],
+    )
 
 
 def _where(batch: Any, i: int) -> tuple[str, int, int]:

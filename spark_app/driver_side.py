@@ -224,6 +224,7 @@ class DriverSide:
         client = self.options.client()
         if self.options.group_id:
             client["group.id"] = f"{self.options.group_id}-reader"  # never commits
+        dead_letter = self.options.dead_letter
         return [
             KafkaInputPartition(
                 topic=tp[0],
@@ -232,12 +233,15 @@ class DriverSide:
                 end=stop[tp],
                 client_config=client,
                 fail_on_data_loss=self.options.fail_on_data_loss,
-                include_headers=self.options.include_headers,
+                # a dead-letter copy keeps the record's headers, asked for or not
+                include_headers=self.options.include_headers or dead_letter is not None,
+                headers_for_dead_letter_only=not self.options.include_headers,
                 poll_timeout_ms=self.options.poll_timeout_ms,
                 max_records_per_batch=self.options.max_records_per_batch,
                 read_path=self.read_path,
                 native_engine=self.options.native_engine,
                 values=self.values,
+                dead_letter=dead_letter,
             )
             for tp in sorted(stop)
             if stop[tp] > begin.get(tp, 0)

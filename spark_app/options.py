@@ -152,6 +152,57 @@ def _schema_version(raw: str) -> int | str:
     raise OptionError(f"option valueSchemaVersion={raw!r} must be latest or a version number >= 1")
 
 
+@dataclass(frozen=True)
+class DeadLetterTarget:
+    """deadLetterTopic: where records that cannot be decoded go (spark_app/dead_letter.py):
+    the topic, its client settings (bootstrap servers, credentials), the job and epoch the
+    copies name, and the group whose name keys the writers (unique per job, as its offsets)."""
+
+    topic: str
+    client: Mapping[str, str] = field(repr=False)  # credentials: never printed
+    job: str
+    epoch: int
+    group: str
+
+    @property
+    def progress_group(self) -> str:
+        return f"{self.group}.dead-letter"
+
+    def transactional_id(self, topic: str, partition: int) -> str:
+        return f"streamingjob.{self.group}.dead-letter.{topic}.{partition}"
+
+
+# client properties a dead-letter producer shares with the source: how to reach and log in
+_CONNECTION_PREFIXES = ("security.", "sasl.", "ssl.", "client.dns.", "broker.address.family")
+
+
+def _dead_letter(
+    options: Mapping[str, str], source: tuple[str, str | None, dict[str, str]], decoded: bool
+) -> DeadLetterTarget | None:
+    """deadLetterTopic: where records that cannot be decoded go (spark_app/dead_letter.py),
+    on the source's cluster and credentials unless deadLetterBootstrapServers names another."""
+    topic = options.get("deadlettertopic", "").strip()
+    if not topic:
+        return None
+    bootstrap, group_id, client = source
+    if not decoded:
+        raise OptionError("option deadLetterTopic is used only with valueFormat=avro")
+    if not group_id:
+        raise OptionError(
+            "option deadLetterTopic needs kafka.group.id: its progress is kept for the group "
+            "<group>.dead-letter"
+        )
+    connection = {k: v for k, v in client.items() if k.startswith(_CONNECTION_PREFIXES)}
+    bootstrap = options.get("deadletterbootstrapservers", "").strip() or bootstrap
+    return DeadLetterTarget(
+        topic=topic,
+        client={"bootstrap.servers": bootstrap, **connection},
+        job=options.get("jobname", "").strip() or group_id,
+        epoch=_int(options, "jobEpoch", 0, 0) or 0,
+        group=group_id,
+    )
+
+
 def _client_config(raw: Mapping[str, str]) -> tuple[str, str | None, dict[str, str]]:
     """The kafka.* options, their keys' case kept: bootstrap servers, group id and the
     client's other properties (none that the source sets itself)."""
@@ -237,6 +288,7 @@ class SourceOptions:
     read_path: str = "auto"
     native_engine: str = "auto"
     value_decoding: ValueDecoding | None = None
+    dead_letter: DeadLetterTarget | None = None
     client_config: dict[str, str] = field(default_factory=dict)
 
     def __repr__(self) -> str:  # never print credentials passed through kafka.*
@@ -254,6 +306,8 @@ class SourceOptions:
         topics, pattern = _subscription(options)
         starting = _starting_offsets(options)
         commit = _commit_offsets(options, group_id, starting)
+        decoding = _value_decoding(options, topics)
+        dead_letter = _dead_letter(options, (bootstrap, group_id, client), decoding is not None)
         return cls(
             bootstrap_servers=bootstrap,
             topics=topics,
@@ -281,7 +335,8 @@ class SourceOptions:
             native_engine=_choice(
                 options, "nativeEngine", os.environ.get(NATIVE_ENGINE_ENV, "auto"), NATIVE_ENGINES
             ),
-            value_decoding=_value_decoding(options, topics),
+            value_decoding=decoding,
+            dead_letter=dead_letter,
             client_config=client,
         )
 

@@ -40,6 +40,7 @@ from pyspark.sql.types import (
 )
 
 if TYPE_CHECKING:
+    from spark_app.dead_letter import DeadLetterTarget
     from spark_app.typed_values import TypedValues
 
 log = logging.getLogger(__name__)
@@ -99,6 +100,8 @@ class KafkaInputPartition(InputPartition):
     read_path: str = "auto"  # auto | native | python
     native_engine: str = "auto"  # auto | fetch | librdkafka
     values: TypedValues | None = None  # valueFormat=avro: decoded after the read
+    dead_letter: DeadLetterTarget | None = None  # where records that cannot be decoded go
+    headers_for_dead_letter_only: bool = False  # read for the dead-letter copies, not output
 
     @property
     def name(self) -> str:

@@ -42,6 +42,7 @@ def start_query(spark, job: JobSpec, name: str, epoch: int, location: str, workd
     options["commitOffsetsOnCheckpoints"] = "false"
     options["reportPath"] = str(workdir / SOURCE_REPORT)
     options["drainPath"] = str(workdir / DRAIN_FILE)
+    options["jobName"], options["jobEpoch"] = name, str(epoch)  # named by dead-letter copies
     frame = spark.readStream.format(FORMAT).options(**options).load()
     if job.transform:
         frame = load_transform(job.transform)(frame)

@@ -8,12 +8,16 @@ fails the read (`PoisonRecordError`), so the batch and nothing after it is commi
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from typing import Any
 
+from spark_app.dead_letter import DeadRecord, write_dead_records
 from spark_app.decoding import AvroDecoder, decode_value_column
 from spark_app.partition_reader import KafkaInputPartition, gc_paused
 from spark_app.typed_values import TypedValues
+
+log = logging.getLogger(__name__)
 
 # Per Python worker process, which Spark reuses for many tasks: each writer schema id is
 # fetched once per process, and ids already held keep decoding through a registry outage.
@@ -32,14 +36,37 @@ def decoded(batches: Iterator[Any], p: KafkaInputPartition) -> Iterator[Any]:
         raise ValueError(f"{p.name}: no reader schema to decode with")
     # Decoding makes no reference cycles either (fresh dicts and lists per record): the
     # collector stays paused, as while reading.
-    return gc_paused(_decode(batches, decoder_for(p.values), p.start))
+    return gc_paused(_decode(batches, decoder_for(p.values), p))
 
 
-def _decode(batches: Iterator[Any], decoder: AvroDecoder, range_start: int) -> Iterator[Any]:
+def _decode(batches: Iterator[Any], decoder: AvroDecoder, p: KafkaInputPartition) -> Iterator[Any]:
     try:
         for batch in batches:
-            yield decode_value_column(batch, decoder, range_start)
+            yield _decode_one(batch, decoder, p)
     finally:
         close = getattr(batches, "close", None)
         if close is not None:  # the read's consumer, also when a poison record stops it
             close()
+
+
+def _decode_one(batch: Any, decoder: AvroDecoder, p: KafkaInputPartition) -> Any:
+    """One batch decoded; with a dead-letter topic, the records that cannot be are written
+    there (in one transaction with the partition's progress) before the batch goes on."""
+    dead: list[DeadRecord] | None = [] if p.dead_letter is not None else None
+    out = decode_value_column(batch, decoder, p.start, dead)
+    if dead and p.dead_letter is not None:
+        end = batch.column("offset")[-1].as_py() + 1  # this batch's records are handled
+        written = write_dead_records(p.dead_letter, p.topic, p.partition, dead, end)
+        log.warning(
+            "%s: %d record(s) that cannot be decoded went to %s (%d written before), "
+            "first at offset %d: %s",
+            p.name,
+            written,
+            p.dead_letter.topic,
+            len(dead) - written,
+            dead[0].offset,
+            dead[0].reason,
+        )
+    if p.headers_for_dead_letter_only and p.dead_letter is not None:
+        out = out.drop_columns(["headers"])
+    return out

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 from pyspark.sql.types import (
@@ -356,9 +356,15 @@ def test_a_registry_down_at_query_start_fails_the_start_naming_the_option(spark,
     assert "Start the registry or fix option schemaRegistryUrl" in str(error.value)
 
 
+# A registry outage is met by the one decode step after the read, whichever path read the
+# batch: these run on the default path (the fetch engine), each with a registry of its own.
+OUTAGE_READ_PATH = "fetch"
+
+
 def test_a_registry_outage_mid_stream_fails_the_query_only_at_a_new_schema_id(
-    spark, kafka, own_registry, read_path, tmp_path
+    spark, kafka, own_registry, tmp_path
 ):
+    read_path = OUTAGE_READ_PATH
     topic = new_topic(kafka.bootstrap, partitions=1, prefix="outage")
     v2 = own_registry.register(f"{topic}-value", ORDER_V2)
     produce(kafka, topic, [(n, wire_format(v2, ORDER_V2, as_reader(n))) for n in range(3)])
@@ -385,10 +391,11 @@ def test_a_registry_outage_mid_stream_fails_the_query_only_at_a_new_schema_id(
 
 
 def test_an_executor_keeps_decoding_cached_ids_through_an_outage_and_waits_for_a_new_one(
-    kafka, own_registry, read_path
+    kafka, own_registry
 ):
     """read() as a Python worker runs it, in this one process (its cache): writer schemas
     fetched before the outage keep decoding; a new id is retried until the timeout."""
+    read_path = OUTAGE_READ_PATH
     topic = new_topic(kafka.bootstrap, partitions=1, prefix="cached")
     subject = f"{topic}-value"
     v1, v2, v3 = (own_registry.register(subject, s) for s in (ORDER_V1, ORDER_V2, ORDER_V3))
@@ -432,3 +439,92 @@ def test_an_executor_keeps_decoding_cached_ids_through_an_outage_and_waits_for_a
     finally:
         reader.stop()
     assert v2 == reader.values.reader.schema_id
+
+
+def _dead_letters(kafka: KafkaBroker, topic: str) -> list[dict]:
+    """The dead-letter topic as a read_committed consumer sees it, to the log's end."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": kafka.bootstrap,
+            "group.id": f"{topic}-reader",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+        }
+    )
+    ends = {p: end for p, end in log_end_offsets(kafka.bootstrap, topic).items() if end > 0}
+    consumer.assign([TopicPartition(topic, p, 0) for p in ends])
+    seen: list[dict] = []
+    deadline = time.monotonic() + 60
+    try:
+        while any(
+            tp.offset < ends[tp.partition] for tp in consumer.position(consumer.assignment())
+        ):
+            assert time.monotonic() < deadline, f"{topic} not read to its end"
+            for m in consumer.consume(100, 0.5):
+                if m.error() is None:
+                    seen.append({"key": m.key(), "value": m.value(), **dict(m.headers() or [])})
+        return sorted(seen, key=lambda d: int(d["streamingjob.source.offset"]))
+    finally:
+        consumer.close()
+
+
+def test_poison_records_go_to_the_dead_letter_topic_once_across_a_crash_and_a_redeploy(
+    spark, kafka, schema_registry, read_path, tmp_path
+):
+    """Good records to the sink, each poison kind to the dead-letter topic with its bytes,
+    its own headers and where and why; the batch re-run after a crash before its commit and
+    a redeploy that reads everything again write no dead record twice."""
+    topic = new_topic(kafka.bootstrap, partitions=1, prefix="dlq-src")
+    dead_topic = new_topic(kafka.bootstrap, partitions=2, prefix="dlq")
+    reader_id = schema_registry.register(f"{topic}-value", ORDER_V2)
+    clash = wire_format(
+        schema_registry.register(f"{topic}-clash-value", CLASH), CLASH, {**order(0), "id": "x"}
+    )
+    good = [wire_format(reader_id, ORDER_V2, as_reader(n)) for n in range(8)]
+    producer = Producer({"bootstrap.servers": kafka.bootstrap})
+    for n in range(8):  # offsets: good 0, poison 1, good 2, poison 3, ...
+        producer.produce(topic, key=str(n).encode(), value=good[n])
+        if n < len(POISONS):
+            bad = poison(POISONS[n], good[n], clash)
+            producer.produce(topic, key=b"bad%d" % n, value=bad, headers=[("trace", b"t%d" % n)])
+    assert producer.flush(30) == 0
+    source = options(kafka, schema_registry.url, topic, read_path, deadLetterTopic=dead_topic)
+    source |= {"jobName": "orders", "jobEpoch": "4"}
+
+    first = Query(spark, source, tmp_path / "epoch-4")  # one batch: everything produced
+    committed_to_end(kafka, topic)
+    first.stop()
+    assert values(first.rows()) == [as_reader(n) for n in range(8)]
+    expected = [
+        {
+            "key": b"bad%d" % n,
+            "value": poison(kind, good[n], clash),
+            "trace": b"t%d" % n,
+            "streamingjob.source.topic": topic.encode(),
+            "streamingjob.source.partition": b"0",
+            "streamingjob.source.offset": str(2 * n + 1).encode(),
+            "streamingjob.error.reason": kind.encode(),
+            "streamingjob.job": b"orders",
+            "streamingjob.epoch": b"4",
+        }
+        for n, kind in enumerate(POISONS)
+    ]
+
+    def without_times_and_messages(records: list[dict]) -> list[dict]:
+        drop = ("streamingjob.source.timestamp", "streamingjob.error.message")
+        return [{k: v for k, v in r.items() if k not in drop} for r in records]
+
+    assert without_times_and_messages(_dead_letters(kafka, dead_topic)) == expected
+
+    # a crash after the batch's writes, before its commit: Spark runs batch 0 again
+    (first.checkpoint / "commits" / "0").unlink()
+    again = Query(spark, source, tmp_path / "epoch-4")
+    wait_for(lambda: (again.checkpoint / "commits" / "0").exists(), 120, "batch 0 again")
+    again.stop()
+    # a redeploy reading the topic from its start: a fresh checkpoint, epoch 5
+    source |= {"startingOffsets": "earliest", "jobEpoch": "5"}
+    fresh = Query(spark, source, tmp_path / "epoch-5")
+    wait_for(lambda: len(fresh.rows()) == 8, 120, "the redeploy's sink to hold every good record")
+    fresh.stop()
+    assert values(fresh.rows()) == [as_reader(n) for n in range(8)]
+    assert without_times_and_messages(_dead_letters(kafka, dead_topic)) == expected

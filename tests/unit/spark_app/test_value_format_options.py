@@ -78,3 +78,41 @@ def test_raw_values_keep_sparks_columns_without_a_registry():
 
     schema = KafkaCheckpointedDataSource(dict(BASE)).schema()
     assert schema.fieldNames()[1] == "value" and schema["value"].dataType.typeName() == "binary"
+
+
+SECURED = {"kafka.security.protocol": "SASL_SSL", "kafka.sasl.password": "s3cret"}
+
+
+def test_a_dead_letter_topic_on_the_sources_cluster_and_credentials_named_after_the_job():
+    options = {**AVRO, **SECURED, "kafka.fetch.max.bytes": "1000", "deadLetterTopic": "dead"}
+    target = SourceOptions.parse({**options, "jobName": "orders", "jobEpoch": "4"}).dead_letter
+    assert target is not None
+    assert (target.topic, target.job, target.epoch, target.group) == ("dead", "orders", 4, "g")
+    # how to reach and log in, not the consumer's tuning
+    assert dict(target.client) == {
+        "bootstrap.servers": "b:9092",
+        "security.protocol": "SASL_SSL",
+        "sasl.password": "s3cret",
+    }
+    assert target.progress_group == "g.dead-letter"
+    assert target.transactional_id("orders", 2) == "streamingjob.g.dead-letter.orders.2"
+    assert "s3cret" not in repr(target) and "s3cret" not in repr(pickle.loads(pickle.dumps(target)))
+    other = SourceOptions.parse({**options, "deadLetterBootstrapServers": "d:9092"}).dead_letter
+    assert other is not None and other.client["bootstrap.servers"] == "d:9092"
+    assert other.job == "g"  # no job name given: the group's
+
+
+@pytest.mark.parametrize(
+    ("options", "error"),
+    [
+        ({**BASE, "deadLetterTopic": "dead"}, "deadLetterTopic is used only with valueFormat=avro"),
+        (
+            {**AVRO, "deadLetterTopic": "dead", "kafka.group.id": "", "startingOffsets": "earliest",
+             "commitOffsetsOnCheckpoints": "false"},
+            "deadLetterTopic needs kafka.group.id",
+        ),
+    ],
+)  # fmt: skip
+def test_a_dead_letter_topic_without_what_it_needs_names_it(options, error):
+    with pytest.raises(OptionError, match=error):
+        SourceOptions.parse(options)
