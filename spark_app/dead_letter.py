@@ -19,9 +19,14 @@ A transaction that fails raises: the task fails and Spark retries it, the batch 
 from __future__ import annotations
 
 import contextlib
+import logging
+import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from spark_app.options import DeadLetterTarget
+
+log = logging.getLogger("spark_app.source")
 
 # how long one transaction step may take before the task fails (and is retried)
 _TIMEOUT_S = 60.0
@@ -128,3 +133,73 @@ def _produce(producer, topic: str, record: DeadRecord, headers: list) -> None:
             return
         except BufferError:  # local queue full (a topic of poison): serve callbacks, retry
             producer.poll(0.1)
+
+
+class DeadLetterTally:
+    """The driver's count of this job's dead records by reason, since the run started: it
+    reads the dead-letter topic as its consumers do (read_committed), from the log ends it
+    found at the start, and counts the copies that name this job. Non-blocking; a Kafka
+    problem is logged and counted again at the next call (the count is for status, never a
+    reason to stop the job)."""
+
+    _BATCH = 5000  # copies read per call at most: a report is never held up for long
+    _RETRY_S = 10.0  # between looks for a topic that does not exist yet, or a failed start
+
+    def __init__(self, target: DeadLetterTarget):
+        self.target = target
+        self.by_reason: dict[str, int] = {}
+        self._consumer: Any = None
+        self._from_start = False  # the topic did not exist when the run began: all is new
+        self._next_start = 0.0
+
+    def counts(self) -> dict[str, int]:
+        try:
+            self._read_new()
+        except Exception as exc:
+            log.warning("could not count the dead-letter topic %s: %s", self.target.topic, exc)
+        return dict(self.by_reason)
+
+    def _read_new(self) -> None:
+        if self._consumer is None:
+            if time.monotonic() < self._next_start:
+                return
+            self._next_start = time.monotonic() + self._RETRY_S
+            self._consumer = self._start()
+            if self._consumer is None:
+                return  # the topic does not exist yet: no copy was written
+        job = self.target.job.encode()
+        for message in self._consumer.consume(self._BATCH, 0):
+            if message.error() is not None:
+                continue
+            headers = dict(message.headers() or [])
+            if headers.get(HEADER_PREFIX + "job") == job:
+                reason = (headers.get(HEADER_PREFIX + "error.reason") or b"unknown").decode()
+                self.by_reason[reason] = self.by_reason.get(reason, 0) + 1
+
+    def _start(self) -> Any:
+        from confluent_kafka import Consumer, TopicPartition
+
+        consumer = Consumer(
+            {
+                **self.target.client,
+                "group.id": f"{self.target.progress_group}.tally",  # never commits
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+                "log_level": 3,
+            }
+        )
+        topic = consumer.list_topics(self.target.topic, timeout=10).topics.get(self.target.topic)
+        if topic is None or topic.error is not None or not topic.partitions:
+            consumer.close()
+            self._from_start = True
+            return None
+        start = [TopicPartition(self.target.topic, p, 0) for p in topic.partitions]
+        if not self._from_start:
+            for tp in start:
+                tp.offset = consumer.get_watermark_offsets(tp, timeout=10)[1]
+        consumer.assign(start)
+        return consumer
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()

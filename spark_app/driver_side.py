@@ -22,6 +22,7 @@ from pyspark.sql.streaming.datasource import (
 from spark_app import native_read
 from spark_app import offsets as off
 from spark_app.committer import OffsetCommitter
+from spark_app.dead_letter import DeadLetterTally
 from spark_app.kafka_metadata import KafkaMetadata, group_committer
 from spark_app.offsets import Positions, StartDecision, TopicPartition
 from spark_app.options import SourceOptions
@@ -55,6 +56,7 @@ class DriverSide:
         self._closed = threading.Event()
         self._reported_version: tuple | None = None
         self._draining = False
+        self._dead_letters = DeadLetterTally(options.dead_letter) if options.dead_letter else None
         self._refresh_order = threading.Lock()
         self._refreshes_started = self._refresh_applied = 0
         self._refresh(discover=True)
@@ -269,7 +271,8 @@ class DriverSide:
         if not self.options.report_path:
             return
         snap = self.table.snapshot()
-        key = (snap.version, self._started_fresh, id(self._fresh_start))
+        dead = self._dead_letters.counts() if self._dead_letters else {}
+        key = (snap.version, self._started_fresh, id(self._fresh_start), sum(dead.values()))
         if key == self._reported_version:
             return  # reportLatestOffset runs ~85 times a second when idle
         self._reported_version = key
@@ -286,6 +289,7 @@ class DriverSide:
                 "lastCommitted": off.to_json(snap.column("committed")),
             },
             "dataLossSkippedOffsets": snap.data_loss_skipped_offsets,
+            "deadLetterRecords": dead,  # this run's copies on the dead-letter topic, by reason
         }
         tmp = f"{self.options.report_path}.{os.getpid()}.tmp"
         with open(tmp, "w") as out:
@@ -298,6 +302,8 @@ class DriverSide:
             self.committer.close(timeout)
         self.write_report()
         self.metadata.close()
+        if self._dead_letters is not None:
+            self._dead_letters.close()
 
 
 def _log_to_stderr() -> None:

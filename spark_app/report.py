@@ -105,6 +105,7 @@ class Reporter:
         self.report["startOffsets"] = source.get("startOffsets", {})
         self.report["commits"] = self.commits() if self.commits else source.get("commits", {})
         self.report["dataLossSkippedOffsets"] = source.get("dataLossSkippedOffsets", 0)
+        self.report["deadLetterRecords"] = source.get("deadLetterRecords", {})
 
 
 class Throughput:

@@ -148,6 +148,7 @@ def set_target(
     st.start_path = st.start_detail = ""
     st.restored_batch = None
     st.data_loss_skipped_offsets = 0  # per run, as the driver counts them
+    st.dead_letter_records = {}
 
 
 def checkpoint_too_old(spec: StreamingJobSpec, st: StreamingJobStatus, now: datetime) -> str | None:

@@ -32,6 +32,7 @@ REASONS = (
     "KafkaTLSFailed",  # the broker's certificate did not verify against the job's CA
     "CatchUpFailed",  # a fresh epoch could not commit the previous epoch's durable offsets
     "DataLossSkipped",  # the run skipped deleted or truncated offsets (failOnDataLoss=false)
+    "DeadLettered",  # records that could not be decoded went to the dead-letter topic
     "CheckpointKept",
     "CheckpointDeleted",
     "ApiRejected",  # a reconcile failed: the API server refused a request (reconcile.py)

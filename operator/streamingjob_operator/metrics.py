@@ -57,6 +57,7 @@ class _Job:
     progress_at: datetime | None = None  # latest batch, else when the run started
     commit_failures: int | None = None
     skipped_offsets: int = 0
+    dead_letters: dict[str, int] = field(default_factory=dict)  # by reason, current run
     committed: dict[tuple[str, str], int] = field(default_factory=dict)
     end: dict[tuple[str, str], int] = field(default_factory=dict)
     restarts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(RESTART_REASONS, 0))
@@ -96,6 +97,7 @@ class JobMetrics(Collector):
             job.progress_at = progress if running else None
             job.commit_failures = report.commit_failures if current and report else None
             job.skipped_offsets = status.data_loss_skipped_offsets
+            job.dead_letters = dict(status.dead_letter_records)
             scaler = status.autoscaler
             job.recommended = scaler.recommendation or None if scaler is not None else None
             job.utilization = scaler.utilization if scaler is not None else None
@@ -208,13 +210,21 @@ def _report_series(jobs: list[tuple[JobKey, _Job]]) -> list[Metric]:
         "(failOnDataLoss=false; driver report).",
         labels=_JOB_LABELS,
     )
+    dead = GaugeMetricFamily(
+        "streamingjob_dead_letter_records",
+        "Records of the current run that could not be decoded and went to the dead-letter "
+        "topic, by reason (driver report).",
+        labels=[*_JOB_LABELS, "reason"],
+    )
     for (namespace, name), job in jobs:
         if job.start_path in ("restored", "fresh"):
             start.add_metric([namespace, name, job.start_path], 1)
         if job.commit_failures is not None:
             failures.add_metric([namespace, name], job.commit_failures)
         skipped.add_metric([namespace, name], job.skipped_offsets)
-    return [start, failures, skipped]
+        for reason, count in job.dead_letters.items():
+            dead.add_metric([namespace, name, reason], count)
+    return [start, failures, skipped, dead]
 
 
 def _autoscaler_series(jobs: list[tuple[JobKey, _Job]]) -> list[Metric]:
@@ -249,6 +259,7 @@ def _copy(job: _Job) -> _Job:
         progress_at=job.progress_at,
         commit_failures=job.commit_failures,
         skipped_offsets=job.skipped_offsets,
+        dead_letters=dict(job.dead_letters),
         committed=dict(job.committed),
         end=dict(job.end),
         restarts=dict(job.restarts),

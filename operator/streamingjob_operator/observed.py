@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -75,6 +76,7 @@ class Report:
     last_progress_time: str = ""
     commit_failures: int | None = None  # offset commits that failed in this run
     data_loss_skipped_offsets: int = 0  # offsets this run skipped (failOnDataLoss=false)
+    dead_letter_records: dict[str, int] = field(default_factory=dict)  # this run's, by reason
     # the run's batch totals (batches, rows, busyMs, executionMs): the autoscaler's samples
     throughput: dict[str, int] = field(default_factory=dict)
 
@@ -189,11 +191,24 @@ def parse_report(configmap: dict[str, Any] | None) -> Report | None:
         last_progress_time=str(latest.get("timestamp") or ""),
         commit_failures=_int_or_none((data.get("commits") or {}).get("failed")),
         data_loss_skipped_offsets=max(_int_or_none(data.get("dataLossSkippedOffsets")) or 0, 0),
+        dead_letter_records=_dead_letter_records(data.get("deadLetterRecords")),
         throughput=_throughput(data.get("throughput")),
     )
 
 
 THROUGHPUT_KEYS = ("batches", "rows", "busyMs", "executionMs")
+# a reason of the source's decoder (spark_app/decoding.py); a few at most: metric labels
+_REASON = re.compile(r"^[a-z][a-z-]{0,39}$")
+_MAX_REASONS = 8
+
+
+def _dead_letter_records(raw: Any) -> dict[str, int]:
+    """Counts by reason, non-negative, only reasons that look like one (a driver may write
+    garbage, and each reason is a metric label)."""
+    if not isinstance(raw, dict):
+        return {}
+    counts = {str(k): n for k, v in raw.items() if _REASON.match(str(k)) and (n := _int_or_none(v))}
+    return dict(sorted((k, n) for k, n in counts.items() if n > 0)[:_MAX_REASONS])
 
 
 def _throughput(raw: Any) -> dict[str, int]:

@@ -196,6 +196,22 @@ def _start_hint(not_starting: str) -> str:
     return "kubectl describe pod shows the details"
 
 
+def _record_dead_letters(st: StreamingJobStatus, counts: dict[str, int], d: Decision) -> None:
+    """A Warning Event each time more records went to the dead-letter topic in this run."""
+    more = sum(counts.values()) - sum(st.dead_letter_records.values())
+    if more > 0:
+        reasons = ", ".join(f"{reason} {n}" for reason, n in counts.items())
+        d.events.append(
+            Event(
+                "Warning",
+                "DeadLettered",
+                f"{more} more records could not be decoded and went to the dead-letter topic "
+                f"({reasons} in this run); each copy names its source record and why",
+            )
+        )
+    st.dead_letter_records = dict(counts)
+
+
 def _apply_report(st: StreamingJobStatus, observed: Observed, d: Decision) -> None:
     report = observed.report
     if report is None or (report.epoch, report.attempt) != (st.epoch, st.attempt):
@@ -209,6 +225,7 @@ def _apply_report(st: StreamingJobStatus, observed: Observed, d: Decision) -> No
         )
         d.events.append(Event("Warning", "DataLossSkipped", message))
     st.data_loss_skipped_offsets = skipped
+    _record_dead_letters(st, report.dead_letter_records, d)
     st.start_path = report.start_path
     st.start_detail = report.start_detail
     st.restored_batch = report.restored_batch

@@ -260,6 +260,12 @@ class StreamingJobStatus(StatusModel):
         description="Offsets the current run skipped because they were deleted (retention) "
         "or truncated before it read them (failOnDataLoss=false), as the driver reported.",
     )
+    dead_letter_records: dict[str, int] = Field(
+        default_factory=dict,
+        description="Records of the current run that could not be decoded and went to the "
+        "dead-letter topic, by reason (bad-magic-byte, truncated, unknown-schema-id, "
+        "unresolvable-schema, malformed-payload), as the driver counted them.",
+    )
     latest_batch: dict[str, Any] = Field(
         default_factory=dict,
         description="The driver's latest batch: batchId, numInputRows, timestamp.",

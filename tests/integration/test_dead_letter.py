@@ -8,12 +8,16 @@ import subprocess
 import sys
 import time
 import uuid
+from dataclasses import replace
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 
-from spark_app.dead_letter import DeadLetterTarget, DeadRecord, write_dead_records
+from spark_app.dead_letter import DeadLetterTally, DeadRecord, write_dead_records
+from spark_app.options import DeadLetterTarget
 from tests.support.kafka_tools import group_offsets, new_topic
+from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -32,6 +36,11 @@ def _target(bootstrap: str) -> DeadLetterTarget:
         epoch=3,
         group=f"g-{uuid.uuid4().hex[:6]}",
     )
+
+
+def new_topic_named(bootstrap: str, name: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, 2, 1)])[name].result(timeout=30)
 
 
 def _dead(source: str, offset: int, partition: int = 0) -> DeadRecord:
@@ -151,3 +160,36 @@ def test_a_writer_killed_mid_transaction_is_fenced_and_its_records_never_seen(
         b"half-written 4",
         b"half-written 7",
     ]
+
+
+def test_the_drivers_tally_counts_this_runs_copies_of_this_job_by_reason(kafka, source) -> None:
+    target = _target(kafka.bootstrap)
+    before = [_dead(source, 1)]
+    assert write_dead_records(target, source, 0, before, end=2) == 1  # an earlier run's
+    tally = DeadLetterTally(target)
+    try:
+        assert tally.counts() == {}
+        truncated = replace(_dead(source, 5), reason="truncated")
+        assert write_dead_records(target, source, 0, [_dead(source, 3), truncated], end=6) == 2
+        other_job = replace(target, job="another", group="g2")
+        assert write_dead_records(other_job, source, 1, [_dead(source, 0, partition=1)], 1) == 1
+        wait_for(
+            lambda: tally.counts() == {"bad-magic-byte": 1, "truncated": 1},
+            30,
+            "this run's two copies counted",
+        )
+    finally:
+        tally.close()
+
+
+def test_a_tally_started_before_the_topic_exists_counts_from_its_start(kafka, source) -> None:
+    target = replace(_target(kafka.bootstrap), topic=f"dead-later-{uuid.uuid4().hex[:6]}")
+    tally = DeadLetterTally(target)
+    try:
+        assert tally.counts() == {}  # no topic yet: nothing written
+        new_topic_named(kafka.bootstrap, target.topic)
+        assert write_dead_records(target, source, 0, [_dead(source, 3)], end=4) == 1
+        tally._next_start = 0.0  # its next look, without waiting out the retry interval
+        wait_for(lambda: tally.counts() == {"bad-magic-byte": 1}, 30, "the first copy counted")
+    finally:
+        tally.close()

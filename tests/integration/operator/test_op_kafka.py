@@ -522,8 +522,8 @@ def test_job_metrics_and_alert_rules_on_a_real_operator(
     step while the jobs evolve (records produced, offsets committed, a driver failing until
     Failed); the scrapes become promtool's input series, minute by minute, and the chart's
     alert rules must fire exactly for: the stalled job (lag growing, no progress), the slow
-    one (lag growing), the failing one (Failed, Degraded, restarting often); never for the
-    idle job. A deleted job's series go."""
+    one (lag growing, records dead-lettered), the failing one (Failed, Degraded, restarting
+    often); never for the idle job. A deleted job's series go."""
     import subprocess
 
     import yaml
@@ -579,6 +579,11 @@ def test_job_metrics_and_alert_rules_on_a_real_operator(
             commit_offsets(
                 kafka.bootstrap, f"{topics['slow']}-g", topics["slow"], {0: committed["slow"]}
             )
+            # slow's driver reports one more record sent to its dead-letter topic each step
+            report = {"epoch": 1, "attempt": 1, "deadLetterRecords": {"truncated": step}}
+            kube.core.patch_namespaced_config_map(
+                "slow-report", ns, {"data": {"report.json": json.dumps(report)}}
+            )
             if step <= 4:  # attempts 1-3 fail and are restarted; the 4th failure is one too many
                 driver = f"crashing-e1-a{step}-driver"
                 wait_for(lambda d=driver: d in kube.driver_names(ns), 30, driver)
@@ -593,6 +598,7 @@ def test_job_metrics_and_alert_rules_on_a_real_operator(
                     for n in ("stalled", "slow")
                 )
                 slow_done = value(sample, "streamingjob_consumer_committed_offset", job="slow")
+                dead = value(sample, "streamingjob_dead_letter_records", job="slow")
                 restarts = sum(
                     v
                     for (n, ls), v in sample.items()
@@ -600,7 +606,9 @@ def test_job_metrics_and_alert_rules_on_a_real_operator(
                 )
                 failed = value(sample, "streamingjob_job_phase", job="crashing", phase="Failed")
                 crashing = restarts == min(step, 3) and (step < 4 or failed == 1)
-                return grew and slow_done == committed["slow"] and crashing and sample
+                return (
+                    grew and slow_done == committed["slow"] and dead == step and crashing and sample
+                )
 
             scrapes.append(wait_for(moved, 30, f"step {step} in the metrics"))
 
@@ -624,6 +632,7 @@ def test_job_metrics_and_alert_rules_on_a_real_operator(
             ("StreamingJobFailed", "crashing", "critical", {"phase": "Failed"}),
             ("StreamingJobDegraded", "crashing", "warning", {}),
             ("StreamingJobRestartingOften", "crashing", "warning", {}),
+            ("StreamingJobDeadLetters", "slow", "warning", {"reason": "truncated"}),
         ]
         expected = []
         for alert, job, severity, extra in firing:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import pytest
@@ -615,6 +616,31 @@ def test_offsets_a_run_skipped_are_an_event_each_time_a_condition_and_reset_by_a
     set_conditions(relaunched.status, 1, later(4))
     loss = next(c for c in relaunched.status.conditions if c.type == "DataLoss")
     assert (loss.status, loss.reason) == ("False", "NoneSkipped")
+
+
+def test_dead_lettered_records_are_an_event_each_time_more_go_and_reset_by_a_new_run():
+    """A dead-letter topic takes records that cannot be decoded; the driver counts this run's
+    copies by reason. Each increase is a Warning Event naming the reasons; a relaunch starts
+    from none; a report's garbage (a bad reason, a negative count) is never a label."""
+    from streamingjob_operator.observed import parse_report
+
+    spec = make_spec()
+    st = launched(spec)
+    pods = [driver(st.driver_pod)]
+    raw = {"epoch": 1, "attempt": 1, "deadLetterRecords": {"truncated": 2, "Bad Label!": 5}}
+    report = parse_report({"data": {"report.json": json.dumps(raw)}})
+    assert report is not None and report.dead_letter_records == {"truncated": 2}
+    d = run(spec, st, pods, later(1), report=report)
+    assert [(e.type, e.reason) for e in d.events] == [("Warning", "DeadLettered")]
+    assert d.events[0].message.startswith("2 more records could not be decoded")
+    assert "(truncated 2 in this run)" in d.events[0].message
+    assert d.status.dead_letter_records == {"truncated": 2}
+    assert run(spec, d.status, pods, later(2), report=report).events == []  # no news
+    more = Report(epoch=1, attempt=1, dead_letter_records={"truncated": 2, "bad-magic-byte": 3})
+    d = run(spec, d.status, pods, later(3), report=more)
+    assert d.events[0].message.startswith("3 more records could not be decoded")
+    relaunched = run(spec, d.status, [exited(st.driver_pod, 1)], later(4))
+    assert relaunched.status.dead_letter_records == {}
 
 
 def test_invalid_spec_blocks_launch_with_event_once():

@@ -81,6 +81,12 @@ def test_job_series_from_status_readings_and_report():
     assert at("streamingjob_data_loss_skipped_offsets") == 0
     metrics.jobs.update(KEY, running(data_loss_skipped_offsets=40), view, report)
     assert samples(metrics)[("streamingjob_data_loss_skipped_offsets", base)] == 40
+    assert not any(n == "streamingjob_dead_letter_records" for n, _ in got)  # none: no series
+    dead = {"truncated": 2, "bad-magic-byte": 1}
+    metrics.jobs.update(KEY, running(dead_letter_records=dead), view, report)
+    got = samples(metrics)
+    assert at("streamingjob_dead_letter_records", reason="truncated") == 2
+    assert at("streamingjob_dead_letter_records", reason="bad-magic-byte") == 1
 
     # a report of an earlier run is not this run's; suspended: no offsets series
     metrics.jobs.update(KEY, running(suspended=True, attempt=2), view, report)
