@@ -8,6 +8,7 @@ start, and mid-stream only where a schema id is new. Every record's value is che
 from __future__ import annotations
 
 import copy
+import json
 import os
 import struct
 import sys
@@ -489,10 +490,16 @@ def test_poison_records_go_to_the_dead_letter_topic_once_across_a_crash_and_a_re
             producer.produce(topic, key=b"bad%d" % n, value=bad, headers=[("trace", b"t%d" % n)])
     assert producer.flush(30) == 0
     source = options(kafka, schema_registry.url, topic, read_path, deadLetterTopic=dead_topic)
-    source |= {"jobName": "orders", "jobEpoch": "4"}
+    report = tmp_path / "source-report.json"  # the driver's, which the operator reads
+    source |= {"jobName": "orders", "jobEpoch": "4", "reportPath": str(report)}
+
+    def dead_counted() -> dict:
+        return json.loads(report.read_text()).get("deadLetterRecords") if report.exists() else {}
 
     first = Query(spark, source, tmp_path / "epoch-4")  # one batch: everything produced
     committed_to_end(kafka, topic)
+    counted = dict.fromkeys(POISONS, 1)
+    wait_for(lambda: dead_counted() == counted, 60, f"the driver's tally at {counted}")
     first.stop()
     assert values(first.rows()) == [as_reader(n) for n in range(8)]
     expected = [
@@ -521,6 +528,7 @@ def test_poison_records_go_to_the_dead_letter_topic_once_across_a_crash_and_a_re
     again = Query(spark, source, tmp_path / "epoch-4")
     wait_for(lambda: (again.checkpoint / "commits" / "0").exists(), 120, "batch 0 again")
     again.stop()
+    assert dead_counted() == {}  # this run wrote no copy
     # a redeploy reading the topic from its start: a fresh checkpoint, epoch 5
     source |= {"startingOffsets": "earliest", "jobEpoch": "5"}
     fresh = Query(spark, source, tmp_path / "epoch-5")
