@@ -43,7 +43,7 @@ pytestmark = pytest.mark.unit
 
 PASSWORD = "reg-s3cret-pw"  # a value no manifest, argument or conf may ever hold
 REGISTRY = {
-    "url": "https://registry.example:8081/apis/ccompat/v7",
+    "url": "https://schema-registry.kafka.svc:8081/apis/ccompat/v7",
     "credentialsSecret": {"name": "registry-login", "passwordKey": "pw"},
     "timeoutSeconds": 5,
 }
@@ -126,7 +126,10 @@ def test_the_registry_credentials_come_only_from_the_environment():
         ({**AVRO, "version": 0}, {}, "spec.job.source.value.version", "greater than or equal to 1"),
         ({**AVRO, "format": "protobuf"}, {}, "spec.job.source.value.format", "'raw' or 'avro'"),
         (
-            {"format": "avro", "schemaRegistry": {"url": "https://user:pw@registry:8081"}},
+            {
+                "format": "avro",
+                "schemaRegistry": {"url": "https" + "://user:pw@schema-registry.kafka.svc:8081"},
+            },
             {},
             "spec.job.source.value.schemaRegistry.url",
             "pattern",
@@ -144,7 +147,7 @@ def test_the_registry_credentials_come_only_from_the_environment():
             "greater than or equal to 1",
         ),
         (
-            {**AVRO, "schemaRegistry": {"url": "http://r:8081", "credentialsSecret": {}}},
+            {**AVRO, "schemaRegistry": {"url": "http://r.svc:8081", "credentialsSecret": {}}},
             {},
             "spec.job.source.value.schemaRegistry.credentialsSecret.name",
             "Field required",
@@ -247,7 +250,7 @@ def test_registry_credentials_reach_driver_and_executors_only_by_secret_ref():
     assert not any(e["name"].startswith("SCHEMA_REGISTRY_") for e in c["env"])
     # without credentialsSecret: no variables at all
     plain = make_spec(
-        job__source__value={"format": "avro", "schemaRegistry": {"url": "http://r:1"}}
+        job__source__value={"format": "avro", "schemaRegistry": {"url": "http://r.svc:1"}}
     )
     env = build_executor_template(plain, "orders")["spec"]["containers"][0]["env"]
     assert not any(e["name"].startswith("SCHEMA_REGISTRY_") for e in env)
