@@ -480,6 +480,41 @@ def test_a_missing_secret_is_invalid_until_created(kube: Kube, op, ns: str):
     assert "password" not in args.lower()
 
 
+def test_a_missing_registry_secret_is_invalid_until_created(kube: Kube, op, ns: str):
+    """The schema registry's Secret goes down the same path as kafkaCredentials'; its login
+    reaches the driver only as secretKeyRef env."""
+    spec = job_spec()
+    spec["job"]["source"]["value"] = {
+        "format": "avro",
+        "schemaRegistry": {
+            "url": "http://schema-registry.kafka.svc:8081",
+            "credentialsSecret": {"name": "registry-login"},
+        },
+    }
+    kube.create_job(ns, "typed", spec)
+    status = wait_for(
+        lambda: (s := kube.status(ns, "typed")).get("phase") == "Invalid" and s, 30, "Invalid"
+    )
+    field = "spec.job.source.value.schemaRegistry.credentialsSecret.name"
+    assert field in status["message"] and "registry-login" in status["message"]
+    assert _children(kube, ns, "typed") == []
+    kube.core.create_namespaced_secret(
+        ns,
+        {
+            "metadata": {"name": "registry-login"},
+            "stringData": {"username": "etl", "password": "reg-s3cret-pw"},
+        },
+    )
+    wait_for(lambda: kube.driver_names(ns) == ["typed-e1-a1-driver"], 30, "launched")
+    pod = kube.core.read_namespaced_pod("typed-e1-a1-driver", ns)
+    container = pod.spec.containers[0]
+    env = {e.name: e for e in container.env}
+    ref = env["SCHEMA_REGISTRY_PASSWORD"].value_from.secret_key_ref
+    assert (ref.name, ref.key) == ("registry-login", "password")
+    assert env["SCHEMA_REGISTRY_PASSWORD"].value is None
+    assert "reg-s3cret-pw" not in " ".join(container.args)
+
+
 # --- bad input that used to reach a driver launch (tests/support/bad_input.py) ---------------
 #
 # One generated class at a time, ten manifests each: refused by the schema (422 naming the
