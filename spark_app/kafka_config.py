@@ -8,7 +8,11 @@
 * `source_options`: a job's `spec.job.source` as the `kafka_checkpointed` source's Spark
   options. The driver starts its query with them and the operator parses the same options
   (`spark_app.options.SourceOptions`) for its own look-ups (`spark_app.kafka_metadata`), so
-  both talk to Kafka with one configuration.
+  both talk to Kafka with one configuration. With `spec.job.source.value` it adds the typed
+  records' options (valueFormat, schemaRegistryUrl, ...); the registry's basic-auth
+  credentials come only from the environment (`REGISTRY_CREDENTIAL_ENV`, set by the operator
+  from the Secret through `secretKeyRef`), like Kafka's. `job_options` adds
+  `spec.job.deadLetter`.
 
 Pure (no Kafka or Spark imports): the operator imports it.
 """
@@ -18,7 +22,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from spark_app.manifest import SourceSpec
+from spark_app.manifest import JobSpec, SourceSpec
 
 ENV_SECURITY_PROTOCOL = "KAFKA_SECURITY_PROTOCOL"
 ENV_SASL_MECHANISM = "KAFKA_SASL_MECHANISM"
@@ -26,6 +30,8 @@ ENV_SASL_USERNAME = "KAFKA_SASL_USERNAME"
 ENV_SASL_PASSWORD = "KAFKA_SASL_PASSWORD"
 ENV_SSL_CA_LOCATION = "KAFKA_SSL_CA_LOCATION"
 ENV_SSL_CA_PEM = "KAFKA_SSL_CA_PEM"
+ENV_REGISTRY_USERNAME = "SCHEMA_REGISTRY_USERNAME"
+ENV_REGISTRY_PASSWORD = "SCHEMA_REGISTRY_PASSWORD"
 
 # The runner's exit codes when Kafka refuses the job's credentials / the TLS handshake fails
 # (spark_app.runner); the operator turns them into conditions.
@@ -44,6 +50,13 @@ CREDENTIAL_ENV = {
     ENV_SASL_PASSWORD: "sasl.password",
     ENV_SSL_CA_LOCATION: "ssl.ca.location",
     ENV_SSL_CA_PEM: "ssl.ca.pem",
+}
+
+
+# environment variable → the source's schema-registry option (with value.format avro)
+REGISTRY_CREDENTIAL_ENV = {
+    ENV_REGISTRY_USERNAME: "schemaRegistryUser",
+    ENV_REGISTRY_PASSWORD: "schemaRegistryPassword",
 }
 
 
@@ -83,4 +96,38 @@ def source_options(source: SourceSpec, env: Mapping[str, str] | None = None) -> 
         options["maxOffsetsPerTrigger"] = str(source.max_offsets_per_trigger)
     options.update({f"kafka.{k}": v for k, v in source.kafka.items()})
     options.update({f"kafka.{k}": v for k, v in credential_properties(env).items()})
+    options.update(value_options(source, env))
+    return options
+
+
+def value_options(source: SourceSpec, env: Mapping[str, str]) -> dict[str, str]:
+    """`spec.job.source.value` as the source's options; the registry's credentials from
+    `env` only (REGISTRY_CREDENTIAL_ENV)."""
+    value = source.value
+    if value is None or value.format == "raw":
+        return {}
+    options: dict[str, str] = {"valueFormat": value.format}
+    registry = value.schema_registry
+    if registry is not None:
+        options["schemaRegistryUrl"] = registry.url
+        if registry.timeout_seconds is not None:
+            options["schemaRegistryTimeoutMs"] = str(registry.timeout_seconds * 1000)
+        options.update(
+            {opt: env[var] for var, opt in REGISTRY_CREDENTIAL_ENV.items() if env.get(var)}
+        )
+    if value.subject:
+        options["valueSubject"] = value.subject
+    if value.version is not None:
+        options["valueSchemaVersion"] = str(value.version)
+    return options
+
+
+def job_options(job: JobSpec, env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The source's options with the job's dead-letter topic (`spec.job.deadLetter`): what the
+    driver's query starts with and what the runner's preflight and the operator check."""
+    options = source_options(job.source, env)
+    if job.dead_letter is not None:
+        options["deadLetterTopic"] = job.dead_letter.topic
+        if job.dead_letter.bootstrap_servers:
+            options["deadLetterBootstrapServers"] = job.dead_letter.bootstrap_servers
     return options

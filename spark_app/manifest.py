@@ -24,25 +24,31 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from spark_app.offsets import MAX_TOPIC, TOPIC_PATTERN, parse_starting_offsets
+from spark_app.offsets import MAX_TOPIC, parse_starting_offsets
+from spark_app.spec_base import (
+    BOOTSTRAP,
+    MAX_TEXT,
+    TOPIC,
+    TOPIC_RULE,
+    TRIMMED,
+    SpecModel,
+)
+from spark_app.value_spec import (
+    DEAD_LETTER_AVRO_RULE,
+    DEAD_LETTER_GROUP_RULE,
+    DEAD_LETTER_NEEDS_AVRO,
+    DEAD_LETTER_NEEDS_GROUP,
+    SUBJECT_NEEDED,
+    SUBJECT_RULE,
+    DeadLetterSpec,
+    ValueSpec,
+)
 
 API_GROUP = "sparkkafka.dev"
 API_VERSION = "v1alpha1"
 KIND = "StreamingJob"
 
 _TRANSFORM_REF = r"^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*$"
-# Every value is bounded (a 1 MiB string once made each status write fail) and no string may
-# be blank or carry surrounding whitespace. Patterns are written for both regex engines that
-# check them: pydantic's (Rust) and the API server's (Go RE2): ASCII classes, no lookaround.
-MAX_TEXT = 4096
-# Kafka's topic names (with max_length=MAX_TOPIC beside it).
-TOPIC = TOPIC_PATTERN
-_TOPIC_RULE = "Kafka topic names: 1 to 249 of a-z A-Z 0-9 . _ -, not '.' or '..'"
-# host:port[,host:port]; a host is a name, an IPv4 address or a bracketed IPv6 address.
-_HOST_PORT = r"(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9._-]+):[0-9]{1,5}"
-BOOTSTRAP = f"^{_HOST_PORT}(,{_HOST_PORT})*$"
-# Text without leading or trailing whitespace (and not blank).
-TRIMMED = r"^[^\s](.*[^\s])?$"
 # A start mode: named, a timestamp (ms), or per-partition JSON (checked by the models).
 STARTING_OFFSETS = r"^(committed|earliest|latest|timestamp:[0-9]{1,13}|\{[\s\S]*\})$"
 # A Hadoop file system location: file:///path or scheme://authority[/path]. Characters that
@@ -213,14 +219,6 @@ def _modes_rules() -> list[dict[str, Any]]:
     ]
 
 
-class SpecModel(BaseModel):
-    """camelCase in YAML, snake_case in Python; unknown fields are an error, not a surprise."""
-
-    model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
-    )
-
-
 _COMMITTED_NEEDS_GROUP = (
     "groupId is required while startingOffsets is committed (the default): set groupId, or "
     "startingOffsets earliest, latest, timestamp:<ms> or JSON"
@@ -247,6 +245,7 @@ class SourceSpec(SpecModel):
                     "!= 'committed' || has(self.groupId)",
                     "message": _COMMITTED_NEEDS_GROUP,
                 },
+                {"rule": SUBJECT_RULE, "message": SUBJECT_NEEDED, "fieldPath": ".value"},
             ]
         }
     )
@@ -264,7 +263,7 @@ class SourceSpec(SpecModel):
         min_length=1,
         max_length=1000,
         description="Topics to read. Exactly one of subscribe and subscribePattern is set. "
-        f"{_TOPIC_RULE}.",
+        f"{TOPIC_RULE}.",
     )
     subscribe_pattern: str | None = Field(
         default=None,
@@ -340,6 +339,11 @@ class SourceSpec(SpecModel):
         + ".",
         json_schema_extra=_client_keys_schema(),
     )
+    value: ValueSpec | None = Field(
+        default=None,
+        description="How record values are read (format raw or avro, the schema registry, "
+        "the reader schema). Unset: raw bytes.",
+    )
 
     @field_validator("starting_offsets")
     @classmethod
@@ -376,6 +380,10 @@ class SourceSpec(SpecModel):
             )
         if self.starting_offsets == "committed" and not self.group_id:
             raise ValueError(_COMMITTED_NEEDS_GROUP)
+        value = self.value
+        one_topic = self.subscribe is not None and len(self.subscribe) == 1
+        if value is not None and value.format == "avro" and not value.subject and not one_topic:
+            raise ValueError(SUBJECT_NEEDED)
         return self
 
 
@@ -417,7 +425,7 @@ class SinkSpec(SpecModel):
         min_length=1,
         max_length=MAX_TOPIC,
         pattern=TOPIC,
-        description=f"Output topic of the kafka sink. {_TOPIC_RULE}.",
+        description=f"Output topic of the kafka sink. {TOPIC_RULE}.",
     )
     bootstrap_servers: str | None = Field(
         default=None,
@@ -512,6 +520,23 @@ class TriggerSpec(SpecModel):
 class JobSpec(SpecModel):
     """What the Spark job does: source → optional transform → sink."""
 
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": DEAD_LETTER_AVRO_RULE,
+                    "message": DEAD_LETTER_NEEDS_AVRO,
+                    "fieldPath": ".deadLetter",
+                },
+                {
+                    "rule": DEAD_LETTER_GROUP_RULE,
+                    "message": DEAD_LETTER_NEEDS_GROUP,
+                    "fieldPath": ".deadLetter",
+                },
+            ]
+        }
+    )
+
     source: SourceSpec = Field(description="The Kafka source.")
     transform: str | None = Field(
         default=None,
@@ -522,6 +547,21 @@ class JobSpec(SpecModel):
     )
     sink: SinkSpec = Field(description="Where the job writes.")
     trigger: TriggerSpec = Field(default_factory=TriggerSpec, description="When micro-batches run.")
+    dead_letter: DeadLetterSpec | None = Field(
+        default=None,
+        description="Where records that cannot be decoded go, exactly once, instead of "
+        "failing the query. Only with source.value.format avro; needs source.groupId.",
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> JobSpec:
+        if self.dead_letter is not None:
+            value = self.source.value
+            if value is None or value.format != "avro":
+                raise ValueError(DEAD_LETTER_NEEDS_AVRO)
+            if not self.source.group_id:
+                raise ValueError(DEAD_LETTER_NEEDS_GROUP)
+        return self
 
 
 class CheckpointSpec(SpecModel):

@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from spark_app.kafka_config import credential_options, source_options
+from spark_app.kafka_config import credential_options, job_options
 from spark_app.manifest import JobSpec, RunnerManifest, epoch_sink_path
 
 SOURCE_REPORT, DRAIN_FILE = "source-report.json", "drain"  # in the run's work directory
@@ -36,7 +36,7 @@ def start_query(spark, job: JobSpec, name: str, epoch: int, location: str, workd
     """The query; its source reports to and takes drain requests from files in `workdir`."""
     from spark_app.source import FORMAT
 
-    options = source_options(job.source)
+    options = job_options(job)
     # The runner commits the group's offsets itself (GroupOffsets): as soon as a batch is
     # durable, at a graceful stop and for the previous epoch. One writer, no race.
     options["commitOffsetsOnCheckpoints"] = "false"

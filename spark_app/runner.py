@@ -40,7 +40,7 @@ from spark_app.kafka_config import (
     EXIT_CATCH_UP_FAILED,
     EXIT_KAFKA_AUTH,
     EXIT_KAFKA_TLS,
-    source_options,
+    job_options,
 )
 from spark_app.manifest import (
     ManifestError,
@@ -228,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     credentials = (document.get("spec") or {}).get("kafkaCredentials")
     try:
         preflight(
-            source_options(spec.job.source),
+            job_options(spec.job),
             args.preflight_timeout,
             credentials if isinstance(credentials, dict) else None,
         )

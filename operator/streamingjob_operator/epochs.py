@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from datetime import datetime
+from typing import Any
 
 from spark_app.manifest import checkpoint_location
 
@@ -55,10 +56,22 @@ FIELD_CLASSES: dict[str, str] = {
 # Fields added after a release: hashed only when they differ from their default, so that the
 # hashes of jobs deployed by the older operator stay the same (an upgrade restarts no job).
 ADDED_SINCE_RELEASE = ("spark_ui",)
+# ... and fields added inside a hashed field (by alias path): left out while unset (None).
+ADDED_NESTED_SINCE_RELEASE = (("job", "source", "value"), ("job", "deadLetter"))
+
+
+def _drop_unset_added(data: dict[str, Any]) -> None:
+    for *parents, leaf in ADDED_NESTED_SINCE_RELEASE:
+        node: Any = data
+        for key in parents:
+            node = node.get(key) if isinstance(node, dict) else None
+        if isinstance(node, dict) and node.get(leaf, 0) is None:
+            del node[leaf]
 
 
 def _hash(spec: StreamingJobSpec, klass: str) -> str:
     data = spec.model_dump(mode="json", by_alias=True)
+    _drop_unset_added(data)
     names = sorted(name for name, k in FIELD_CLASSES.items() if k == klass)
     picked = {}
     for name in names:

@@ -10,6 +10,8 @@ import re
 from typing import Any
 
 from spark_app.kafka_config import (
+    ENV_REGISTRY_PASSWORD,
+    ENV_REGISTRY_USERNAME,
     ENV_SASL_MECHANISM,
     ENV_SASL_PASSWORD,
     ENV_SASL_USERNAME,
@@ -17,6 +19,7 @@ from spark_app.kafka_config import (
     ENV_SSL_CA_LOCATION,
 )
 from spark_app.manifest import S3_ACCESS_KEY_ENV, S3_SECRET_KEY_ENV
+from spark_app.value_spec import RegistryCredentialsSecret
 
 from .models import StreamingJobSpec
 
@@ -127,9 +130,30 @@ def s3_env(spec: StreamingJobSpec) -> list[dict[str, Any]]:
     ]
 
 
+def _registry_secret(spec: StreamingJobSpec) -> RegistryCredentialsSecret | None:
+    value = spec.job.source.value
+    registry = value.schema_registry if value is not None else None
+    return registry.credentials_secret if registry is not None else None
+
+
+REGISTRY_SECRET_FIELD = "spec.job.source.value.schemaRegistry.credentialsSecret"
+
+
+def registry_env(spec: StreamingJobSpec) -> list[dict[str, Any]]:
+    """The schema registry's basic-auth pair, from its Secret: the driver resolves the reader
+    schema, the executors fetch writer schemas by id (spark_app.kafka_config reads them)."""
+    creds = _registry_secret(spec)
+    if creds is None:
+        return []
+    return [
+        _from_secret(ENV_REGISTRY_USERNAME, creds.name, creds.username_key),
+        _from_secret(ENV_REGISTRY_PASSWORD, creds.name, creds.password_key),
+    ]
+
+
 def credential_env(spec: StreamingJobSpec) -> list[dict[str, Any]]:
     """Every credential of the job, each an env var from a secretKeyRef."""
-    return [*_kafka_env(spec), *s3_env(spec)]
+    return [*_kafka_env(spec), *s3_env(spec), *registry_env(spec)]
 
 
 def secret_references(spec: StreamingJobSpec) -> list[tuple[str, str, dict[str, str]]]:
@@ -165,6 +189,17 @@ def secret_references(spec: StreamingJobSpec) -> list[tuple[str, str, dict[str, 
                 {
                     "spec.s3.credentialsSecret.accessKeyIdKey": c.access_key_id_key,
                     "spec.s3.credentialsSecret.secretAccessKeyKey": c.secret_access_key_key,
+                },
+            )
+        )
+    if (r := _registry_secret(spec)) is not None:
+        refs.append(
+            (
+                f"{REGISTRY_SECRET_FIELD}.name",
+                r.name,
+                {
+                    f"{REGISTRY_SECRET_FIELD}.usernameKey": r.username_key,
+                    f"{REGISTRY_SECRET_FIELD}.passwordKey": r.password_key,
                 },
             )
         )

@@ -19,9 +19,9 @@ from spark_app.manifest import (
     JobSpec,
     MapValue,
     S3Spec,
-    SpecModel,
     check_keys,
 )
+from spark_app.spec_base import SpecModel
 
 from .policy_models import (
     DAY,

@@ -28,7 +28,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from spark_app.kafka_config import source_options
+from spark_app.kafka_config import job_options
 from spark_app.options import OptionError, SourceOptions
 
 from .builders import (
@@ -213,7 +213,7 @@ def check_source(spec: StreamingJobSpec) -> list[InvalidJobError]:
     launching: a contradiction among the source's fields fails here, not in the driver. The
     credentials' environment is left out: no option it sets can be refused."""
     try:
-        SourceOptions.parse(source_options(spec.job.source, env={}))
+        SourceOptions.parse(job_options(spec.job, env={}))
     except OptionError as exc:
         return [
             InvalidJobError(
