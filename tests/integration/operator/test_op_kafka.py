@@ -461,6 +461,7 @@ JOB_SERIES = (
     "streamingjob_job_",
     "streamingjob_seconds_since_progress",
     "streamingjob_offset_commit_failures",
+    "streamingjob_dead_letter_records",
 )
 
 
