@@ -3,9 +3,10 @@
 #   scripts/test-all.sh <python> [pytest args...]
 # The `alone` tests run first, by themselves. Then the Spark tier (tests/integration/spark_app:
 # local Spark JVMs, CPU-bound) runs beside the rest but e2e (unit tests; the operator on a
-# real API server: mostly waiting). The kind bed
-# (docker, image loads: CPU again) comes up once that rest is done, and the e2e tier runs
-# last, alone, as its figures go to bench/results. `make test-soak` runs the `soak` tests.
+# real API server: mostly waiting). The kind bed (docker, image loads: CPU again) comes up
+# once that rest is done, beside the typed-records queries (short Spark queries taken out of
+# the Spark tier, which is the longest), and the e2e tier runs last, alone, as its figures go
+# to bench/results. `make test-soak` runs the `soak` tests.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=$1
@@ -13,6 +14,9 @@ shift
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 SPARK_TIER=tests/integration/spark_app
+# Local Spark queries too, but short ones: they run after the rest, beside the kind bed's
+# start, so that the Spark tier (the longest) ends no later than the bed is up.
+TYPED=tests/integration/spark_app/test_typed_records.py
 
 # First, alone: tests whose Kafka cluster must fail over within the clients' 60 s deadline.
 # Beside the Spark tier (load 30 and more on 2 cores) a killed broker's controller did not
@@ -21,7 +25,7 @@ SPARK_TIER=tests/integration/spark_app
 alone_rc=$?
 # its own --basetemp: two pytest sessions must not clean up each other's tmp_path dirs
 "$PY" -m pytest -m "not e2e and not soak and not alone" --basetemp="$logs/spark-tmp" "$@" \
-  "$SPARK_TIER" >"$logs/spark.log" 2>&1 &
+  --ignore="$TYPED" "$SPARK_TIER" >"$logs/spark.log" 2>&1 &
 spark=$!
 "$PY" -m pytest -m "not e2e and not soak and not alone" --basetemp="$logs/rest-tmp" \
   --ignore="$SPARK_TIER" "$@"
@@ -29,6 +33,10 @@ rc=$?
 [ $rc = 0 ] && rc=$alone_rc
 bash scripts/kind/up.sh >"$logs/kubeconfig" 2>"$logs/up.log" &
 up=$!
+"$PY" -m pytest -m "not e2e and not soak and not alone" --basetemp="$logs/typed-tmp" "$@" \
+  "$TYPED"
+typed_rc=$?
+[ $rc = 0 ] && rc=$typed_rc
 wait $spark
 spark_rc=$?
 echo "=== $SPARK_TIER (ran beside the tests above) ==="
