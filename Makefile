@@ -26,6 +26,10 @@ venv: ## Create the cached Python environment (requirements/dev.txt, hash-locked
 run: ## Run the sample StreamingJob on local Spark + a local Kafka broker (Ctrl-C stops)
 	@$(TREE) bash scripts/run-local.sh "$(PY)"
 
+.PHONY: run-avro
+run-avro: ## The same with typed records: Avro values, a local schema registry, a dead-letter topic
+	@$(TREE) bash scripts/run-local.sh "$(PY)" avro
+
 .PHONY: lint
 lint: ## ruff lint + format check, mypy (strict on the pure modules), the import contracts, CRD compatibility with the last release
 	$(VENV)/bin/ruff check .
@@ -117,4 +121,5 @@ plots: ## Redraw the figures of docs/benchmarks.md (docs/img/*.svg) from bench/r
 .PHONY: clean
 clean: ## Stop the local broker and remove local run data (the cache stays)
 	-$(TREE) $(PY) -m tests.support.kafka_broker stop --dir $(RUN_BROKER_DIR)
+	-$(TREE) $(PY) -m tests.support.schema_registry stop
 	rm -rf /tmp/streamingjob

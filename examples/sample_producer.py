@@ -80,8 +80,11 @@ def main() -> None:
     parser.add_argument(
         "--poison-every", type=int, default=0, help="every Nth value not Avro (a bad magic byte)"
     )
+    parser.add_argument("--dead-letter-topic", help="create this topic too (the job's)")
     args = parser.parse_args()
     ensure_topic(args.bootstrap, args.topic, args.partitions)
+    if args.dead_letter_topic:
+        ensure_topic(args.bootstrap, args.dead_letter_topic, args.partitions)
     encode = avro_encoder(args.avro, args.topic) if args.avro else as_json
     producer = Producer({"bootstrap.servers": args.bootstrap, "linger.ms": 20})
     sent, started = 0, time.monotonic()
