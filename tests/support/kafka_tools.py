@@ -80,8 +80,14 @@ def commit_offsets(bootstrap: str, group: str, topic: str, offsets: dict[int, in
         consumer.close()
 
 
-def log_end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "log-end-probe"})
+def log_end_offsets(
+    bootstrap: str, topic: str, isolation: str = "read_committed"
+) -> dict[int, int]:
+    """Each partition's end for a reader of that isolation level: read_committed stops at the
+    last stable offset (before an open transaction, or one whose markers are not written
+    yet), read_uncommitted at the log's end."""
+    config = {"bootstrap.servers": bootstrap, "group.id": "log-end-probe"}
+    consumer = Consumer({**config, "isolation.level": isolation})
     try:
         partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
         return {

@@ -452,7 +452,8 @@ def _dead_letters(kafka: KafkaBroker, topic: str) -> list[dict]:
             "isolation.level": "read_committed",
         }
     )
-    ends = {p: end for p, end in log_end_offsets(kafka.bootstrap, topic).items() if end > 0}
+    ends = log_end_offsets(kafka.bootstrap, topic, isolation="read_uncommitted")  # markers too
+    ends = {p: end for p, end in ends.items() if end > 0}
     consumer.assign([TopicPartition(topic, p, 0) for p in ends])
     seen: list[dict] = []
     deadline = time.monotonic() + 60
