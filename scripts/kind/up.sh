@@ -140,7 +140,8 @@ if [ "${STREAMJOB_KIND_SKIP_IMAGES:-0}" != 1 ]; then
   timing images-load $((SECONDS - t))
   # Job pods run on the workers, from the orders job's own image (examples/user-image: FROM
   # the Spark image) as users ship theirs: pushed to a registry (make push's script), pulled by
-  # the nodes' containerd. Pulled here once so no test waits for it; pods pull it Always.
+  # the nodes' containerd. Pulled here (again after each push: a tag may move) so no test
+  # waits for it; the example job's pods find it (IfNotPresent), a smoke test pulls it anew.
   t=$SECONDS
   orders=$(STREAMJOB_IMAGE_PREFIX="$registry/streamingjob" bash "$REPO_ROOT/images/push.sh" orders | grep /orders:)
   timing images-push $((SECONDS - t))
