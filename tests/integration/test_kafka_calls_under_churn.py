@@ -83,7 +83,10 @@ def _answers_or_says_why(running: Calls, cluster: KafkaCluster, topic: str, what
     except AssertionError as exc:
         metadata = cluster._admin().list_topics(topic, timeout=10).topics[topic].partitions
         states = {p: (m.leader, m.replicas, m.isrs) for p, m in sorted(metadata.items())}
-        raise AssertionError(f"{exc}\n(leader, replicas, isr) now: {states}") from None
+        quorum = cluster.quorum_leader()  # was the spared node the quorum's leader?
+        raise AssertionError(
+            f"{exc}\n(leader, replicas, isr) now: {states}; KRaft quorum leader now: {quorum}"
+        ) from None
 
 
 def coordinator(cluster: KafkaCluster, group: str) -> int:
