@@ -32,6 +32,8 @@ from spark_app.spec_base import (
     TOPIC_RULE,
     TRIMMED,
     SpecModel,
+    secret_key,
+    secret_name,
 )
 from spark_app.value_spec import (
     DEAD_LETTER_AVRO_RULE,
@@ -592,25 +594,10 @@ _S3A_ENV_PROVIDER = "software.amazon.awssdk.auth.credentials.EnvironmentVariable
 class S3CredentialsSecret(SpecModel):
     """A Secret in the job's namespace with an access key pair for the object store."""
 
-    name: str = Field(
-        min_length=1,
-        max_length=253,
-        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
-        description="Name of the Secret in the job's namespace.",
-    )
-    access_key_id_key: str = Field(
-        default="accessKeyId",
-        min_length=1,
-        max_length=253,
-        pattern=r"^[-._a-zA-Z0-9]+$",
-        description="Key of the access key id in the Secret.",
-    )
-    secret_access_key_key: str = Field(
-        default="secretAccessKey",
-        min_length=1,
-        max_length=253,
-        pattern=r"^[-._a-zA-Z0-9]+$",
-        description="Key of the secret access key in the Secret.",
+    name: str = secret_name("Name of the Secret in the job's namespace.")
+    access_key_id_key: str = secret_key("accessKeyId", "Key of the access key id in the Secret.")
+    secret_access_key_key: str = secret_key(
+        "secretAccessKey", "Key of the secret access key in the Secret."
     )
 
 

@@ -9,7 +9,9 @@ Pure (no pyspark): the operator imports it through `spark_app.manifest`.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from spark_app.offsets import TOPIC_PATTERN
@@ -26,6 +28,18 @@ TRIMMED = r"^[^\s](.*[^\s])?$"
 # Kubernetes object names (a Secret's) and Secret keys.
 K8S_NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 SECRET_KEY = r"^[-._a-zA-Z0-9]+$"
+
+
+def secret_name(description: str) -> Any:
+    """The field naming a Secret in the job's namespace."""
+    return Field(min_length=1, max_length=253, pattern=K8S_NAME, description=description)
+
+
+def secret_key(default: str, description: str) -> Any:
+    """The field naming one key of that Secret."""
+    return Field(
+        default=default, min_length=1, max_length=253, pattern=SECRET_KEY, description=description
+    )
 
 
 class SpecModel(BaseModel):

@@ -15,7 +15,15 @@ from typing import Literal
 from pydantic import ConfigDict, Field, model_validator
 
 from spark_app.offsets import MAX_TOPIC
-from spark_app.spec_base import BOOTSTRAP, K8S_NAME, MAX_TEXT, SECRET_KEY, TOPIC, TRIMMED, SpecModel
+from spark_app.spec_base import (
+    BOOTSTRAP,
+    MAX_TEXT,
+    TOPIC,
+    TRIMMED,
+    SpecModel,
+    secret_key,
+    secret_name,
+)
 
 # http(s)://host[:port][/path]: no user info (credentials come from credentialsSecret), no
 # query or fragment.
@@ -38,26 +46,9 @@ class RegistryCredentialsSecret(SpecModel):
     (SCHEMA_REGISTRY_USERNAME, SCHEMA_REGISTRY_PASSWORD) through secretKeyRef; they never
     appear in the job ConfigMap, the driver's arguments, the status or the logs."""
 
-    name: str = Field(
-        min_length=1,
-        max_length=253,
-        pattern=K8S_NAME,
-        description="Name of the Secret in the job's namespace.",
-    )
-    username_key: str = Field(
-        default="username",
-        min_length=1,
-        max_length=253,
-        pattern=SECRET_KEY,
-        description="Key of the registry user name in the Secret.",
-    )
-    password_key: str = Field(
-        default="password",
-        min_length=1,
-        max_length=253,
-        pattern=SECRET_KEY,
-        description="Key of the registry password in the Secret.",
-    )
+    name: str = secret_name("Name of the Secret in the job's namespace.")
+    username_key: str = secret_key("username", "Key of the registry user name in the Secret.")
+    password_key: str = secret_key("password", "Key of the registry password in the Secret.")
 
 
 class SchemaRegistrySpec(SpecModel):

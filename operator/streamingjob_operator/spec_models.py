@@ -21,7 +21,7 @@ from spark_app.manifest import (
     S3Spec,
     check_keys,
 )
-from spark_app.spec_base import SpecModel
+from spark_app.spec_base import K8S_NAME, SpecModel, secret_key, secret_name
 
 from .policy_models import (
     DAY,
@@ -38,8 +38,6 @@ _SPARK_MEMORY = r"^[0-9]{1,13}[kmgtKMGT]?$"
 MIN_HEAP_MIB, MAX_MEMORY_MIB = 512, 1024 * 1024
 # A CPU quantity: millicores or cores with at most three decimals (the API's precision).
 _CPU = r"^([1-9][0-9]{0,6}m|[0-9]{1,3}(\.[0-9]{1,3})?)$"
-_K8S_NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
-_SECRET_KEY = r"^[-._a-zA-Z0-9]+$"
 _ENV_NAME = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
 # A container image reference (the grammar of the distribution/reference library: optional
 # registry host[:port]/, lower-case path components, optional :tag and @digest). The pod API
@@ -78,19 +76,10 @@ class KafkaCASecretSpec(SpecModel):
     job's namespace: mounted as a file in the driver and executors (ssl.ca.location); the
     operator reads it for its own Kafka look-ups (ssl.ca.pem, in memory)."""
 
-    name: str = Field(
-        min_length=1,
-        max_length=253,
-        pattern=_K8S_NAME,
-        description="Name of the Secret in the job's namespace that holds the CA certificate.",
+    name: str = secret_name(
+        "Name of the Secret in the job's namespace that holds the CA certificate."
     )
-    key: str = Field(
-        default="ca.crt",
-        min_length=1,
-        max_length=253,
-        pattern=_SECRET_KEY,
-        description="Key of the PEM CA certificate in the Secret.",
-    )
+    key: str = secret_key("ca.crt", "Key of the PEM CA certificate in the Secret.")
 
 
 class KafkaCredentialsSpec(SpecModel):
@@ -100,26 +89,11 @@ class KafkaCredentialsSpec(SpecModel):
     the job ConfigMap, the status or the logs. The source, the driver's offset committer,
     the operator's lag reader and a kafka sink all connect with them."""
 
-    secret_name: str = Field(
-        min_length=1,
-        max_length=253,
-        pattern=_K8S_NAME,
-        description="Name of the Secret in the job's namespace that holds the credentials.",
+    secret_name: str = secret_name(
+        "Name of the Secret in the job's namespace that holds the credentials."
     )
-    username_key: str = Field(
-        default="username",
-        min_length=1,
-        max_length=253,
-        pattern=_SECRET_KEY,
-        description="Key of the SASL user name in the Secret.",
-    )
-    password_key: str = Field(
-        default="password",
-        min_length=1,
-        max_length=253,
-        pattern=_SECRET_KEY,
-        description="Key of the SASL password in the Secret.",
-    )
+    username_key: str = secret_key("username", "Key of the SASL user name in the Secret.")
+    password_key: str = secret_key("password", "Key of the SASL password in the Secret.")
     sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = Field(
         default="SCRAM-SHA-512", description="SASL mechanism (sasl.mechanism)."
     )
@@ -352,7 +326,7 @@ class StreamingJobSpec(SpecModel):
     service_account_name: str | None = Field(
         default=None,
         max_length=253,
-        pattern=_K8S_NAME,
+        pattern=K8S_NAME,
         description="Service account of the driver. Unset: the operator creates "
         "<job>-driver with a Role that manages only the job's executors and its report "
         "ConfigMap. A named account must grant the same rights itself.",
