@@ -6,17 +6,15 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 import uuid
 from dataclasses import replace
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from spark_app.dead_letter import DeadLetterTally, DeadRecord, write_dead_records
 from spark_app.options import DeadLetterTarget
-from tests.support.kafka_tools import group_offsets, log_end_offsets, new_topic
+from tests.support.kafka_tools import consume_to_end, group_offsets, new_topic
 from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.integration
@@ -57,33 +55,6 @@ def _dead(source: str, offset: int, partition: int = 0) -> DeadRecord:
     )
 
 
-def _read(bootstrap: str, topic: str, isolation: str) -> list:
-    """Every record of the topic a reader of that isolation level sees, to the log's end."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"reader-{uuid.uuid4().hex[:6]}",
-            "enable.auto.commit": False,
-            "isolation.level": isolation,
-        }
-    )
-    # to the log's end: a committed transaction's markers may not be written yet (the
-    # read_committed end stops before them), and its records are there all the same
-    ends = log_end_offsets(bootstrap, topic, isolation="read_uncommitted")
-    ends = {p: end for p, end in ends.items() if end > 0}  # an empty one has no position
-    consumer.assign([TopicPartition(topic, p, 0) for p in ends])
-    seen, deadline = [], time.monotonic() + 60
-    try:
-        while any(
-            tp.offset < ends[tp.partition] for tp in consumer.position(consumer.assignment())
-        ):
-            assert time.monotonic() < deadline, f"{topic} not read to its end within 60 s"
-            seen += [m for m in consumer.consume(100, 0.5) if m.error() is None]
-        return seen
-    finally:
-        consumer.close()
-
-
 def _source_offset(message) -> int:
     return int(dict(message.headers())["streamingjob.source.offset"])
 
@@ -96,7 +67,7 @@ def test_dead_records_carry_their_bytes_and_where_and_why(kafka, source: str) ->
     target = _target(kafka.bootstrap)
     assert write_dead_records(target, source, 0, [_dead(source, 4), _dead(source, 7)], end=10) == 2
     [first, second] = sorted(
-        _read(kafka.bootstrap, target.topic, "read_committed"), key=_source_offset
+        consume_to_end(kafka.bootstrap, target.topic, "read_committed"), key=_source_offset
     )
     assert (first.key(), first.value()) == (b"k4", b"\x07not avro 4")
     assert first.headers() == [
@@ -124,7 +95,12 @@ def test_a_range_read_again_or_overlapping_writes_each_record_once(kafka, source
     assert write_dead_records(target, source, 0, [_dead(source, 7), _dead(source, 12)], end=15) == 1
     # another source partition has its own progress
     assert write_dead_records(target, source, 1, [_dead(source, 7, partition=1)], end=8) == 1
-    assert _offsets(_read(kafka.bootstrap, target.topic, "read_committed")) == [4, 7, 7, 12]
+    assert _offsets(consume_to_end(kafka.bootstrap, target.topic, "read_committed")) == [
+        4,
+        7,
+        7,
+        12,
+    ]
     assert group_offsets(kafka.bootstrap, target.progress_group, source) == {0: 15, 1: 8}
 
 
@@ -151,10 +127,12 @@ def test_a_writer_killed_mid_transaction_is_fenced_and_its_records_never_seen(
     assert subprocess.run(args, timeout=60).returncode == -9
     # the next attempt of the task: fences the dead writer (its transaction aborted) and writes
     assert write_dead_records(target, source, 0, [_dead(source, 4), _dead(source, 7)], end=10) == 2
-    committed = _read(kafka.bootstrap, target.topic, "read_committed")
+    committed = consume_to_end(kafka.bootstrap, target.topic, "read_committed")
     assert sorted(m.value() for m in committed) == [b"\x07not avro 4", b"\x07not avro 7"]
     # the killed writer's records are in the log: what read_committed does not show
-    everything = [m.value() for m in _read(kafka.bootstrap, target.topic, "read_uncommitted")]
+    everything = [
+        m.value() for m in consume_to_end(kafka.bootstrap, target.topic, "read_uncommitted")
+    ]
     assert sorted(v for v in everything if v.startswith(b"half")) == [
         b"half-written 4",
         b"half-written 7",

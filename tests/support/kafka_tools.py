@@ -98,6 +98,32 @@ def log_end_offsets(
         consumer.close()
 
 
+def consume_to_end(bootstrap: str, topic: str, isolation: str) -> list:
+    """Every message a reader of that isolation level sees, from the start to the log's end
+    (a read_committed reader passes a committed transaction once its markers are written)."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"{topic}-reader-{uuid.uuid4().hex[:6]}",
+            "enable.auto.commit": False,
+            "isolation.level": isolation,
+        }
+    )
+    ends = log_end_offsets(bootstrap, topic, isolation="read_uncommitted")
+    ends = {p: end for p, end in ends.items() if end > 0}  # an empty one has no position
+    consumer.assign([TopicPartition(topic, p, 0) for p in ends])
+    seen, deadline = [], time.monotonic() + 60
+    try:
+        while any(
+            tp.offset < ends[tp.partition] for tp in consumer.position(consumer.assignment())
+        ):
+            assert time.monotonic() < deadline, f"{topic} not read to its end within 60 s"
+            seen += [m for m in consumer.consume(100, 0.5) if m.error() is None]
+        return seen
+    finally:
+        consumer.close()
+
+
 def consume_values(bootstrap: str, topic: str) -> list[bytes]:
     """Every value in the topic, read from the beginning to the current log end."""
     ends = log_end_offsets(bootstrap, topic)

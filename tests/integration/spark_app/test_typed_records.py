@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 from pyspark.sql.types import (
@@ -45,7 +45,7 @@ from spark_app.runner import failure_cause
 from spark_app.schema_registry_client import RegistryUnavailable
 from spark_app.source import FORMAT, KafkaCheckpointedDataSource
 from tests.support.kafka_broker import KafkaBroker, free_port
-from tests.support.kafka_tools import group_offsets, log_end_offsets, new_topic
+from tests.support.kafka_tools import consume_to_end, group_offsets, log_end_offsets, new_topic
 from tests.support.polling import wait_for
 from tests.support.runner_process import job_manifest
 from tests.support.schema_registry import SchemaRegistry, wire_format
@@ -444,30 +444,11 @@ def test_an_executor_keeps_decoding_cached_ids_through_an_outage_and_waits_for_a
 
 def _dead_letters(kafka: KafkaBroker, topic: str) -> list[dict]:
     """The dead-letter topic as a read_committed consumer sees it, to the log's end."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": kafka.bootstrap,
-            "group.id": f"{topic}-reader",
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed",
-        }
-    )
-    ends = log_end_offsets(kafka.bootstrap, topic, isolation="read_uncommitted")  # markers too
-    ends = {p: end for p, end in ends.items() if end > 0}
-    consumer.assign([TopicPartition(topic, p, 0) for p in ends])
-    seen: list[dict] = []
-    deadline = time.monotonic() + 60
-    try:
-        while any(
-            tp.offset < ends[tp.partition] for tp in consumer.position(consumer.assignment())
-        ):
-            assert time.monotonic() < deadline, f"{topic} not read to its end"
-            for m in consumer.consume(100, 0.5):
-                if m.error() is None:
-                    seen.append({"key": m.key(), "value": m.value(), **dict(m.headers() or [])})
-        return sorted(seen, key=lambda d: int(d["streamingjob.source.offset"]))
-    finally:
-        consumer.close()
+    seen = [
+        {"key": m.key(), "value": m.value(), **dict(m.headers() or [])}
+        for m in consume_to_end(kafka.bootstrap, topic, "read_committed")
+    ]
+    return sorted(seen, key=lambda d: int(d["streamingjob.source.offset"]))
 
 
 def test_poison_records_go_to_the_dead_letter_topic_once_across_a_crash_and_a_redeploy(
