@@ -47,3 +47,16 @@ def test_a_poison_record_or_a_registry_outage_is_the_cause():
 def test_any_other_failure_is_sparks_first_line():
     assert failure_cause("[STREAM_FAILED] boom\nmore") == "[STREAM_FAILED] boom"
     assert failure_cause("") == "unknown error"
+
+
+def test_a_dead_letter_topic_that_cannot_be_written_is_the_cause():
+    text = SPARK_WRAPPED.replace(
+        "spark_app.partition_reader.TopicDeletedError: topic orders was deleted while the job "
+        "read orders-2 [40, 90) (stuck at offset 40); the batch fails",
+        "spark_app.dead_letter.DeadLetterError: could not write 1 dead record(s) of orders[2] "
+        "to the dead-letter topic dead: TOPIC_AUTHORIZATION_FAILED",
+    )
+    assert failure_cause(text) == (
+        "could not write 1 dead record(s) of orders[2] to the dead-letter topic dead: "
+        "TOPIC_AUTHORIZATION_FAILED"
+    )
