@@ -1,12 +1,14 @@
-"""Avro values in the Confluent wire format, decoded to one reader schema.
+"""Values in the Confluent wire format, decoded to one reader schema, whatever the format.
 
 A record's value is a magic byte (0), the writer's schema id (4 bytes, big-endian) and the
-Avro binary payload. The writer's schema comes from the registry by that id (cached by the
-client: once per id); the payload is resolved to the reader schema by Avro's resolution rules
-(fields added with defaults, removed fields skipped, promotions such as int -> long), so
-records written with older or newer compatible schemas mid-stream all decode to one shape.
-The reader schema is fixed when the query starts: a pinned subject version, or the subject's
-latest version at that moment (`resolve_reader_schema`).
+payload in the value format (Avro binary, UTF-8 JSON, ...). This module owns what every format
+shares: the header, the writer schemas by id (cached: once per id; records written with the
+reader schema itself need no registry at all), the poison reasons, and what becomes of a
+poison record (the dead-letter topic, or the query fails naming it). The format's own part,
+the reader schema's column type and one payload's decoding, is a plug-in
+(`spark_app.value_formats`: `avro_values`, `json_values`). The reader schema is fixed when the
+query starts: a pinned subject version, or the subject's latest version at that moment
+(`resolve_reader_schema`).
 
 A record that cannot be decoded is *poison*, returned as `Poison` with a reason (one of
 POISON_REASONS) and a message naming the cause, never raised: the caller decides whether it
@@ -16,58 +18,62 @@ poison (the record is fine): `RegistryUnavailable` propagates after the client's
 
 from __future__ import annotations
 
-import io
-import json
 import struct
-from dataclasses import dataclass
 from typing import Any
 
-import fastavro
-from fastavro.read import SchemaResolutionError
-
-from spark_app.avro_types import UnsupportedAvroSchema, arrow_column, converter, spark_type
+from spark_app.avro_types import arrow_column  # Spark type -> Arrow: not Avro's own
 from spark_app.dead_letter import DeadRecord
+from spark_app.poison import (
+    BAD_MAGIC_BYTE,
+    MALFORMED_PAYLOAD,
+    POISON_REASONS,
+    TRUNCATED,
+    UNKNOWN_SCHEMA_ID,
+    UNRESOLVABLE_SCHEMA,
+    Poison,
+)
 from spark_app.schema_registry_client import (
     RegisteredSchema,
     RegistryUnavailable,
     SchemaNotFound,
     SchemaRegistryClient,
 )
+from spark_app.value_formats import UnsupportedSchema, format_module
+
+__all__ = [  # the reasons and Poison live in spark_app.poison; callers know them from here
+    "BAD_MAGIC_BYTE",
+    "MALFORMED_PAYLOAD",
+    "POISON_REASONS",
+    "TRUNCATED",
+    "UNKNOWN_SCHEMA_ID",
+    "UNRESOLVABLE_SCHEMA",
+    "AvroDecoder",
+    "Poison",
+    "PoisonRecordError",
+    "ReaderSchemaError",
+    "WireDecoder",
+    "decode_value_column",
+    "reader_column_type",
+    "resolve_reader_schema",
+]
 
 MAGIC_BYTE = 0
 HEADER_SIZE = 5  # magic byte + 4-byte schema id
 
-BAD_MAGIC_BYTE = "bad-magic-byte"
-TRUNCATED = "truncated"
-UNKNOWN_SCHEMA_ID = "unknown-schema-id"
-UNRESOLVABLE_SCHEMA = "unresolvable-schema"
-MALFORMED_PAYLOAD = "malformed-payload"
-POISON_REASONS = (
-    BAD_MAGIC_BYTE,
-    TRUNCATED,
-    UNKNOWN_SCHEMA_ID,
-    UNRESOLVABLE_SCHEMA,
-    MALFORMED_PAYLOAD,
-)
-
-
-@dataclass(frozen=True)
-class Poison:
-    """A record that cannot be decoded: `reason` is one of POISON_REASONS."""
-
-    reason: str
-    message: str
-    schema_id: int | None = None
-
 
 class ReaderSchemaError(ValueError):
-    """The reader schema cannot be had (no such subject or version, not Avro, not valid)."""
+    """The reader schema cannot be had (no such subject or version, of another format, not
+    valid, or with no column shape)."""
 
 
 def resolve_reader_schema(
-    client: SchemaRegistryClient, subject: str, version: int | str = "latest"
+    client: SchemaRegistryClient,
+    subject: str,
+    version: int | str = "latest",
+    value_format: str = "avro",
 ) -> RegisteredSchema:
     """The reader schema, once at query start; the answer is pinned for the query's life."""
+    fmt = format_module(value_format)
     try:
         found = client.subject_version(subject, version)
     except SchemaNotFound:
@@ -75,42 +81,42 @@ def resolve_reader_schema(
             f"subject {subject!r} has no version {version} in the schema registry at "
             f"{client.url}: register the schema or fix valueSubject / valueSchemaVersion"
         ) from None
-    if found.schema_type.upper() != "AVRO":
+    if found.schema_type.upper() != fmt.SCHEMA_TYPE:
         raise ReaderSchemaError(
-            f"subject {subject!r} version {found.version} is {found.schema_type}, not AVRO"
+            f"subject {subject!r} version {found.version} is {found.schema_type}, not "
+            f"{fmt.SCHEMA_TYPE} (valueFormat={value_format})"
         )
     try:
-        spark_type(_parse(found.schema, expand=True))
-    except UnsupportedAvroSchema as exc:
+        fmt.column_type(found)
+    except UnsupportedSchema as exc:
         raise ReaderSchemaError(f"subject {subject!r} version {found.version}: {exc}") from None
-    except (ValueError, fastavro.schema.SchemaParseException) as exc:
-        raise ReaderSchemaError(f"subject {subject!r}: not a valid Avro schema: {exc}") from None
     return found
 
 
-def reader_column_type(reader: RegisteredSchema) -> Any:
-    """The Spark type a reader schema's values decode to (Spark's from_avro mapping)."""
-    return spark_type(_parse(reader.schema, expand=True))[0]
+def reader_column_type(reader: RegisteredSchema, value_format: str = "avro") -> Any:
+    """The Spark type a reader schema's values decode to."""
+    return format_module(value_format).column_type(reader)
 
 
-class AvroDecoder:
-    """Decodes wire-format values to the reader schema; `decode` never raises for a bad
-    record, only for a registry outage."""
+class WireDecoder:
+    """Decodes wire-format values of one format to the reader schema; `decode` never raises
+    for a bad record, only for a registry outage."""
 
-    def __init__(self, client: SchemaRegistryClient, reader: RegisteredSchema):
+    def __init__(
+        self, client: SchemaRegistryClient, reader: RegisteredSchema, value_format: str = "avro"
+    ):
         self.client = client
         self.reader = reader
-        self._reader_schema = _parse(reader.schema)
-        expanded = _parse(reader.schema, expand=True)
-        self.column_type = spark_type(expanded)[0]  # the decoded column's Spark type
-        self._convert = converter(expanded)
-        # schema id -> parsed writer schema, or Poison; records written with the reader
-        # schema itself (the usual case) need no registry at all
-        self._writers: dict[int, Any] = {reader.schema_id: self._reader_schema}
+        self.format = format_module(value_format)
+        self._payloads = self.format.payload_decoder(reader)
+        self.column_type = self._payloads.column_type  # the decoded column's Spark type
+        # schema id -> the format's writer schema, or Poison; records written with the
+        # reader schema itself (the usual case) need no registry at all
+        self._writers: dict[int, Any] = {reader.schema_id: self._payloads.writer(reader)}
 
     def decode(self, value: bytes | None) -> Any:
-        """The value in the shape of `column_type` (a dict for a record schema), a `Poison`,
-        or None for a null value (a tombstone is not poison)."""
+        """The value in the shape of `column_type` (a dict for a struct), a `Poison`, or None
+        for a null value (a tombstone is not poison)."""
         if value is None:
             return None
         if len(value) < HEADER_SIZE:
@@ -121,7 +127,7 @@ class AvroDecoder:
         writer = self._writer(schema_id)
         if isinstance(writer, Poison):
             return writer
-        return self._read(memoryview(value)[HEADER_SIZE:], schema_id, writer)
+        return self._payloads.read(memoryview(value)[HEADER_SIZE:], schema_id, writer)
 
     def _writer(self, schema_id: int) -> Any:
         if schema_id not in self._writers:
@@ -133,41 +139,18 @@ class AvroDecoder:
             found = self.client.schema_by_id(schema_id)
         except SchemaNotFound:
             return Poison(UNKNOWN_SCHEMA_ID, f"schema id {schema_id} is not registered", schema_id)
-        if found.schema_type.upper() != "AVRO":
-            message = f"schema id {schema_id} is {found.schema_type}, not AVRO"
+        expected = self.format.SCHEMA_TYPE
+        if found.schema_type.upper() != expected:
+            message = f"schema id {schema_id} is {found.schema_type}, not {expected}"
             return Poison(UNRESOLVABLE_SCHEMA, message, schema_id)
-        try:
-            return _parse(found.schema)
-        except (ValueError, fastavro.schema.SchemaParseException) as exc:
-            message = f"schema id {schema_id} is not a valid Avro schema: {exc}"
-            return Poison(UNRESOLVABLE_SCHEMA, message, schema_id)
-
-    def _read(self, payload: memoryview, schema_id: int, writer: Any) -> Any:
-        buffer = io.BytesIO(payload)
-        try:
-            record = fastavro.schemaless_reader(buffer, writer, self._reader_schema)
-        except SchemaResolutionError as exc:
-            message = f"schema id {schema_id} does not resolve to the reader schema: {exc}"
-            return Poison(UNRESOLVABLE_SCHEMA, message, schema_id)
-        except Exception as exc:  # fastavro's errors on garbage are not one class
-            # Running off the end is EOFError, or IndexError inside a varint.
-            if isinstance(exc, EOFError) or buffer.tell() >= len(payload):
-                message = f"{len(payload)}-byte payload ends inside a value (schema id {schema_id})"
-                return Poison(TRUNCATED, message, schema_id)
-            message = f"payload does not decode with schema id {schema_id}: {exc!r}"
-            return Poison(MALFORMED_PAYLOAD, message, schema_id)
-        left = len(payload) - buffer.tell()
-        if left:
-            message = f"{left} bytes left after a value of schema id {schema_id}"
-            return Poison(MALFORMED_PAYLOAD, message, schema_id)
-        return record if self._convert is None else self._convert(record)
+        return self._payloads.writer(found)
 
 
-def _parse(schema_text: str, expand: bool = False) -> Any:
-    """A parsed schema with its own table of named types (writer and reader schemas often
-    share type names; one shared table would mix them up); `expand` writes named types out
-    where they are used (what the column type is read from)."""
-    return fastavro.parse_schema(json.loads(schema_text), named_schemas={}, expand=expand)
+class AvroDecoder(WireDecoder):
+    """valueFormat=avro's decoder."""
+
+    def __init__(self, client: SchemaRegistryClient, reader: RegisteredSchema):
+        super().__init__(client, reader, "avro")
 
 
 class PoisonRecordError(RuntimeError):
@@ -202,7 +185,7 @@ class PoisonRecordError(RuntimeError):
 
 def decode_value_column(
     batch: Any,
-    decoder: AvroDecoder,
+    decoder: WireDecoder,
     range_start: int | None = None,
     dead: list[DeadRecord] | None = None,
 ) -> Any:

@@ -16,6 +16,7 @@ from typing import Any
 
 from spark_app.offsets import parse_starting_offsets
 from spark_app.schema_registry_client import SchemaRegistryClient
+from spark_app.value_formats import FORMATS
 
 _RESET_STRATEGIES = ("earliest", "latest", "error")
 _ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
@@ -37,9 +38,11 @@ RESERVED_CLIENT_KEYS = {
     "isolation.level": "use the isolationLevel option",
     "group.id": "use kafka.group.id",
 }
-# How the value column is read: `raw` bytes (Spark's columns), or `avro` in the Confluent wire
-# format, decoded with schemas from a schema registry (spark_app/decoding.py).
-VALUE_FORMATS = ("raw", "avro")
+# How the value column is read: `raw` bytes (Spark's columns), or a format in the Confluent
+# wire format (avro, json), decoded with schemas from a schema registry (spark_app/decoding.py,
+# one module per format: spark_app/value_formats.py).
+VALUE_FORMATS = ("raw", *FORMATS)
+_DECODED = f"valueFormat={' / '.join(FORMATS)}"  # what the registry options are used with
 _REGISTRY_OPTIONS = (
     "schemaRegistryUrl",
     "schemaRegistryUser",
@@ -86,8 +89,8 @@ def _choice(options: Mapping[str, str], name: str, default: str, choices: tuple[
 
 @dataclass(frozen=True)
 class ValueDecoding:
-    """valueFormat=avro: the registry (basic auth optional) and the reader schema, a subject's
-    pinned version or its latest at query start."""
+    """A decoded valueFormat (avro, json): the registry (basic auth optional) and the reader
+    schema, a subject's pinned version or its latest at query start."""
 
     registry_url: str
     subject: str
@@ -95,6 +98,7 @@ class ValueDecoding:
     username: str | None = None
     password: str | None = field(default=None, repr=False)  # never printed
     registry_timeout_ms: int = 60_000
+    format: str = "avro"  # a key of spark_app.value_formats.FORMATS
 
     def registry_client(self) -> SchemaRegistryClient:
         return SchemaRegistryClient(
@@ -105,17 +109,18 @@ class ValueDecoding:
 def _value_decoding(
     options: Mapping[str, str], topics: tuple[str, ...] | None
 ) -> ValueDecoding | None:
-    if _choice(options, "valueFormat", "raw", VALUE_FORMATS) == "raw":
+    value_format = _choice(options, "valueFormat", "raw", VALUE_FORMATS)
+    if value_format == "raw":
         given = [name for name in _REGISTRY_OPTIONS if name.lower() in options]
         if given:
-            raise OptionError(f"option {given[0]} is used only with valueFormat=avro")
+            raise OptionError(f"option {given[0]} is used only with {_DECODED}")
         return None
     url = options.get("schemaregistryurl", "").strip()
     parsed = urllib.parse.urlsplit(url)
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
         raise OptionError(
-            "option schemaRegistryUrl is required with valueFormat=avro: the registry's "
-            "Confluent-compatible API, http(s)://host:port[/path]"
+            f"option schemaRegistryUrl is required with valueFormat={value_format}: the "
+            "registry's Confluent-compatible API, http(s)://host:port[/path]"
         )
     if parsed.username is not None or parsed.password is not None:  # never echo the URL
         raise OptionError(
@@ -130,8 +135,8 @@ def _value_decoding(
         subject = f"{topics[0]}-value"  # Confluent's TopicNameStrategy
     if not subject:
         raise OptionError(
-            "option valueSubject is required with valueFormat=avro unless exactly one topic is "
-            "subscribed (then it is <topic>-value)"
+            f"option valueSubject is required with valueFormat={value_format} unless exactly one "
+            "topic is subscribed (then it is <topic>-value)"
         )
     return ValueDecoding(
         registry_url=url.rstrip("/"),
@@ -140,6 +145,7 @@ def _value_decoding(
         username=user,
         password=password,
         registry_timeout_ms=_int(options, "schemaRegistryTimeoutMs", 60_000, 1) or 60_000,
+        format=value_format,
     )
 
 
@@ -186,7 +192,7 @@ def _dead_letter(
         return None
     bootstrap, group_id, client = source
     if not decoded:
-        raise OptionError("option deadLetterTopic is used only with valueFormat=avro")
+        raise OptionError(f"option deadLetterTopic is used only with {_DECODED}")
     if not group_id:
         raise OptionError(
             "option deadLetterTopic needs kafka.group.id: its progress is kept for the group "

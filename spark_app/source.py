@@ -5,8 +5,8 @@ docs/source.md): the long-lived driver-side runner process calls the planning me
 planner process builds a copy that is pickled to executors for `read()`. So `__init__` is
 cheap and picklable, and all driver-side machinery (clients, the partition state table, the
 committer and discovery threads) lives in `DriverSide` (spark_app/driver_side.py), created on
-the first planning call. With valueFormat=avro, `schema()` resolves the reader schema once and
-keeps it on the data source, which PySpark pickles to those processes
+the first planning call. With valueFormat=avro or json, `schema()` resolves the reader schema
+once and keeps it on the data source, which PySpark pickles to those processes
 (spark_app/typed_values.py); executors decode after the read (spark_app/value_decoder.py).
 """
 
@@ -36,7 +36,7 @@ FORMAT = "kafka_checkpointed"
 class KafkaCheckpointedDataSource(DataSource):
     def __init__(self, options: dict[str, str]):
         super().__init__(options)
-        # valueFormat=avro: the reader schema, resolved by schema() at query start; this
+        # a decoded valueFormat: the reader schema, resolved by schema() at query start; this
         # object is pickled to the planning processes, so it is resolved only once.
         self._values: TypedValues | None = None
 
@@ -57,7 +57,8 @@ class KafkaCheckpointedDataSource(DataSource):
         options = SourceOptions.parse(self.options)
         if options.value_decoding is not None and self._values is None:
             raise OptionError(
-                "valueFormat=avro: the columns come from the reader schema; start the query "
+                f"valueFormat={options.value_decoding.format}: the columns come from the "
+                "reader schema; start the query "
                 "without a schema of its own (no .schema(...) on readStream)"
             )
         return KafkaStreamReader(options, schema, self._values)
@@ -123,6 +124,6 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         batches = read_range(partition)
         if partition.values is None:
             return batches
-        from spark_app.value_decoder import decoded  # Avro: one decode step for every path
+        from spark_app.value_decoder import decoded  # one decode step for every path
 
         return decoded(batches, partition)

@@ -1,4 +1,5 @@
-"""valueFormat=avro on the driver: the reader schema, pinned once when the query starts.
+"""A decoded valueFormat (avro, json) on the driver: the reader schema, pinned once when the
+query starts.
 
 `KafkaCheckpointedDataSource.schema()` resolves it (a pinned subject version, or the
 subject's latest at that moment) and keeps it on the data source, which PySpark pickles to
@@ -45,25 +46,27 @@ def at_query_start(decoding: ValueDecoding) -> TypedValues:
 
     client = decoding.registry_client()
     try:
-        reader = resolve_reader_schema(client, decoding.subject, decoding.version)
+        reader = resolve_reader_schema(client, decoding.subject, decoding.version, decoding.format)
     except RegistryUnavailable as exc:
         raise ReaderSchemaError(
-            f"valueFormat=avro needs the reader schema at query start, but {exc}. Start the "
-            f"registry or fix option schemaRegistryUrl={decoding.registry_url!r} (the driver "
-            "must reach it); schemaRegistryTimeoutMs="
-            f"{decoding.registry_timeout_ms} is how long it is retried"
+            f"valueFormat={decoding.format} needs the reader schema at query start, but {exc}. "
+            f"Start the registry or fix option schemaRegistryUrl={decoding.registry_url!r} "
+            f"(the driver must reach it); schemaRegistryTimeoutMs={decoding.registry_timeout_ms} "
+            "is how long it is retried"
         ) from None
     except RegistryRefused as exc:
         raise ReaderSchemaError(
-            f"valueFormat=avro needs the reader schema at query start, but {exc}: fix options "
-            "schemaRegistryUser / schemaRegistryPassword, or schemaRegistryUrl's path"
+            f"valueFormat={decoding.format} needs the reader schema at query start, but {exc}: "
+            "fix options schemaRegistryUser / schemaRegistryPassword, or schemaRegistryUrl's path"
         ) from None
     return TypedValues(decoding, reader)
 
 
 def source_schema(raw: StructType, values: TypedValues) -> StructType:
-    """The source's columns with `value` the reader schema's struct (what from_avro gives)."""
+    """The source's columns with `value` the reader schema's type (for Avro, what from_avro
+    gives)."""
     from spark_app.decoding import reader_column_type
 
-    value = StructField("value", reader_column_type(values.reader), nullable=True)
+    column_type = reader_column_type(values.reader, values.decoding.format)
+    value = StructField("value", column_type, nullable=True)
     return StructType([value if f.name == "value" else f for f in raw.fields])

@@ -1,4 +1,4 @@
-"""valueFormat=avro on the executors: the one decode step after the read.
+"""A decoded valueFormat (avro, json) on the executors: the one decode step after the read.
 
 Each read path (the native fetch and librdkafka engines, pure Python) yields the same raw
 Arrow batches; their `value` column is decoded here, in the Python worker that read them,
@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from spark_app.dead_letter import DeadRecord, write_dead_records
-from spark_app.decoding import AvroDecoder, decode_value_column
+from spark_app.decoding import WireDecoder, decode_value_column
 from spark_app.partition_reader import KafkaInputPartition, gc_paused
 from spark_app.typed_values import TypedValues
 
@@ -21,12 +21,13 @@ log = logging.getLogger(__name__)
 
 # Per Python worker process, which Spark reuses for many tasks: each writer schema id is
 # fetched once per process, and ids already held keep decoding through a registry outage.
-_decoders: dict[TypedValues, AvroDecoder] = {}
+_decoders: dict[TypedValues, WireDecoder] = {}
 
 
-def decoder_for(values: TypedValues) -> AvroDecoder:
+def decoder_for(values: TypedValues) -> WireDecoder:
     if values not in _decoders:
-        _decoders[values] = AvroDecoder(values.decoding.registry_client(), values.reader)
+        client = values.decoding.registry_client()
+        _decoders[values] = WireDecoder(client, values.reader, values.decoding.format)
     return _decoders[values]
 
 
@@ -39,7 +40,7 @@ def decoded(batches: Iterator[Any], p: KafkaInputPartition) -> Iterator[Any]:
     return gc_paused(_decode(batches, decoder_for(p.values), p))
 
 
-def _decode(batches: Iterator[Any], decoder: AvroDecoder, p: KafkaInputPartition) -> Iterator[Any]:
+def _decode(batches: Iterator[Any], decoder: WireDecoder, p: KafkaInputPartition) -> Iterator[Any]:
     try:
         for batch in batches:
             yield _decode_one(batch, decoder, p)
@@ -49,7 +50,7 @@ def _decode(batches: Iterator[Any], decoder: AvroDecoder, p: KafkaInputPartition
             close()
 
 
-def _decode_one(batch: Any, decoder: AvroDecoder, p: KafkaInputPartition) -> Any:
+def _decode_one(batch: Any, decoder: WireDecoder, p: KafkaInputPartition) -> Any:
     """One batch decoded; with a dead-letter topic, the records that cannot be are written
     there (in one transaction with the partition's progress) before the batch goes on."""
     dead: list[DeadRecord] | None = [] if p.dead_letter is not None else None

@@ -1,0 +1,83 @@
+"""valueFormat=avro: Avro payloads resolved to one reader schema (a `spark_app.value_formats`
+plug-in).
+
+The payload after the wire header is Avro binary written with the writer's schema (from the
+registry by id); it is resolved to the reader schema by Avro's resolution rules (fields added
+with defaults, removed fields skipped, promotions such as int -> long), so records written with
+older or newer compatible schemas mid-stream all decode to one shape. The column type is
+Spark's own from_avro mapping (`spark_app.avro_types`).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import Any
+
+import fastavro
+from fastavro.read import SchemaResolutionError
+
+from spark_app.avro_types import UnsupportedAvroSchema, converter, spark_type
+from spark_app.poison import MALFORMED_PAYLOAD, TRUNCATED, UNRESOLVABLE_SCHEMA, Poison
+from spark_app.schema_registry_client import RegisteredSchema
+from spark_app.value_formats import UnsupportedSchema
+
+SCHEMA_TYPE = "AVRO"
+
+
+def column_type(reader: RegisteredSchema) -> Any:
+    """The Spark type a reader schema's values decode to (Spark's from_avro mapping)."""
+    try:
+        return spark_type(_parse(reader.schema, expand=True))[0]
+    except UnsupportedAvroSchema as exc:
+        raise UnsupportedSchema(str(exc)) from None
+    except (ValueError, fastavro.schema.SchemaParseException) as exc:
+        raise UnsupportedSchema(f"not a valid Avro schema: {exc}") from None
+
+
+def payload_decoder(reader: RegisteredSchema) -> AvroPayloads:
+    return AvroPayloads(reader)
+
+
+class AvroPayloads:
+    """Avro binary payloads resolved to the reader schema."""
+
+    def __init__(self, reader: RegisteredSchema):
+        self._reader_schema = _parse(reader.schema)
+        expanded = _parse(reader.schema, expand=True)
+        self.column_type = spark_type(expanded)[0]
+        self._convert = converter(expanded)
+
+    def writer(self, found: RegisteredSchema) -> Any:
+        try:
+            return _parse(found.schema)
+        except (ValueError, fastavro.schema.SchemaParseException) as exc:
+            message = f"schema id {found.schema_id} is not a valid Avro schema: {exc}"
+            return Poison(UNRESOLVABLE_SCHEMA, message, found.schema_id)
+
+    def read(self, payload: memoryview, schema_id: int, writer: Any) -> Any:
+        buffer = io.BytesIO(payload)
+        try:
+            record = fastavro.schemaless_reader(buffer, writer, self._reader_schema)
+        except SchemaResolutionError as exc:
+            message = f"schema id {schema_id} does not resolve to the reader schema: {exc}"
+            return Poison(UNRESOLVABLE_SCHEMA, message, schema_id)
+        except Exception as exc:  # fastavro's errors on garbage are not one class
+            # Running off the end is EOFError, or IndexError inside a varint.
+            if isinstance(exc, EOFError) or buffer.tell() >= len(payload):
+                message = f"{len(payload)}-byte payload ends inside a value (schema id {schema_id})"
+                return Poison(TRUNCATED, message, schema_id)
+            message = f"payload does not decode with schema id {schema_id}: {exc!r}"
+            return Poison(MALFORMED_PAYLOAD, message, schema_id)
+        left = len(payload) - buffer.tell()
+        if left:
+            message = f"{left} bytes left after a value of schema id {schema_id}"
+            return Poison(MALFORMED_PAYLOAD, message, schema_id)
+        return record if self._convert is None else self._convert(record)
+
+
+def _parse(schema_text: str, expand: bool = False) -> Any:
+    """A parsed schema with its own table of named types (writer and reader schemas often
+    share type names; one shared table would mix them up); `expand` writes named types out
+    where they are used (what the column type is read from)."""
+    return fastavro.parse_schema(json.loads(schema_text), named_schemas={}, expand=expand)

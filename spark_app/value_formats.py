@@ -1,0 +1,75 @@
+"""The value formats a schema registry describes, each a small plug-in behind one seam.
+
+Every format shares the Confluent wire format's header (magic byte 0, the writer's schema id),
+the poison reasons (`spark_app.poison`), the writer-schema cache per id and the dead-letter
+handling: all in `spark_app.decoding`. What differs is one module per format, named here by
+the option value (`valueFormat=<name>`) and imported only when a query uses it. Such a module
+gives:
+
+- `SCHEMA_TYPE`: the registry's `schemaType` of its schemas ("AVRO", "JSON", "PROTOBUF"); a
+  record whose writer schema id is of another type is poison (`unresolvable-schema`);
+- `column_type(reader: RegisteredSchema) -> DataType`: the Spark type of the reader schema,
+  asked on the driver at query start; raises `UnsupportedSchema` naming the field that has no
+  column shape (the query does not start);
+- `payload_decoder(reader: RegisteredSchema) -> PayloadDecoder`: what the executors decode
+  one payload with (below).
+
+A new format is one such module plus one line in FORMATS (and the spec's enum,
+`spark_app.value_spec.ValueSpec.format`).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any, Protocol, cast
+
+if TYPE_CHECKING:
+    from pyspark.sql.types import DataType
+
+    from spark_app.schema_registry_client import RegisteredSchema
+
+# valueFormat option value -> the module that decodes it
+FORMATS: dict[str, str] = {
+    "avro": "spark_app.avro_values",
+    "json": "spark_app.json_values",
+}
+
+
+class UnsupportedSchema(ValueError):
+    """A reader schema that is not valid, or has no Spark column shape here: names the field
+    and what cannot map."""
+
+
+class PayloadDecoder(Protocol):
+    """One format's decoding of payloads (the bytes after the 5-byte header) to one reader
+    schema. Neither method raises for a bad record: it returns a `Poison`."""
+
+    column_type: DataType  # the reader schema's Spark type: every value is shaped for it
+
+    def writer(self, found: RegisteredSchema) -> Any:
+        """A writer schema of this format (already checked to be of SCHEMA_TYPE), in the form
+        `read` takes it, or a Poison (`unresolvable-schema`) when it cannot be used. Asked
+        once per schema id per process; the reader schema's own id is asked at start."""
+        ...
+
+    def read(self, payload: memoryview, schema_id: int, writer: Any) -> Any:
+        """The payload of a record written with `writer` (schema id `schema_id`) as a value
+        of `column_type` (a dict for a struct), or a Poison."""
+        ...
+
+
+class FormatModule(Protocol):
+    """What a format's module gives (see the module's docstring)."""
+
+    SCHEMA_TYPE: str
+
+    def column_type(self, reader: RegisteredSchema) -> DataType: ...
+
+    def payload_decoder(self, reader: RegisteredSchema) -> PayloadDecoder: ...
+
+
+def format_module(name: str) -> FormatModule:
+    """The module of a decoded value format (`valueFormat`), imported on first use."""
+    if name not in FORMATS:
+        raise ValueError(f"value format {name!r} is not one of {', '.join(FORMATS)}")
+    return cast(FormatModule, importlib.import_module(FORMATS[name]))
