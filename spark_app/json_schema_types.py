@@ -139,7 +139,7 @@ def _timestamp(value: str, path: str) -> datetime.datetime:
 
 def compile_shape(root: Any) -> Shape:
     """The reader schema (parsed JSON) compiled; raises UnsupportedJsonSchema."""
-    return _Compiler(root).shape(root, "value", ())
+    return _Compiler(root).shape(root, "value", ("#",))  # inside the root: "#" is recursion
 
 
 class _Compiler:
@@ -164,7 +164,7 @@ class _Compiler:
         return Shape(node.data_type, nullable, node.kind, path, node.properties, node.item)
 
     def _ref(self, ref: Any, path: str, refs: tuple[str, ...]) -> Shape:
-        if not isinstance(ref, str) or not ref.startswith("#/"):
+        if not isinstance(ref, str) or not (ref == "#" or ref.startswith("#/")):
             raise UnsupportedJsonSchema(
                 f"{path}: $ref {ref!r} is not local; only #/$defs/... or #/definitions/... "
                 "in the schema itself"
@@ -174,7 +174,7 @@ class _Compiler:
                 f"{path}: $ref {ref} is recursive (a type that contains itself has no column shape)"
             )
         target: Any = self.root
-        for part in ref[2:].split("/"):
+        for part in ref[2:].split("/") if ref != "#" else ():
             part = part.replace("~1", "/").replace("~0", "~")
             if not isinstance(target, dict) or part not in target:
                 raise UnsupportedJsonSchema(f"{path}: $ref {ref} points at nothing")

@@ -181,6 +181,12 @@ def wire_format(schema_id: int, schema: dict, record: object) -> bytes:
     return out.getvalue()
 
 
+def json_wire_format(schema_id: int, document: object) -> bytes:
+    """A document as a Confluent JSON Schema serializer writes it: magic byte 0, the schema id
+    (4 bytes, big-endian), the document as UTF-8 JSON."""
+    return struct.pack(">bI", 0, schema_id) + json.dumps(document).encode()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("action", choices=["start", "stop", "fetch"])
