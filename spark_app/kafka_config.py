@@ -53,7 +53,7 @@ CREDENTIAL_ENV = {
 }
 
 
-# environment variable → the source's schema-registry option (with value.format avro)
+# environment variable → the source's schema-registry option (with value.format avro, json)
 REGISTRY_CREDENTIAL_ENV = {
     ENV_REGISTRY_USERNAME: "schemaRegistryUser",
     ENV_REGISTRY_PASSWORD: "schemaRegistryPassword",

@@ -36,9 +36,9 @@ from spark_app.spec_base import (
     secret_name,
 )
 from spark_app.value_spec import (
-    DEAD_LETTER_AVRO_RULE,
+    DEAD_LETTER_DECODED_RULE,
     DEAD_LETTER_GROUP_RULE,
-    DEAD_LETTER_NEEDS_AVRO,
+    DEAD_LETTER_NEEDS_DECODED,
     DEAD_LETTER_NEEDS_GROUP,
     SUBJECT_NEEDED,
     SUBJECT_RULE,
@@ -343,7 +343,7 @@ class SourceSpec(SpecModel):
     )
     value: ValueSpec | None = Field(
         default=None,
-        description="How record values are read (format raw or avro, the schema registry, "
+        description="How record values are read (format raw, avro or json, the schema registry, "
         "the reader schema). Unset: raw bytes.",
     )
 
@@ -384,7 +384,7 @@ class SourceSpec(SpecModel):
             raise ValueError(_COMMITTED_NEEDS_GROUP)
         value = self.value
         one_topic = self.subscribe is not None and len(self.subscribe) == 1
-        if value is not None and value.format == "avro" and not value.subject and not one_topic:
+        if value is not None and value.format != "raw" and not value.subject and not one_topic:
             raise ValueError(SUBJECT_NEEDED)
         return self
 
@@ -526,8 +526,8 @@ class JobSpec(SpecModel):
         json_schema_extra={
             "x-kubernetes-validations": [
                 {
-                    "rule": DEAD_LETTER_AVRO_RULE,
-                    "message": DEAD_LETTER_NEEDS_AVRO,
+                    "rule": DEAD_LETTER_DECODED_RULE,
+                    "message": DEAD_LETTER_NEEDS_DECODED,
                     "fieldPath": ".deadLetter",
                 },
                 {
@@ -552,15 +552,15 @@ class JobSpec(SpecModel):
     dead_letter: DeadLetterSpec | None = Field(
         default=None,
         description="Where records that cannot be decoded go, exactly once, instead of "
-        "failing the query. Only with source.value.format avro; needs source.groupId.",
+        "failing the query. Only with source.value.format avro or json; needs source.groupId.",
     )
 
     @model_validator(mode="after")
     def _check(self) -> JobSpec:
         if self.dead_letter is not None:
             value = self.source.value
-            if value is None or value.format != "avro":
-                raise ValueError(DEAD_LETTER_NEEDS_AVRO)
+            if value is None or value.format == "raw":
+                raise ValueError(DEAD_LETTER_NEEDS_DECODED)
             if not self.source.group_id:
                 raise ValueError(DEAD_LETTER_NEEDS_GROUP)
         return self

@@ -31,12 +31,12 @@ REGISTRY_URL = r"^https?://[A-Za-z0-9._~:\[\]-]+(/[A-Za-z0-9._~/%+=,-]*)?$"
 
 _FORMAT = "(has(self.format) ? self.format : 'raw')"
 NEEDS_REGISTRY = (
-    "value.schemaRegistry (with its url) is required when value.format is avro: the "
+    "value.schemaRegistry (with its url) is required when value.format is avro or json: the "
     "registry's Confluent-compatible API, http(s)://host:port[/path]"
 )
-AVRO_ONLY = (
+REGISTRY_ONLY = (
     "value.schemaRegistry, value.subject and value.version are used only with value.format "
-    "avro: set value.format: avro or remove them"
+    "avro or json: set value.format or remove them"
 )
 
 
@@ -76,32 +76,34 @@ class SchemaRegistrySpec(SpecModel):
 
 
 class ValueSpec(SpecModel):
-    """How record values are read: raw bytes, or Avro in the Confluent wire format decoded
-    with schemas from a schema registry into a struct column `value`."""
+    """How record values are read: raw bytes, or Avro or JSON (JSON Schema) in the Confluent
+    wire format decoded with schemas from a schema registry into a typed column `value`."""
 
     model_config = ConfigDict(
         json_schema_extra={
             "x-kubernetes-validations": [
                 {
-                    "rule": f"{_FORMAT} != 'avro' || has(self.schemaRegistry)",
+                    "rule": f"{_FORMAT} == 'raw' || has(self.schemaRegistry)",
                     "message": NEEDS_REGISTRY,
                 },
                 {
-                    "rule": f"{_FORMAT} == 'avro' || !(has(self.schemaRegistry) || "
+                    "rule": f"{_FORMAT} != 'raw' || !(has(self.schemaRegistry) || "
                     "has(self.subject) || has(self.version))",
-                    "message": AVRO_ONLY,
+                    "message": REGISTRY_ONLY,
                 },
             ]
         }
     )
 
-    format: Literal["raw", "avro"] = Field(
+    # the decoded formats are spark_app.value_formats.FORMATS (this module stays pure)
+    format: Literal["raw", "avro", "json"] = Field(
         default="raw",
-        description="raw: the value as bytes; avro: Avro in the Confluent wire format (magic "
-        "byte, schema id, payload), decoded into a struct column value of the reader schema.",
+        description="raw: the value as bytes; avro: Avro, json: JSON Schema, each in the "
+        "Confluent wire format (magic byte, schema id, payload), decoded into a column value "
+        "of the reader schema's type.",
     )
     schema_registry: SchemaRegistrySpec | None = Field(
-        default=None, description="The schema registry. Required with format avro."
+        default=None, description="The schema registry. Required with format avro or json."
     )
     subject: str | None = Field(
         default=None,
@@ -121,18 +123,18 @@ class ValueSpec(SpecModel):
 
     @model_validator(mode="after")
     def _check(self) -> ValueSpec:
-        if self.format == "avro" and self.schema_registry is None:
+        if self.format != "raw" and self.schema_registry is None:
             raise ValueError(NEEDS_REGISTRY)
-        if self.format != "avro" and (
+        if self.format == "raw" and (
             self.schema_registry is not None or self.subject is not None or self.version
         ):
-            raise ValueError(AVRO_ONLY)
+            raise ValueError(REGISTRY_ONLY)
         return self
 
 
 class DeadLetterSpec(SpecModel):
     """Where records that cannot be decoded go, exactly once, instead of failing the query
-    (with source.value.format avro only; needs source.groupId)."""
+    (with source.value.format avro or json only; needs source.groupId)."""
 
     topic: str = Field(
         min_length=1,
@@ -153,20 +155,20 @@ class DeadLetterSpec(SpecModel):
 
 # Cross-field rules of the job and source that name these fields (CEL, message).
 SUBJECT_NEEDED = (
-    "value.subject is required with value.format avro unless subscribe names exactly one "
-    "topic (then it defaults to <topic>-value)"
+    "value.subject is required with value.format avro or json unless subscribe names exactly "
+    "one topic (then it defaults to <topic>-value)"
 )
 SUBJECT_RULE = (
-    "!has(self.value) || (has(self.value.format) ? self.value.format : 'raw') != 'avro' || "
+    "!has(self.value) || (has(self.value.format) ? self.value.format : 'raw') == 'raw' || "
     "has(self.value.subject) || (has(self.subscribe) && size(self.subscribe) == 1)"
 )
-DEAD_LETTER_NEEDS_AVRO = (
-    "deadLetter needs source.value.format avro (only records that cannot be decoded go to the "
-    "dead-letter topic): set spec.job.source.value.format: avro or remove spec.job.deadLetter"
+DEAD_LETTER_NEEDS_DECODED = (
+    "deadLetter needs source.value.format avro or json (only records that cannot be decoded go "
+    "to the dead-letter topic): set spec.job.source.value.format or remove spec.job.deadLetter"
 )
-DEAD_LETTER_AVRO_RULE = (
+DEAD_LETTER_DECODED_RULE = (
     "!has(self.deadLetter) || (has(self.source.value) && has(self.source.value.format) && "
-    "self.source.value.format == 'avro')"
+    "self.source.value.format != 'raw')"
 )
 DEAD_LETTER_NEEDS_GROUP = (
     "deadLetter needs source.groupId: the dead-letter topic's progress is kept for the group "

@@ -93,6 +93,13 @@ def test_cel_rules_of_typed_records(kube: Kube, ns: str):
     assert "spec.job.source.value" in body and "value.subject is required" in body
     body = _rejected(kube, ns, spec_with({"format": "avro", "schemaRegistry": {"url": "ftp://r"}}))
     assert "spec.job.source.value.schemaRegistry.url" in body
+    body = _rejected(kube, ns, spec_with({"format": "json"}))
+    assert "spec.job.source.value" in body and "value.schemaRegistry" in body
+    body = _rejected(kube, ns, spec_with({"format": "xml", "schemaRegistry": registry}))
+    assert "spec.job.source.value.format" in body
+    json_value = {"format": "json", "schemaRegistry": registry}
+    created = kube.create_job(ns, "typed-json", spec_with(json_value, {"topic": "orders-dead"}))
+    assert created["spec"]["job"]["source"]["value"]["format"] == "json"
 
     value = {"format": "avro", "schemaRegistry": {**registry, "credentialsSecret": {"name": "r"}}}
     created = kube.create_job(ns, "typed", spec_with(value, {"topic": "orders-dead"}))

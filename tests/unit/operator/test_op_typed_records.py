@@ -19,8 +19,8 @@ from spark_app.kafka_config import (
 from spark_app.manifest import load_manifest
 from spark_app.options import SourceOptions
 from spark_app.value_spec import (
-    AVRO_ONLY,
-    DEAD_LETTER_NEEDS_AVRO,
+    REGISTRY_ONLY,
+    DEAD_LETTER_NEEDS_DECODED,
     DEAD_LETTER_NEEDS_GROUP,
     NEEDS_REGISTRY,
     SUBJECT_NEEDED,
@@ -83,6 +83,19 @@ def test_a_typed_records_spec_maps_to_the_sources_options():
     assert check_source(spec) == []
 
 
+def test_a_json_schema_spec_maps_to_the_sources_json_options():
+    spec = make_spec(
+        job__source__value={**AVRO, "format": "json"}, job__deadLetter={"topic": "orders-dead"}
+    )
+    options = job_options(spec.job, env={})
+    assert options["valueFormat"] == "json"
+    parsed = SourceOptions.parse(options)
+    assert parsed.value_decoding is not None and parsed.value_decoding.format == "json"
+    assert parsed.value_decoding.subject == "orders-value"  # <topic>-value, as with avro
+    assert parsed.dead_letter is not None and parsed.dead_letter.topic == "orders-dead"
+    assert check_source(spec) == []
+
+
 def test_a_pinned_subject_version_and_another_dead_letter_cluster():
     value = {**AVRO, "subject": "orders-v2", "version": 3}
     spec = make_spec(
@@ -116,15 +129,26 @@ def test_the_registry_credentials_come_only_from_the_environment():
     ("value", "job", "field", "message"),
     [
         ({"format": "avro"}, {}, "spec.job.source.value", NEEDS_REGISTRY),
-        ({"subject": "orders-value"}, {}, "spec.job.source.value", AVRO_ONLY),
-        ({"schemaRegistry": REGISTRY}, {}, "spec.job.source.value", AVRO_ONLY),
-        ({"format": "raw", "version": 2}, {}, "spec.job.source.value", AVRO_ONLY),
-        (None, {"deadLetter": {"topic": "dead"}}, "spec.job", DEAD_LETTER_NEEDS_AVRO),
-        ({"format": "raw"}, {"deadLetter": {"topic": "dead"}}, "spec.job", DEAD_LETTER_NEEDS_AVRO),
+        ({"format": "json"}, {}, "spec.job.source.value", NEEDS_REGISTRY),
+        ({"subject": "orders-value"}, {}, "spec.job.source.value", REGISTRY_ONLY),
+        ({"schemaRegistry": REGISTRY}, {}, "spec.job.source.value", REGISTRY_ONLY),
+        ({"format": "raw", "version": 2}, {}, "spec.job.source.value", REGISTRY_ONLY),
+        (None, {"deadLetter": {"topic": "dead"}}, "spec.job", DEAD_LETTER_NEEDS_DECODED),
+        (
+            {"format": "raw"},
+            {"deadLetter": {"topic": "dead"}},
+            "spec.job",
+            DEAD_LETTER_NEEDS_DECODED,
+        ),
         (AVRO, {"deadLetter": {}}, "spec.job.deadLetter.topic", "Field required"),
         (AVRO, {"deadLetter": {"topic": ".."}}, "spec.job.deadLetter.topic", "pattern"),
         ({**AVRO, "version": 0}, {}, "spec.job.source.value.version", "greater than or equal to 1"),
-        ({**AVRO, "format": "protobuf"}, {}, "spec.job.source.value.format", "'raw' or 'avro'"),
+        (
+            {**AVRO, "format": "xml"},
+            {},
+            "spec.job.source.value.format",
+            "'raw', 'avro' or 'json'",
+        ),
         (
             {
                 "format": "avro",
@@ -191,12 +215,15 @@ def _schema(crd: dict[str, Any], *path: str) -> dict[str, Any]:
 def test_the_crd_carries_the_rules_and_documents_every_field():
     crd = build_crd()
     value = _schema(crd, "spec", "job", "source", "value")
-    assert {r["message"] for r in value["x-kubernetes-validations"]} == {NEEDS_REGISTRY, AVRO_ONLY}
+    assert {r["message"] for r in value["x-kubernetes-validations"]} == {
+        NEEDS_REGISTRY,
+        REGISTRY_ONLY,
+    }
     source = _schema(crd, "spec", "job", "source")
     assert SUBJECT_NEEDED in {r["message"] for r in source["x-kubernetes-validations"]}
     job = _schema(crd, "spec", "job")
     rules = {r["message"]: r for r in job["x-kubernetes-validations"]}
-    assert rules[DEAD_LETTER_NEEDS_AVRO]["fieldPath"] == ".deadLetter"
+    assert rules[DEAD_LETTER_NEEDS_DECODED]["fieldPath"] == ".deadLetter"
     assert DEAD_LETTER_NEEDS_GROUP in rules
     assert _schema(crd, "spec", "job", "deadLetter")["required"] == ["topic"]
     registry = _schema(crd, "spec", "job", "source", "value", "schemaRegistry")
