@@ -1,0 +1,155 @@
+"""valueFormat=json end to end: a real broker, a real schema registry (Apicurio, schemaType
+JSON) and a query on local Spark on the default read path. Records of two schema versions
+decode to the reader schema's typed column (every record checked), a poison record goes to
+the dead-letter topic with its reason. The decoder's cases: tests/integration/test_json_decoding.py;
+the Avro twin and the per-path runs: test_typed_records.py."""
+
+from __future__ import annotations
+
+import copy
+from datetime import UTC, date, datetime, timedelta
+
+import pytest
+from pyspark.sql.types import (
+    ArrayType,
+    DateType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from spark_app.decoding import MALFORMED_PAYLOAD
+from tests.integration.spark_app.test_typed_records import (  # the Avro tests' query helpers
+    Query,
+    _dead_letters,
+    committed_to_end,
+    produce,
+    spark,  # noqa: F401  (the module's Spark session fixture)
+)
+from tests.support.kafka_broker import KafkaBroker
+from tests.support.kafka_tools import log_end_offsets, new_topic
+from tests.support.schema_registry import SchemaRegistry, json_wire_format
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+
+ORDER_V1 = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "integer"},
+        "placed": {"type": "string", "format": "date-time"},
+        "day": {"type": "string", "format": "date"},
+        "address": {"$ref": "#/$defs/Address"},
+        "tags": {"type": "array", "items": {"type": "string"}},
+    },
+    "required": ["id", "placed", "day", "address"],
+    "$defs": {
+        "Address": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}, "zip": {"type": ["string", "null"]}},
+            "required": ["city"],
+        }
+    },
+}
+# v2 (the reader): an optional note, a channel with a default
+ORDER_V2 = copy.deepcopy(ORDER_V1)
+ORDER_V2["properties"] |= {
+    "note": {"type": ["string", "null"]},
+    "channel": {"type": "string", "default": "web"},
+}
+ADDRESS = StructType(
+    [StructField("city", StringType(), False), StructField("zip", StringType(), True)]
+)
+VALUE_TYPE = StructType(
+    [
+        StructField("id", LongType(), False),
+        StructField("placed", TimestampType(), False),
+        StructField("day", DateType(), False),
+        StructField("address", ADDRESS, False),
+        StructField("tags", ArrayType(StringType(), False), True),
+        StructField("note", StringType(), True),
+        StructField("channel", StringType(), False),
+    ]
+)
+PLACED = datetime(2026, 11, 24, 12, 30, 15, 123000, tzinfo=UTC)
+
+
+def order(n: int) -> dict:
+    """Record n as a v1 writer sends it (some without tags, some without a zip)."""
+    placed = PLACED + timedelta(milliseconds=n)
+    document = {
+        "id": n,
+        "placed": placed.isoformat(),
+        "day": (date(2026, 11, 24) + timedelta(days=n)).isoformat(),
+        "address": {"city": f"city-{n}", **({"zip": f"{n:05d}"} if n % 2 else {})},
+    }
+    return document | ({"tags": [f"t{n}"]} if n % 3 else {})
+
+
+def as_reader(n: int, note: str | None = None, channel: str = "web") -> dict:
+    """Record n as the v2 reader gives it, whichever version wrote it."""
+    return {
+        "id": n,
+        "placed": PLACED + timedelta(milliseconds=n),
+        "day": date(2026, 11, 24) + timedelta(days=n),
+        "address": {"city": f"city-{n}", "zip": f"{n:05d}" if n % 2 else None},
+        "tags": [f"t{n}"] if n % 3 else None,
+        "note": note,
+        "channel": channel,
+    }
+
+
+def test_json_schema_records_decode_to_typed_columns_and_poison_goes_to_the_dead_letter_topic(
+    spark,  # noqa: F811
+    kafka: KafkaBroker,
+    schema_registry: SchemaRegistry,
+    tmp_path,
+):
+    topic = new_topic(kafka.bootstrap, partitions=2, prefix="json-typed")
+    dead_topic = new_topic(kafka.bootstrap, partitions=1, prefix="json-dlq")
+    v1 = schema_registry.register(f"{topic}-value", ORDER_V1, "JSON")
+    v2 = schema_registry.register(f"{topic}-value", ORDER_V2, "JSON")
+    newer = {n: {**order(n), "note": f"note {n}", "channel": "shop"} for n in range(4, 8)}
+    bad = json_wire_format(v2, order(8))[:-2]  # a document cut short
+    produce(kafka, topic, [(n, json_wire_format(v1, order(n))) for n in range(4)])
+    produce(kafka, topic, [(n, json_wire_format(v2, d)) for n, d in newer.items()])
+    produce(kafka, topic, [(99, None), (8, bad)])  # a tombstone (not poison), a poison record
+    source = {
+        "kafka.bootstrap.servers": kafka.bootstrap,
+        "subscribe": topic,
+        "kafka.group.id": f"{topic}-g",
+        "partitionDiscoveryIntervalMs": "0",
+        "valueFormat": "json",
+        "schemaRegistryUrl": schema_registry.url,
+        "deadLetterTopic": dead_topic,
+    }
+    query = Query(spark, source, tmp_path)
+    try:
+        assert query.schema["value"].dataType == VALUE_TYPE  # schema() gave the decoded type
+        committed_to_end(kafka, topic)  # every record handled and durable
+    finally:
+        query.stop()
+    rows = query.rows()
+    read = {(r["partition"], r["offset"]) for r in rows}
+    every = {
+        (p, o) for p, end in log_end_offsets(kafka.bootstrap, topic).items() for o in range(end)
+    }
+    dead = _dead_letters(kafka, dead_topic)
+    assert [(d["key"], d["value"], d["streamingjob.error.reason"]) for d in dead] == [
+        (b"8", bad, MALFORMED_PAYLOAD.encode())
+    ]
+    poisoned = (
+        int(dead[0]["streamingjob.source.partition"]),
+        int(dead[0]["streamingjob.source.offset"]),
+    )
+    assert read == every - {poisoned}  # every other record reached the sink
+    by_id = {}
+    for row in rows:
+        value = row["value"]
+        if value is not None:  # collect() gives local timestamps
+            by_id[value["id"]] = {**value, "placed": value["placed"].astimezone(UTC)}
+    expected = {n: as_reader(n) for n in range(4)}
+    expected |= {n: as_reader(n, f"note {n}", "shop") for n in newer}
+    assert by_id == expected
+    assert [r["key"] for r in rows if r["value"] is None] == [b"99"]
