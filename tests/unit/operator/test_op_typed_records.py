@@ -19,10 +19,10 @@ from spark_app.kafka_config import (
 from spark_app.manifest import load_manifest
 from spark_app.options import SourceOptions
 from spark_app.value_spec import (
-    REGISTRY_ONLY,
     DEAD_LETTER_NEEDS_DECODED,
     DEAD_LETTER_NEEDS_GROUP,
     NEEDS_REGISTRY,
+    REGISTRY_ONLY,
     SUBJECT_NEEDED,
 )
 from streamingjob_operator.builders import (
