@@ -24,9 +24,11 @@ import importlib
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 if TYPE_CHECKING:
-    from pyspark.sql.types import DataType
-
     from spark_app.schema_registry_client import RegisteredSchema
+
+# A pyspark DataType; not imported here: options (and through them the operator, which has no
+# pyspark) import FORMATS from this module.
+DataType = Any
 
 # valueFormat option value -> the module that decodes it
 FORMATS: dict[str, str] = {
