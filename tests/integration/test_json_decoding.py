@@ -194,7 +194,7 @@ def test_the_sources_batches_get_a_typed_value_column_and_poison_goes_aside(
     subject = "json-batches-value"
     v1 = schema_registry.register(subject, ORDER_V1, "JSON")
     good = [json_wire_format(v1, {**ORDER, "id": n}) for n in range(4)]
-    topic = _produce(kafka, [*good[:2], b"\x00\x00\x00\x00\x01{", *good[2:]])
+    topic = _produce(kafka, [*good[:2], good[0][:-1], *good[2:]])  # offset 2: cut short
     decoder = _decoder(schema_registry, subject)
     config = {"bootstrap.servers": kafka.bootstrap}
     p = KafkaInputPartition(topic, 0, 0, 5, client_config=config, read_path="python")
@@ -206,7 +206,8 @@ def test_the_sources_batches_get_a_typed_value_column_and_poison_goes_aside(
         reader.close()
     rows = [row for batch in batches for row in batch.column("value").to_pylist()]
     assert rows == [{**AS_V1, "id": n} for n in range(4)]
-    assert [b.column("offset").to_pylist() for b in batches] == [[0, 1, 3, 4]]
+    # the read may yield one Arrow batch or several: the kept rows' offsets across them
+    assert [o for b in batches for o in b.column("offset").to_pylist()] == [0, 1, 3, 4]
     assert [(d.offset, d.reason) for d in dead] == [(2, MALFORMED_PAYLOAD)]
 
 
