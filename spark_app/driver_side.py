@@ -38,7 +38,7 @@ class DriverSide:
 
     def __init__(self, options: SourceOptions, values: TypedValues | None = None):
         self.options = options
-        self.values = values  # valueFormat=avro: the reader schema pinned at query start
+        self.values = values  # valueFormat avro/json: the reader schema pinned at query start
         self.read_path = native_read.executor_read_path(options.read_path)
         self.table = PartitionStateTable()
         self.metadata = KafkaMetadata(options)
@@ -72,7 +72,8 @@ class DriverSide:
             _log_to_stderr()
         log.info(native_read.read_path_line(options.read_path, options.native_engine))
         if values is not None:
-            log.info("values: Avro, decoded on the executors to %s", values.describe())
+            fmt = values.decoding.format
+            log.info("values: %s, decoded on the executors to %s", fmt, values.describe())
 
     def _on_sigterm(self, signum: int, frame: object) -> None:
         """The JVM ends this process with SIGTERM and never calls stop(): send the pending

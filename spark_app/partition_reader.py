@@ -99,7 +99,7 @@ class KafkaInputPartition(InputPartition):
     max_records_per_batch: int = 10_000
     read_path: str = "auto"  # auto | native | python
     native_engine: str = "auto"  # auto | fetch | librdkafka
-    values: TypedValues | None = None  # valueFormat=avro: decoded after the read
+    values: TypedValues | None = None  # valueFormat avro/json: decoded after the read
     dead_letter: DeadLetterTarget | None = None  # where records that cannot be decoded go
     headers_for_dead_letter_only: bool = False  # read for the dead-letter copies, not output
 
