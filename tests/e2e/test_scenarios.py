@@ -2,8 +2,9 @@
 examples/kind/kafka.yaml, the object store of examples/kind/minio.yaml and one StreamingJob
 (examples/kind/orders-job.yaml: s3a:// checkpoints and sink, two executors) on a control plane
 and two workers, walked through install → executors on both workers → driver kills → drains
-→ node losses → redeploy → operator upgrade → kubectl scale → suspend/resume/delete, then
-invalid manifests.
+→ node losses → redeploy → operator upgrade → kubectl scale → suspend/resume/delete, a
+second job with Avro values (the bed's schema registry) and a dead-letter topic through a
+driver kill, then invalid manifests.
 The tests share the job and run in file order; each reads real output (the parquet sink in
 the object store, through its `_spark_metadata` log) and the group's offsets.
 
