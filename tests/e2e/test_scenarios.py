@@ -1223,8 +1223,10 @@ def test_typed_job_sends_poison_to_the_dead_letter_topic_once_across_a_driver_ki
     typed.kafka.create_topic(dead, 1)
     typed.kafka.produce_avro(typed.topic, orders, 0, TYPED_FIRST)  # registers the schema
     typed.apply()
+    phases = {"setup": round(time.monotonic() - began, 2)}  # where the scenario's time goes
     try:
         typed.wait_batch(1, 1, 240, "the typed job's first batch")
+        phases["first_batch"] = round(time.monotonic() - began - sum(phases.values()), 2)
         first_good = {n for n in range(TYPED_FIRST) if not orders.is_poison(n)}
         _typed_sink_has(typed, first_good)
         # Counted where people look: the first run wrote every copy so far (the topic was
@@ -1244,6 +1246,7 @@ def test_typed_job_sends_poison_to_the_dead_letter_topic_once_across_a_driver_ki
             1,
         )
         mark = typed.wait_batch(1, 1)["latestBatch"]["batchId"]
+        phases["counted"] = round(time.monotonic() - began - sum(phases.values()), 2)
 
         producer = ProducerLoop(typed.kafka, typed.topic, TYPED_FIRST, rate=20, avro=orders)
         try:
@@ -1257,6 +1260,9 @@ def test_typed_job_sends_poison_to_the_dead_letter_topic_once_across_a_driver_ki
             _kill(typed, pod, "delete")
             report = typed.wait_batch(1, 2, 240, "the typed job restored after the kill")
             restored = round(time.monotonic() - killed, 2)
+            phases["killed_and_restored"] = round(
+                time.monotonic() - began - sum(phases.values()), 2
+            )
             assert report["startPath"] == "restored", report
         finally:
             end = producer.stop()
@@ -1272,9 +1278,12 @@ def test_typed_job_sends_poison_to_the_dead_letter_topic_once_across_a_driver_ki
         "an Avro job with a dead-letter topic (schemas from the bed's Apicurio Registry): "
         "kubectl delete pod --force of its driver while orders with poison ones arrive, until "
         "the runner's report shows a committed batch of the next attempt; scenario_seconds: "
-        "the whole scenario (topics, the job's first start, the kill, every check)",
-        [{"seconds": restored, "scenario_seconds": seconds, "records": end,
-          "poison": len(poison)}],
+        "the whole scenario (topics, the job's first start, the kill, every check); "
+        "phases_seconds: setup (topics, the first orders, apply), first_batch, counted (the "
+        "first run's dead letters in status and an Event), killed_and_restored (from the "
+        "producer's start), the rest: the final checks",
+        [{"seconds": restored, "scenario_seconds": seconds, "phases_seconds": phases,
+          "records": end, "poison": len(poison)}],
         15,
     )  # fmt: skip
 
