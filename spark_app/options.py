@@ -179,7 +179,12 @@ def _inline_reader_schema(options: Mapping[str, str]) -> str | None:
         return None
     given = [
         name
-        for name in ("valueSchemaVersion", "valueSubject", "valueSubjectStrategy", "valueRecordName")
+        for name in (
+            "valueSchemaVersion",
+            "valueSubject",
+            "valueSubjectStrategy",
+            "valueRecordName",
+        )
         if name.lower() in options
     ]
     if given:
@@ -190,7 +195,9 @@ def _inline_reader_schema(options: Mapping[str, str]) -> str | None:
     try:
         parsed = json.loads(text)
     except ValueError as exc:
-        raise OptionError(f"option valueSchema is not JSON ({exc}): give Avro schema JSON") from None
+        raise OptionError(
+            f"option valueSchema is not JSON ({exc}): give Avro schema JSON"
+        ) from None
     if not isinstance(parsed, dict) or parsed.get("type") != "record":
         raise OptionError(
             'option valueSchema must be an Avro record schema ({"type": "record", "name": ..., '

@@ -6,8 +6,8 @@ found or not found, is kept. An unreachable registry (connection refused, timeou
 retried with backoff up to `timeout_s`, then `RegistryUnavailable`; a record is never blamed
 for a registry outage. An https registry is verified against `ca_file` (the option
 schemaRegistryCaFile) or the system's CA bundle; a certificate that does not verify is
-`RegistryTLSError` at once (retrying cannot help). Credentials (basic auth) go only into the Authorization header: never
-into the URL, a repr, a log line or an error message.
+`RegistryTLSError` at once (retrying cannot help). Credentials (basic auth) go only into the
+Authorization header: never into the URL, a repr, a log line or an error message.
 """
 
 from __future__ import annotations
@@ -150,7 +150,6 @@ class SchemaRegistryClient:
         except (OSError, json.JSONDecodeError) as exc:  # refused, timeouts
             raise RegistryUnavailable(str(getattr(exc, "reason", exc))) from None
 
-
     def _untrusted(self, error: ssl.SSLCertVerificationError) -> str:
         trusted = (
             f"the CA in option schemaRegistryCaFile={self.ca_file!r}"
@@ -171,8 +170,7 @@ def _tls_context(ca_file: str | None) -> ssl.SSLContext:
         return ssl.create_default_context(cafile=ca_file)
     except (OSError, ssl.SSLError) as exc:
         raise RegistryTLSError(
-            f"option schemaRegistryCaFile={ca_file!r} is not a readable PEM CA certificate: "
-            f"{exc}"
+            f"option schemaRegistryCaFile={ca_file!r} is not a readable PEM CA certificate: {exc}"
         ) from None
 
 

@@ -188,9 +188,10 @@ def test_an_inline_reader_schema_asks_no_registry_and_decodes_like_a_registered_
     options = {**AVRO, "schemaRegistryUrl": url, "valueSchema": json.dumps(SCHEMA)}
     source = KafkaCheckpointedDataSource(options)
     schema = source.schema()
-    assert schema["value"].dataType == typed_values.source_schema(
-        spark_schema(False), values()
-    )["value"].dataType
+    assert (
+        schema["value"].dataType
+        == typed_values.source_schema(spark_schema(False), values())["value"].dataType
+    )
     inline = pickle.loads(pickle.dumps(source)).streamReader(schema).values
     assert inline.reader.schema_id is None and inline.reader.version is None
     assert repr(inline) == "TypedValues(inline reader schema Order (option valueSchema))"
@@ -212,5 +213,7 @@ def test_a_ca_file_that_cannot_be_read_names_the_option(tmp_path):
         "schemaRegistryUrl": "https://registry.data.svc:8443",
         "schemaRegistryCaFile": str(tmp_path / "missing.crt"),
     }
-    with pytest.raises(ReaderSchemaError, match="option schemaRegistryCaFile=.* is not a readable"):
+    with pytest.raises(
+        ReaderSchemaError, match=r"option schemaRegistryCaFile=.* is not a readable"
+    ):
         KafkaCheckpointedDataSource(options).schema()

@@ -207,7 +207,11 @@ def test_a_strategy_without_what_it_needs_names_the_option(extra, error):
 
 
 def test_a_ca_file_is_for_an_https_registry_only():
-    https = {**AVRO, "schemaRegistryUrl": "https://registry:8443", "schemaRegistryCaFile": "/ca"}
+    https = {
+        **AVRO,
+        "schemaRegistryUrl": "https://schema-registry.data.svc:8443",
+        "schemaRegistryCaFile": "/ca",
+    }
     decoding = SourceOptions.parse(https).value_decoding
     assert decoding is not None and decoding.ca_file == "/ca"
     with pytest.raises(OptionError, match="schemaRegistryCaFile needs an https schemaRegistryUrl"):
