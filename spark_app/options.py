@@ -56,8 +56,10 @@ _REGISTRY_OPTIONS = (
 # Confluent's subject name strategies: the subject a producer's serializer registers a
 # value's schema under, so the one the reader schema is looked up in (valueSubjectStrategy).
 SUBJECT_STRATEGIES = ("topic", "record", "topic-record")
-# An Avro full name: dotted names of letters, digits and underscores (not starting a digit).
-RECORD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+# An Avro full name: dotted names of letters, digits and underscores (not starting a digit);
+# the spec's schemaRegistry.recordName has the same pattern.
+RECORD_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
+RECORD_NAME = re.compile(RECORD_NAME_PATTERN)
 _SECRET_KEY = re.compile(r"password|secret|token|jaas|sasl\.oauthbearer\.config|key$", re.I)
 
 

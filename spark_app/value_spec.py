@@ -18,6 +18,7 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from spark_app.offsets import MAX_TOPIC
+from spark_app.options import RECORD_NAME_PATTERN
 from spark_app.spec_base import (
     BOOTSTRAP,
     MAX_TEXT,
@@ -41,8 +42,6 @@ AVRO_ONLY = (
     "value.schemaRegistry, value.subject, value.version and value.readerSchema are used only "
     "with value.format avro: set value.format: avro or remove them"
 )
-# An Avro full name (namespace.Name), as spark_app.options.RECORD_NAME.
-RECORD_NAME = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
 MAX_READER_SCHEMA = 64 * 1024
 NEEDS_RECORD_NAME = (
     "spec.job.source.value.schemaRegistry.recordName (the value record's full name, "
@@ -148,7 +147,7 @@ class SchemaRegistrySpec(SpecModel):
         default=None,
         min_length=1,
         max_length=MAX_TEXT,
-        pattern=RECORD_NAME,
+        pattern=RECORD_NAME_PATTERN,
         description="The value record's Avro full name (namespace.Name): required with "
         "subjectStrategy record or topic-record, used only with them.",
     )
