@@ -44,8 +44,9 @@ def test_a_poison_record_or_a_registry_outage_is_the_cause():
     assert failure_cause(outage) == "orders-0 offset 9: down"
     # an executor fetching a writer schema from an https registry it cannot verify
     untrusted = (
-        "x\nspark_app.schema_registry_client.RegistryTLSError: schema registry https://r: its "
-        "TLS certificate does not verify with the CA in option schemaRegistryCaFile='/ca.crt'"
+        "x\nspark_app.schema_registry_client.RegistryTLSError: schema registry "
+        "https://schema-registry.data.svc:8443: its TLS certificate does not verify with the CA "
+        "in option schemaRegistryCaFile='/ca.crt'"
     )
     assert failure_cause(untrusted).endswith("option schemaRegistryCaFile='/ca.crt'")
 
