@@ -88,6 +88,20 @@ def resolve_reader_schema(
     return found
 
 
+def inline_reader_schema(schema_text: str) -> RegisteredSchema:
+    """The reader schema given in option valueSchema, checked as the registry's answer is: a
+    valid Avro record schema of types Spark can hold. Not registered: no id, no version."""
+    try:
+        spark_type(_parse(schema_text, expand=True))
+    except UnsupportedAvroSchema as exc:
+        raise ReaderSchemaError(f"option valueSchema: {exc}") from None
+    except (ValueError, fastavro.schema.SchemaParseException) as exc:
+        raise ReaderSchemaError(
+            f"option valueSchema is not a valid Avro schema: {exc}: fix the schema JSON"
+        ) from None
+    return RegisteredSchema(schema_id=None, version=None, schema=schema_text)
+
+
 def reader_column_type(reader: RegisteredSchema) -> Any:
     """The Spark type a reader schema's values decode to (Spark's from_avro mapping)."""
     return spark_type(_parse(reader.schema, expand=True))[0]
@@ -106,7 +120,9 @@ class AvroDecoder:
         self._convert = converter(expanded)
         # schema id -> parsed writer schema, or Poison; records written with the reader
         # schema itself (the usual case) need no registry at all
-        self._writers: dict[int, Any] = {reader.schema_id: self._reader_schema}
+        self._writers: dict[int, Any] = {}
+        if reader.schema_id is not None:  # an inline reader schema has no id of its own
+            self._writers[reader.schema_id] = self._reader_schema
 
     def decode(self, value: bytes | None) -> Any:
         """The value in the shape of `column_type` (a dict for a record schema), a `Poison`,

@@ -7,6 +7,7 @@ built-in Kafka source; `kafka.*` options pass through to the Kafka client.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import urllib.parse
@@ -47,7 +48,18 @@ _REGISTRY_OPTIONS = (
     "schemaRegistryTimeoutMs",
     "valueSubject",
     "valueSchemaVersion",
+    "valueSchema",
+    "valueSubjectStrategy",
+    "valueRecordName",
+    "schemaRegistryCaFile",
 )
+# Confluent's subject name strategies: the subject a producer's serializer registers a
+# value's schema under, so the one the reader schema is looked up in (valueSubjectStrategy).
+SUBJECT_STRATEGIES = ("topic", "record", "topic-record")
+# An Avro full name: dotted names of letters, digits and underscores (not starting a digit);
+# the spec's schemaRegistry.recordName has the same pattern.
+RECORD_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
+RECORD_NAME = re.compile(RECORD_NAME_PATTERN)
 _SECRET_KEY = re.compile(r"password|secret|token|jaas|sasl\.oauthbearer\.config|key$", re.I)
 
 
@@ -86,19 +98,26 @@ def _choice(options: Mapping[str, str], name: str, default: str, choices: tuple[
 
 @dataclass(frozen=True)
 class ValueDecoding:
-    """valueFormat=avro: the registry (basic auth optional) and the reader schema, a subject's
-    pinned version or its latest at query start."""
+    """valueFormat=avro: the registry (basic auth and a CA file optional) and the reader
+    schema: a subject's pinned version or its latest at query start, or a schema given inline
+    (valueSchema; `subject` is then None and the registry only serves writer schemas by id)."""
 
     registry_url: str
-    subject: str
+    subject: str | None
     version: int | str  # a version number, or "latest"
     username: str | None = None
     password: str | None = field(default=None, repr=False)  # never printed
     registry_timeout_ms: int = 60_000
+    reader_schema: str | None = field(default=None, repr=False)  # valueSchema; long
+    ca_file: str | None = None  # schemaRegistryCaFile: the CA an https registry is verified with
 
     def registry_client(self) -> SchemaRegistryClient:
         return SchemaRegistryClient(
-            self.registry_url, self.username, self.password, self.registry_timeout_ms / 1000
+            self.registry_url,
+            self.username,
+            self.password,
+            self.registry_timeout_ms / 1000,
+            ca_file=self.ca_file,
         )
 
 
@@ -110,6 +129,24 @@ def _value_decoding(
         if given:
             raise OptionError(f"option {given[0]} is used only with valueFormat=avro")
         return None
+    url = _registry_url(options)
+    user, password = options.get("schemaregistryuser"), options.get("schemaregistrypassword")
+    if password is not None and user is None:
+        raise OptionError("option schemaRegistryPassword needs schemaRegistryUser")
+    reader_schema = _inline_reader_schema(options)
+    return ValueDecoding(
+        registry_url=url,
+        subject=None if reader_schema is not None else _subject(options, topics),
+        version=_schema_version(options.get("valueschemaversion", "latest")),
+        username=user,
+        password=password,
+        registry_timeout_ms=_int(options, "schemaRegistryTimeoutMs", 60_000, 1) or 60_000,
+        reader_schema=reader_schema,
+        ca_file=_ca_file(options, url),
+    )
+
+
+def _registry_url(options: Mapping[str, str]) -> str:
     url = options.get("schemaregistryurl", "").strip()
     parsed = urllib.parse.urlsplit(url)
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
@@ -122,24 +159,99 @@ def _value_decoding(
             "option schemaRegistryUrl must not hold credentials: use schemaRegistryUser "
             "and schemaRegistryPassword"
         )
-    user, password = options.get("schemaregistryuser"), options.get("schemaregistrypassword")
-    if password is not None and user is None:
-        raise OptionError("option schemaRegistryPassword needs schemaRegistryUser")
-    subject = options.get("valuesubject")
-    if subject is None and topics is not None and len(topics) == 1:
-        subject = f"{topics[0]}-value"  # Confluent's TopicNameStrategy
-    if not subject:
+    return url.rstrip("/")
+
+
+def _ca_file(options: Mapping[str, str], url: str) -> str | None:
+    """schemaRegistryCaFile: only for an https registry (an http one has no certificate)."""
+    ca_file = options.get("schemaregistrycafile", "").strip() or None
+    if ca_file is not None and not url.lower().startswith("https://"):
         raise OptionError(
-            "option valueSubject is required with valueFormat=avro unless exactly one topic is "
-            "subscribed (then it is <topic>-value)"
+            "option schemaRegistryCaFile needs an https schemaRegistryUrl (an http registry "
+            "has no certificate to verify): use https or remove schemaRegistryCaFile"
         )
-    return ValueDecoding(
-        registry_url=url.rstrip("/"),
-        subject=subject,
-        version=_schema_version(options.get("valueschemaversion", "latest")),
-        username=user,
-        password=password,
-        registry_timeout_ms=_int(options, "schemaRegistryTimeoutMs", 60_000, 1) or 60_000,
+    return ca_file
+
+
+def _inline_reader_schema(options: Mapping[str, str]) -> str | None:
+    """valueSchema: the reader schema as Avro JSON text, instead of a subject's version.
+    Checked here as JSON only; `decoding.inline_reader_schema` checks it as Avro."""
+    text = options.get("valueschema")
+    if text is None:
+        return None
+    given = [
+        name
+        for name in (
+            "valueSchemaVersion",
+            "valueSubject",
+            "valueSubjectStrategy",
+            "valueRecordName",
+        )
+        if name.lower() in options
+    ]
+    if given:
+        raise OptionError(
+            f"options valueSchema and {given[0]} exclude each other: valueSchema is the reader "
+            f"schema itself (no subject is looked up); remove one of them"
+        )
+    try:
+        parsed = json.loads(text)
+    except ValueError as exc:
+        raise OptionError(
+            f"option valueSchema is not JSON ({exc}): give Avro schema JSON"
+        ) from None
+    if not isinstance(parsed, dict) or parsed.get("type") != "record":
+        raise OptionError(
+            'option valueSchema must be an Avro record schema ({"type": "record", "name": ..., '
+            '"fields": [...]}): the value column is a struct of its fields'
+        )
+    return text
+
+
+def _subject(options: Mapping[str, str], topics: tuple[str, ...] | None) -> str:
+    """The reader schema's subject: valueSubject if given, else the one the strategy
+    (valueSubjectStrategy, Confluent's) names, as a producer's serializer registers it."""
+    strategy = _choice(options, "valueSubjectStrategy", "topic", SUBJECT_STRATEGIES)
+    record = _record_name(options, strategy)
+    subject = options.get("valuesubject", "").strip()
+    if subject:
+        return subject  # an explicit subject wins over the strategy
+    if strategy == "record":
+        assert record is not None
+        return record  # RecordNameStrategy: the record's full name, whatever the topic
+    topic = _single_topic(topics, strategy)
+    # TopicNameStrategy: <topic>-value; TopicRecordNameStrategy: <topic>-<record full name>
+    return f"{topic}-value" if strategy == "topic" else f"{topic}-{record}"
+
+
+def _record_name(options: Mapping[str, str], strategy: str) -> str | None:
+    record = options.get("valuerecordname", "").strip() or None
+    if strategy == "topic":
+        if record is not None:
+            raise OptionError(
+                "option valueRecordName is used only with valueSubjectStrategy record or "
+                "topic-record"
+            )
+        return None
+    if record is None or not RECORD_NAME.fullmatch(record):
+        raise OptionError(
+            f"option valueRecordName (the value record's full name, namespace.Name) is "
+            f"required with valueSubjectStrategy={strategy}"
+            + (f"; {record!r} is not an Avro full name" if record else "")
+        )
+    return record
+
+
+def _single_topic(topics: tuple[str, ...] | None, strategy: str) -> str:
+    """The one subscribed topic a topic-based subject is named after: the reader schema is
+    one for the whole query, so several topics (or a pattern) are refused, not guessed."""
+    if topics is not None and len(topics) == 1:
+        return topics[0]
+    form = "<topic>-value" if strategy == "topic" else "<topic>-<valueRecordName>"
+    raise OptionError(
+        "option valueSubject is required with valueFormat=avro unless exactly one topic is "
+        f"subscribed (valueSubjectStrategy={strategy}: then it is {form}); the reader schema "
+        "is one for the query, so name its subject, or use valueSubjectStrategy=record"
     )
 
 
