@@ -8,6 +8,10 @@
 #   streamingjob/operator:<version>   kopf + the project's operator
 #   streamingjob/kafka:<kafka>-<version>  KRaft broker+controller node for in-cluster tests
 #   streamingjob/minio:<minio>-<version>  S3-compatible object store for in-cluster tests
+#   streamingjob/schema-registry:<apicurio>-<version>  Apicurio Registry (Confluent-compatible
+#                                     API) for in-cluster tests: FROM the Kafka image, with the
+#                                     server the integration tier runs
+#                                     (tests/support/schema_registry.py fetch)
 #   streamingjob/orders:<version>     the orders example job's own image: FROM the Spark image with
 #                                     its transform module (examples/user-image)
 # <version> is the project version in pyproject.toml. STREAMJOB_IMAGE_PREFIX replaces
@@ -20,8 +24,9 @@
 # hashes of the exact files the host checked and built. Kafka's jars come from Maven
 # (scripts/kafka/pom.xml).
 #
-#   images/build.sh [spark] [operator] [kafka] [minio] [orders]   (default: all five; orders
-#                                                                  builds the Spark image first)
+#   images/build.sh [spark] [operator] [kafka] [minio] [orders] [schema-registry]
+#     default: all but schema-registry; orders builds the Spark image first, schema-registry
+#     the Kafka image
 # Idempotent: docker's layer cache makes an unchanged rebuild take seconds.
 set -euo pipefail
 source "$(dirname "$0")/../scripts/common.sh"
@@ -32,13 +37,17 @@ targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(spark operator kafka minio orders)
 for t in "${targets[@]}"; do
   case "$t" in
-    spark | operator | kafka | minio | orders) ;;
-    *) die "unknown image '$t' (spark, operator, kafka, minio, orders)" ;;
+    spark | operator | kafka | minio | orders | schema-registry) ;;
+    *) die "unknown image '$t' (spark, operator, kafka, minio, orders, schema-registry)" ;;
   esac
 done
 # orders is FROM the Spark image: that one first
 if [[ " ${targets[*]} " == *" orders "* && " ${targets[*]} " != *" spark "* ]]; then
   targets=(spark "${targets[@]}")
+fi
+# schema-registry is FROM the Kafka image: that one first
+if [[ " ${targets[*]} " == *" schema-registry "* && " ${targets[*]} " != *" kafka "* ]]; then
+  targets=(kafka "${targets[@]}")
 fi
 PREFIX=${STREAMJOB_IMAGE_PREFIX:-streamingjob}
 # a docker repository: lower case, an optional registry host[:port], path components
@@ -127,6 +136,7 @@ build() { # build TAG [docker build args...]: docker build of $CTX
   BUILT+=("$tag")
 }
 
+kafka_version=$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$REPO_ROOT/scripts/kafka/pom.xml")
 BUILT=()
 for t in "${targets[@]}"; do
   case "$t" in
@@ -152,7 +162,6 @@ for t in "${targets[@]}"; do
       ;;
     kafka)
       libs=$(cd "$REPO_ROOT" && PYTHONPATH="$REPO_ROOT" python3 -m tests.support.kafka_broker fetch)
-      kafka_version=$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$REPO_ROOT/scripts/kafka/pom.xml")
       context kafka
       cp -al "$libs" "$CTX/libs" 2>/dev/null || cp -a "$libs" "$CTX/libs"
       rm -f "$CTX/libs/.complete"
@@ -167,6 +176,17 @@ for t in "${targets[@]}"; do
       cp -al "$minio_dir/minio" "$CTX/minio" 2>/dev/null || cp -a "$minio_dir/minio" "$CTX/minio"
       log "building $PREFIX/minio:$minio_version-$VERSION"
       timed minio build "$PREFIX/minio:$minio_version-$VERSION"
+      ;;
+    schema-registry)
+      # the one fetch of the server (Maven, cached), shared with the integration tier
+      dist=$(cd "$REPO_ROOT" && PYTHONPATH="$REPO_ROOT" python3 -m tests.support.schema_registry fetch)
+      apicurio_version=$(basename "$(dirname "$dist")")
+      context schema-registry
+      cp -al "$dist" "$CTX/dist" 2>/dev/null || cp -a "$dist" "$CTX/dist"
+      rm -f "$CTX/dist/.complete"
+      log "building $PREFIX/schema-registry:$apicurio_version-$VERSION FROM $PREFIX/kafka:$kafka_version-$VERSION"
+      timed schema-registry build "$PREFIX/schema-registry:$apicurio_version-$VERSION" \
+        --build-arg "KAFKA_IMAGE=$PREFIX/kafka:$kafka_version-$VERSION"
       ;;
     orders)
       context user-image "$REPO_ROOT/examples/user-image"

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Every test tier, as `make test` (and so CI) runs them:
 #   scripts/test-all.sh <python> [pytest args...]
-# The `alone` tests run first, by themselves. Then the Spark tier (tests/integration/spark_app:
-# local Spark JVMs, CPU-bound) runs beside the rest but e2e (unit tests; the operator on a
-# real API server: mostly waiting). The kind bed (docker, image loads: CPU again) comes up
-# once that rest is done, beside the typed-records queries (short Spark queries taken out of
-# the Spark tier, which is the longest), and the e2e tier runs last, alone, as its figures go
-# to bench/results. `make test-soak` runs the `soak` tests.
+# The Spark tier (tests/integration/spark_app: local Spark JVMs, CPU-bound) runs beside the
+# rest but e2e (unit tests; the operator on a real API server; the replicated cluster's churn:
+# mostly waiting). The kind bed (docker, image loads: CPU again) comes up once that rest is
+# done, beside the typed-records queries (short Spark queries taken out of the Spark tier,
+# which is the longest), and the e2e tier starts as soon as the bed is up: beside the Spark
+# tier's last minutes, not after them. `make test-soak` runs the `soak` tests.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=$1
@@ -14,34 +14,23 @@ shift
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 SPARK_TIER=tests/integration/spark_app
-# Local Spark queries too, but short ones: they run after the rest, beside the kind bed's
-# start, so that the Spark tier (the longest) ends no later than the bed is up.
-TYPED=tests/integration/spark_app/test_typed_records.py
+# Local Spark queries too, but short ones (Avro, JSON Schema, Protobuf records): they run
+# after the rest, beside the kind bed's start, so that the Spark tier ends soon after the bed is up.
+TYPED_GLOB="$SPARK_TIER/test_*_records.py"
+NOT_HERE="not e2e and not soak"
 
-# First, alone: tests whose Kafka cluster must fail over within the clients' 60 s deadline.
-# Beside the Spark tier (load 30 and more on 2 cores) a killed broker's controller did not
-# move its partitions' leadership for over 60 s, an outage every client would see.
-"$PY" -m pytest -m "alone and not soak" --basetemp="$logs/alone-tmp" "$@"
-alone_rc=$?
 # its own --basetemp: two pytest sessions must not clean up each other's tmp_path dirs
-"$PY" -m pytest -m "not e2e and not soak and not alone" --basetemp="$logs/spark-tmp" "$@" \
-  --ignore="$TYPED" "$SPARK_TIER" >"$logs/spark.log" 2>&1 &
+"$PY" -m pytest -m "$NOT_HERE" --basetemp="$logs/spark-tmp" --durations=10 "$@" \
+  --ignore-glob="$TYPED_GLOB" "$SPARK_TIER" >"$logs/spark.log" 2>&1 &
 spark=$!
-"$PY" -m pytest -m "not e2e and not soak and not alone" --basetemp="$logs/rest-tmp" \
-  --ignore="$SPARK_TIER" "$@"
+"$PY" -m pytest -m "$NOT_HERE" --basetemp="$logs/rest-tmp" --ignore="$SPARK_TIER" "$@"
 rc=$?
-[ $rc = 0 ] && rc=$alone_rc
 bash scripts/kind/up.sh >"$logs/kubeconfig" 2>"$logs/up.log" &
 up=$!
-"$PY" -m pytest -m "not e2e and not soak and not alone" --basetemp="$logs/typed-tmp" "$@" \
-  "$TYPED"
+# shellcheck disable=SC2086  # the glob is meant to expand
+"$PY" -m pytest -m "$NOT_HERE" --basetemp="$logs/typed-tmp" "$@" $TYPED_GLOB
 typed_rc=$?
 [ $rc = 0 ] && rc=$typed_rc
-wait $spark
-spark_rc=$?
-echo "=== $SPARK_TIER (ran beside the tests above) ==="
-cat "$logs/spark.log"
-[ $rc = 0 ] && rc=$spark_rc
 wait $up
 up_rc=$?
 cat "$logs/up.log" >&2
@@ -49,8 +38,13 @@ if [ $up_rc != 0 ]; then
   echo "kind bed failed (exit $up_rc)" >&2
   rc=1
 elif [ $rc = 0 ]; then
-  STREAMJOB_E2E_KUBECONFIG=$(cat "$logs/kubeconfig") "$PY" -m pytest -m e2e "$@"
+  STREAMJOB_E2E_KUBECONFIG=$(cat "$logs/kubeconfig") "$PY" -m pytest -m e2e --durations=10 "$@"
   rc=$?
 fi
+wait $spark
+spark_rc=$?
+echo "=== $SPARK_TIER (ran beside the tests above) ==="
+cat "$logs/spark.log"
+[ $rc = 0 ] && rc=$spark_rc
 bash scripts/kind/down.sh
 exit $rc

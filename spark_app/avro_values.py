@@ -20,7 +20,7 @@ from fastavro.read import SchemaResolutionError
 from spark_app.avro_types import UnsupportedAvroSchema, converter, spark_type
 from spark_app.poison import MALFORMED_PAYLOAD, TRUNCATED, UNRESOLVABLE_SCHEMA, Poison
 from spark_app.schema_registry_client import RegisteredSchema
-from spark_app.value_formats import UnsupportedSchema
+from spark_app.value_formats import InvalidSchema, UnsupportedSchema
 
 SCHEMA_TYPE = "AVRO"
 
@@ -32,7 +32,7 @@ def column_type(reader: RegisteredSchema) -> Any:
     except UnsupportedAvroSchema as exc:
         raise UnsupportedSchema(str(exc)) from None
     except (ValueError, fastavro.schema.SchemaParseException) as exc:
-        raise UnsupportedSchema(f"not a valid Avro schema: {exc}") from None
+        raise InvalidSchema(f"not a valid Avro schema: {exc}") from None
 
 
 def payload_decoder(reader: RegisteredSchema) -> AvroPayloads:

@@ -38,7 +38,7 @@ from spark_app.schema_registry_client import (
     SchemaNotFound,
     SchemaRegistryClient,
 )
-from spark_app.value_formats import UnsupportedSchema, format_module
+from spark_app.value_formats import InvalidSchema, UnsupportedSchema, format_module
 
 __all__ = [  # the reasons and Poison live in spark_app.poison; callers know them from here
     "BAD_MAGIC_BYTE",
@@ -93,6 +93,22 @@ def resolve_reader_schema(
     return found
 
 
+def inline_reader_schema(schema_text: str, value_format: str = "avro") -> RegisteredSchema:
+    """The reader schema given in option valueSchema, checked as the registry's answer is: a
+    valid schema of the format, of types Spark can hold. Not registered: no id, no version."""
+    fmt = format_module(value_format)
+    found = RegisteredSchema(
+        schema_id=None, version=None, schema=schema_text, schema_type=fmt.SCHEMA_TYPE
+    )
+    try:
+        fmt.column_type(found)
+    except InvalidSchema as exc:
+        raise ReaderSchemaError(f"option valueSchema is {exc}: fix the schema JSON") from None
+    except UnsupportedSchema as exc:
+        raise ReaderSchemaError(f"option valueSchema: {exc}") from None
+    return found
+
+
 def reader_column_type(reader: RegisteredSchema, value_format: str = "avro") -> Any:
     """The Spark type a reader schema's values decode to."""
     return format_module(value_format).column_type(reader)
@@ -112,7 +128,9 @@ class WireDecoder:
         self.column_type = self._payloads.column_type  # the decoded column's Spark type
         # schema id -> the format's writer schema, or Poison; records written with the
         # reader schema itself (the usual case) need no registry at all
-        self._writers: dict[int, Any] = {reader.schema_id: self._payloads.writer(reader)}
+        self._writers: dict[int, Any] = {}
+        if reader.schema_id is not None:  # an inline reader schema has no id of its own
+            self._writers[reader.schema_id] = self._payloads.writer(reader)
 
     def decode(self, value: bytes | None) -> Any:
         """The value in the shape of `column_type` (a dict for a struct), a `Poison`, or None

@@ -25,7 +25,7 @@ from jsonschema.validators import validator_for
 from spark_app.json_schema_types import Unfit, UnsupportedJsonSchema, compile_shape
 from spark_app.poison import MALFORMED_PAYLOAD, UNRESOLVABLE_SCHEMA, Poison
 from spark_app.schema_registry_client import RegisteredSchema
-from spark_app.value_formats import UnsupportedSchema
+from spark_app.value_formats import InvalidSchema, UnsupportedSchema
 
 SCHEMA_TYPE = "JSON"
 
@@ -43,13 +43,13 @@ class JsonPayloads:
     """UTF-8 JSON payloads read in the reader schema's shape and checked against it."""
 
     def __init__(self, reader: RegisteredSchema):
-        root = _schema(reader.schema, "not valid JSON")
+        root = _schema(reader.schema)
         validator_class = validator_for(root, default=Draft202012Validator)
         try:
             validator_class.check_schema(root)
             self._shape = compile_shape(root)
         except SchemaError as exc:
-            raise UnsupportedSchema(f"not a valid JSON Schema: {exc.message}") from None
+            raise InvalidSchema(f"not a valid JSON Schema: {exc.message}") from None
         except UnsupportedJsonSchema as exc:
             raise UnsupportedSchema(str(exc)) from None
         self._validator = validator_class(root)
@@ -58,7 +58,7 @@ class JsonPayloads:
     def writer(self, found: RegisteredSchema) -> Any:
         """Only checked to be JSON: documents are read with the reader schema alone."""
         try:
-            return _schema(found.schema, "not valid JSON")
+            return _schema(found.schema)
         except UnsupportedSchema as exc:
             return Poison(
                 UNRESOLVABLE_SCHEMA, f"schema id {found.schema_id} is {exc}", found.schema_id
@@ -85,11 +85,11 @@ class JsonPayloads:
             return Poison(UNRESOLVABLE_SCHEMA, f"schema id {schema_id}: {exc}", schema_id)
 
 
-def _schema(text: str, problem: str) -> Any:
+def _schema(text: str) -> Any:
     try:
         return json.loads(text)
     except ValueError as exc:
-        raise UnsupportedSchema(f"{problem}: {exc}") from None
+        raise InvalidSchema(f"not a valid JSON Schema: not JSON: {exc}") from None
 
 
 def _no_constant(name: str) -> Any:

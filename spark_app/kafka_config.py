@@ -11,7 +11,8 @@
   both talk to Kafka with one configuration. With `spec.job.source.value` it adds the typed
   records' options (valueFormat, schemaRegistryUrl, ...); the registry's basic-auth
   credentials come only from the environment (`REGISTRY_CREDENTIAL_ENV`, set by the operator
-  from the Secret through `secretKeyRef`), like Kafka's. `job_options` adds
+  from the Secret through `secretKeyRef`), like Kafka's; its CA Secret is a file at
+  `REGISTRY_CA_FILE` (schemaRegistryCaFile). `job_options` adds
   `spec.job.deadLetter`.
 
 Pure (no Kafka or Spark imports): the operator imports it.
@@ -32,6 +33,10 @@ ENV_SSL_CA_LOCATION = "KAFKA_SSL_CA_LOCATION"
 ENV_SSL_CA_PEM = "KAFKA_SSL_CA_PEM"
 ENV_REGISTRY_USERNAME = "SCHEMA_REGISTRY_USERNAME"
 ENV_REGISTRY_PASSWORD = "SCHEMA_REGISTRY_PASSWORD"
+# Where the operator mounts schemaRegistry.caSecret in the driver and executors (a Secret
+# volume; streamingjob_operator.pod_parts): the source's schemaRegistryCaFile.
+REGISTRY_CA_DIR = "/etc/streamingjob-registry-ca"
+REGISTRY_CA_FILE = f"{REGISTRY_CA_DIR}/ca.crt"
 
 # The runner's exit codes when Kafka refuses the job's credentials / the TLS handshake fails
 # (spark_app.runner); the operator turns them into conditions.
@@ -112,6 +117,12 @@ def value_options(source: SourceSpec, env: Mapping[str, str]) -> dict[str, str]:
         options["schemaRegistryUrl"] = registry.url
         if registry.timeout_seconds is not None:
             options["schemaRegistryTimeoutMs"] = str(registry.timeout_seconds * 1000)
+        if registry.ca_secret is not None:
+            options["schemaRegistryCaFile"] = REGISTRY_CA_FILE
+        if registry.subject_strategy is not None:
+            options["valueSubjectStrategy"] = registry.subject_strategy
+        if registry.record_name is not None:
+            options["valueRecordName"] = registry.record_name
         options.update(
             {opt: env[var] for var, opt in REGISTRY_CREDENTIAL_ENV.items() if env.get(var)}
         )
@@ -119,6 +130,8 @@ def value_options(source: SourceSpec, env: Mapping[str, str]) -> dict[str, str]:
         options["valueSubject"] = value.subject
     if value.version is not None:
         options["valueSchemaVersion"] = str(value.version)
+    if value.reader_schema is not None:
+        options["valueSchema"] = value.reader_schema
     return options
 
 

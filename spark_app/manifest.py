@@ -44,6 +44,7 @@ from spark_app.value_spec import (
     SUBJECT_RULE,
     DeadLetterSpec,
     ValueSpec,
+    needs_subject,
 )
 
 API_GROUP = "sparkkafka.dev"
@@ -382,9 +383,7 @@ class SourceSpec(SpecModel):
             )
         if self.starting_offsets == "committed" and not self.group_id:
             raise ValueError(_COMMITTED_NEEDS_GROUP)
-        value = self.value
-        one_topic = self.subscribe is not None and len(self.subscribe) == 1
-        if value is not None and value.format != "raw" and not value.subject and not one_topic:
+        if needs_subject(self.value, self.subscribe):
             raise ValueError(SUBJECT_NEEDED)
         return self
 

@@ -7,6 +7,7 @@ built-in Kafka source; `kafka.*` options pass through to the Kafka client.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import urllib.parse
@@ -50,7 +51,18 @@ _REGISTRY_OPTIONS = (
     "schemaRegistryTimeoutMs",
     "valueSubject",
     "valueSchemaVersion",
+    "valueSchema",
+    "valueSubjectStrategy",
+    "valueRecordName",
+    "schemaRegistryCaFile",
 )
+# Confluent's subject name strategies: the subject a producer's serializer registers a
+# value's schema under, so the one the reader schema is looked up in (valueSubjectStrategy).
+SUBJECT_STRATEGIES = ("topic", "record", "topic-record")
+# An Avro full name: dotted names of letters, digits and underscores (not starting a digit);
+# the spec's schemaRegistry.recordName has the same pattern.
+RECORD_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
+RECORD_NAME = re.compile(RECORD_NAME_PATTERN)
 _SECRET_KEY = re.compile(r"password|secret|token|jaas|sasl\.oauthbearer\.config|key$", re.I)
 
 
@@ -89,20 +101,28 @@ def _choice(options: Mapping[str, str], name: str, default: str, choices: tuple[
 
 @dataclass(frozen=True)
 class ValueDecoding:
-    """A decoded valueFormat (avro, json): the registry (basic auth optional) and the reader
-    schema, a subject's pinned version or its latest at query start."""
+    """A decoded valueFormat (avro, json): the registry (basic auth and a CA file optional)
+    and the reader schema: a subject's pinned version or its latest at query start, or a
+    schema given inline (valueSchema; `subject` is then None and the registry only serves
+    writer schemas by id)."""
 
     registry_url: str
-    subject: str
+    subject: str | None
     version: int | str  # a version number, or "latest"
     username: str | None = None
     password: str | None = field(default=None, repr=False)  # never printed
     registry_timeout_ms: int = 60_000
+    reader_schema: str | None = field(default=None, repr=False)  # valueSchema; long
+    ca_file: str | None = None  # schemaRegistryCaFile: the CA an https registry is verified with
     format: str = "avro"  # a key of spark_app.value_formats.FORMATS
 
     def registry_client(self) -> SchemaRegistryClient:
         return SchemaRegistryClient(
-            self.registry_url, self.username, self.password, self.registry_timeout_ms / 1000
+            self.registry_url,
+            self.username,
+            self.password,
+            self.registry_timeout_ms / 1000,
+            ca_file=self.ca_file,
         )
 
 
@@ -115,37 +135,133 @@ def _value_decoding(
         if given:
             raise OptionError(f"option {given[0]} is used only with {_DECODED}")
         return None
+    url = _registry_url(options, value_format)
+    user, password = options.get("schemaregistryuser"), options.get("schemaregistrypassword")
+    if password is not None and user is None:
+        raise OptionError("option schemaRegistryPassword needs schemaRegistryUser")
+    reader_schema = _inline_reader_schema(options, value_format)
+    return ValueDecoding(
+        registry_url=url,
+        subject=None if reader_schema is not None else _subject(options, topics, value_format),
+        version=_schema_version(options.get("valueschemaversion", "latest")),
+        username=user,
+        password=password,
+        registry_timeout_ms=_int(options, "schemaRegistryTimeoutMs", 60_000, 1) or 60_000,
+        reader_schema=reader_schema,
+        ca_file=_ca_file(options, url),
+        format=value_format,
+    )
+
+
+def _registry_url(options: Mapping[str, str], value_format: str) -> str:
     url = options.get("schemaregistryurl", "").strip()
     parsed = urllib.parse.urlsplit(url)
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
         raise OptionError(
-            f"option schemaRegistryUrl is required with valueFormat={value_format}: the "
-            "registry's Confluent-compatible API, http(s)://host:port[/path]"
+            f"option schemaRegistryUrl is required with valueFormat={value_format}: the registry's "
+            "Confluent-compatible API, http(s)://host:port[/path]"
         )
     if parsed.username is not None or parsed.password is not None:  # never echo the URL
         raise OptionError(
             "option schemaRegistryUrl must not hold credentials: use schemaRegistryUser "
             "and schemaRegistryPassword"
         )
-    user, password = options.get("schemaregistryuser"), options.get("schemaregistrypassword")
-    if password is not None and user is None:
-        raise OptionError("option schemaRegistryPassword needs schemaRegistryUser")
-    subject = options.get("valuesubject")
-    if subject is None and topics is not None and len(topics) == 1:
-        subject = f"{topics[0]}-value"  # Confluent's TopicNameStrategy
-    if not subject:
+    return url.rstrip("/")
+
+
+def _ca_file(options: Mapping[str, str], url: str) -> str | None:
+    """schemaRegistryCaFile: only for an https registry (an http one has no certificate)."""
+    ca_file = options.get("schemaregistrycafile", "").strip() or None
+    if ca_file is not None and not url.lower().startswith("https://"):
         raise OptionError(
-            f"option valueSubject is required with valueFormat={value_format} unless exactly one "
-            "topic is subscribed (then it is <topic>-value)"
+            "option schemaRegistryCaFile needs an https schemaRegistryUrl (an http registry "
+            "has no certificate to verify): use https or remove schemaRegistryCaFile"
         )
-    return ValueDecoding(
-        registry_url=url.rstrip("/"),
-        subject=subject,
-        version=_schema_version(options.get("valueschemaversion", "latest")),
-        username=user,
-        password=password,
-        registry_timeout_ms=_int(options, "schemaRegistryTimeoutMs", 60_000, 1) or 60_000,
-        format=value_format,
+    return ca_file
+
+
+def _inline_reader_schema(options: Mapping[str, str], value_format: str) -> str | None:
+    """valueSchema: the reader schema as JSON text (Avro's, or a JSON Schema), instead of a
+    subject's version. Checked here as JSON only; `decoding.inline_reader_schema` checks it
+    as a schema of the format."""
+    text = options.get("valueschema")
+    if text is None:
+        return None
+    given = [
+        name
+        for name in (
+            "valueSchemaVersion",
+            "valueSubject",
+            "valueSubjectStrategy",
+            "valueRecordName",
+        )
+        if name.lower() in options
+    ]
+    if given:
+        raise OptionError(
+            f"options valueSchema and {given[0]} exclude each other: valueSchema is the reader "
+            f"schema itself (no subject is looked up); remove one of them"
+        )
+    try:
+        parsed = json.loads(text)
+    except ValueError as exc:
+        raise OptionError(
+            f"option valueSchema is not JSON ({exc}): give the {value_format} schema's JSON"
+        ) from None
+    if value_format == "json" and not isinstance(parsed, dict):
+        raise OptionError("option valueSchema must be a JSON Schema: a JSON object")
+    if value_format == "avro" and (not isinstance(parsed, dict) or parsed.get("type") != "record"):
+        raise OptionError(
+            'option valueSchema must be an Avro record schema ({"type": "record", "name": ..., '
+            '"fields": [...]}): the value column is a struct of its fields'
+        )
+    return text
+
+
+def _subject(options: Mapping[str, str], topics: tuple[str, ...] | None, value_format: str) -> str:
+    """The reader schema's subject: valueSubject if given, else the one the strategy
+    (valueSubjectStrategy, Confluent's) names, as a producer's serializer registers it."""
+    strategy = _choice(options, "valueSubjectStrategy", "topic", SUBJECT_STRATEGIES)
+    record = _record_name(options, strategy)
+    subject = options.get("valuesubject", "").strip()
+    if subject:
+        return subject  # an explicit subject wins over the strategy
+    if strategy == "record":
+        assert record is not None
+        return record  # RecordNameStrategy: the record's full name, whatever the topic
+    topic = _single_topic(topics, strategy, value_format)
+    # TopicNameStrategy: <topic>-value; TopicRecordNameStrategy: <topic>-<record full name>
+    return f"{topic}-value" if strategy == "topic" else f"{topic}-{record}"
+
+
+def _record_name(options: Mapping[str, str], strategy: str) -> str | None:
+    record = options.get("valuerecordname", "").strip() or None
+    if strategy == "topic":
+        if record is not None:
+            raise OptionError(
+                "option valueRecordName is used only with valueSubjectStrategy record or "
+                "topic-record"
+            )
+        return None
+    if record is None or not RECORD_NAME.fullmatch(record):
+        raise OptionError(
+            f"option valueRecordName (the value record's full name, namespace.Name) is "
+            f"required with valueSubjectStrategy={strategy}"
+            + (f"; {record!r} is not an Avro full name" if record else "")
+        )
+    return record
+
+
+def _single_topic(topics: tuple[str, ...] | None, strategy: str, value_format: str) -> str:
+    """The one subscribed topic a topic-based subject is named after: the reader schema is
+    one for the whole query, so several topics (or a pattern) are refused, not guessed."""
+    if topics is not None and len(topics) == 1:
+        return topics[0]
+    form = "<topic>-value" if strategy == "topic" else "<topic>-<valueRecordName>"
+    raise OptionError(
+        f"option valueSubject is required with valueFormat={value_format} unless exactly one "
+        f"topic is subscribed (valueSubjectStrategy={strategy}: then it is {form}); the reader "
+        "schema is one for the query, so name its subject, or use valueSubjectStrategy=record"
     )
 
 

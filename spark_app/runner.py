@@ -249,6 +249,7 @@ def main(argv: list[str] | None = None) -> int:
 _SOURCE_ERROR = re.compile(
     r"\b(?:DataLossError|TopicDeletedError|UnknownTopic|KafkaUnavailable|KafkaException"
     r"|TimeoutError|NativeUnavailable|PoisonRecordError|RegistryUnavailable|RegistryRefused"
+    r"|RegistryTLSError"
     r"|ReaderSchemaError|DeadLetterError): (.+)"
 )
 

@@ -4,8 +4,10 @@ API, such as Apicurio Registry under /apis/ccompat/v7): schemas by id and by sub
 Each schema id is asked once per process: ids are immutable in the registry, so the answer,
 found or not found, is kept. An unreachable registry (connection refused, timeouts, 5xx) is
 retried with backoff up to `timeout_s`, then `RegistryUnavailable`; a record is never blamed
-for a registry outage. Credentials (basic auth) go only into the Authorization header: never
-into the URL, a repr, a log line or an error message.
+for a registry outage. An https registry is verified against `ca_file` (the option
+schemaRegistryCaFile) or the system's CA bundle; a certificate that does not verify is
+`RegistryTLSError` at once (retrying cannot help). Credentials (basic auth) go only into the
+Authorization header: never into the URL, a repr, a log line or an error message.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import ssl
 import threading
 import time
 import urllib.error
@@ -39,13 +42,17 @@ class RegistryRefused(RuntimeError):
     credentials are wrong). Retrying cannot help."""
 
 
+class RegistryTLSError(RegistryRefused):
+    """The registry's https certificate does not verify with the CA the client trusts."""
+
+
 class SchemaNotFound(LookupError):
     """No schema with this id, or no such subject or version."""
 
 
 @dataclass(frozen=True)
 class RegisteredSchema:
-    schema_id: int
+    schema_id: int | None  # None: a reader schema given inline, not registered
     version: int | None
     schema: str  # the schema's text as registered (JSON for Avro)
     schema_type: str = "AVRO"
@@ -58,9 +65,12 @@ class SchemaRegistryClient:
         username: str | None = None,
         password: str | None = None,
         timeout_s: float = 60.0,
+        ca_file: str | None = None,
     ):
         self.url = url.rstrip("/")
         self.timeout_s = timeout_s
+        self.ca_file = ca_file
+        self._tls = _tls_context(ca_file) if self.url.lower().startswith("https://") else None
         self._auth = None
         if username is not None:
             token = base64.b64encode(f"{username}:{password or ''}".encode()).decode()
@@ -119,7 +129,9 @@ class SchemaRegistryClient:
         request = urllib.request.Request(self.url + path, headers=headers)
         self.requests += 1
         try:
-            with urllib.request.urlopen(request, timeout=min(self.timeout_s, 10.0)) as response:
+            with urllib.request.urlopen(
+                request, timeout=min(self.timeout_s, 10.0), context=self._tls
+            ) as response:
                 return json.loads(response.read())
         except urllib.error.HTTPError as exc:
             code = _error_code(exc)
@@ -131,8 +143,35 @@ class SchemaRegistryClient:
                 f"schema registry {self.url} refused GET {path}: HTTP {exc.code} "
                 f"(error code {code}){' - check the credentials' if exc.code in (401, 403) else ''}"
             ) from None
-        except (OSError, json.JSONDecodeError) as exc:  # URLError, refused, timeouts
+        except urllib.error.URLError as exc:
+            if isinstance(exc.reason, ssl.SSLCertVerificationError):
+                raise RegistryTLSError(self._untrusted(exc.reason)) from None
+            raise RegistryUnavailable(str(exc.reason)) from None
+        except (OSError, json.JSONDecodeError) as exc:  # refused, timeouts
             raise RegistryUnavailable(str(getattr(exc, "reason", exc))) from None
+
+    def _untrusted(self, error: ssl.SSLCertVerificationError) -> str:
+        trusted = (
+            f"the CA in option schemaRegistryCaFile={self.ca_file!r}"
+            if self.ca_file
+            else "the system's CA bundle (option schemaRegistryCaFile unset)"
+        )
+        return (
+            f"schema registry {self.url}: its TLS certificate does not verify with {trusted}: "
+            f"{error.verify_message}. Set schemaRegistryCaFile to the CA that signed the "
+            "registry's certificate"
+        )
+
+
+def _tls_context(ca_file: str | None) -> ssl.SSLContext:
+    """Verifies the registry's certificate and host name: against `ca_file` if given, else
+    the system's CA bundle; a CA file that cannot be read is a clear error now."""
+    try:
+        return ssl.create_default_context(cafile=ca_file)
+    except (OSError, ssl.SSLError) as exc:
+        raise RegistryTLSError(
+            f"option schemaRegistryCaFile={ca_file!r} is not a readable PEM CA certificate: {exc}"
+        ) from None
 
 
 def _registered(answer: dict[str, Any], schema_id: int, version: int | None) -> RegisteredSchema:

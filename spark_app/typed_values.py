@@ -1,8 +1,9 @@
 """A decoded valueFormat (avro, json) on the driver: the reader schema, pinned once when the
 query starts.
 
-`KafkaCheckpointedDataSource.schema()` resolves it (a pinned subject version, or the
-subject's latest at that moment) and keeps it on the data source, which PySpark pickles to
+`KafkaCheckpointedDataSource.schema()` resolves it (a pinned subject version, the
+subject's latest at that moment, or the schema given inline in option valueSchema, which
+asks the registry nothing) and keeps it on the data source, which PySpark pickles to
 the planning processes: so the `value` column's type that Spark checks batches against and
 the schema executors decode with are one answer of the registry, never two. Every partition
 carries it (`TypedValues`), with the registry's address for writer schemas by id.
@@ -10,6 +11,7 @@ carries it (`TypedValues`), with the registry's address for writer schemas by id
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 from pyspark.sql.types import StructField, StructType
@@ -18,6 +20,7 @@ from spark_app.options import ValueDecoding
 from spark_app.schema_registry_client import (
     RegisteredSchema,
     RegistryRefused,
+    RegistryTLSError,
     RegistryUnavailable,
 )
 
@@ -33,6 +36,8 @@ class TypedValues:
         return f"TypedValues({self.describe()})"
 
     def describe(self) -> str:
+        if self.reader.schema_id is None:
+            return f"inline reader schema {_full_name(self.reader.schema)} (option valueSchema)"
         return (
             f"subject {self.decoding.subject!r} version {self.reader.version} "
             f"(schema id {self.reader.schema_id})"
@@ -42,11 +47,17 @@ class TypedValues:
 def at_query_start(decoding: ValueDecoding) -> TypedValues:
     """The reader schema from the registry; every failure is a ReaderSchemaError naming the
     option to fix."""
-    from spark_app.decoding import ReaderSchemaError, resolve_reader_schema
+    from spark_app.decoding import ReaderSchemaError, inline_reader_schema, resolve_reader_schema
 
-    client = decoding.registry_client()
     try:
+        client = decoding.registry_client()  # reads schemaRegistryCaFile, if any
+        if decoding.reader_schema is not None:
+            reader = inline_reader_schema(decoding.reader_schema, decoding.format)
+            return TypedValues(decoding, reader)
+        assert decoding.subject is not None  # options give one when valueSchema is unset
         reader = resolve_reader_schema(client, decoding.subject, decoding.version, decoding.format)
+    except RegistryTLSError as exc:
+        raise ReaderSchemaError(f"valueFormat={decoding.format}: {exc}") from None
     except RegistryUnavailable as exc:
         raise ReaderSchemaError(
             f"valueFormat={decoding.format} needs the reader schema at query start, but {exc}. "
@@ -60,6 +71,14 @@ def at_query_start(decoding: ValueDecoding) -> TypedValues:
             "fix options schemaRegistryUser / schemaRegistryPassword, or schemaRegistryUrl's path"
         ) from None
     return TypedValues(decoding, reader)
+
+
+def _full_name(schema_text: str) -> str:
+    """namespace.Name of a record schema's JSON, or a JSON Schema's title (what a repr can
+    show of a long text)."""
+    schema = json.loads(schema_text)
+    name, namespace = str(schema.get("name") or schema.get("title") or "?"), schema.get("namespace")
+    return name if "." in name or not namespace else f"{namespace}.{name}"
 
 
 def source_schema(raw: StructType, values: TypedValues) -> StructType:

@@ -42,6 +42,11 @@ class UnsupportedSchema(ValueError):
     and what cannot map."""
 
 
+class InvalidSchema(UnsupportedSchema):
+    """A reader schema that is not a valid schema of the format at all; the message reads
+    "not a valid <format> schema: <why>"."""
+
+
 class PayloadDecoder(Protocol):
     """One format's decoding of payloads (the bytes after the 5-byte header) to one reader
     schema. Neither method raises for a bad record: it returns a `Poison`."""

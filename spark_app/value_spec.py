@@ -1,20 +1,24 @@
 """Typed records in the job spec: `spec.job.source.value` (the value's format, the schema
 registry and the reader schema) and `spec.job.deadLetter` (where records that cannot be
 decoded go). `spark_app.kafka_config` turns them into the source's options (valueFormat,
-schemaRegistry*, valueSubject, valueSchemaVersion, deadLetter*); the registry's basic-auth
-credentials come only from a Secret, as the environment variables SCHEMA_REGISTRY_USERNAME and
-SCHEMA_REGISTRY_PASSWORD of the driver and executors (secretKeyRef), never from the manifest.
+schemaRegistry*, valueSubject, valueSubjectStrategy, valueRecordName, valueSchemaVersion,
+valueSchema, deadLetter*); the registry's basic-auth credentials come only from a Secret, as
+the environment variables SCHEMA_REGISTRY_USERNAME and SCHEMA_REGISTRY_PASSWORD of the driver
+and executors (secretKeyRef), never from the manifest; the CA of an https registry comes from
+a Secret mounted as a file (schemaRegistryCaFile).
 
 Pure (no pyspark): the operator imports it through `spark_app.manifest`.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+import json
+from typing import Any, Literal
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from spark_app.offsets import MAX_TOPIC
+from spark_app.options import RECORD_NAME_PATTERN
 from spark_app.spec_base import (
     BOOTSTRAP,
     MAX_TEXT,
@@ -35,9 +39,28 @@ NEEDS_REGISTRY = (
     "registry's Confluent-compatible API, http(s)://host:port[/path]"
 )
 REGISTRY_ONLY = (
-    "value.schemaRegistry, value.subject and value.version are used only with value.format "
-    "avro or json: set value.format or remove them"
+    "value.schemaRegistry, value.subject, value.version and value.readerSchema are used only "
+    "with value.format avro or json: set value.format or remove them"
 )
+MAX_READER_SCHEMA = 64 * 1024
+NEEDS_RECORD_NAME = (
+    "spec.job.source.value.schemaRegistry.recordName (the value record's full name, "
+    "namespace.Name) is required with subjectStrategy record or topic-record"
+)
+RECORD_NAME_UNUSED = (
+    "spec.job.source.value.schemaRegistry.recordName is used only with subjectStrategy record "
+    "or topic-record: set subjectStrategy or remove recordName"
+)
+CA_NEEDS_HTTPS = (
+    "spec.job.source.value.schemaRegistry.caSecret needs an https url (an http registry has "
+    "no certificate to verify): use https:// or remove caSecret"
+)
+READER_SCHEMA_ALONE = (
+    "spec.job.source.value.readerSchema is the reader schema itself (no subject is looked "
+    "up): remove value.version, value.subject and schemaRegistry.subjectStrategy/recordName, "
+    "or remove readerSchema"
+)
+_STRATEGY = "(has(self.subjectStrategy) ? self.subjectStrategy : 'topic')"
 
 
 class RegistryCredentialsSecret(SpecModel):
@@ -51,8 +74,40 @@ class RegistryCredentialsSecret(SpecModel):
     password_key: str = secret_key("password", "Key of the registry password in the Secret.")
 
 
+class RegistryCASecret(SpecModel):
+    """The CA certificate (PEM) that signed an https registry's certificate, from a Secret in
+    the job's namespace: mounted as a file in the driver and executors (schemaRegistryCaFile)."""
+
+    name: str = secret_name(
+        "Name of the Secret in the job's namespace that holds the CA certificate."
+    )
+    key: str = secret_key("ca.crt", "Key of the PEM CA certificate in the Secret.")
+
+
 class SchemaRegistrySpec(SpecModel):
     """The schema registry (Confluent-compatible API) the reader and writer schemas come from."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": f"{_STRATEGY} == 'topic' || has(self.recordName)",
+                    "message": NEEDS_RECORD_NAME,
+                    "fieldPath": ".recordName",
+                },
+                {
+                    "rule": f"{_STRATEGY} != 'topic' || !has(self.recordName)",
+                    "message": RECORD_NAME_UNUSED,
+                    "fieldPath": ".recordName",
+                },
+                {
+                    "rule": "!has(self.caSecret) || self.url.startsWith('https://')",
+                    "message": CA_NEEDS_HTTPS,
+                    "fieldPath": ".caSecret",
+                },
+            ]
+        }
+    )
 
     url: str = Field(
         min_length=1,
@@ -73,6 +128,46 @@ class SchemaRegistrySpec(SpecModel):
         description="How long an unreachable registry (refused, timeouts, 5xx) is retried, "
         "with backoff, before the job fails with a clear error. Unset: 60.",
     )
+    ca_secret: RegistryCASecret | None = Field(
+        default=None,
+        description="The CA that signed an https registry's certificate, by Secret reference, "
+        "mounted into the driver and executors. Unset: the image's system CA bundle. Only "
+        "with an https url.",
+    )
+    subject_strategy: Literal["topic", "record", "topic-record"] | None = Field(
+        default=None,
+        description="The subject the reader schema is looked up in, as producers' Confluent "
+        "serializers register it (their value.subject.name.strategy): topic = "
+        "TopicNameStrategy, <topic>-value (needs exactly one topic); record = "
+        "RecordNameStrategy, <recordName>; topic-record = TopicRecordNameStrategy, "
+        "<topic>-<recordName> (needs exactly one topic). value.subject wins over it. "
+        "Unset: topic.",
+    )
+    record_name: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_TEXT,
+        pattern=RECORD_NAME_PATTERN,
+        description="The value record's Avro full name (namespace.Name): required with "
+        "subjectStrategy record or topic-record, used only with them.",
+    )
+
+    @field_validator("ca_secret")
+    @classmethod
+    def _https_only(cls, value: Any, info: ValidationInfo) -> Any:
+        url = info.data.get("url")
+        if value is not None and url is not None and not url.startswith("https://"):
+            raise ValueError(CA_NEEDS_HTTPS)
+        return value
+
+    @model_validator(mode="after")
+    def _record_name_with_its_strategy(self) -> SchemaRegistrySpec:
+        strategy = self.subject_strategy or "topic"
+        if strategy != "topic" and self.record_name is None:
+            raise ValueError(NEEDS_RECORD_NAME)
+        if strategy == "topic" and self.record_name is not None:
+            raise ValueError(RECORD_NAME_UNUSED)
+        return self
 
 
 class ValueSpec(SpecModel):
@@ -88,8 +183,16 @@ class ValueSpec(SpecModel):
                 },
                 {
                     "rule": f"{_FORMAT} != 'raw' || !(has(self.schemaRegistry) || "
-                    "has(self.subject) || has(self.version))",
+                    "has(self.subject) || has(self.version) || has(self.readerSchema))",
                     "message": REGISTRY_ONLY,
+                },
+                {
+                    "rule": "!has(self.readerSchema) || !(has(self.version) || "
+                    "has(self.subject) || (has(self.schemaRegistry) && "
+                    "(has(self.schemaRegistry.subjectStrategy) || "
+                    "has(self.schemaRegistry.recordName))))",
+                    "message": READER_SCHEMA_ALONE,
+                    "fieldPath": ".readerSchema",
                 },
             ]
         }
@@ -110,8 +213,9 @@ class ValueSpec(SpecModel):
         min_length=1,
         max_length=MAX_TEXT,
         pattern=TRIMMED,
-        description="Subject of the reader schema. Unset: <topic>-value, which needs exactly "
-        "one topic in subscribe (Confluent's TopicNameStrategy).",
+        description="Subject of the reader schema. Unset: the one schemaRegistry."
+        "subjectStrategy names (by default <topic>-value, which needs exactly one topic in "
+        "subscribe: Confluent's TopicNameStrategy).",
     )
     version: int | None = Field(
         default=None,
@@ -120,13 +224,49 @@ class ValueSpec(SpecModel):
         description="Version of the reader schema in its subject. Unset: the subject's "
         "latest when the query starts (again at every restart).",
     )
+    reader_schema: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_READER_SCHEMA,
+        description="The reader schema itself, Avro schema JSON of a record, or with format "
+        "json a JSON Schema (instead of a "
+        "subject's version): values decode to its fields; the registry is asked only for "
+        "the writer schemas by the ids in the records. Excludes version, subject and "
+        "schemaRegistry.subjectStrategy/recordName.",
+    )
+
+    @field_validator("reader_schema")
+    @classmethod
+    def _reader_schema(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None:
+            return value
+        try:
+            schema = json.loads(value)
+        except ValueError as exc:
+            raise ValueError(f"is not JSON ({exc}): give the schema's JSON") from None
+        if info.data.get("format") == "json":
+            if not isinstance(schema, dict):
+                raise ValueError("must be a JSON Schema: a JSON object")
+        elif not isinstance(schema, dict) or schema.get("type") != "record":
+            raise ValueError(
+                'must be an Avro record schema ({"type": "record", "name": ..., "fields": '
+                "[...]}): the value column is a struct of its fields"
+            )
+        registry = info.data.get("schema_registry")
+        named = registry is not None and (registry.subject_strategy or registry.record_name)
+        if info.data.get("version") is not None or info.data.get("subject") or named:
+            raise ValueError(READER_SCHEMA_ALONE)
+        return value
 
     @model_validator(mode="after")
     def _check(self) -> ValueSpec:
         if self.format != "raw" and self.schema_registry is None:
             raise ValueError(NEEDS_REGISTRY)
         if self.format == "raw" and (
-            self.schema_registry is not None or self.subject is not None or self.version
+            self.schema_registry is not None
+            or self.subject is not None
+            or self.version
+            or self.reader_schema is not None
         ):
             raise ValueError(REGISTRY_ONLY)
         return self
@@ -156,12 +296,28 @@ class DeadLetterSpec(SpecModel):
 # Cross-field rules of the job and source that name these fields (CEL, message).
 SUBJECT_NEEDED = (
     "value.subject is required with value.format avro or json unless subscribe names exactly "
-    "one topic (then it defaults to <topic>-value)"
+    "one topic (then it defaults to <topic>-value, or <topic>-<recordName> with subjectStrategy "
+    "topic-record), value.readerSchema is given, or schemaRegistry.subjectStrategy is record"
 )
 SUBJECT_RULE = (
     "!has(self.value) || (has(self.value.format) ? self.value.format : 'raw') == 'raw' || "
-    "has(self.value.subject) || (has(self.subscribe) && size(self.subscribe) == 1)"
+    "has(self.value.subject) || has(self.value.readerSchema) || "
+    "(has(self.value.schemaRegistry) && has(self.value.schemaRegistry.subjectStrategy) && "
+    "self.value.schemaRegistry.subjectStrategy == 'record') || "
+    "(has(self.subscribe) && size(self.subscribe) == 1)"
 )
+
+
+def needs_subject(value: ValueSpec | None, topics: list[str] | None) -> bool:
+    """SUBJECT_RULE in Python: decoded values whose reader schema's subject is not known."""
+    if value is None or value.format == "raw" or value.subject or value.reader_schema:
+        return False
+    registry = value.schema_registry
+    if registry is not None and registry.subject_strategy == "record":
+        return False
+    return not (topics is not None and len(topics) == 1)
+
+
 DEAD_LETTER_NEEDS_DECODED = (
     "deadLetter needs source.value.format avro or json (only records that cannot be decoded go "
     "to the dead-letter topic): set spec.job.source.value.format or remove spec.job.deadLetter"

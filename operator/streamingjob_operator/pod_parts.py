@@ -1,7 +1,7 @@
 """The pod parts the driver pod, the executor pod template and the cleanup Job share: resources,
-credentials (only as `secretKeyRef` env), the Kafka CA volume, scratch volumes for a read-only
-root filesystem, the restricted security contexts, the merge of the user's podTemplate, node
-avoidance. Pure: plain dicts."""
+credentials (only as `secretKeyRef` env), the Kafka and schema registry CA volumes, scratch
+volumes for a read-only root filesystem, the restricted security contexts, the merge of the
+user's podTemplate, node avoidance. Pure: plain dicts."""
 
 from __future__ import annotations
 
@@ -17,9 +17,10 @@ from spark_app.kafka_config import (
     ENV_SASL_USERNAME,
     ENV_SECURITY_PROTOCOL,
     ENV_SSL_CA_LOCATION,
+    REGISTRY_CA_DIR,
 )
 from spark_app.manifest import S3_ACCESS_KEY_ENV, S3_SECRET_KEY_ENV
-from spark_app.value_spec import RegistryCredentialsSecret
+from spark_app.value_spec import RegistryCASecret, RegistryCredentialsSecret
 
 from .models import StreamingJobSpec
 
@@ -28,6 +29,7 @@ SPARK_UID = 185  # the spark user of Apache Spark images
 KAFKA_CA_VOLUME = "streamingjob-kafka-ca"
 KAFKA_CA_DIR = "/etc/streamingjob-kafka-ca"  # not below CONFIG_DIR: a ConfigMap volume
 KAFKA_CA_FILE = f"{KAFKA_CA_DIR}/ca.crt"
+REGISTRY_CA_VOLUME = "streamingjob-registry-ca"  # at REGISTRY_CA_DIR (spark_app.kafka_config)
 # Writable directories of a container whose root filesystem is read-only (emptyDirs): Spark's
 # local dirs and work dir, Python's and the JVM's temporary files, the runner's work files.
 SCRATCH_VOLUME = "streamingjob-scratch"
@@ -73,29 +75,37 @@ def _kafka_env(spec: StreamingJobSpec) -> list[dict[str, Any]]:
     return env
 
 
-def _kafka_ca_volumes(spec: StreamingJobSpec) -> list[dict[str, Any]]:
-    """The CA Secret's key as the file KAFKA_CA_FILE (the CA is no credential, but it comes
-    by Secret reference like the credentials it goes with)."""
+def _ca_volume(name: str, secret: str, key: str) -> dict[str, Any]:
+    """One key of a CA Secret as the file ca.crt (the CA is no credential, but it comes by
+    Secret reference like the credentials it goes with)."""
+    return {
+        "name": name,
+        "secret": {
+            "secretName": secret,
+            "items": [{"key": key, "path": "ca.crt"}],
+            "defaultMode": 0o444,
+        },
+    }
+
+
+def _ca_volumes(spec: StreamingJobSpec) -> list[dict[str, Any]]:
+    """The Kafka CA at KAFKA_CA_FILE, the schema registry's at REGISTRY_CA_FILE."""
+    volumes = []
     creds = spec.kafka_credentials
-    if creds is None or creds.ca_secret is None:
-        return []
-    ca = creds.ca_secret
+    if creds is not None and creds.ca_secret is not None:
+        ca = creds.ca_secret
+        volumes.append(_ca_volume(KAFKA_CA_VOLUME, ca.name, ca.key))
+    if (registry_ca := _registry_ca(spec)) is not None:
+        volumes.append(_ca_volume(REGISTRY_CA_VOLUME, registry_ca.name, registry_ca.key))
+    return volumes
+
+
+def _ca_mounts(spec: StreamingJobSpec) -> list[dict[str, Any]]:
+    where = {KAFKA_CA_VOLUME: KAFKA_CA_DIR, REGISTRY_CA_VOLUME: REGISTRY_CA_DIR}
     return [
-        {
-            "name": KAFKA_CA_VOLUME,
-            "secret": {
-                "secretName": ca.name,
-                "items": [{"key": ca.key, "path": "ca.crt"}],
-                "defaultMode": 0o444,
-            },
-        }
+        {"name": v["name"], "mountPath": where[v["name"]], "readOnly": True}
+        for v in _ca_volumes(spec)
     ]
-
-
-def _kafka_ca_mounts(spec: StreamingJobSpec) -> list[dict[str, Any]]:
-    if not _kafka_ca_volumes(spec):
-        return []
-    return [{"name": KAFKA_CA_VOLUME, "mountPath": KAFKA_CA_DIR, "readOnly": True}]
 
 
 def scratch_volumes() -> list[dict[str, Any]]:
@@ -111,11 +121,11 @@ def scratch_mounts() -> list[dict[str, Any]]:
 
 def pod_volumes(spec: StreamingJobSpec) -> list[dict[str, Any]]:
     """The volumes every Spark pod of the job has (before the user's)."""
-    return [*_kafka_ca_volumes(spec), *scratch_volumes()]
+    return [*_ca_volumes(spec), *scratch_volumes()]
 
 
 def pod_mounts(spec: StreamingJobSpec) -> list[dict[str, Any]]:
-    return [*_kafka_ca_mounts(spec), *scratch_mounts()]
+    return [*_ca_mounts(spec), *scratch_mounts()]
 
 
 def s3_env(spec: StreamingJobSpec) -> list[dict[str, Any]]:
@@ -136,7 +146,14 @@ def _registry_secret(spec: StreamingJobSpec) -> RegistryCredentialsSecret | None
     return registry.credentials_secret if registry is not None else None
 
 
+def _registry_ca(spec: StreamingJobSpec) -> RegistryCASecret | None:
+    value = spec.job.source.value
+    registry = value.schema_registry if value is not None else None
+    return registry.ca_secret if registry is not None else None
+
+
 REGISTRY_SECRET_FIELD = "spec.job.source.value.schemaRegistry.credentialsSecret"
+REGISTRY_CA_FIELD = "spec.job.source.value.schemaRegistry.caSecret"
 
 
 def registry_env(spec: StreamingJobSpec) -> list[dict[str, Any]]:
@@ -203,6 +220,8 @@ def secret_references(spec: StreamingJobSpec) -> list[tuple[str, str, dict[str, 
                 },
             )
         )
+    if (ca := _registry_ca(spec)) is not None:
+        refs.append((f"{REGISTRY_CA_FIELD}.name", ca.name, {f"{REGISTRY_CA_FIELD}.key": ca.key}))
     return refs
 
 

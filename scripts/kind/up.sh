@@ -121,7 +121,7 @@ fi
 registry=$(bash "$HERE/registry.sh" up "$node" "${workers[@]}")
 if [ "${STREAMJOB_KIND_SKIP_IMAGES:-0}" != 1 ]; then
   t=$SECONDS
-  mapfile -t images < <(bash "$REPO_ROOT/images/build.sh" spark operator kafka minio)
+  mapfile -t images < <(bash "$REPO_ROOT/images/build.sh" spark operator kafka minio schema-registry)
   timing images-build $((SECONDS - t))
   # The test services run on the control plane (with the tests' Kafka client, of the Spark
   # image): loaded there, each only once per image ID (a node keeps a mark in its /var volume).

@@ -351,8 +351,11 @@ def _broker_secrets(kube: Kube, workdir: Path) -> bool:
 
 def start_kafka(kube: Kube, workdir: Path) -> str:
     """The replicated cluster of examples/kind/kafka.yaml with its SASL_SSL listeners; its
-    PLAINTEXT bootstrap address inside the cluster (the tests' own tools)."""
+    PLAINTEXT bootstrap address inside the cluster (the tests' own tools). The schema
+    registry of examples/kind/schema-registry.yaml is applied first and starts while the
+    brokers do (`wait_schema_registry` waits for it)."""
     made = _broker_secrets(kube, workdir)
+    kube.run("apply", "-f", str(SCHEMA_REGISTRY_MANIFEST))
     # a kept cluster of an older bed may run the single broker of a Deployment
     kube.run("delete", "deployment", "kafka", "-n", KAFKA_NAMESPACE, "--ignore-not-found")
     existed = bool(kube.run("get", "statefulset", "-n", KAFKA_NAMESPACE, "-o", "name"))
@@ -364,6 +367,22 @@ def start_kafka(kube: Kube, workdir: Path) -> str:
         timeout=270,
     )  # fmt: skip
     return BOOTSTRAP
+
+
+# examples/kind/schema-registry.yaml: Apicurio Registry (image streamingjob/schema-registry,
+# images/schema-registry) in the Kafka namespace; its Confluent-compatible API
+SCHEMA_REGISTRY_MANIFEST = REPO_ROOT / "examples" / "kind" / "schema-registry.yaml"
+SCHEMA_REGISTRY_URL = "http://schema-registry.kafka.svc.cluster.local:8080/apis/ccompat/v7"
+
+
+def wait_schema_registry(kube: Kube) -> str:
+    """Until the registry that `start_kafka` applied is Ready (its readiness probe asks
+    Apicurio's /health/ready); the URL of its Confluent-compatible API inside the cluster."""
+    kube.run(
+        "rollout", "status", "deployment/schema-registry", "-n", KAFKA_NAMESPACE,
+        "--timeout=240s", timeout=270,
+    )  # fmt: skip
+    return SCHEMA_REGISTRY_URL
 
 
 def read_kafka_login(kube: Kube) -> KafkaLogin:
@@ -378,35 +397,86 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 command, bootstrap, topic, *rest = sys.argv[1:]
 
-def produce_ids(producer, ids):
+def produce_ids(producer, ids, encode=lambda n: json.dumps({"id": n}).encode()):
     for n in ids:
-        producer.produce(topic, key=str(n).encode(), value=json.dumps({"id": n}).encode())
+        producer.produce(topic, key=str(n).encode(), value=encode(n))
         producer.poll(0)
+
+def produce_loop(start, rate, stop, encode=lambda n: json.dumps({"id": n}).encode()):
+    producer = make_producer()
+    n, began = start, time.monotonic()
+    while not os.path.exists(stop):
+        due = start + int((time.monotonic() - began) * rate)
+        produce_ids(producer, range(n, max(n, due)), encode)
+        n = max(n, due)
+        time.sleep(0.02)
+    assert producer.flush(60) == 0
+    print("PRODUCED", n, flush=True)
+
+# Registers `schema` under <topic>-value (as a Confluent serializer does) and returns an
+# encoder of id n: the wire format (magic 0, schema id, Avro binary) of the order
+# typed_order(n) of tests/e2e/bed.py, or for every poison_every-th id a poison record:
+# alternately truncated (3 bytes, shorter than the header) and a bad magic byte.
+def avro_orders(registry, schema, poison_every):
+    import io, struct, urllib.request
+    import fastavro
+    body = json.dumps({"schema": schema, "schemaType": "AVRO"}).encode()
+    request = urllib.request.Request(
+        f"{registry}/subjects/{topic}-value/versions", data=body, method="POST",
+        headers={"Content-Type": "application/vnd.schemaregistry.v1+json"})
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        schema_id = json.loads(answer.read())["id"]
+    parsed = fastavro.parse_schema(json.loads(schema))
+
+    def encode(n):
+        if n % poison_every == 0:
+            return b"\x00\x00\x00" if (n // poison_every) % 2 == 0 else b"\x01" + bytes(8)
+        out = io.BytesIO()
+        out.write(struct.pack(">bI", 0, schema_id))
+        fastavro.schemaless_writer(out, parsed, {"id": n, "item": f"item-{n % 7}", "amount": n / 4})
+        return out.getvalue()
+    return encode
 
 def partitions(consumer):
     return sorted(consumer.list_topics(topic, timeout=20).topics[topic].partitions)
 
-def producer():  # acks=all (librdkafka's default), no duplicates when a leader moves
+def make_producer():  # acks=all (librdkafka's default), no duplicates when a leader moves
     return Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True})
 
 if command == "create-topic":  # partitions, replication factor
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, int(rest[0]), int(rest[1]))])[topic].result(60)
 elif command == "produce":
-    producer = producer()
+    producer = make_producer()
     produce_ids(producer, range(int(rest[0]), int(rest[1])))
     assert producer.flush(60) == 0
 elif command == "produce-loop":  # start, rate/s, stop file: prints the id after the last one
-    start, rate, stop = int(rest[0]), float(rest[1]), rest[2]
-    producer = producer()
-    n, began = start, time.monotonic()
-    while not os.path.exists(stop):
-        due = start + int((time.monotonic() - began) * rate)
-        produce_ids(producer, range(n, max(n, due)))
-        n = max(n, due)
-        time.sleep(0.02)
+    produce_loop(int(rest[0]), float(rest[1]), rest[2])
+elif command == "produce-avro":  # registry URL, schema, poison every, start, stop
+    encode = avro_orders(rest[0], rest[1], int(rest[2]))
+    producer = make_producer()
+    produce_ids(producer, range(int(rest[3]), int(rest[4])), encode)
     assert producer.flush(60) == 0
-    print("PRODUCED", n, flush=True)
+elif command == "produce-avro-loop":  # registry URL, schema, poison every, start, rate, stop file
+    encode = avro_orders(rest[0], rest[1], int(rest[2]))
+    produce_loop(int(rest[3]), float(rest[4]), rest[5], encode)
+elif command == "dead-letters":  # what a read_committed reader sees, from the start to the end
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-reader",
+                         "enable.auto.commit": False, "isolation.level": "read_committed"})
+    tps = [TopicPartition(topic, p, 0) for p in partitions(consumer)]
+    ends = {tp.partition: consumer.get_watermark_offsets(tp, timeout=20)[1] for tp in tps}
+    consumer.assign([tp for tp in tps if ends[tp.partition] > 0])
+    seen, deadline = [], time.monotonic() + float(rest[0])
+    # a read_committed reader passes the transactions' markers too: position reaches the end
+    while any(tp.offset < ends[tp.partition] for tp in consumer.position(consumer.assignment())):
+        if time.monotonic() > deadline:
+            sys.exit(f"{topic} not read to its end {ends} (an open transaction?)")
+        for m in consumer.consume(500, 0.5):
+            if m.error() is None:
+                headers = {k: v.decode() for k, v in m.headers() or [] if v is not None}
+                seen.append({"key": m.key().decode(), "value": m.value().hex(), "headers": headers})
+    consumer.close()
+    print(json.dumps(seen))
 elif command == "offsets":  # {"group": {p: o|None}, "end": {p: o}}
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": rest[0]})
     tps = [TopicPartition(topic, p) for p in partitions(consumer)]
@@ -451,6 +521,16 @@ class KafkaClient:
     def produce(self, topic: str, start: int, stop: int) -> None:
         self.run("produce", self.bootstrap, topic, str(start), str(stop))
 
+    def produce_avro(self, topic: str, orders: AvroOrders, start: int, stop: int) -> None:
+        """Ids start..stop-1 as `orders` encodes them (the schema registered first)."""
+        self.run("produce-avro", self.bootstrap, topic, *orders.args(), str(start), str(stop))
+
+    def dead_letters(self, topic: str, timeout: float = 30) -> list[dict]:
+        """Every copy a read_committed reader of the dead-letter topic sees, from its start to
+        its log end: [{key, value (hex), headers}]."""
+        out = self.run("dead-letters", self.bootstrap, topic, str(timeout), timeout=timeout + 60)
+        return json.loads(out)
+
     def offsets(self, topic: str, group: str) -> tuple[dict[int, int | None], dict[int, int]]:
         answer = json.loads(self.run("offsets", self.bootstrap, topic, group))
         group_offsets = {int(p): o for p, o in answer["group"].items()}
@@ -479,14 +559,61 @@ class KafkaClient:
         return wait_for(f"{BROKERS} brokers, {topic or 'no topic'} in sync", whole, timeout, 1)
 
 
-class ProducerLoop:
-    """Produces ids start, start+1, ... at a steady rate until stopped; stop() returns the
-    id after the last one produced (all of them flushed)."""
+# The typed records of the e2e tier: orders in Avro, their schema in the bed's registry.
+ORDER_SCHEMA = {
+    "type": "record",
+    "name": "Order",
+    "namespace": "e2e",
+    "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "item", "type": "string"},
+        {"name": "amount", "type": "double"},
+    ],
+}
 
-    def __init__(self, client: KafkaClient, topic: str, start: int, rate: float = 20):
+
+def typed_order(n: int) -> dict:
+    """The order of id n as KAFKA_TOOL's avro_orders writes it."""
+    return {"id": n, "item": f"item-{n % 7}", "amount": n / 4}
+
+
+@dataclass(frozen=True)
+class AvroOrders:
+    """How the client pod writes orders in the Confluent wire format: ORDER_SCHEMA
+    registered under <topic>-value at `registry`, and each `poison_every`-th id a record no
+    reader can decode (KAFKA_TOOL's avro_orders)."""
+
+    registry: str
+    poison_every: int
+
+    def args(self) -> tuple[str, ...]:
+        return self.registry, json.dumps(ORDER_SCHEMA), str(self.poison_every)
+
+    def is_poison(self, n: int) -> bool:
+        return n % self.poison_every == 0
+
+    def reason(self, n: int) -> str:
+        """The source's poison reason (spark_app/decoding.py) of id n's record."""
+        return "truncated" if (n // self.poison_every) % 2 == 0 else "bad-magic-byte"
+
+
+class ProducerLoop:
+    """Produces ids start, start+1, ... at a steady rate until stopped (JSON values, or
+    `avro` orders); stop() returns the id after the last one produced (all of them flushed)."""
+
+    def __init__(
+        self,
+        client: KafkaClient,
+        topic: str,
+        start: int,
+        rate: float = 20,
+        avro: AvroOrders | None = None,
+    ):
         self.client = client
         self.stop_file = f"/tmp/stop-{uuid.uuid4().hex[:8]}"
-        args = ("produce-loop", client.bootstrap, topic, str(start), str(rate), self.stop_file)
+        loop = ("produce-loop",) if avro is None else ("produce-avro-loop",)
+        given = () if avro is None else avro.args()
+        args = (*loop, client.bootstrap, topic, *given, str(start), str(rate), self.stop_file)
         self.process = subprocess.Popen(
             client.command(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )

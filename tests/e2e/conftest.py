@@ -35,6 +35,7 @@ from tests.e2e.bed import (
     start_kafka_client,
     start_object_store,
     uninstall_operator,
+    wait_schema_registry,
 )
 
 
@@ -85,6 +86,12 @@ def operator_release(kube: Kube, helm: Helm, images: Images) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def kafka_broker(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> str:
     return start_kafka(kube, tmp_path_factory.mktemp("kafka-tls"))
+
+
+@pytest.fixture(scope="session")
+def schema_registry(kube: Kube, kafka_broker: str) -> str:
+    """The registry's Confluent-compatible API inside the cluster (started with Kafka)."""
+    return wait_schema_registry(kube)
 
 
 @pytest.fixture(scope="session")

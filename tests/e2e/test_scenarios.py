@@ -2,8 +2,9 @@
 examples/kind/kafka.yaml, the object store of examples/kind/minio.yaml and one StreamingJob
 (examples/kind/orders-job.yaml: s3a:// checkpoints and sink, two executors) on a control plane
 and two workers, walked through install → executors on both workers → driver kills → drains
-→ node losses → redeploy → operator upgrade → kubectl scale → suspend/resume/delete, then
-invalid manifests.
+→ node losses → redeploy → operator upgrade → kubectl scale → suspend/resume/delete, a
+second job with Avro values (the bed's schema registry) and a dead-letter topic through a
+driver kill, then invalid manifests.
 The tests share the job and run in file order; each reads real output (the parquet sink in
 the object store, through its `_spark_metadata` log) and the group's offsets.
 
@@ -43,6 +44,7 @@ from tests.e2e.bed import (
     REPO_ROOT,
     RESTRICTED,
     SECURED_BOOTSTRAP,
+    AvroOrders,
     Helm,
     KafkaClient,
     KafkaLogin,
@@ -52,6 +54,7 @@ from tests.e2e.bed import (
     T,
     committed_batch,
     job_namespace,
+    typed_order,
     wait_for,
     worker_nodes,
 )
@@ -83,6 +86,7 @@ class Job:
     next_id: int = 0  # ids 0 .. next_id-1 were produced (and must be in the sink once)
     login: KafkaLogin | None = None
     kill_samples: list[dict] = field(default_factory=list)
+    sink_columns: tuple[str, ...] = ("order_id",)  # what its transform adds to each row
 
     @property
     def sink_path(self) -> str:
@@ -134,7 +138,7 @@ class Job:
     def sink_rows(self) -> list[dict]:
         """Committed rows of every epoch, read from the object store through the log."""
         fs = self.store.filesystem()  # order_id: the example's transform (examples/user-image)
-        return committed_rows(self.sink_path, filesystem=fs, extra=("order_id",))
+        return committed_rows(self.sink_path, filesystem=fs, extra=self.sink_columns)
 
     def wait_sink_has_all(self, timeout: float = 180) -> list[dict]:
         expected = set(range(self.next_id))
@@ -1117,6 +1121,171 @@ def _listing(job: Job, path: str) -> list[str]:
 
     selector = fs.FileSelector(path, allow_not_found=True, recursive=True)
     return [i.path for i in job.store.filesystem().get_file_info(selector)]
+
+
+POISON_EVERY = 10  # every 10th order cannot be decoded: alternately truncated, bad magic byte
+TYPED_FIRST = 200  # orders produced before the typed job starts
+
+
+def _typed_job(job: Job, registry: str) -> tuple[Job, str]:
+    """A second job in the orders job's namespace: the example manifest with Avro values
+    (schemas from the bed's registry), a dead-letter topic, no transform, one executor."""
+    suffix = uuid.uuid4().hex[:6]
+    typed = Job(
+        job.kube, job.kafka, job.namespace, job.store, name="orders-avro",
+        topic=f"orders-avro-{suffix}", group=f"orders-avro-{suffix}", sink_columns=(),
+    )  # fmt: skip
+    dead = f"{typed.topic}-dead"
+    manifest = yaml.safe_load(EXAMPLE.read_text())
+    manifest["metadata"]["name"] = typed.name
+    spec = manifest["spec"]
+    spec["job"]["source"].update(
+        subscribe=[typed.topic],
+        groupId=typed.group,
+        value={"format": "avro", "schemaRegistry": {"url": registry}},  # subject <topic>-value
+    )
+    spec["job"]["deadLetter"] = {"topic": dead}
+    del spec["job"]["transform"]
+    spec["job"]["sink"]["path"] = f"s3a://{typed.sink_path}"
+    spec["executor"]["instances"] = 1
+    del spec["podTemplate"]  # its spread constraint is for the orders job's two executors
+    typed.manifest = manifest
+    return typed, dead
+
+
+def _typed_sink_has(typed: Job, good: set[int]) -> list[dict]:
+    def complete() -> list[dict] | None:
+        rows = typed.sink_rows()
+        return rows if {r["id"] for r in rows} >= good else None
+
+    return wait_for(f"{len(good)} good orders in the sink", complete, 180, 2)
+
+
+def _dead_letters_have(typed: Job, dead: str, poison: set[int]) -> list[dict]:
+    def complete() -> list[dict] | None:
+        try:
+            copies = typed.kafka.dead_letters(dead)
+        except RuntimeError:  # an open transaction of the killed attempt not yet aborted
+            return None
+        return copies if {int(c["key"]) for c in copies} >= poison else None
+
+    return wait_for(f"{len(poison)} poison orders in {dead}", complete, 120, 2)
+
+
+def _dead_lettered(typed: Job, counts: dict[str, int]) -> dict | None:
+    """A Warning Event DeadLettered on the job whose "(<reason> <n>, ... in this run)" are
+    `counts`."""
+    events = typed.kube.run(
+        "get", "events", "-n", typed.namespace, "-o", "json", "--field-selector",
+        f"involvedObject.name={typed.name},reason=DeadLettered",
+    )  # fmt: skip
+    for event in json.loads(events)["items"]:
+        named = re.search(r"\(([^()]*) in this run\)", event["message"])
+        pairs = [p.rsplit(" ", 1) for p in named.group(1).split(", ")] if named else []
+        if event["type"] == "Warning" and {r: int(n) for r, n in pairs} == counts:
+            return event
+    return None
+
+
+def _assert_typed_once(rows: list[dict], copies: list[dict], orders: AvroOrders, end: int):
+    counts = Counter(r["id"] for r in rows)
+    good = {n for n in range(end) if not orders.is_poison(n)}
+    assert set(counts) == good, "good orders lost, or poison ones in the sink"
+    twice = sorted(n for n, c in counts.items() if c > 1)
+    assert not twice, f"{len(twice)} orders written more than once: {twice[:20]}"
+    for row in rows:  # typed columns: the decoded record, every field
+        assert row["value"] == typed_order(row["id"]), row
+    dead = Counter(int(c["key"]) for c in copies)
+    assert set(dead) == set(range(end)) - good, "poison orders missing from the dead letters"
+    twice = sorted(n for n, c in dead.items() if c > 1)
+    assert not twice, f"{len(twice)} poison orders dead-lettered more than once: {twice[:20]}"
+    for copy in copies:
+        headers = copy["headers"]
+        assert headers["streamingjob.error.reason"] == orders.reason(int(copy["key"])), copy
+        assert headers["streamingjob.job"] == "orders-avro", copy
+
+
+def test_typed_job_sends_poison_to_the_dead_letter_topic_once_across_a_driver_kill(
+    job: Job, schema_registry: str, caused_restarts: set[str]
+) -> None:
+    """Scenario (issue 22): a StreamingJob with Avro values (value.format avro, schemas from
+    the bed's Apicurio Registry) and a dead-letter topic. The client pod registers the schema
+    and writes orders in the Confluent wire format, every 10th one poison. The first run's
+    dead letters show in status.deadLetterRecords by reason and a DeadLettered Event; then,
+    while orders keep coming, the driver is force-deleted; after the restore every good order
+    is in the sink exactly once as typed columns and every poison one in the dead-letter
+    topic exactly once (read_committed). Runs after the orders job is deleted: the workers
+    are its own."""
+    began = time.monotonic()
+    typed, dead = _typed_job(job, schema_registry)
+    orders = AvroOrders(schema_registry, POISON_EVERY)
+    typed.kafka.create_topic(typed.topic, 3)
+    typed.kafka.create_topic(dead, 1)
+    typed.kafka.produce_avro(typed.topic, orders, 0, TYPED_FIRST)  # registers the schema
+    typed.apply()
+    phases = {"setup": round(time.monotonic() - began, 2)}  # where the scenario's time goes
+    try:
+        typed.wait_batch(1, 1, 240, "the typed job's first batch")
+        phases["first_batch"] = round(time.monotonic() - began - sum(phases.values()), 2)
+        first_good = {n for n in range(TYPED_FIRST) if not orders.is_poison(n)}
+        _typed_sink_has(typed, first_good)
+        # Counted where people look: the first run wrote every copy so far (the topic was
+        # empty at its start), by reason, and said so in a Warning Event.
+        poisoned = [orders.reason(n) for n in range(TYPED_FIRST) if n not in first_good]
+        expected = dict(Counter(poisoned))
+        wait_for(
+            f"status.deadLetterRecords {expected}",
+            lambda: typed.status().get("deadLetterRecords") == expected,
+            60,
+            1,
+        )
+        wait_for(
+            f"a DeadLettered Event naming {expected}",
+            lambda: _dead_lettered(typed, expected),
+            30,
+            1,
+        )
+        mark = typed.wait_batch(1, 1)["latestBatch"]["batchId"]
+        phases["counted"] = round(time.monotonic() - began - sum(phases.values()), 2)
+
+        producer = ProducerLoop(typed.kafka, typed.topic, TYPED_FIRST, rate=20, avro=orders)
+        try:
+            typed.wait_report(  # Spark plans no batch without new records
+                "a batch of orders produced while the job runs",
+                lambda r: committed_batch(r, 1, 1) and r["latestBatch"]["batchId"] > mark and r,
+            )
+            pod = typed.status()["driverPod"]
+            caused_restarts.update(_pods_of_attempt(typed))
+            killed = time.monotonic()
+            _kill(typed, pod, "delete")
+            report = typed.wait_batch(1, 2, 240, "the typed job restored after the kill")
+            restored = round(time.monotonic() - killed, 2)
+            phases["killed_and_restored"] = round(
+                time.monotonic() - began - sum(phases.values()), 2
+            )
+            assert report["startPath"] == "restored", report
+        finally:
+            end = producer.stop()
+        good = {n for n in range(end) if not orders.is_poison(n)}
+        rows = _typed_sink_has(typed, good)
+        poison = set(range(end)) - good
+        _assert_typed_once(rows, _dead_letters_have(typed, dead, poison), orders, end)
+    finally:
+        typed.kube.run("delete", "sj", typed.name, "-n", typed.namespace, "--wait=false")
+    seconds = round(time.monotonic() - began, 2)
+    _write_results(
+        "typed_job_driver_killed_to_first_restored_batch_committed",
+        "an Avro job with a dead-letter topic (schemas from the bed's Apicurio Registry): "
+        "kubectl delete pod --force of its driver while orders with poison ones arrive, until "
+        "the runner's report shows a committed batch of the next attempt; scenario_seconds: "
+        "the whole scenario (topics, the job's first start, the kill, every check); "
+        "phases_seconds: setup (topics, the first orders, apply), first_batch, counted (the "
+        "first run's dead letters in status and an Event), killed_and_restored (from the "
+        "producer's start), the rest: the final checks",
+        [{"seconds": restored, "scenario_seconds": seconds, "phases_seconds": phases,
+          "records": end, "poison": len(poison)}],
+        15,
+    )  # fmt: skip
 
 
 INVALID = {

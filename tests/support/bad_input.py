@@ -8,6 +8,7 @@ and checks that no driver pod is ever created. Pure: no kopf, no client.
 
 from __future__ import annotations
 
+import json
 import string
 from collections.abc import Callable
 from typing import Any
@@ -221,6 +222,61 @@ def malformed_pod_templates(draw: st.DrawFn, base: Base) -> Case:
     return spec, "spec.podTemplate"
 
 
+# --- typed records: the schema registry and the reader schema (spec.job.source.value) --------
+
+_VALUE = "spec.job.source.value"
+_REGISTRY_HOSTS = st.from_regex(r"[a-z][a-z0-9-]{0,10}(\.[a-z][a-z0-9-]{0,8}){0,2}", fullmatch=True)
+_RECORD = '{"type": "record", "name": "Order", "namespace": "shop", "fields": []}'
+_NOT_RECORDS = st.sampled_from(
+    ['"string"', "42", "[]", "null", '{"type": "enum", "name": "E", "symbols": ["A"]}']
+)
+_NOT_JSON = st.text(string.ascii_letters + string.digits + '{}[]:," ', min_size=1).filter(
+    lambda text: not _is_json(text)
+)
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
+
+
+@st.composite
+def typed_record_contradictions(draw: st.DrawFn, base: Base) -> Case:
+    """Avro values without a registry url, a reader schema that is not a record's JSON or that
+    comes with a version, a record strategy without the record's name, a CA for plain http."""
+    host = draw(_REGISTRY_HOSTS)
+    registry: dict[str, Any] = {"url": f"http://{host}:8081/apis/ccompat/v7"}
+    value: dict[str, Any] = {"format": "avro", "schemaRegistry": registry}
+    kind = draw(
+        st.sampled_from(["no-registry", "no-url", "schema", "schema-version", "strategy", "ca"])
+    )
+    field = _VALUE
+    if kind == "no-registry":
+        del value["schemaRegistry"]
+    elif kind == "no-url":
+        del registry["url"]
+        registry["timeoutSeconds"] = draw(st.integers(1, 60))
+        field = f"{_VALUE}.schemaRegistry.url"
+    elif kind == "schema":
+        value["readerSchema"] = draw(st.one_of(_NOT_JSON, _NOT_RECORDS))
+        field = f"{_VALUE}.readerSchema"
+    elif kind == "schema-version":
+        value.update(readerSchema=_RECORD, version=draw(st.integers(1, 100)))
+        field = f"{_VALUE}.readerSchema"
+    elif kind == "strategy":
+        registry["subjectStrategy"] = draw(st.sampled_from(["record", "topic-record"]))
+        field = f"{_VALUE}.schemaRegistry"
+    else:
+        registry["caSecret"] = {"name": draw(_REGISTRY_HOSTS)}
+        field = f"{_VALUE}.schemaRegistry.caSecret"
+    spec = base()
+    spec["job"]["source"]["value"] = value
+    return spec, field
+
+
 def classes(base: Base) -> dict[str, st.SearchStrategy[Case]]:
     """Every class, each drawing its bad input into a spec from `base`."""
     return {
@@ -232,4 +288,5 @@ def classes(base: Base) -> dict[str, st.SearchStrategy[Case]]:
         "reserved-keys": reserved_keys(base),
         "source-contradictions": source_contradictions(base),
         "malformed-pod-templates": malformed_pod_templates(base),
+        "typed-record-contradictions": typed_record_contradictions(base),
     }

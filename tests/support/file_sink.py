@@ -61,7 +61,8 @@ def committed_rows(
     """Rows of every epoch's directory (<output>/epoch-<n>), each read through its log; each
     row also names its epoch directory. `mounted_as`: `output` as the writer saw it;
     `filesystem`: where `output` lives (default: local; pyarrow's S3 for a bucket/key);
-    `extra`: columns a transform added, read too."""
+    `extra`: columns a transform added, read too. Each row's `id` is its value's (a JSON
+    value's field; a typed record's struct, kept as `value`)."""
     filesystem = filesystem or fs.LocalFileSystem()
     output = str(output).rstrip("/")
     rows: list[dict] = []
@@ -75,7 +76,12 @@ def committed_rows(
                 filesystem=filesystem,
             )
             for row in table.to_pylist():
-                row["id"] = json.loads(row.pop("value"))["id"]
+                value = row.pop("value")
+                if isinstance(value, dict):  # a typed record (valueFormat=avro): its struct
+                    row["value"] = value
+                    row["id"] = value["id"]
+                else:
+                    row["id"] = json.loads(value)["id"]
                 row["epoch"] = epoch
                 rows.append(row)
     return rows

@@ -34,6 +34,11 @@ _SERVER_PROPERTIES = """\
 process.roles=broker,controller
 node.id={node_id}
 controller.quorum.voters={voters}
+# The quorum's leader resigns when a majority has not fetched from it for 1.5 x this (Kafka's
+# default 2 s). Three JVMs on two loaded cores stall longer than that: after one node was
+# killed the other two kept trading the leadership, and as each new controller restarts the
+# brokers' session clocks, the dead broker was never fenced and its partitions never moved.
+controller.quorum.fetch.timeout.ms=10000
 listeners=PLAINTEXT://127.0.0.1:{port},SASL_SSL://127.0.0.1:{sasl_port},\
 SSL://127.0.0.1:{ssl_port},CONTROLLER://127.0.0.1:{controller_port}
 advertised.listeners=PLAINTEXT://127.0.0.1:{port},SASL_SSL://127.0.0.1:{sasl_port},\

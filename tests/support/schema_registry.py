@@ -6,6 +6,8 @@ distribution) on Maven Central. Maven fetches that one artifact (`dependency:get
 dependency of a pom: the release's parent pom is not on Maven Central, so Maven cannot read the
 artifact's descriptor) and it is unpacked once per version under $STREAMJOB_CACHE/registry.
 Storage is the server's default, an in-memory H2 database: every start is an empty registry.
+With `tls` (a certificate from tests/support/tls.py) it serves https only, through Quarkus' TLS
+registry (quarkus.tls.*), so clients must verify it with the test's CA.
 
 CLI: python -m tests.support.schema_registry {start,stop,fetch} --dir D --port P
 """
@@ -17,6 +19,7 @@ import base64
 import contextlib
 import io
 import json
+import ssl
 import struct
 import subprocess
 import sys
@@ -28,6 +31,7 @@ from pathlib import Path
 from tests.support.cache import CACHE, built_once
 from tests.support.kafka_broker import free_port
 from tests.support.process_group import stop_group
+from tests.support.tls import ServerCertificate
 
 APICURIO_VERSION = "3.0.9"
 _ARTIFACT = "io.apicurio:apicurio-registry-app:{version}:tar.gz:all"
@@ -73,17 +77,27 @@ class SchemaRegistry:
         *,
         heap: str = "256m",
         basic_auth: tuple[str, str] | None = None,
+        tls: ServerCertificate | None = None,
     ):
         self.workdir = Path(workdir)
         self.port = port or free_port()
         self.heap = heap
         self.basic_auth = basic_auth  # (user, password) that every /apis request must carry
+        self.tls = tls  # https only, with this certificate (for 127.0.0.1)
         self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def base(self) -> str:
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
 
     @property
     def url(self) -> str:
         """The base URL of the Confluent-compatible API (what a client is configured with)."""
-        return f"http://127.0.0.1:{self.port}{CCOMPAT}"
+        return f"{self.base}{CCOMPAT}"
+
+    def _context(self) -> ssl.SSLContext | None:
+        """What the test's own requests verify the registry with: the test's CA."""
+        return ssl.create_default_context(cafile=str(self.tls.ca)) if self.tls else None
 
     @property
     def log_file(self) -> Path:
@@ -98,8 +112,8 @@ class SchemaRegistry:
             # A test server: a small heap, no JIT tiers beyond C1 (starts faster, less CPU).
             "-XX:+UseSerialGC",
             "-XX:TieredStopAtLevel=1",
-            f"-Dquarkus.http.port={self.port}",
             "-Dquarkus.http.host=127.0.0.1",
+            *self._port_properties(),
             *self._auth_properties(),
             "-jar",
             str(_runner_jar(dist)),
@@ -112,6 +126,19 @@ class SchemaRegistry:
         (self.workdir / "registry.pid").write_text(str(self.process.pid))
         self.wait_ready(timeout)
         return self
+
+    def _port_properties(self) -> list[str]:
+        """Plain http on `port`; or with `tls` https on `port` and no plain http at all (its
+        port is set anyway: Quarkus' default, 8080, may be another process's)."""
+        if self.tls is None:
+            return [f"-Dquarkus.http.port={self.port}"]
+        return [
+            f"-Dquarkus.http.port={free_port()}",
+            f"-Dquarkus.http.ssl-port={self.port}",
+            "-Dquarkus.http.insecure-requests=disabled",
+            f"-Dquarkus.tls.key-store.pem.0.cert={self.tls.cert}",
+            f"-Dquarkus.tls.key-store.pem.0.key={self.tls.key}",
+        ]
 
     def _auth_properties(self) -> list[str]:
         """Quarkus' HTTP basic auth with one user of its embedded realm on the API paths (the
@@ -130,11 +157,15 @@ class SchemaRegistry:
 
     def wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
-        health = f"http://127.0.0.1:{self.port}/health/ready"
+        health = f"{self.base}/health/ready"
+        context = self._context()
         while time.monotonic() < deadline:
             if self.process is not None and self.process.poll() is not None:
                 raise RuntimeError(f"schema registry exited; see {self.log_file}")
-            with contextlib.suppress(OSError), urllib.request.urlopen(health, timeout=2) as answer:
+            with (
+                contextlib.suppress(OSError),
+                urllib.request.urlopen(health, timeout=2, context=context) as answer,
+            ):
                 if answer.status == 200:
                     return
             time.sleep(0.2)
@@ -166,7 +197,7 @@ class SchemaRegistry:
             token = base64.b64encode(":".join(self.basic_auth).encode()).decode()
             headers["Authorization"] = f"Basic {token}"
         request = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
-        with urllib.request.urlopen(request, timeout=30) as response:
+        with urllib.request.urlopen(request, timeout=30, context=self._context()) as response:
             return json.loads(response.read())
 
 

@@ -112,6 +112,53 @@ def test_cel_rules_of_typed_records(kube: Kube, ns: str):
     assert stored["deadLetter"] == {"topic": "orders-dead"}
 
 
+def test_cel_rules_of_the_registry_options(kube: Kube, ns: str):
+    """readerSchema, subjectStrategy/recordName and caSecret: each contradiction refused by the
+    API server naming its field; good ones stored with their defaults."""
+    http = {"url": "http://schema-registry.kafka.svc:8081"}
+    https = {"url": "https://schema-registry.kafka.svc:8443"}
+    inline = '{"type": "record", "name": "Order", "namespace": "shop", "fields": []}'
+
+    def spec_with(value: dict, topics: tuple[str, ...] = ("orders",)) -> dict:
+        spec = job_spec()
+        spec["job"]["source"]["value"] = {"format": "avro", **value}
+        spec["job"]["source"]["subscribe"] = list(topics)
+        return spec
+
+    refused = [
+        ({"schemaRegistry": http, "readerSchema": inline, "version": 2}, ".readerSchema"),
+        ({"schemaRegistry": http, "readerSchema": inline, "subject": "s"}, ".readerSchema"),
+        (
+            {"schemaRegistry": {**http, "subjectStrategy": "record", "recordName": "a.B"},
+             "readerSchema": inline},
+            ".readerSchema",
+        ),
+        ({"schemaRegistry": {**http, "subjectStrategy": "record"}}, ".schemaRegistry.recordName"),
+        ({"schemaRegistry": {**http, "recordName": "shop.Order"}}, ".schemaRegistry.recordName"),
+        ({"schemaRegistry": {**http, "caSecret": {"name": "ca"}}}, ".schemaRegistry.caSecret"),
+    ]  # fmt: skip
+    for value, field in refused:
+        body = _rejected(kube, ns, spec_with(value))
+        assert f"spec.job.source.value{field}" in body, body
+    # several topics: topic-record needs a subject; readerSchema and record do not
+    topic_record = {**https, "subjectStrategy": "topic-record", "recordName": "shop.Order"}
+    body = _rejected(kube, ns, spec_with({"schemaRegistry": topic_record}, ("a", "b")))
+    assert "value.subject is required" in body
+    by_record = {**https, "subjectStrategy": "record", "recordName": "shop.Order"}
+    kube.create_job(ns, "by-record", spec_with({"schemaRegistry": by_record}, ("a", "b")))
+    created = kube.create_job(
+        ns,
+        "inline",
+        spec_with(
+            {"schemaRegistry": {**https, "caSecret": {"name": "ca"}}, "readerSchema": inline},
+            ("a", "b"),
+        ),
+    )
+    stored = created["spec"]["job"]["source"]["value"]
+    assert stored["schemaRegistry"]["caSecret"] == {"name": "ca", "key": "ca.crt"}
+    assert stored["readerSchema"] == inline
+
+
 def test_defaults_are_applied(kube: Kube, ns: str):
     spec = job_spec()
     del spec["restartPolicy"]

@@ -291,6 +291,32 @@ def test_values_decode_to_typed_columns_across_schema_versions_written_mid_strea
     assert [r["key"] for r in rows if r["value"] is None] == [b"99"]
 
 
+def test_an_inline_reader_schema_reads_two_topics_whose_producers_register_per_topic_and_record(
+    spark, kafka, schema_registry, tmp_path
+):
+    """valueSchema: the reader schema in the options, so no subject to look up and any
+    number of topics; producers with TopicRecordNameStrategy register each topic's own
+    subject (<topic>-test.typed.Order), the executors fetch those writer schemas by id."""
+    topics = [new_topic(kafka.bootstrap, partitions=1, prefix="inline") for _ in range(2)]
+    older = schema_registry.register(f"{topics[0]}-test.typed.Order", ORDER_V1)
+    newer = schema_registry.register(f"{topics[1]}-test.typed.Order", ORDER_V3)
+    produce(kafka, topics[0], [(n, wire_format(older, ORDER_V1, order(n))) for n in range(4)])
+    later = {n: {**as_reader(n, f"note {n}"), "channel": "shop"} for n in range(4, 8)}
+    produce(kafka, topics[1], [(n, wire_format(newer, ORDER_V3, later[n])) for n in later])
+    source = options(kafka, schema_registry.url, ",".join(topics), "python")
+    source["valueSchema"] = json.dumps(ORDER_V2)
+    source["kafka.group.id"] = f"{topics[0]}-g"
+    query = Query(spark, source, tmp_path)
+    try:
+        assert query.schema["value"].dataType == VALUE_TYPE  # as from the registered v2
+        wait_for(lambda: len(query.rows()) == 8, 120, "the 8 records of both topics")
+    finally:
+        query.stop()
+    by_id = {v["id"]: v for v in values(query.rows()) if v is not None}
+    expected = {n: as_reader(n) for n in range(4)} | {n: as_reader(n, f"note {n}") for n in later}
+    assert by_id == expected
+
+
 POISONS = (BAD_MAGIC_BYTE, UNKNOWN_SCHEMA_ID, TRUNCATED, UNRESOLVABLE_SCHEMA)
 
 

@@ -13,15 +13,21 @@ import yaml
 from spark_app.kafka_config import (
     ENV_REGISTRY_PASSWORD,
     ENV_REGISTRY_USERNAME,
+    REGISTRY_CA_DIR,
+    REGISTRY_CA_FILE,
     REGISTRY_CREDENTIAL_ENV,
     job_options,
 )
 from spark_app.manifest import load_manifest
 from spark_app.options import SourceOptions
 from spark_app.value_spec import (
+    CA_NEEDS_HTTPS,
     DEAD_LETTER_NEEDS_DECODED,
     DEAD_LETTER_NEEDS_GROUP,
+    NEEDS_RECORD_NAME,
     NEEDS_REGISTRY,
+    READER_SCHEMA_ALONE,
+    RECORD_NAME_UNUSED,
     REGISTRY_ONLY,
     SUBJECT_NEEDED,
 )
@@ -35,7 +41,7 @@ from streamingjob_operator.builders import (
 from streamingjob_operator.crd import build_crd
 from streamingjob_operator.epochs import job_hash, pod_hash
 from streamingjob_operator.launch import Launch
-from streamingjob_operator.pod_parts import secret_references
+from streamingjob_operator.pod_parts import REGISTRY_CA_VOLUME, secret_references
 from streamingjob_operator.validation import check_secrets, check_source, parse
 from tests.unit.operator.helpers_operator import BASE_SPEC, make_spec
 
@@ -57,6 +63,12 @@ def _spec(value: dict[str, Any] | None = None, **job: Any) -> dict[str, Any]:
         spec["job"]["source"]["value"] = value
     spec["job"].update(job)
     return spec
+
+
+READER = "spec.job.source.value.readerSchema"
+REG = "spec.job.source.value.schemaRegistry"
+INLINE = '{"type": "record", "name": "Order", "namespace": "shop", "fields": []}'
+BY_RECORD = {"subjectStrategy": "record", "recordName": "shop.Order"}
 
 
 def _problems(spec: dict[str, Any]) -> list[tuple[str, str]]:
@@ -176,6 +188,47 @@ def test_the_registry_credentials_come_only_from_the_environment():
             "spec.job.source.value.schemaRegistry.credentialsSecret.name",
             "Field required",
         ),
+        ({**AVRO, "readerSchema": "{oops"}, {}, f"{READER}", "is not JSON"),
+        ({**AVRO, "readerSchema": '"long"'}, {}, f"{READER}", "must be an Avro record schema"),
+        ({**AVRO, "readerSchema": INLINE, "version": 2}, {}, f"{READER}", READER_SCHEMA_ALONE),
+        ({**AVRO, "readerSchema": INLINE, "subject": "s"}, {}, f"{READER}", READER_SCHEMA_ALONE),
+        (
+            {**AVRO, "readerSchema": INLINE, "schemaRegistry": {**REGISTRY, **BY_RECORD}},
+            {},
+            f"{READER}",
+            READER_SCHEMA_ALONE,
+        ),
+        ({"readerSchema": INLINE}, {}, "spec.job.source.value", REGISTRY_ONLY),
+        (
+            {**AVRO, "schemaRegistry": {**REGISTRY, "subjectStrategy": "topic-record"}},
+            {},
+            REG,
+            NEEDS_RECORD_NAME,
+        ),
+        (
+            {**AVRO, "schemaRegistry": {**REGISTRY, "recordName": "shop.Order"}},
+            {},
+            REG,
+            RECORD_NAME_UNUSED,
+        ),
+        (
+            {**AVRO, "schemaRegistry": {**REGISTRY, **BY_RECORD, "recordName": "shop.1Order"}},
+            {},
+            f"{REG}.recordName",
+            "pattern",
+        ),
+        (
+            {**AVRO, "schemaRegistry": {**REGISTRY, "subjectStrategy": "name"}},
+            {},
+            f"{REG}.subjectStrategy",
+            "'topic', 'record' or 'topic-record'",
+        ),
+        (
+            {**AVRO, "schemaRegistry": {"url": "http://r.svc:8081", "caSecret": {"name": "ca"}}},
+            {},
+            f"{REG}.caSecret",
+            CA_NEEDS_HTTPS,
+        ),
     ],
 )
 def test_bad_typed_records_specs_are_refused_naming_the_field(value, job, field, message):
@@ -195,6 +248,33 @@ def test_the_subject_is_required_unless_one_topic_is_subscribed():
         assert ("spec.job.source", SUBJECT_NEEDED) in _problems(spec)
         spec["job"]["source"]["value"] = {**AVRO, "subject": "orders-value"}
         assert parse(spec)[1] == []
+
+
+def test_an_inline_reader_schema_or_the_record_strategy_need_no_single_topic():
+    spec = _spec({**AVRO, "readerSchema": INLINE})
+    spec["job"]["source"]["subscribe"] = ["orders", "returns"]
+    parsed, problems = parse(spec)
+    assert parsed is not None, problems
+    options = job_options(parsed.job, env={})
+    assert options["valueSchema"] == INLINE and "valueSubject" not in options
+    decoding = SourceOptions.parse(options).value_decoding
+    assert decoding is not None and decoding.reader_schema == INLINE and decoding.subject is None
+    spec["job"]["source"]["value"] = {**AVRO, "schemaRegistry": {**REGISTRY, **BY_RECORD}}
+    parsed, problems = parse(spec)
+    assert parsed is not None, problems
+    options = job_options(parsed.job, env={})
+    assert (options["valueSubjectStrategy"], options["valueRecordName"]) == ("record", "shop.Order")
+    decoding = SourceOptions.parse(options).value_decoding
+    assert decoding is not None and decoding.subject == "shop.Order"
+    # topic-record names the one topic too: with two it needs value.subject
+    topic_record = {**REGISTRY, **BY_RECORD, "subjectStrategy": "topic-record"}
+    spec["job"]["source"]["value"] = {**AVRO, "schemaRegistry": topic_record}
+    assert ("spec.job.source", SUBJECT_NEEDED) in _problems(spec)
+    spec["job"]["source"]["subscribe"] = ["orders"]
+    parsed, problems = parse(spec)
+    assert parsed is not None, problems
+    decoding = SourceOptions.parse(job_options(parsed.job, env={})).value_decoding
+    assert decoding is not None and decoding.subject == "orders-shop.Order"
 
 
 def test_a_dead_letter_topic_needs_the_group():
@@ -218,6 +298,7 @@ def test_the_crd_carries_the_rules_and_documents_every_field():
     assert {r["message"] for r in value["x-kubernetes-validations"]} == {
         NEEDS_REGISTRY,
         REGISTRY_ONLY,
+        READER_SCHEMA_ALONE,
     }
     source = _schema(crd, "spec", "job", "source")
     assert SUBJECT_NEEDED in {r["message"] for r in source["x-kubernetes-validations"]}
@@ -232,6 +313,14 @@ def test_the_crd_carries_the_rules_and_documents_every_field():
     secret = registry["properties"]["credentialsSecret"]["properties"]
     assert secret["usernameKey"]["default"] == "username"
     assert secret["passwordKey"]["default"] == "password"
+    rules = {r["message"]: r["fieldPath"] for r in registry["x-kubernetes-validations"]}
+    assert rules == {
+        NEEDS_RECORD_NAME: ".recordName",
+        RECORD_NAME_UNUSED: ".recordName",
+        CA_NEEDS_HTTPS: ".caSecret",
+    }
+    assert registry["properties"]["subjectStrategy"]["enum"] == ["topic", "record", "topic-record"]
+    assert registry["properties"]["caSecret"]["properties"]["key"]["default"] == "ca.crt"
     for node in (value, registry, job["properties"]["deadLetter"]):
         for name, prop in node["properties"].items():
             assert prop.get("description"), name
@@ -314,3 +403,41 @@ def test_unset_typed_records_fields_keep_the_hashes_and_set_ones_redeploy():
     assert job_hash(typed) != job_hash(before) and pod_hash(typed) == pod_hash(before)
     data = before.model_dump(mode="json", by_alias=True)
     assert data["job"]["source"]["value"] is None and data["job"]["deadLetter"] is None
+
+
+TLS_REGISTRY = {
+    "url": "https://schema-registry.kafka.svc:8443/apis/ccompat/v7",
+    "caSecret": {"name": "registry-ca", "key": "root.pem"},
+}
+
+
+def test_the_registry_ca_is_mounted_in_driver_and_executors_and_named_by_the_option():
+    spec = make_spec(job__source__value={"format": "avro", "schemaRegistry": TLS_REGISTRY})
+    job = {**JOB, "spec": _spec({"format": "avro", "schemaRegistry": TLS_REGISTRY})}
+    driver = build_driver_pod(job, spec, LAUNCH)["spec"]
+    executor = build_executor_template(spec, "orders")["spec"]
+    for pod in (driver, executor):
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        assert volumes[REGISTRY_CA_VOLUME]["secret"] == {
+            "secretName": "registry-ca",
+            "items": [{"key": "root.pem", "path": "ca.crt"}],
+            "defaultMode": 0o444,
+        }
+        mounts = {m["name"]: m for m in pod["containers"][0]["volumeMounts"]}
+        assert mounts[REGISTRY_CA_VOLUME] == {
+            "name": REGISTRY_CA_VOLUME,
+            "mountPath": REGISTRY_CA_DIR,
+            "readOnly": True,
+        }
+    options = job_options(spec.job, env={})
+    assert options["schemaRegistryCaFile"] == REGISTRY_CA_FILE == f"{REGISTRY_CA_DIR}/ca.crt"
+    assert "registry-ca" not in " ".join(driver["containers"][0]["args"])
+    # the Secret is checked before a launch like the others
+    assert (
+        "spec.job.source.value.schemaRegistry.caSecret.name",
+        "registry-ca",
+        {"spec.job.source.value.schemaRegistry.caSecret.key": "root.pem"},
+    ) in secret_references(spec)
+    # no caSecret: no volume
+    plain = build_executor_template(SPEC, "orders")["spec"]
+    assert REGISTRY_CA_VOLUME not in {v["name"] for v in plain["volumes"]}

@@ -42,6 +42,13 @@ def test_a_poison_record_or_a_registry_outage_is_the_cause():
     assert failure_cause(poison) == "poison record orders-2 offset 41: truncated: 3 bytes"
     outage = "x\nspark_app.schema_registry_client.RegistryUnavailable: orders-0 offset 9: down"
     assert failure_cause(outage) == "orders-0 offset 9: down"
+    # an executor fetching a writer schema from an https registry it cannot verify
+    untrusted = (
+        "x\nspark_app.schema_registry_client.RegistryTLSError: schema registry "
+        "https://schema-registry.data.svc:8443: its TLS certificate does not verify with the CA "
+        "in option schemaRegistryCaFile='/ca.crt'"
+    )
+    assert failure_cause(untrusted).endswith("option schemaRegistryCaFile='/ca.crt'")
 
 
 def test_any_other_failure_is_sparks_first_line():

@@ -262,3 +262,26 @@ def test_decoded_values_make_the_column_spark_checks():
     value = decode_value_column(batch, decoder).column("value").to_pylist()[0]
     assert value["at"] == datetime(2026, 11, 24, tzinfo=UTC) and value["channel"] == "web"
     assert value["ship"] == {"city": "x", "zip": None} and value["day"] == date(2026, 11, 24)
+
+
+def test_an_inline_json_reader_schema_is_checked_as_json_schema_at_start():
+    from spark_app.decoding import ReaderSchemaError, inline_reader_schema
+    from spark_app.options import OptionError, SourceOptions
+    from spark_app.typed_values import TypedValues
+
+    base = {
+        "kafka.bootstrap.servers": "b:9092",
+        "subscribe": "a,b",  # two topics: no subject needed with an inline schema
+        "kafka.group.id": "g",
+        "valueFormat": "json",
+        "schemaRegistryUrl": "http://registry:8081",
+    }
+    decoding = SourceOptions.parse({**base, "valueSchema": json.dumps(ORDER)}).value_decoding
+    assert decoding is not None and decoding.format == "json" and decoding.subject is None
+    reader = inline_reader_schema(json.dumps({**ORDER, "title": "Order"}), "json")
+    assert reader.schema_type == "JSON" and reader.schema_id is None
+    assert TypedValues(decoding, reader).describe().startswith("inline reader schema Order")
+    with pytest.raises(OptionError, match="option valueSchema must be a JSON Schema"):
+        SourceOptions.parse({**base, "valueSchema": '"string"'})
+    with pytest.raises(ReaderSchemaError, match=r"option valueSchema: value\.x: no type"):
+        inline_reader_schema(json.dumps({"type": "object", "properties": {"x": {}}}), "json")

@@ -180,3 +180,40 @@ def test_the_decode_step_closes_the_read_when_a_poison_record_stops_it():
     with pytest.raises(PoisonRecordError, match="orders-2 offset 10: truncated"):
         list(decoded(read(), p))
     assert closed == [True]
+
+
+def test_an_inline_reader_schema_asks_no_registry_and_decodes_like_a_registered_one():
+    # The registry is never reachable: the inline schema needs it only for writer ids.
+    url = f"http://127.0.0.1:{free_port()}"
+    options = {**AVRO, "schemaRegistryUrl": url, "valueSchema": json.dumps(SCHEMA)}
+    source = KafkaCheckpointedDataSource(options)
+    schema = source.schema()
+    assert (
+        schema["value"].dataType
+        == typed_values.source_schema(spark_schema(False), values())["value"].dataType
+    )
+    inline = pickle.loads(pickle.dumps(source)).streamReader(schema).values
+    assert inline.reader.schema_id is None and inline.reader.version is None
+    assert repr(inline) == "TypedValues(inline reader schema Order (option valueSchema))"
+    # a record written with the same schema under id 41 needs the registry: outage, named
+    decoder = AvroDecoder(NoRegistry(), inline.reader)  # type: ignore[arg-type]
+    with pytest.raises(RegistryUnavailable):
+        decoder.decode(wire_format(41, SCHEMA, ORDER))
+
+
+def test_an_inline_reader_schema_that_is_not_valid_avro_names_the_option():
+    bad = {"type": "record", "name": "Order", "fields": [{"name": "id", "type": "lung"}]}
+    with pytest.raises(ReaderSchemaError, match="option valueSchema is not a valid Avro schema"):
+        KafkaCheckpointedDataSource({**AVRO, "valueSchema": json.dumps(bad)}).schema()
+
+
+def test_a_ca_file_that_cannot_be_read_names_the_option(tmp_path):
+    options = {
+        **AVRO,
+        "schemaRegistryUrl": "https://registry.data.svc:8443",
+        "schemaRegistryCaFile": str(tmp_path / "missing.crt"),
+    }
+    with pytest.raises(
+        ReaderSchemaError, match=r"option schemaRegistryCaFile=.* is not a readable"
+    ):
+        KafkaCheckpointedDataSource(options).schema()

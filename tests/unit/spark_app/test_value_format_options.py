@@ -116,3 +116,105 @@ def test_a_dead_letter_topic_on_the_sources_cluster_and_credentials_named_after_
 def test_a_dead_letter_topic_without_what_it_needs_names_it(options, error):
     with pytest.raises(OptionError, match=error):
         SourceOptions.parse(options)
+
+
+# --- the reader schema given inline, subject name strategies, the registry's CA --------------
+
+INLINE = '{"type": "record", "name": "Order", "namespace": "shop", "fields": []}'
+
+
+def test_an_inline_reader_schema_names_no_subject():
+    decoding = SourceOptions.parse({**AVRO, "subscribe": "a,b", "valueSchema": INLINE})
+    assert decoding.value_decoding is not None
+    assert decoding.value_decoding.reader_schema == INLINE
+    assert decoding.value_decoding.subject is None  # several topics are fine: no look-up
+    assert "Order" not in repr(decoding.value_decoding)  # long text: never in a repr
+
+
+@pytest.mark.parametrize(
+    ("extra", "error"),
+    [
+        ({"valueSchemaVersion": "2"}, "valueSchema and valueSchemaVersion exclude each other"),
+        ({"valueSubject": "s"}, "valueSchema and valueSubject exclude each other"),
+        ({"valueSubjectStrategy": "record"}, "valueSchema and valueSubjectStrategy exclude"),
+    ],
+)
+def test_an_inline_reader_schema_excludes_a_subject_and_a_version(extra, error):
+    with pytest.raises(OptionError, match=error):
+        SourceOptions.parse({**AVRO, "valueSchema": INLINE, **extra})
+
+
+@pytest.mark.parametrize(
+    ("schema", "error"),
+    [
+        ("{not json", "option valueSchema is not JSON"),
+        ('"string"', "option valueSchema must be an Avro record schema"),
+        ('{"type": "enum", "name": "E", "symbols": ["A"]}', "must be an Avro record schema"),
+    ],
+)
+def test_an_inline_reader_schema_must_be_a_record_schema_in_json(schema, error):
+    with pytest.raises(OptionError, match=error):
+        SourceOptions.parse({**AVRO, "valueSchema": schema})
+
+
+@pytest.mark.parametrize(
+    ("extra", "subject"),
+    [
+        ({}, "orders-value"),  # TopicNameStrategy, the default
+        ({"valueSubjectStrategy": "topic"}, "orders-value"),
+        ({"valueSubjectStrategy": "record", "valueRecordName": "shop.Order"}, "shop.Order"),
+        (
+            {"valueSubjectStrategy": "TOPIC-RECORD", "valueRecordName": "shop.Order"},
+            "orders-shop.Order",
+        ),
+        # an explicit subject wins over the strategy
+        ({"valueSubjectStrategy": "record", "valueRecordName": "a.B", "valueSubject": "s"}, "s"),
+    ],
+)
+def test_subject_name_strategies(extra, subject):
+    decoding = SourceOptions.parse({**AVRO, **extra}).value_decoding
+    assert decoding is not None and decoding.subject == subject
+
+
+def test_the_record_strategy_reads_one_subject_across_topics_topic_record_refuses_them():
+    record = {"valueSubjectStrategy": "record", "valueRecordName": "shop.Order"}
+    decoding = SourceOptions.parse({**AVRO, "subscribe": "a,b", **record}).value_decoding
+    assert decoding is not None and decoding.subject == "shop.Order"
+    pattern = {**AVRO, "subscribe": None, "subscribePattern": "o.*"}
+    del pattern["subscribe"]
+    for options in ({**AVRO, "subscribe": "a,b"}, pattern):
+        topic_record = {**options, **record, "valueSubjectStrategy": "topic-record"}
+        with pytest.raises(OptionError, match=r"valueSubjectStrategy=topic-record: then it is"):
+            SourceOptions.parse(topic_record)
+
+
+@pytest.mark.parametrize(
+    ("extra", "error"),
+    [
+        ({"valueSubjectStrategy": "record"}, "valueRecordName .* is required with"),
+        ({"valueSubjectStrategy": "topic-record"}, "valueRecordName .* is required with"),
+        (
+            {"valueSubjectStrategy": "record", "valueRecordName": "1shop.Order"},
+            "'1shop.Order' is not an Avro full name",
+        ),
+        ({"valueRecordName": "shop.Order"}, "valueRecordName is used only with"),
+        ({"valueSubjectStrategy": "name"}, "valueSubjectStrategy='name' must be one of"),
+    ],
+)
+def test_a_strategy_without_what_it_needs_names_the_option(extra, error):
+    with pytest.raises(OptionError, match=error):
+        SourceOptions.parse({**AVRO, **extra})
+
+
+def test_a_ca_file_is_for_an_https_registry_only():
+    https = {
+        **AVRO,
+        "schemaRegistryUrl": "https://schema-registry.data.svc:8443",
+        "schemaRegistryCaFile": "/ca",
+    }
+    decoding = SourceOptions.parse(https).value_decoding
+    assert decoding is not None and decoding.ca_file == "/ca"
+    with pytest.raises(OptionError, match="schemaRegistryCaFile needs an https schemaRegistryUrl"):
+        SourceOptions.parse({**AVRO, "schemaRegistryCaFile": "/ca"})
+    with pytest.raises(OptionError, match="schemaRegistryCaFile is used only with valueFormat"):
+        SourceOptions.parse({**BASE, "schemaRegistryCaFile": "/ca"})
