@@ -248,6 +248,8 @@ def test_decoded_values_make_the_column_spark_checks():
         "day": "2026-11-24",
         "ship": {"city": "x"},
         "at": "2026-11-24T00:00:00Z",
+        "counts": {"a": 1, "b": 2},
+        "tags": ["t"],
     }
     batch = pa.RecordBatch.from_pydict(
         {
@@ -262,6 +264,7 @@ def test_decoded_values_make_the_column_spark_checks():
     value = decode_value_column(batch, decoder).column("value").to_pylist()[0]
     assert value["at"] == datetime(2026, 11, 24, tzinfo=UTC) and value["channel"] == "web"
     assert value["ship"] == {"city": "x", "zip": None} and value["day"] == date(2026, 11, 24)
+    assert value["counts"] == [("a", 1), ("b", 2)] and value["tags"] == ["t"]  # Arrow's map
 
 
 def test_an_inline_json_reader_schema_is_checked_as_json_schema_at_start():
