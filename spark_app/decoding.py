@@ -53,6 +53,7 @@ __all__ = [  # the reasons and Poison live in spark_app.poison; callers know the
     "ReaderSchemaError",
     "WireDecoder",
     "decode_value_column",
+    "inline_reader_schema",
     "reader_column_type",
     "resolve_reader_schema",
 ]
