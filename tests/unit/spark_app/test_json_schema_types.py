@@ -238,7 +238,7 @@ def test_decoded_values_make_the_column_spark_checks():
     from spark_app.decoding import WireDecoder
 
     class NoRegistry:
-        url = "http://nowhere"
+        url = "http://registry.data.svc:8081"
 
     reader = RegisteredSchema(7, 1, json.dumps(ORDER), "JSON")
     decoder = WireDecoder(NoRegistry(), reader, "json")  # type: ignore[arg-type]
@@ -277,7 +277,7 @@ def test_an_inline_json_reader_schema_is_checked_as_json_schema_at_start():
         "subscribe": "a,b",  # two topics: no subject needed with an inline schema
         "kafka.group.id": "g",
         "valueFormat": "json",
-        "schemaRegistryUrl": "http://registry:8081",
+        "schemaRegistryUrl": "http://registry.data.svc:8081",
     }
     decoding = SourceOptions.parse({**base, "valueSchema": json.dumps(ORDER)}).value_decoding
     assert decoding is not None and decoding.format == "json" and decoding.subject is None
