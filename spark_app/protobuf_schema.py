@@ -143,12 +143,14 @@ def message_names(file: descriptor_pb2.FileDescriptorProto) -> list[str]:
 def message_at(file: descriptor_pb2.FileDescriptorProto, indexes: list[int]) -> str | None:
     """The full name of the message that Confluent's message indexes point at in `file` (the
     first index among the top-level messages, each next one among the nested messages of the
-    one before), or None where there is no such message."""
+    one before), or None where there is no such message. The messages counted are those the
+    source declares: protoc's synthetic map-entry messages are not (Confluent's serializer
+    counts the declared ones: it indexes the parsed source, or skips map entries)."""
     name = file.package
-    messages = file.message_type
+    messages = list(file.message_type)
     for index in indexes:
         if index >= len(messages):
             return None
         name = f"{name}.{messages[index].name}" if name else messages[index].name
-        messages = messages[index].nested_type
+        messages = [m for m in messages[index].nested_type if not m.options.map_entry]
     return name if indexes else None
