@@ -5,6 +5,7 @@ protobuf_schema.py). With the registry: tests/integration/test_protobuf_decoding
 
 from __future__ import annotations
 
+import pickle
 import re
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -342,3 +343,13 @@ def test_a_timestamp_outside_its_valid_range_is_a_malformed_payload(
     poison = decoder.decode(proto_wire_format(SCHEMA_ID, message))
     assert isinstance(poison, Poison) and poison.reason == MALFORMED_PAYLOAD
     assert "no column form" in poison.message
+
+
+def test_the_reader_pickles_to_the_executors_with_its_descriptors(classes: dict) -> None:
+    reader = _reader()
+    copy = pickle.loads(pickle.dumps(reader))
+    assert copy == reader and hash(copy) == hash(reader)  # a key of the per-process decoders
+    # an executor decodes with the copy's descriptors: no compiler, no registry
+    message = classes["test.types.All"](i64=42)
+    decoded = ProtobufDecoder(NO_REGISTRY, copy).decode(proto_wire_format(SCHEMA_ID, message))
+    assert decoded == {**ALL_DEFAULTS, "i64": 42}
