@@ -314,6 +314,13 @@ def test_an_enum_number_the_reader_does_not_know_is_kept_as_its_digits(
     assert decoder.decode(proto_wire_format(SCHEMA_ID, message))["color"] == "9"
 
 
+def test_a_field_sent_with_another_wire_type_is_an_unknown_field(decoder: ProtobufDecoder) -> None:
+    # field 8 (i64, a varint) sent length-delimited: Protobuf skips it, as a field it does
+    # not know, and the reader's field keeps its default
+    value = b"\x00" + SCHEMA_ID.to_bytes(4, "big") + b"\x00" + b"\x42\x02ab"
+    assert decoder.decode(value) == ALL_DEFAULTS
+
+
 def test_records_that_cannot_be_decoded_are_poison(decoder: ProtobufDecoder, classes: dict) -> None:
     good = proto_wire_format(SCHEMA_ID, classes["test.types.All"](s="x" * 20))
     header = good[:5]
