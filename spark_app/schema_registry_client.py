@@ -51,11 +51,22 @@ class SchemaNotFound(LookupError):
 
 
 @dataclass(frozen=True)
+class SchemaReference:
+    """A schema another one imports: `name` is how the importing schema names it (for
+    Protobuf, the path of an `import`), `subject` and `version` where the registry keeps it."""
+
+    name: str
+    subject: str
+    version: int
+
+
+@dataclass(frozen=True)
 class RegisteredSchema:
     schema_id: int | None  # None: a reader schema given inline, not registered
     version: int | None
-    schema: str  # the schema's text as registered (JSON for Avro)
+    schema: str  # the schema's text as registered (JSON for Avro, .proto source for Protobuf)
     schema_type: str = "AVRO"
+    references: tuple[SchemaReference, ...] = ()
 
 
 class SchemaRegistryClient:
@@ -180,6 +191,10 @@ def _registered(answer: dict[str, Any], schema_id: int, version: int | None) -> 
         version=version,
         schema=answer["schema"],
         schema_type=answer.get("schemaType") or "AVRO",
+        references=tuple(
+            SchemaReference(r["name"], r["subject"], int(r["version"]))
+            for r in answer.get("references") or ()
+        ),
     )
 
 

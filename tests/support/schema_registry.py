@@ -183,10 +183,19 @@ class SchemaRegistry:
         self.stop(kill=True)
 
     # What a test producer does: register a schema, as a Confluent serializer would.
-    def register(self, subject: str, schema: dict | str, schema_type: str = "AVRO") -> int:
-        """Registers `schema` under `subject`; returns its id (the one in the wire format)."""
+    def register(
+        self,
+        subject: str,
+        schema: dict | str,
+        schema_type: str = "AVRO",
+        references: list[dict] | None = None,
+    ) -> int:
+        """Registers `schema` under `subject` (`references`: [{name, subject, version}], the
+        schemas it imports); returns its id (the one in the wire format)."""
         text = schema if isinstance(schema, str) else json.dumps(schema)
-        body = {"schema": text, "schemaType": schema_type}
+        body: dict = {"schema": text, "schemaType": schema_type}
+        if references:
+            body["references"] = references
         return int(self.call("POST", f"/subjects/{subject}/versions", body)["id"])
 
     def call(self, method: str, path: str, body: dict | None = None) -> dict:
