@@ -19,10 +19,17 @@ from fastavro.read import SchemaResolutionError
 
 from spark_app.avro_types import UnsupportedAvroSchema, converter, spark_type
 from spark_app.poison import MALFORMED_PAYLOAD, TRUNCATED, UNRESOLVABLE_SCHEMA, Poison
-from spark_app.schema_registry_client import RegisteredSchema
+from spark_app.schema_registry_client import RegisteredSchema, SchemaRegistryClient
 from spark_app.value_formats import InvalidSchema, UnsupportedSchema
 
 SCHEMA_TYPE = "AVRO"
+
+
+def pinned_reader(
+    found: RegisteredSchema, client: SchemaRegistryClient | None, message: str | None
+) -> RegisteredSchema:
+    """An Avro reader is its text alone: kept as found."""
+    return found
 
 
 def column_type(reader: RegisteredSchema) -> Any:
@@ -35,7 +42,10 @@ def column_type(reader: RegisteredSchema) -> Any:
         raise InvalidSchema(f"not a valid Avro schema: {exc}") from None
 
 
-def payload_decoder(reader: RegisteredSchema) -> AvroPayloads:
+def payload_decoder(
+    reader: RegisteredSchema, client: SchemaRegistryClient | None = None
+) -> AvroPayloads:
+    """`client` is not needed: a writer schema is its own text (no references)."""
     return AvroPayloads(reader)
 
 

@@ -6,9 +6,9 @@ shares: the header, the writer schemas by id (cached: once per id; records writt
 reader schema itself need no registry at all), the poison reasons, and what becomes of a
 poison record (the dead-letter topic, or the query fails naming it). The format's own part,
 the reader schema's column type and one payload's decoding, is a plug-in
-(`spark_app.value_formats`: `avro_values`, `json_values`). The reader schema is fixed when the
-query starts: a pinned subject version, or the subject's latest version at that moment
-(`resolve_reader_schema`).
+(`spark_app.value_formats`: `avro_values`, `json_values`, `protobuf_values`). The reader
+schema is fixed when the query starts: a pinned subject version, or the subject's latest
+version at that moment (`resolve_reader_schema`).
 
 A record that cannot be decoded is *poison*, returned as `Poison` with a reason (one of
 POISON_REASONS) and a message naming the cause, never raised: the caller decides whether it
@@ -72,8 +72,10 @@ def resolve_reader_schema(
     subject: str,
     version: int | str = "latest",
     value_format: str = "avro",
+    message: str | None = None,
 ) -> RegisteredSchema:
-    """The reader schema, once at query start; the answer is pinned for the query's life."""
+    """The reader schema, once at query start; the answer is pinned for the query's life
+    (`message`: Protobuf's reader message, option valueMessageName)."""
     fmt = format_module(value_format)
     try:
         found = client.subject_version(subject, version)
@@ -88,13 +90,16 @@ def resolve_reader_schema(
             f"{fmt.SCHEMA_TYPE} (valueFormat={value_format})"
         )
     try:
-        fmt.column_type(found)
+        pinned = fmt.pinned_reader(found, client, message)
+        fmt.column_type(pinned)
     except UnsupportedSchema as exc:
         raise ReaderSchemaError(f"subject {subject!r} version {found.version}: {exc}") from None
-    return found
+    return pinned
 
 
-def inline_reader_schema(schema_text: str, value_format: str = "avro") -> RegisteredSchema:
+def inline_reader_schema(
+    schema_text: str, value_format: str = "avro", message: str | None = None
+) -> RegisteredSchema:
     """The reader schema given in option valueSchema, checked as the registry's answer is: a
     valid schema of the format, of types Spark can hold. Not registered: no id, no version."""
     fmt = format_module(value_format)
@@ -102,12 +107,13 @@ def inline_reader_schema(schema_text: str, value_format: str = "avro") -> Regist
         schema_id=None, version=None, schema=schema_text, schema_type=fmt.SCHEMA_TYPE
     )
     try:
-        fmt.column_type(found)
+        pinned = fmt.pinned_reader(found, None, message)
+        fmt.column_type(pinned)
     except InvalidSchema as exc:
-        raise ReaderSchemaError(f"option valueSchema is {exc}: fix the schema JSON") from None
+        raise ReaderSchemaError(f"option valueSchema is {exc}: fix the schema text") from None
     except UnsupportedSchema as exc:
         raise ReaderSchemaError(f"option valueSchema: {exc}") from None
-    return found
+    return pinned
 
 
 def reader_column_type(reader: RegisteredSchema, value_format: str = "avro") -> Any:
@@ -125,7 +131,7 @@ class WireDecoder:
         self.client = client
         self.reader = reader
         self.format = format_module(value_format)
-        self._payloads = self.format.payload_decoder(reader)
+        self._payloads = self.format.payload_decoder(reader, client)
         self.column_type = self._payloads.column_type  # the decoded column's Spark type
         # schema id -> the format's writer schema, or Poison; records written with the
         # reader schema itself (the usual case) need no registry at all

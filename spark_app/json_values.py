@@ -24,10 +24,17 @@ from jsonschema.validators import validator_for
 
 from spark_app.json_schema_types import Unfit, UnsupportedJsonSchema, compile_shape
 from spark_app.poison import MALFORMED_PAYLOAD, UNRESOLVABLE_SCHEMA, Poison
-from spark_app.schema_registry_client import RegisteredSchema
+from spark_app.schema_registry_client import RegisteredSchema, SchemaRegistryClient
 from spark_app.value_formats import InvalidSchema, UnsupportedSchema
 
 SCHEMA_TYPE = "JSON"
+
+
+def pinned_reader(
+    found: RegisteredSchema, client: SchemaRegistryClient | None, message: str | None
+) -> RegisteredSchema:
+    """A JSON Schema reader is its text alone: kept as found."""
+    return found
 
 
 def column_type(reader: RegisteredSchema) -> Any:
@@ -35,7 +42,10 @@ def column_type(reader: RegisteredSchema) -> Any:
     return JsonPayloads(reader).column_type
 
 
-def payload_decoder(reader: RegisteredSchema) -> JsonPayloads:
+def payload_decoder(
+    reader: RegisteredSchema, client: SchemaRegistryClient | None = None
+) -> JsonPayloads:
+    """`client` is not needed: a writer schema is its own text (no references)."""
     return JsonPayloads(reader)
 
 

@@ -58,7 +58,7 @@ CREDENTIAL_ENV = {
 }
 
 
-# environment variable → the source's schema-registry option (with value.format avro, json)
+# environment variable → the source's schema-registry option (with a decoded value.format)
 REGISTRY_CREDENTIAL_ENV = {
     ENV_REGISTRY_USERNAME: "schemaRegistryUser",
     ENV_REGISTRY_PASSWORD: "schemaRegistryPassword",
@@ -132,6 +132,8 @@ def value_options(source: SourceSpec, env: Mapping[str, str]) -> dict[str, str]:
         options["valueSchemaVersion"] = str(value.version)
     if value.reader_schema is not None:
         options["valueSchema"] = value.reader_schema
+    if value.message_name is not None:
+        options["valueMessageName"] = value.message_name
     return options
 
 

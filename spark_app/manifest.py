@@ -344,8 +344,8 @@ class SourceSpec(SpecModel):
     )
     value: ValueSpec | None = Field(
         default=None,
-        description="How record values are read (format raw, avro or json, the schema registry, "
-        "the reader schema). Unset: raw bytes.",
+        description="How record values are read (format raw, avro, json or protobuf, the schema "
+        "registry, the reader schema). Unset: raw bytes.",
     )
 
     @field_validator("starting_offsets")
@@ -551,7 +551,8 @@ class JobSpec(SpecModel):
     dead_letter: DeadLetterSpec | None = Field(
         default=None,
         description="Where records that cannot be decoded go, exactly once, instead of "
-        "failing the query. Only with source.value.format avro or json; needs source.groupId.",
+        "failing the query. Only with source.value.format avro, json or protobuf; needs "
+        "source.groupId.",
     )
 
     @model_validator(mode="after")

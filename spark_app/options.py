@@ -40,8 +40,8 @@ RESERVED_CLIENT_KEYS = {
     "group.id": "use kafka.group.id",
 }
 # How the value column is read: `raw` bytes (Spark's columns), or a format in the Confluent
-# wire format (avro, json), decoded with schemas from a schema registry (spark_app/decoding.py,
-# one module per format: spark_app/value_formats.py).
+# wire format (avro, json, protobuf), decoded with schemas from a schema registry
+# (spark_app/decoding.py, one module per format: spark_app/value_formats.py).
 VALUE_FORMATS = ("raw", *FORMATS)
 _DECODED = f"valueFormat={' / '.join(FORMATS)}"  # what the registry options are used with
 _REGISTRY_OPTIONS = (
@@ -55,6 +55,7 @@ _REGISTRY_OPTIONS = (
     "valueSubjectStrategy",
     "valueRecordName",
     "schemaRegistryCaFile",
+    "valueMessageName",
 )
 # Confluent's subject name strategies: the subject a producer's serializer registers a
 # value's schema under, so the one the reader schema is looked up in (valueSubjectStrategy).
@@ -101,10 +102,11 @@ def _choice(options: Mapping[str, str], name: str, default: str, choices: tuple[
 
 @dataclass(frozen=True)
 class ValueDecoding:
-    """A decoded valueFormat (avro, json): the registry (basic auth and a CA file optional)
-    and the reader schema: a subject's pinned version or its latest at query start, or a
-    schema given inline (valueSchema; `subject` is then None and the registry only serves
-    writer schemas by id)."""
+    """A decoded valueFormat (avro, json, protobuf): the registry (basic auth and a CA file
+    optional) and the reader schema: a subject's pinned version or its latest at query start,
+    or a schema given inline (valueSchema; `subject` is then None and the registry only serves
+    writer schemas by id); with protobuf, the message in it (`message_name`; None: the
+    first)."""
 
     registry_url: str
     subject: str | None
@@ -115,6 +117,7 @@ class ValueDecoding:
     reader_schema: str | None = field(default=None, repr=False)  # valueSchema; long
     ca_file: str | None = None  # schemaRegistryCaFile: the CA an https registry is verified with
     format: str = "avro"  # a key of spark_app.value_formats.FORMATS
+    message_name: str | None = None  # valueMessageName: Protobuf's reader message
 
     def registry_client(self) -> SchemaRegistryClient:
         return SchemaRegistryClient(
@@ -150,6 +153,7 @@ def _value_decoding(
         reader_schema=reader_schema,
         ca_file=_ca_file(options, url),
         format=value_format,
+        message_name=_message_name(options, value_format),
     )
 
 
@@ -180,10 +184,27 @@ def _ca_file(options: Mapping[str, str], url: str) -> str | None:
     return ca_file
 
 
+def _message_name(options: Mapping[str, str], value_format: str) -> str | None:
+    """valueMessageName: the Protobuf message values decode to (a full name); unset, the
+    valueRecordName a record subject strategy names (Confluent's Protobuf serializer names
+    the message it wrote), else the schema's first message (`protobuf_values`)."""
+    name = options.get("valuemessagename", "").strip() or None
+    if value_format != "protobuf":
+        if name is not None:
+            raise OptionError("option valueMessageName is used only with valueFormat=protobuf")
+        return None
+    if name is not None and not RECORD_NAME.fullmatch(name):
+        raise OptionError(
+            f"option valueMessageName={name!r} is not a Protobuf message's full name "
+            "(package.Message, e.g. shop.Order)"
+        )
+    return name or options.get("valuerecordname", "").strip() or None
+
+
 def _inline_reader_schema(options: Mapping[str, str], value_format: str) -> str | None:
-    """valueSchema: the reader schema as JSON text (Avro's, or a JSON Schema), instead of a
-    subject's version. Checked here as JSON only; `decoding.inline_reader_schema` checks it
-    as a schema of the format."""
+    """valueSchema: the reader schema as text (Avro's JSON, a JSON Schema, a `.proto` file),
+    instead of a subject's version. Checked here as JSON only (.proto text not at all);
+    `decoding.inline_reader_schema` checks it as a schema of the format."""
     text = options.get("valueschema")
     if text is None:
         return None
@@ -202,6 +223,8 @@ def _inline_reader_schema(options: Mapping[str, str], value_format: str) -> str 
             f"options valueSchema and {given[0]} exclude each other: valueSchema is the reader "
             f"schema itself (no subject is looked up); remove one of them"
         )
+    if value_format == "protobuf":
+        return text  # .proto source: protoc checks it at query start
     try:
         parsed = json.loads(text)
     except ValueError as exc:

@@ -54,8 +54,9 @@ class CompiledSchema:
         return self.files()[-1]
 
 
-def compile_schema(client: SchemaRegistryClient, schema: RegisteredSchema) -> CompiledSchema:
-    """`schema` and its references compiled by protoc; raises ProtobufSchemaError."""
+def compile_schema(client: SchemaRegistryClient | None, schema: RegisteredSchema) -> CompiledSchema:
+    """`schema` and its references compiled by protoc; raises ProtobufSchemaError. Without a
+    `client` (a schema given inline) it can import only Google's well-known types."""
     sources = {main_file_name(schema): schema.schema}
     _add_references(client, schema, sources, seen=set())
     return CompiledSchema(_protoc(sources, main_file_name(schema)))
@@ -63,11 +64,11 @@ def compile_schema(client: SchemaRegistryClient, schema: RegisteredSchema) -> Co
 
 def main_file_name(schema: RegisteredSchema) -> str:
     """The name the schema's own file gets (the registry gives none; imports name the others)."""
-    return f"streamingjob-schema-{schema.schema_id}.proto"
+    return f"streamingjob-schema-{schema.schema_id or 'inline'}.proto"
 
 
 def _add_references(
-    client: SchemaRegistryClient,
+    client: SchemaRegistryClient | None,
     schema: RegisteredSchema,
     sources: dict[str, str],
     seen: set[tuple[str, int]],
@@ -78,6 +79,8 @@ def _add_references(
             continue
         seen.add((ref.subject, ref.version))
         _check_import_path(ref.name)
+        if client is None:
+            raise ProtobufSchemaError(f"it imports {ref.name!r} by reference, with no registry")
         try:
             imported = client.subject_version(ref.subject, ref.version)
         except SchemaNotFound:

@@ -1,52 +1,39 @@
-"""Protobuf values in the Confluent wire format, decoded to one reader message.
+"""valueFormat=protobuf: Protobuf records (a `spark_app.value_formats` plug-in).
 
-A record's value is a magic byte (0), the writer's schema id (4 bytes, big-endian), the
-*message indexes* and the Protobuf binary payload. The indexes say which message of the
-writer's `.proto` file wrote the payload: a count, then that many indexes, each a zigzag
-varint (as Confluent's serializer writes them); the first index picks among the file's
-top-level messages, each next one among the nested messages of the one before; a count of
-0 (a single 0 byte, the serializer's shorthand) means [0], the file's first message.
+The payload after the wire header (`spark_app.decoding`) begins with the *message indexes*,
+then the Protobuf binary of the message. The indexes say which message of the writer's
+`.proto` file wrote it: a count, then that many indexes, each a zigzag varint (as Confluent's
+serializer writes them); the first index picks among the file's top-level messages, each
+next one among the nested messages of the one before; a count of 0 (a single 0 byte, the
+serializer's shorthand) means [0], the file's first message.
 
-The reader message is fixed when the query starts (`resolve_reader`): a subject version (a
-pinned one, or the latest at that moment) and the message in it, the first top-level one
-or one named by full name; its descriptors are compiled then, on the driver
-(`protobuf_schema`), and travel with it. A record decodes when the message its indexes name
-in the writer's schema (fetched by id, compiled once per id) has the reader message's full
-name; its payload is then parsed with the *reader's* descriptor, so Protobuf's own
-compatibility applies: fields the reader does not know are skipped, fields the writer did
-not send are their default (or null, for fields with presence: `protobuf_types`).
+The reader is pinned when the query starts (`pinned_reader`): the reader schema (a subject's
+version, or `.proto` text given inline) and the message in it, the first top-level one or one
+named by full name (option valueMessageName); its descriptors are compiled then, on the
+driver (`protobuf_schema`), and travel with it (`ProtobufReaderSchema`). A record decodes
+when the message its indexes name in the writer's schema (fetched by id, compiled once per
+id) has the reader message's full name; its payload is then parsed with the *reader's*
+descriptor, so Protobuf's own compatibility applies: fields the reader does not know are
+skipped, fields the writer did not send are their default (or null, for fields with
+presence: `protobuf_types`).
 
-A record that cannot be decoded is a `Poison` (decoding.py's reasons), never raised:
-`bad-magic-byte`; `truncated` (shorter than the header, or the message indexes end early or
-are not valid varints); `unknown-schema-id`; `unresolvable-schema` (the writer schema is not
-Protobuf or does not compile, the indexes name no message, or another message than the
-reader's); `malformed-payload` (Protobuf cannot parse the payload, a truncated one
-included, or a value has no column form, such as a timestamp past year 9999). A registry
-outage is not poison: `RegistryUnavailable` propagates after the client's retries.
+Poison (besides the header's, `spark_app.decoding`): `truncated` (the message indexes end
+early or are not valid varints); `unresolvable-schema` (the writer schema does not compile,
+the indexes name no message, or another message than the reader's); `malformed-payload`
+(Protobuf cannot parse the payload, a truncated one included, or a value has no column form,
+such as a timestamp past year 9999).
 """
 
 from __future__ import annotations
 
-import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from google.protobuf import descriptor_pool, message_factory
 from google.protobuf.descriptor import Descriptor
 from google.protobuf.message import DecodeError
-from pyspark.sql.types import StructType
 
-from spark_app.decoding import (
-    BAD_MAGIC_BYTE,
-    HEADER_SIZE,
-    MAGIC_BYTE,
-    MALFORMED_PAYLOAD,
-    TRUNCATED,
-    UNKNOWN_SCHEMA_ID,
-    UNRESOLVABLE_SCHEMA,
-    Poison,
-    ReaderSchemaError,
-)
+from spark_app.poison import MALFORMED_PAYLOAD, TRUNCATED, UNRESOLVABLE_SCHEMA, Poison
 from spark_app.protobuf_schema import (
     CompiledSchema,
     ProtobufSchemaError,
@@ -55,212 +42,122 @@ from spark_app.protobuf_schema import (
     message_names,
 )
 from spark_app.protobuf_types import UnsupportedProtobufSchema, converter, spark_type
-from spark_app.schema_registry_client import (
-    RegisteredSchema,
-    SchemaNotFound,
-    SchemaRegistryClient,
-)
+from spark_app.schema_registry_client import RegisteredSchema, SchemaRegistryClient
+from spark_app.value_formats import InvalidSchema, UnsupportedSchema
 
-PROTOBUF = "PROTOBUF"
+SCHEMA_TYPE = "PROTOBUF"
 _MAX_VARINT_BYTES = 5  # a 32-bit varint, as Confluent's serializer writes an index
 
 
-class MessageIndexError(ValueError):
-    """The message indexes after the header are cut short or are not valid varints."""
-
-
-def read_message_indexes(value: bytes | memoryview, start: int) -> tuple[list[int], int]:
-    """The message indexes that begin at `start`, and where the payload begins."""
-    count, at = _zigzag_varint(value, start)
-    if count < 0:
-        raise MessageIndexError(f"message index count {count} is negative")
-    if count == 0:
-        return [0], at  # the serializer's shorthand for the file's first message
-    indexes = []
-    for _ in range(count):
-        index, at = _zigzag_varint(value, at)
-        if index < 0:
-            raise MessageIndexError(f"message index {index} is negative")
-        indexes.append(index)
-    return indexes, at
-
-
-def _zigzag_varint(value: bytes | memoryview, at: int) -> tuple[int, int]:
-    """One zigzag-encoded varint of at most 32 bits at `at`: (its value, the next position)."""
-    raw = shift = 0
-    for i in range(_MAX_VARINT_BYTES):
-        if at + i >= len(value):
-            raise MessageIndexError(f"the message indexes end at byte {at + i}, inside a varint")
-        byte = value[at + i]
-        raw |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return (raw >> 1) ^ -(raw & 1), at + i + 1
-        shift += 7
-    raise MessageIndexError(f"a message index varint at byte {at} is longer than 5 bytes")
-
-
-def encode_message_indexes(indexes: list[int]) -> bytes:
-    """The indexes as Confluent's serializer writes them ([0] as the single byte 0)."""
-    if indexes == [0]:
-        return b"\x00"
-    return b"".join(_zigzag(n) for n in [len(indexes), *indexes])
-
-
-def _zigzag(n: int) -> bytes:
-    raw = (n << 1) ^ (n >> 31)
-    out = bytearray()
-    while raw > 0x7F:
-        out.append(raw & 0x7F | 0x80)
-        raw >>= 7
-    out.append(raw)
-    return bytes(out)
-
-
 @dataclass(frozen=True)
-class ProtobufReader:
-    """The pinned reader: its registered schema, the message values decode to (full name),
-    and its compiled descriptors (so executors need no compiler for it)."""
+class ProtobufReaderSchema(RegisteredSchema):
+    """The pinned reader: the registered (or inline) schema, the message values decode to
+    (full name), and its compiled descriptors (so executors need no compiler for it).
+    Hashable and picklable: a key of the executors' per-process decoders."""
 
-    registered: RegisteredSchema = field(repr=False)
-    message: str
-    compiled: CompiledSchema = field(repr=False)
-
-    def __repr__(self) -> str:
-        return f"ProtobufReader({self.message}, schema id {self.registered.schema_id})"
+    message: str = ""
+    compiled: CompiledSchema = field(default=CompiledSchema(b""), repr=False)
 
     def descriptor(self) -> Descriptor:
         return _pool(self.compiled).FindMessageTypeByName(self.message)
 
-    def column_type(self) -> StructType:
-        """The Spark type values decode to (Spark's from_protobuf mapping)."""
-        return spark_type(self.descriptor())
 
-
-def resolve_reader(
-    client: SchemaRegistryClient,
-    subject: str,
-    version: int | str = "latest",
-    message: str | None = None,
-) -> ProtobufReader:
-    """The reader, once at query start (pinned for the query's life): `subject` at `version`,
-    and `message` in it (a full name such as `shop.Order`; None: the first top-level
-    message). Every failure is a ReaderSchemaError naming what to fix."""
-    try:
-        found = client.subject_version(subject, version)
-    except SchemaNotFound:
-        raise ReaderSchemaError(
-            f"subject {subject!r} has no version {version} in the schema registry at "
-            f"{client.url}: register the schema or fix valueSubject / valueSchemaVersion"
-        ) from None
-    where = f"subject {subject!r} version {found.version}"
-    if found.schema_type.upper() != PROTOBUF:
-        raise ReaderSchemaError(f"{where} is {found.schema_type}, not {PROTOBUF}")
+def pinned_reader(
+    found: RegisteredSchema, client: SchemaRegistryClient | None, message: str | None
+) -> ProtobufReaderSchema:
+    """`found` compiled with what it imports (through `client`; None: an inline schema,
+    which can import only Google's well-known types) and `message` chosen in it (a full name
+    such as `shop.Order`; None: the first top-level message). Raises InvalidSchema for text
+    protoc rejects, UnsupportedSchema for a message that is not there."""
+    if isinstance(found, ProtobufReaderSchema):
+        return found
     try:
         compiled = compile_schema(client, found)
     except ProtobufSchemaError as exc:
-        raise ReaderSchemaError(f"{where} is not a valid Protobuf schema: {exc}") from None
+        raise InvalidSchema(f"not a valid Protobuf schema: {exc}") from None
     names = message_names(compiled.main_file())
     if not names:
-        raise ReaderSchemaError(f"{where} defines no message")
+        raise UnsupportedSchema("defines no message: the value column is a message's struct")
     if message is not None and message not in names:
-        raise ReaderSchemaError(
-            f"{where} has no top-level message {message!r}; it has {', '.join(names)} "
-            "(give the message's full name, package included)"
+        raise UnsupportedSchema(
+            f"has no top-level message {message!r}; it has {', '.join(names)} (option "
+            "valueMessageName: the message's full name, package included)"
         )
-    reader = ProtobufReader(found, message or names[0], compiled)
+    as_found = {f.name: getattr(found, f.name) for f in fields(RegisteredSchema)}
+    return ProtobufReaderSchema(**as_found, message=message or names[0], compiled=compiled)
+
+
+def column_type(reader: RegisteredSchema) -> Any:
+    """The Spark type values decode to (Spark's from_protobuf mapping); raises
+    UnsupportedSchema naming a field that has no column shape (a recursive message)."""
     try:
-        reader.column_type()
+        return spark_type(_pinned(reader).descriptor())
     except UnsupportedProtobufSchema as exc:
-        raise ReaderSchemaError(f"{where}: {exc}") from None
-    return reader
+        raise UnsupportedSchema(str(exc)) from None
 
 
-@dataclass(frozen=True)
+def payload_decoder(
+    reader: RegisteredSchema, client: SchemaRegistryClient | None = None
+) -> ProtobufPayloads:
+    return ProtobufPayloads(_pinned(reader), client)
+
+
+def _pinned(reader: RegisteredSchema) -> ProtobufReaderSchema:
+    """The reader as `pinned_reader` made it (a schema of no imports is compiled here)."""
+    return pinned_reader(reader, None, None)
+
+
 class _Writer:
-    """What a writer schema id says: its main file (to follow message indexes in)."""
+    """A writer schema id's main file, to follow message indexes in (each index list is
+    followed once: the same few repeat record after record)."""
 
-    schema_id: int
-    compiled: CompiledSchema
+    def __init__(self, compiled: CompiledSchema):
+        self._file = compiled.main_file()
+        self._names: dict[tuple[int, ...], str | None] = {}
 
-    def message(self, indexes: list[int]) -> str | None:
-        return message_at(self.compiled.main_file(), indexes)
+    def message(self, indexes: tuple[int, ...]) -> str | None:
+        if indexes not in self._names:
+            self._names[indexes] = message_at(self._file, list(indexes))
+        return self._names[indexes]
 
 
-class ProtobufDecoder:
-    """Decodes wire-format values to the reader message; `decode` never raises for a bad
-    record, only for a registry outage."""
+class ProtobufPayloads:
+    """Message indexes and a Protobuf payload, parsed with the reader message's descriptor."""
 
-    def __init__(self, client: SchemaRegistryClient, reader: ProtobufReader):
-        self.client = client
-        self.reader = reader
+    def __init__(self, reader: ProtobufReaderSchema, client: SchemaRegistryClient | None):
+        self._reader = reader
+        self._client = client  # for what a writer schema imports
         descriptor = reader.descriptor()
-        self.column_type = spark_type(descriptor)  # the decoded column's Spark type
+        self.column_type = spark_type(descriptor)
         self._message_class = message_factory.GetMessageClass(descriptor)
         self._convert = converter(descriptor)
-        # schema id -> writer, or Poison; the reader's own id needs no registry
-        self._writers: dict[int, _Writer | Poison] = {
-            reader.registered.schema_id: _Writer(reader.registered.schema_id, reader.compiled)
-        }
-        # (schema id, indexes) -> the message's full name: indexes repeat record after record
-        self._names: dict[tuple[int, tuple[int, ...]], str | None] = {}
 
-    def decode(self, value: bytes | None) -> Any:
-        """The value in the shape of `column_type` (a dict), a `Poison`, or None for a null
-        value (a tombstone is not poison)."""
-        if value is None:
-            return None
-        if len(value) < HEADER_SIZE:
-            return Poison(TRUNCATED, f"{len(value)} bytes: shorter than the 5-byte header")
-        if value[0] != MAGIC_BYTE:
-            return Poison(BAD_MAGIC_BYTE, f"magic byte {value[0]}, expected {MAGIC_BYTE}")
-        (schema_id,) = struct.unpack_from(">I", value, 1)
+    def writer(self, found: RegisteredSchema) -> _Writer | Poison:
+        if isinstance(found, ProtobufReaderSchema):  # the reader's own id: compiled already
+            return _Writer(found.compiled)
         try:
-            indexes, start = read_message_indexes(value, HEADER_SIZE)
+            return _Writer(compile_schema(self._client, found))
+        except ProtobufSchemaError as exc:
+            message = f"schema id {found.schema_id} is not a valid Protobuf schema: {exc}"
+            return Poison(UNRESOLVABLE_SCHEMA, message, found.schema_id)
+
+    def read(self, payload: memoryview, schema_id: int, writer: _Writer) -> Any:
+        try:
+            indexes, start = read_message_indexes(payload)
         except MessageIndexError as exc:
             return Poison(TRUNCATED, f"{exc} (schema id {schema_id})", schema_id)
-        unresolved = self._check_message(schema_id, indexes)
-        if unresolved is not None:
-            return unresolved
-        return self._parse(memoryview(value)[start:], schema_id)
+        name = writer.message(tuple(indexes))
+        if name != self._reader.message:
+            return Poison(UNRESOLVABLE_SCHEMA, self._other(name, indexes, schema_id), schema_id)
+        return self._parse(payload[start:], schema_id)
 
-    def _check_message(self, schema_id: int, indexes: list[int]) -> Poison | None:
-        """None where the indexes name the reader's message in the writer's schema."""
-        writer = self._writer(schema_id)
-        if isinstance(writer, Poison):
-            return writer
-        key = (schema_id, tuple(indexes))
-        if key not in self._names:
-            self._names[key] = writer.message(indexes)
-        name = self._names[key]
-        if name == self.reader.message:
-            return None
+    def _other(self, name: str | None, indexes: list[int], schema_id: int) -> str:
         if name is None:
-            message = f"message indexes {indexes} name no message in schema id {schema_id}"
-        else:
-            message = (
-                f"schema id {schema_id} wrote message {name} (indexes {indexes}), "
-                f"not the reader's {self.reader.message}"
-            )
-        return Poison(UNRESOLVABLE_SCHEMA, message, schema_id)
-
-    def _writer(self, schema_id: int) -> _Writer | Poison:
-        if schema_id not in self._writers:
-            self._writers[schema_id] = self._fetch_writer(schema_id)
-        return self._writers[schema_id]
-
-    def _fetch_writer(self, schema_id: int) -> _Writer | Poison:
-        try:
-            found = self.client.schema_by_id(schema_id)
-        except SchemaNotFound:
-            return Poison(UNKNOWN_SCHEMA_ID, f"schema id {schema_id} is not registered", schema_id)
-        if found.schema_type.upper() != PROTOBUF:
-            message = f"schema id {schema_id} is {found.schema_type}, not {PROTOBUF}"
-            return Poison(UNRESOLVABLE_SCHEMA, message, schema_id)
-        try:
-            return _Writer(schema_id, compile_schema(self.client, found))
-        except ProtobufSchemaError as exc:
-            message = f"schema id {schema_id} is not a valid Protobuf schema: {exc}"
-            return Poison(UNRESOLVABLE_SCHEMA, message, schema_id)
+            return f"message indexes {indexes} name no message in schema id {schema_id}"
+        return (
+            f"schema id {schema_id} wrote message {name} (indexes {indexes}), "
+            f"not the reader's {self._reader.message}"
+        )
 
     def _parse(self, payload: memoryview, schema_id: int) -> Any:
         try:
@@ -281,3 +178,59 @@ def _pool(compiled: CompiledSchema) -> descriptor_pool.DescriptorPool:
     for file in compiled.files():
         pool.AddSerializedFile(file.SerializeToString())
     return pool
+
+
+# -- the message indexes -----------------------------------------------------------------
+
+
+class MessageIndexError(ValueError):
+    """The message indexes at the payload's start are cut short or are not valid varints."""
+
+
+def read_message_indexes(payload: bytes | memoryview) -> tuple[list[int], int]:
+    """The message indexes the payload begins with, and where the message begins."""
+    count, at = _zigzag_varint(payload, 0)
+    if count < 0:
+        raise MessageIndexError(f"message index count {count} is negative")
+    if count == 0:
+        return [0], at  # the serializer's shorthand for the file's first message
+    indexes = []
+    for _ in range(count):
+        index, at = _zigzag_varint(payload, at)
+        if index < 0:
+            raise MessageIndexError(f"message index {index} is negative")
+        indexes.append(index)
+    return indexes, at
+
+
+def _zigzag_varint(payload: bytes | memoryview, at: int) -> tuple[int, int]:
+    """One zigzag-encoded varint of at most 32 bits at `at`: (its value, the next position)."""
+    raw = shift = 0
+    for i in range(_MAX_VARINT_BYTES):
+        if at + i >= len(payload):
+            raise MessageIndexError(
+                f"the message indexes end at payload byte {at + i}, inside a varint"
+            )
+        byte = payload[at + i]
+        raw |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return (raw >> 1) ^ -(raw & 1), at + i + 1
+        shift += 7
+    raise MessageIndexError(f"a message index varint at payload byte {at} is longer than 5 bytes")
+
+
+def encode_message_indexes(indexes: list[int]) -> bytes:
+    """The indexes as Confluent's serializer writes them ([0] as the single byte 0)."""
+    if indexes == [0]:
+        return b"\x00"
+    return b"".join(_zigzag(n) for n in [len(indexes), *indexes])
+
+
+def _zigzag(n: int) -> bytes:
+    raw = (n << 1) ^ (n >> 31)
+    out = bytearray()
+    while raw > 0x7F:
+        out.append(raw & 0x7F | 0x80)
+        raw >>= 7
+    out.append(raw)
+    return bytes(out)

@@ -1,5 +1,5 @@
-"""A decoded valueFormat (avro, json) on the driver: the reader schema, pinned once when the
-query starts.
+"""A decoded valueFormat (avro, json, protobuf) on the driver: the reader schema, pinned once
+when the query starts.
 
 `KafkaCheckpointedDataSource.schema()` resolves it (a pinned subject version, the
 subject's latest at that moment, or the schema given inline in option valueSchema, which
@@ -37,10 +37,11 @@ class TypedValues:
 
     def describe(self) -> str:
         if self.reader.schema_id is None:
-            return f"inline reader schema {_full_name(self.reader.schema)} (option valueSchema)"
+            return f"inline reader schema {_full_name(self.reader)} (option valueSchema)"
+        message = getattr(self.reader, "message", None)  # Protobuf's: one of the file's
         return (
             f"subject {self.decoding.subject!r} version {self.reader.version} "
-            f"(schema id {self.reader.schema_id})"
+            f"(schema id {self.reader.schema_id}){f' message {message}' if message else ''}"
         )
 
 
@@ -52,10 +53,14 @@ def at_query_start(decoding: ValueDecoding) -> TypedValues:
     try:
         client = decoding.registry_client()  # reads schemaRegistryCaFile, if any
         if decoding.reader_schema is not None:
-            reader = inline_reader_schema(decoding.reader_schema, decoding.format)
+            reader = inline_reader_schema(
+                decoding.reader_schema, decoding.format, decoding.message_name
+            )
             return TypedValues(decoding, reader)
         assert decoding.subject is not None  # options give one when valueSchema is unset
-        reader = resolve_reader_schema(client, decoding.subject, decoding.version, decoding.format)
+        reader = resolve_reader_schema(
+            client, decoding.subject, decoding.version, decoding.format, decoding.message_name
+        )
     except RegistryTLSError as exc:
         raise ReaderSchemaError(f"valueFormat={decoding.format}: {exc}") from None
     except RegistryUnavailable as exc:
@@ -73,10 +78,13 @@ def at_query_start(decoding: ValueDecoding) -> TypedValues:
     return TypedValues(decoding, reader)
 
 
-def _full_name(schema_text: str) -> str:
-    """namespace.Name of a record schema's JSON, or a JSON Schema's title (what a repr can
-    show of a long text)."""
-    schema = json.loads(schema_text)
+def _full_name(reader: RegisteredSchema) -> str:
+    """namespace.Name of a record schema's JSON, a JSON Schema's title, or a Protobuf
+    reader's message (what a repr can show of a long text)."""
+    message = getattr(reader, "message", None)
+    if message:
+        return str(message)
+    schema = json.loads(reader.schema)
     name, namespace = str(schema.get("name") or schema.get("title") or "?"), schema.get("namespace")
     return name if "." in name or not namespace else f"{namespace}.{name}"
 

@@ -8,11 +8,16 @@ gives:
 
 - `SCHEMA_TYPE`: the registry's `schemaType` of its schemas ("AVRO", "JSON", "PROTOBUF"); a
   record whose writer schema id is of another type is poison (`unresolvable-schema`);
-- `column_type(reader: RegisteredSchema) -> DataType`: the Spark type of the reader schema,
-  asked on the driver at query start; raises `UnsupportedSchema` naming the field that has no
-  column shape (the query does not start);
-- `payload_decoder(reader: RegisteredSchema) -> PayloadDecoder`: what the executors decode
-  one payload with (below).
+- `pinned_reader(found, client, message) -> RegisteredSchema`: the reader schema as the
+  query keeps it, made once on the driver at query start: what it needs beyond its own text
+  fetched and fixed there (Protobuf: the files it imports, compiled, and the message chosen,
+  `message` being option valueMessageName; `client` is None for a schema given inline).
+  Avro and JSON keep the schema as found. Raises `InvalidSchema` / `UnsupportedSchema`;
+- `column_type(reader: RegisteredSchema) -> DataType`: the Spark type of the (pinned) reader
+  schema, asked on the driver at query start; raises `UnsupportedSchema` naming the field
+  that has no column shape (the query does not start);
+- `payload_decoder(reader, client) -> PayloadDecoder`: what the executors decode one payload
+  with (below); `client` is the registry, for what writer schemas import.
 
 A new format is one such module plus one line in FORMATS (and the spec's enum,
 `spark_app.value_spec.ValueSpec.format`).
@@ -24,7 +29,7 @@ import importlib
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 if TYPE_CHECKING:
-    from spark_app.schema_registry_client import RegisteredSchema
+    from spark_app.schema_registry_client import RegisteredSchema, SchemaRegistryClient
 
 # A pyspark DataType; not imported here: options (and through them the operator, which has no
 # pyspark) import FORMATS from this module.
@@ -34,6 +39,7 @@ DataType = Any
 FORMATS: dict[str, str] = {
     "avro": "spark_app.avro_values",
     "json": "spark_app.json_values",
+    "protobuf": "spark_app.protobuf_values",
 }
 
 
@@ -70,9 +76,15 @@ class FormatModule(Protocol):
 
     SCHEMA_TYPE: str
 
+    def pinned_reader(
+        self, found: RegisteredSchema, client: SchemaRegistryClient | None, message: str | None
+    ) -> RegisteredSchema: ...
+
     def column_type(self, reader: RegisteredSchema) -> DataType: ...
 
-    def payload_decoder(self, reader: RegisteredSchema) -> PayloadDecoder: ...
+    def payload_decoder(
+        self, reader: RegisteredSchema, client: SchemaRegistryClient | None
+    ) -> PayloadDecoder: ...
 
 
 def format_module(name: str) -> FormatModule:

@@ -2,10 +2,10 @@
 registry and the reader schema) and `spec.job.deadLetter` (where records that cannot be
 decoded go). `spark_app.kafka_config` turns them into the source's options (valueFormat,
 schemaRegistry*, valueSubject, valueSubjectStrategy, valueRecordName, valueSchemaVersion,
-valueSchema, deadLetter*); the registry's basic-auth credentials come only from a Secret, as
-the environment variables SCHEMA_REGISTRY_USERNAME and SCHEMA_REGISTRY_PASSWORD of the driver
-and executors (secretKeyRef), never from the manifest; the CA of an https registry comes from
-a Secret mounted as a file (schemaRegistryCaFile).
+valueSchema, valueMessageName, deadLetter*); the registry's basic-auth credentials come only
+from a Secret, as the environment variables SCHEMA_REGISTRY_USERNAME and
+SCHEMA_REGISTRY_PASSWORD of the driver and executors (secretKeyRef), never from the manifest;
+the CA of an https registry comes from a Secret mounted as a file (schemaRegistryCaFile).
 
 Pure (no pyspark): the operator imports it through `spark_app.manifest`.
 """
@@ -35,12 +35,14 @@ REGISTRY_URL = r"^https?://[A-Za-z0-9._~:\[\]-]+(/[A-Za-z0-9._~/%+=,-]*)?$"
 
 _FORMAT = "(has(self.format) ? self.format : 'raw')"
 NEEDS_REGISTRY = (
-    "value.schemaRegistry (with its url) is required when value.format is avro or json: the "
+    "value.schemaRegistry (with its url) is required when value.format is avro, json or "
+    "protobuf: the "
     "registry's Confluent-compatible API, http(s)://host:port[/path]"
 )
 REGISTRY_ONLY = (
-    "value.schemaRegistry, value.subject, value.version and value.readerSchema are used only "
-    "with value.format avro or json: set value.format or remove them"
+    "value.schemaRegistry, value.subject, value.version, value.readerSchema and "
+    "value.messageName are used only with value.format avro, json or protobuf: set "
+    "value.format or remove them"
 )
 MAX_READER_SCHEMA = 64 * 1024
 NEEDS_RECORD_NAME = (
@@ -59,6 +61,10 @@ READER_SCHEMA_ALONE = (
     "spec.job.source.value.readerSchema is the reader schema itself (no subject is looked "
     "up): remove value.version, value.subject and schemaRegistry.subjectStrategy/recordName, "
     "or remove readerSchema"
+)
+MESSAGE_NAME_PROTOBUF_ONLY = (
+    "spec.job.source.value.messageName is used only with value.format protobuf: set "
+    "value.format: protobuf or remove messageName"
 )
 _STRATEGY = "(has(self.subjectStrategy) ? self.subjectStrategy : 'topic')"
 
@@ -148,7 +154,8 @@ class SchemaRegistrySpec(SpecModel):
         min_length=1,
         max_length=MAX_TEXT,
         pattern=RECORD_NAME_PATTERN,
-        description="The value record's Avro full name (namespace.Name): required with "
+        description="The value record's full name (Avro: namespace.Name; Protobuf: "
+        "package.Message, also the message read unless messageName is set): required with "
         "subjectStrategy record or topic-record, used only with them.",
     )
 
@@ -171,8 +178,9 @@ class SchemaRegistrySpec(SpecModel):
 
 
 class ValueSpec(SpecModel):
-    """How record values are read: raw bytes, or Avro or JSON (JSON Schema) in the Confluent
-    wire format decoded with schemas from a schema registry into a typed column `value`."""
+    """How record values are read: raw bytes, or Avro, JSON (JSON Schema) or Protobuf in the
+    Confluent wire format decoded with schemas from a schema registry into a typed column
+    `value`."""
 
     model_config = ConfigDict(
         json_schema_extra={
@@ -183,8 +191,14 @@ class ValueSpec(SpecModel):
                 },
                 {
                     "rule": f"{_FORMAT} != 'raw' || !(has(self.schemaRegistry) || "
-                    "has(self.subject) || has(self.version) || has(self.readerSchema))",
+                    "has(self.subject) || has(self.version) || has(self.readerSchema) || "
+                    "has(self.messageName))",
                     "message": REGISTRY_ONLY,
+                },
+                {
+                    "rule": f"!has(self.messageName) || {_FORMAT} == 'protobuf'",
+                    "message": MESSAGE_NAME_PROTOBUF_ONLY,
+                    "fieldPath": ".messageName",
                 },
                 {
                     "rule": "!has(self.readerSchema) || !(has(self.version) || "
@@ -199,14 +213,15 @@ class ValueSpec(SpecModel):
     )
 
     # the decoded formats are spark_app.value_formats.FORMATS (this module stays pure)
-    format: Literal["raw", "avro", "json"] = Field(
+    format: Literal["raw", "avro", "json", "protobuf"] = Field(
         default="raw",
-        description="raw: the value as bytes; avro: Avro, json: JSON Schema, each in the "
-        "Confluent wire format (magic byte, schema id, payload), decoded into a column value "
-        "of the reader schema's type.",
+        description="raw: the value as bytes; avro: Avro, json: JSON Schema, protobuf: "
+        "Protobuf, each in the Confluent wire format (magic byte, schema id, payload), "
+        "decoded into a column value of the reader schema's type.",
     )
     schema_registry: SchemaRegistrySpec | None = Field(
-        default=None, description="The schema registry. Required with format avro or json."
+        default=None,
+        description="The schema registry. Required with format avro, json or protobuf.",
     )
     subject: str | None = Field(
         default=None,
@@ -229,17 +244,27 @@ class ValueSpec(SpecModel):
         min_length=1,
         max_length=MAX_READER_SCHEMA,
         description="The reader schema itself, Avro schema JSON of a record, or with format "
-        "json a JSON Schema (instead of a "
+        "json a JSON Schema, with format protobuf a .proto file importing only Google's "
+        "well-known types (instead of a "
         "subject's version): values decode to its fields; the registry is asked only for "
         "the writer schemas by the ids in the records. Excludes version, subject and "
         "schemaRegistry.subjectStrategy/recordName.",
+    )
+    message_name: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_TEXT,
+        pattern=RECORD_NAME_PATTERN,
+        description="With format protobuf: the full name (package.Message) of the top-level "
+        "message in the reader schema that values decode to. Unset: "
+        "schemaRegistry.recordName if set, else the schema's first message.",
     )
 
     @field_validator("reader_schema")
     @classmethod
     def _reader_schema(cls, value: str | None, info: ValidationInfo) -> str | None:
-        if value is None:
-            return value
+        if value is None or info.data.get("format") == "protobuf":
+            return _reader_schema_alone(value, info)  # .proto source: protoc checks it
         try:
             schema = json.loads(value)
         except ValueError as exc:
@@ -252,11 +277,7 @@ class ValueSpec(SpecModel):
                 'must be an Avro record schema ({"type": "record", "name": ..., "fields": '
                 "[...]}): the value column is a struct of its fields"
             )
-        registry = info.data.get("schema_registry")
-        named = registry is not None and (registry.subject_strategy or registry.record_name)
-        if info.data.get("version") is not None or info.data.get("subject") or named:
-            raise ValueError(READER_SCHEMA_ALONE)
-        return value
+        return _reader_schema_alone(value, info)
 
     @model_validator(mode="after")
     def _check(self) -> ValueSpec:
@@ -267,14 +288,28 @@ class ValueSpec(SpecModel):
             or self.subject is not None
             or self.version
             or self.reader_schema is not None
+            or self.message_name is not None
         ):
             raise ValueError(REGISTRY_ONLY)
+        if self.message_name is not None and self.format != "protobuf":
+            raise ValueError(MESSAGE_NAME_PROTOBUF_ONLY)
         return self
+
+
+def _reader_schema_alone(value: str | None, info: ValidationInfo) -> str | None:
+    """readerSchema is the reader schema itself: no subject is looked up."""
+    registry = info.data.get("schema_registry")
+    named = registry is not None and (registry.subject_strategy or registry.record_name)
+    if value is not None and (
+        info.data.get("version") is not None or info.data.get("subject") or named
+    ):
+        raise ValueError(READER_SCHEMA_ALONE)
+    return value
 
 
 class DeadLetterSpec(SpecModel):
     """Where records that cannot be decoded go, exactly once, instead of failing the query
-    (with source.value.format avro or json only; needs source.groupId)."""
+    (with source.value.format avro, json or protobuf only; needs source.groupId)."""
 
     topic: str = Field(
         min_length=1,
@@ -295,7 +330,8 @@ class DeadLetterSpec(SpecModel):
 
 # Cross-field rules of the job and source that name these fields (CEL, message).
 SUBJECT_NEEDED = (
-    "value.subject is required with value.format avro or json unless subscribe names exactly "
+    "value.subject is required with value.format avro, json or protobuf unless subscribe names "
+    "exactly "
     "one topic (then it defaults to <topic>-value, or <topic>-<recordName> with subjectStrategy "
     "topic-record), value.readerSchema is given, or schemaRegistry.subjectStrategy is record"
 )
@@ -319,7 +355,8 @@ def needs_subject(value: ValueSpec | None, topics: list[str] | None) -> bool:
 
 
 DEAD_LETTER_NEEDS_DECODED = (
-    "deadLetter needs source.value.format avro or json (only records that cannot be decoded go "
+    "deadLetter needs source.value.format avro, json or protobuf (only records that cannot be "
+    "decoded go "
     "to the dead-letter topic): set spec.job.source.value.format or remove spec.job.deadLetter"
 )
 DEAD_LETTER_DECODED_RULE = (

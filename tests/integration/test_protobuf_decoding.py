@@ -2,8 +2,9 @@
 a real registry (Apicurio, Confluent-compatible API, schemaType PROTOBUF with references):
 nested messages, repeated fields, maps, enums, Timestamp, proto3 optional and wrappers;
 evolution both ways (a newer reader reads older records, a pinned older reader newer ones);
-each poison kind; the registry asked once per id; reader errors at start
-(spark_app/protobuf_values.py). Without services: tests/unit/spark_app/test_protobuf_values.py."""
+each poison kind; the registry asked once per id; reader errors at start. Through the seam
+(spark_app/decoding.py's resolve_reader_schema and WireDecoder, valueFormat=protobuf:
+spark_app/protobuf_values.py). Without services: tests/unit/spark_app/test_protobuf_values.py."""
 
 from __future__ import annotations
 
@@ -21,10 +22,12 @@ from spark_app.decoding import (
     UNRESOLVABLE_SCHEMA,
     Poison,
     ReaderSchemaError,
+    WireDecoder,
     decode_value_column,
+    resolve_reader_schema,
 )
 from spark_app.partition_reader import KafkaInputPartition, read_range
-from spark_app.protobuf_values import ProtobufDecoder, resolve_reader
+from spark_app.protobuf_values import ProtobufReaderSchema
 from spark_app.schema_registry_client import SchemaRegistryClient
 from tests.integration.test_avro_decoding import ORDER_V1 as AVRO_ORDER
 from tests.support.kafka_broker import KafkaBroker
@@ -98,6 +101,22 @@ def _register(registry: SchemaRegistry, subject: str, text: str) -> int:
     return registry.register(subject, text, "PROTOBUF", [reference])
 
 
+def resolve_reader(
+    client: SchemaRegistryClient,
+    subject: str,
+    version: int | str = "latest",
+    message: str | None = None,
+) -> ProtobufReaderSchema:
+    """The seam's reader at query start, for valueFormat=protobuf."""
+    reader = resolve_reader_schema(client, subject, version, "protobuf", message)
+    assert isinstance(reader, ProtobufReaderSchema)
+    return reader
+
+
+def _decoder(client: SchemaRegistryClient, reader: ProtobufReaderSchema) -> WireDecoder:
+    return WireDecoder(client, reader, "protobuf")
+
+
 def _classes(text: str) -> dict:
     return message_classes({"order.proto": text, "shop/address.proto": ADDRESS}, "order.proto")
 
@@ -123,7 +142,7 @@ def _produce(kafka: KafkaBroker, values: list[bytes | None]) -> str:
     return topic
 
 
-def _decoded(kafka: KafkaBroker, decoder: ProtobufDecoder, values: list[bytes | None]) -> list:
+def _decoded(kafka: KafkaBroker, decoder: WireDecoder, values: list[bytes | None]) -> list:
     return [decoder.decode(v) for v in consume_values(kafka.bootstrap, _produce(kafka, values))]
 
 
@@ -134,12 +153,13 @@ def test_older_and_newer_records_decode_to_the_latest_message(
     v2 = _register(schema_registry, "latest-value", ORDER_V2)
     client = SchemaRegistryClient(schema_registry.url)
     reader = resolve_reader(client, "latest-value")
-    assert (reader.registered.schema_id, reader.registered.version) == (v2, 2)
+    assert (reader.schema_id, reader.version) == (v2, 2)
     assert reader.message == "shop.Order"  # the first message of the file
     old, new = _classes(ORDER_V1), _classes(ORDER_V2)
+    decoder = _decoder(client, reader)
     decoded = _decoded(
         kafka,
-        ProtobufDecoder(client, reader),
+        decoder,
         [
             proto_wire_format(v1, _order(old, tags=["a", "b"])),
             proto_wire_format(v2, _order(new, channel="web", note="")),
@@ -148,7 +168,7 @@ def test_older_and_newer_records_decode_to_the_latest_message(
     # v1's tags are a field v2 does not know: skipped; v1 sent no channel: its default
     assert decoded == [{**V2_ROW, "channel": ""}, {**V2_ROW, "note": ""}]
     # the fields in the order the file declares them (channel where tags was)
-    assert reader.column_type().simpleString() == (
+    assert decoder.column_type.simpleString() == (
         "struct<id:bigint,quantity:int,placed:timestamp,address:struct<city:string,zip:string>,"
         "channel:string,counts:map<string,bigint>,status:string,note:string,"
         "total_cents:decimal(20,0),coupon:string,lines:array<struct<sku:string,qty:bigint>>>"
@@ -161,7 +181,7 @@ def test_a_pinned_older_version_reads_newer_records_in_its_own_shape(
     v1 = _register(schema_registry, "pinned-value", ORDER_V1)
     v2 = _register(schema_registry, "pinned-value", ORDER_V2)
     client = SchemaRegistryClient(schema_registry.url)
-    decoder = ProtobufDecoder(client, resolve_reader(client, "pinned-value", 1))
+    decoder = _decoder(client, resolve_reader(client, "pinned-value", 1))
     decoded = _decoded(
         kafka,
         decoder,
@@ -205,9 +225,7 @@ def test_poison_records_are_classified_and_decoding_goes_on(
         good,
     ]
     client = SchemaRegistryClient(schema_registry.url)
-    decoded = _decoded(
-        kafka, ProtobufDecoder(client, resolve_reader(client, "poison-value")), values
-    )
+    decoded = _decoded(kafka, _decoder(client, resolve_reader(client, "poison-value")), values)
     reasons = [d.reason if isinstance(d, Poison) else d for d in decoded]
     assert reasons == [
         BAD_MAGIC_BYTE,
@@ -243,7 +261,7 @@ def test_the_registry_is_asked_once_per_schema_id(
     values = [proto_wire_format(v1, _order(old)), proto_wire_format(v2, _order(new))] * 50
     values += [proto_wire_format(424_242, _order(old))] * 2  # unknown: a miss is kept too
     client = SchemaRegistryClient(schema_registry.url)
-    decoder = ProtobufDecoder(client, resolve_reader(client, "cache-value"))
+    decoder = _decoder(client, resolve_reader(client, "cache-value"))
     before = client.requests
     decoded = _decoded(kafka, decoder, values)
     assert sum(isinstance(d, Poison) for d in decoded) == 2
@@ -258,7 +276,7 @@ def test_the_sources_batches_get_a_typed_value_column(
     classes = _classes(ORDER_V1)
     topic = _produce(kafka, [proto_wire_format(v1, _order(classes, id=n)) for n in range(5)])
     client = SchemaRegistryClient(schema_registry.url)
-    decoder = ProtobufDecoder(client, resolve_reader(client, "batches-value"))
+    decoder = _decoder(client, resolve_reader(client, "batches-value"))
     config = {"bootstrap.servers": kafka.bootstrap}
     p = KafkaInputPartition(topic, 0, 0, 5, client_config=config, read_path="python")
     reader = read_range(p)
@@ -282,7 +300,7 @@ def test_reader_errors_at_start_name_the_fix(schema_registry: SchemaRegistry) ->
     _register(schema_registry, "named-value", ORDER_V1)
     assert resolve_reader(client, "named-value", message="shop.Refund").message == "shop.Refund"
     with pytest.raises(ReaderSchemaError, match=r"no top-level message 'Refund'; it has "
-                       r"shop\.Order, shop\.Refund \(give the message's full name"):  # fmt: skip
+                       r"shop\.Order, shop\.Refund \(option valueMessageName"):  # fmt: skip
         resolve_reader(client, "named-value", message="Refund")
     tree = 'syntax = "proto3"; package t; message Tree { repeated Tree children = 1; }'
     schema_registry.register("tree-value", tree, "PROTOBUF")

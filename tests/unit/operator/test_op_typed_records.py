@@ -24,6 +24,7 @@ from spark_app.value_spec import (
     CA_NEEDS_HTTPS,
     DEAD_LETTER_NEEDS_DECODED,
     DEAD_LETTER_NEEDS_GROUP,
+    MESSAGE_NAME_PROTOBUF_ONLY,
     NEEDS_RECORD_NAME,
     NEEDS_REGISTRY,
     READER_SCHEMA_ALONE,
@@ -159,7 +160,7 @@ def test_the_registry_credentials_come_only_from_the_environment():
             {**AVRO, "format": "xml"},
             {},
             "spec.job.source.value.format",
-            "'raw', 'avro' or 'json'",
+            "'raw', 'avro', 'json' or 'protobuf'",
         ),
         (
             {
@@ -299,6 +300,7 @@ def test_the_crd_carries_the_rules_and_documents_every_field():
         NEEDS_REGISTRY,
         REGISTRY_ONLY,
         READER_SCHEMA_ALONE,
+        MESSAGE_NAME_PROTOBUF_ONLY,
     }
     source = _schema(crd, "spec", "job", "source")
     assert SUBJECT_NEEDED in {r["message"] for r in source["x-kubernetes-validations"]}

@@ -1,7 +1,8 @@
 """Protobuf values without services: the message-index varints, the Spark type of a message
-(Spark's from_protobuf mapping), and records written with the reader's own schema id (which
-need no registry) decoded to column values (spark_app/protobuf_values.py, protobuf_types.py,
-protobuf_schema.py). With the registry: tests/integration/test_protobuf_decoding.py."""
+(Spark's from_protobuf mapping), records written with the reader's own schema id (which need
+no registry) decoded through the seam's WireDecoder to column values, and a reader given
+inline (spark_app/protobuf_values.py, protobuf_types.py, protobuf_schema.py). With the
+registry: tests/integration/test_protobuf_decoding.py."""
 
 from __future__ import annotations
 
@@ -31,17 +32,31 @@ from pyspark.sql.types import (
 )
 
 from spark_app.avro_types import arrow_column
-from spark_app.decoding import MALFORMED_PAYLOAD, TRUNCATED, UNRESOLVABLE_SCHEMA, Poison
+from spark_app.decoding import (
+    MALFORMED_PAYLOAD,
+    TRUNCATED,
+    UNRESOLVABLE_SCHEMA,
+    Poison,
+    ReaderSchemaError,
+    WireDecoder,
+    inline_reader_schema,
+)
 from spark_app.protobuf_schema import ProtobufSchemaError, compile_schema, message_at
-from spark_app.protobuf_types import UnsupportedProtobufSchema
 from spark_app.protobuf_values import (
     MessageIndexError,
-    ProtobufDecoder,
-    ProtobufReader,
+    ProtobufReaderSchema,
+    column_type,
     encode_message_indexes,
+    payload_decoder,
+    pinned_reader,
     read_message_indexes,
 )
-from spark_app.schema_registry_client import RegisteredSchema, SchemaRegistryClient
+from spark_app.schema_registry_client import (
+    RegisteredSchema,
+    SchemaReference,
+    SchemaRegistryClient,
+)
+from spark_app.value_formats import InvalidSchema, UnsupportedSchema
 from tests.support.protobuf_messages import message_classes, proto_wire_format, zigzag_varint
 
 pytestmark = pytest.mark.unit
@@ -165,14 +180,14 @@ ALL_DEFAULTS = {
 NO_REGISTRY = SchemaRegistryClient("http://127.0.0.1:9/apis/ccompat/v7", timeout_s=0.1)
 
 
-def _reader(text: str = EVERYTHING, message: str = "test.types.All") -> ProtobufReader:
-    registered = RegisteredSchema(SCHEMA_ID, 1, text, "PROTOBUF")
-    return ProtobufReader(registered, message, compile_schema(NO_REGISTRY, registered))
+def _reader(text: str = EVERYTHING, message: str | None = None) -> ProtobufReaderSchema:
+    """The reader as the seam pins it at query start (its own id: no registry needed)."""
+    return pinned_reader(RegisteredSchema(SCHEMA_ID, 1, text, "PROTOBUF"), NO_REGISTRY, message)
 
 
 @pytest.fixture(scope="module")
-def decoder() -> ProtobufDecoder:
-    return ProtobufDecoder(NO_REGISTRY, _reader())
+def decoder() -> WireDecoder:
+    return WireDecoder(NO_REGISTRY, _reader(), "protobuf")
 
 
 @pytest.fixture(scope="module")
@@ -186,13 +201,13 @@ def classes() -> dict:
 @given(st.lists(st.integers(min_value=0, max_value=2**31 - 1), min_size=1, max_size=6))
 def test_message_indexes_read_back_as_written(indexes: list[int]) -> None:
     written = encode_message_indexes(indexes) + b"payload"
-    assert read_message_indexes(written, 0) == (indexes, len(written) - len(b"payload"))
+    assert read_message_indexes(written) == (indexes, len(written) - len(b"payload"))
 
 
 def test_a_single_zero_byte_is_the_first_message_and_so_is_an_explicit_zero() -> None:
     assert encode_message_indexes([0]) == b"\x00"
-    assert read_message_indexes(b"\x00\x0a", 0) == ([0], 1)
-    assert read_message_indexes(b"\x02\x00\x0a", 0) == ([0], 2)  # count 1 (zigzag 2), index 0
+    assert read_message_indexes(b"\x00\x0a") == ([0], 1)
+    assert read_message_indexes(b"\x02\x00\x0a") == ([0], 2)  # count 1 (zigzag 2), index 0
     # zigzag: 1 -> 2, 2 -> 4, 300 -> 600 (two bytes)
     assert encode_message_indexes([1, 2, 300]) == b"\x06\x02\x04\xd8\x04"
     assert encode_message_indexes([1, 2, 300]) == b"".join(map(zigzag_varint, [3, 1, 2, 300]))
@@ -201,9 +216,9 @@ def test_a_single_zero_byte_is_the_first_message_and_so_is_an_explicit_zero() ->
 @pytest.mark.parametrize(
     ("indexes", "error"),
     [
-        (b"", "end at byte 0, inside a varint"),
-        (b"\x04\x02", "end at byte 2"),  # a count of 2, one index
-        (b"\x80", "end at byte 1"),  # a varint whose continuation bit has nothing after it
+        (b"", "end at payload byte 0, inside a varint"),
+        (b"\x04\x02", "end at payload byte 2"),  # a count of 2, one index
+        (b"\x80", "end at payload byte 1"),  # a varint whose continuation bit has nothing after it
         (b"\xff\xff\xff\xff\xff\x01", "longer than 5 bytes"),
         (b"\x01", "count -1 is negative"),
         (b"\x02\x03", "index -2 is negative"),
@@ -211,7 +226,7 @@ def test_a_single_zero_byte_is_the_first_message_and_so_is_an_explicit_zero() ->
 )
 def test_bad_message_indexes_are_errors(indexes: bytes, error: str) -> None:
     with pytest.raises(MessageIndexError, match=error):
-        read_message_indexes(indexes, 0)
+        read_message_indexes(memoryview(indexes))
 
 
 def test_message_indexes_name_top_level_then_nested_messages() -> None:
@@ -230,26 +245,28 @@ def test_message_indexes_name_top_level_then_nested_messages() -> None:
 
 
 def test_the_column_type_is_spark_from_protobufs_mapping() -> None:
-    assert _reader().column_type() == ALL_TYPE
+    reader = _reader()
+    assert reader.message == "test.types.All"  # no message named: the file's first
+    assert column_type(reader) == ALL_TYPE
 
 
 def test_a_recursive_message_is_refused_naming_the_field() -> None:
     tree = """syntax = "proto3"; package t;
       message Tree { string label = 1; Branch left = 2; }
       message Branch { int32 weight = 1; Tree subtree = 2; }"""
-    with pytest.raises(UnsupportedProtobufSchema, match=r"value\.left\.subtree: message t\.Tree"):
-        _reader(tree, "t.Tree").column_type()
+    with pytest.raises(UnsupportedSchema, match=r"value\.left\.subtree: message t\.Tree"):
+        column_type(_reader(tree, "t.Tree"))
     # google.protobuf.Struct is recursive (Struct -> Value -> ListValue -> Value)
     struct = """syntax = "proto3"; import "google/protobuf/struct.proto";
       message M { google.protobuf.Struct attributes = 1; }"""
-    with pytest.raises(UnsupportedProtobufSchema, match=r"value\.attributes\.fields\.value"):
-        _reader(struct, "M").column_type()
+    with pytest.raises(UnsupportedSchema, match=r"value\.attributes\.fields\.value"):
+        column_type(_reader(struct, "M"))
 
 
 def test_proto2_fields_with_presence_are_nullable() -> None:
     proto2 = """syntax = "proto2"; package p;
       message M { optional int32 a = 1; required string b = 2; repeated int64 c = 3; }"""
-    assert _reader(proto2, "p.M").column_type() == StructType(
+    assert column_type(_reader(proto2, "p.M")) == StructType(
         [
             StructField("a", IntegerType(), True),
             StructField("b", StringType(), True),
@@ -267,7 +284,7 @@ def test_a_schema_that_does_not_compile_is_protocs_error() -> None:
 # -- decoding ------------------------------------------------------------------------------
 
 
-def test_every_field_decodes_to_its_column_value(decoder: ProtobufDecoder, classes: dict) -> None:
+def test_every_field_decodes_to_its_column_value(decoder: WireDecoder, classes: dict) -> None:
     message = classes["test.types.All"](
         d=1.5, f=0.25, i32=-3, s32=-4, sf32=-5, u32=2**32 - 1, f32=7, i64=-(2**63), s64=9,
         sf64=10, u64=2**64 - 1, f64=12, b=True, s="text", raw=b"\x00\xff", color=2,
@@ -303,32 +320,32 @@ def test_every_field_decodes_to_its_column_value(decoder: ProtobufDecoder, class
     assert row["by_name"] == [("k", {"name": "c", "shades": []})]  # Arrow's map: pairs
 
 
-def test_an_empty_payload_is_every_field_at_its_default(decoder: ProtobufDecoder) -> None:
+def test_an_empty_payload_is_every_field_at_its_default(decoder: WireDecoder) -> None:
     assert decoder.decode(b"\x00" + SCHEMA_ID.to_bytes(4, "big") + b"\x00") == ALL_DEFAULTS
 
 
 def test_an_enum_number_the_reader_does_not_know_is_kept_as_its_digits(
-    decoder: ProtobufDecoder, classes: dict
+    decoder: WireDecoder, classes: dict
 ) -> None:
     message = classes["test.types.All"](color=9)
     assert decoder.decode(proto_wire_format(SCHEMA_ID, message))["color"] == "9"
 
 
-def test_a_field_sent_with_another_wire_type_is_an_unknown_field(decoder: ProtobufDecoder) -> None:
+def test_a_field_sent_with_another_wire_type_is_an_unknown_field(decoder: WireDecoder) -> None:
     # field 8 (i64, a varint) sent length-delimited: Protobuf skips it, as a field it does
     # not know, and the reader's field keeps its default
     value = b"\x00" + SCHEMA_ID.to_bytes(4, "big") + b"\x00" + b"\x42\x02ab"
     assert decoder.decode(value) == ALL_DEFAULTS
 
 
-def test_records_that_cannot_be_decoded_are_poison(decoder: ProtobufDecoder, classes: dict) -> None:
+def test_records_that_cannot_be_decoded_are_poison(decoder: WireDecoder, classes: dict) -> None:
     good = proto_wire_format(SCHEMA_ID, classes["test.types.All"](s="x" * 20))
     header = good[:5]
     second = proto_wire_format(SCHEMA_ID, classes["test.types.Second"](x="y"), [1])
     cases = {
         header[:4]: (TRUNCATED, "shorter than the 5-byte header"),
-        header: (TRUNCATED, "end at byte 5, inside a varint"),
-        header + b"\x04\x00": (TRUNCATED, "end at byte 7"),
+        header: (TRUNCATED, "end at payload byte 0, inside a varint"),
+        header + b"\x04\x00": (TRUNCATED, "end at payload byte 2"),
         header + b"\xff" * 6: (TRUNCATED, "longer than 5 bytes"),
         header + b"\x02\x08": (UNRESOLVABLE_SCHEMA, r"indexes \[4\] name no message"),
         second: (UNRESOLVABLE_SCHEMA, r"wrote message test\.types\.Second \(indexes \[1\]\)"),
@@ -343,7 +360,7 @@ def test_records_that_cannot_be_decoded_are_poison(decoder: ProtobufDecoder, cla
 
 
 def test_a_timestamp_outside_its_valid_range_is_a_malformed_payload(
-    decoder: ProtobufDecoder, classes: dict
+    decoder: WireDecoder, classes: dict
 ) -> None:
     message = classes["test.types.All"]()
     message.at.seconds = 400_000_000_000  # year ~14600
@@ -358,5 +375,49 @@ def test_the_reader_pickles_to_the_executors_with_its_descriptors(classes: dict)
     assert copy == reader and hash(copy) == hash(reader)  # a key of the per-process decoders
     # an executor decodes with the copy's descriptors: no compiler, no registry
     message = classes["test.types.All"](i64=42)
-    decoded = ProtobufDecoder(NO_REGISTRY, copy).decode(proto_wire_format(SCHEMA_ID, message))
+    decoded = WireDecoder(NO_REGISTRY, copy, "protobuf").decode(
+        proto_wire_format(SCHEMA_ID, message)
+    )
     assert decoded == {**ALL_DEFAULTS, "i64": 42}
+
+
+# -- the reader at query start -------------------------------------------------------------
+
+
+def test_the_reader_message_is_chosen_by_full_name_or_refused_listing_the_files() -> None:
+    assert _reader(message="test.types.Second").message == "test.types.Second"
+    listed = r"no top-level message 'Second'; it has test\.types\.All, test\.types\.Second"
+    with pytest.raises(UnsupportedSchema, match=listed + r" \(option valueMessageName"):
+        _reader(message="Second")
+    with pytest.raises(UnsupportedSchema, match="defines no message"):
+        _reader('syntax = "proto3"; package e; enum E { E_ZERO = 0; }')
+    broken = RegisteredSchema(8, 1, 'syntax = "proto3"; message M { strin x = 1; }', "PROTOBUF")
+    with pytest.raises(InvalidSchema, match=r"not a valid Protobuf schema: protoc: .*strin"):
+        pinned_reader(broken, NO_REGISTRY, None)
+
+
+def test_an_inline_proto_reader_decodes_records_of_its_message(classes: dict) -> None:
+    reader = inline_reader_schema(EVERYTHING, "protobuf", "test.types.Second")
+    assert isinstance(reader, ProtobufReaderSchema) and reader.schema_id is None
+    assert column_type(reader).simpleString() == "struct<x:string>"
+    # a record of the file's second message: a writer schema id needs the registry, so the
+    # payload is read through the seam's format part with the writer compiled here
+    payloads = payload_decoder(reader)
+    writer = payloads.writer(reader)
+    record = proto_wire_format(SCHEMA_ID, classes["test.types.Second"](x="y"), [1])
+    assert payloads.read(memoryview(record)[5:], SCHEMA_ID, writer) == {"x": "y"}
+
+
+def test_an_inline_proto_reader_is_refused_at_start_naming_the_option() -> None:
+    with pytest.raises(ReaderSchemaError, match=r"option valueSchema is not a valid Protobuf "
+                       r"schema: protoc: .*strin.*fix the schema text"):  # fmt: skip
+        inline_reader_schema('syntax = "proto3"; message M { strin x = 1; }', "protobuf")
+    with pytest.raises(ReaderSchemaError, match=r"option valueSchema: has no top-level message"):
+        inline_reader_schema(EVERYTHING, "protobuf", "test.types.Nope")
+    # an import by reference needs the registry: an inline schema has none
+    imports = RegisteredSchema(
+        None, None, 'syntax = "proto3"; import "a.proto"; message M { A a = 1; }', "PROTOBUF",
+        (SchemaReference("a.proto", "a", 1),),
+    )  # fmt: skip
+    with pytest.raises(InvalidSchema, match=r"imports 'a\.proto' by reference, with no registry"):
+        pinned_reader(imports, None, None)

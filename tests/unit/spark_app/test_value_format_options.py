@@ -44,7 +44,7 @@ def test_a_pinned_version_and_subject():
     [
         ({"schemaRegistryUrl": ""}, "schemaRegistryUrl is required with valueFormat=avro"),
         ({"schemaRegistryUrl": "registry:8081"}, "schemaRegistryUrl is required"),
-        ({"valueFormat": "protobuf"}, "valueFormat='protobuf' must be one of raw, avro"),
+        ({"valueFormat": "xml"}, "valueFormat='xml' must be one of raw, avro, json, protobuf"),
         ({"schemaRegistryPassword": "pw"}, "schemaRegistryPassword needs schemaRegistryUser"),
         ({"subscribe": "a,b"}, "valueSubject is required with valueFormat=avro unless"),
     ],
