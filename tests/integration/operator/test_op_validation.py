@@ -159,6 +159,36 @@ def test_cel_rules_of_the_registry_options(kube: Kube, ns: str):
     assert stored["readerSchema"] == inline
 
 
+def test_cel_rules_of_protobuf_records(kube: Kube, ns: str):
+    """value.messageName only with format protobuf (naming the field); a protobuf value with
+    a message name and a .proto readerSchema (not JSON) stored as given."""
+    registry = {"url": "http://schema-registry.kafka.svc:8081"}
+    proto = 'syntax = "proto3";\npackage shop;\nmessage Order { int64 id = 1; }\n'
+
+    def spec_with(value: dict) -> dict:
+        spec = job_spec()
+        spec["job"]["source"]["value"] = value
+        return spec
+
+    for fmt in ("avro", "json"):
+        value = {"format": fmt, "schemaRegistry": registry, "messageName": "shop.Order"}
+        body = _rejected(kube, ns, spec_with(value))
+        assert (
+            "spec.job.source.value.messageName" in body
+            and "only with value.format protobuf" in body
+        )
+    body = _rejected(kube, ns, spec_with({"messageName": "shop.Order"}))
+    assert "spec.job.source.value" in body and "value.messageName are used only" in body
+    value = {"format": "protobuf", "schemaRegistry": registry, "messageName": "shop.Order"}
+    created = kube.create_job(ns, "typed-proto", spec_with({**value, "readerSchema": proto}))
+    stored = created["spec"]["job"]["source"]["value"]
+    assert (stored["format"], stored["messageName"], stored["readerSchema"]) == (
+        "protobuf",
+        "shop.Order",
+        proto,
+    )
+
+
 def test_defaults_are_applied(kube: Kube, ns: str):
     spec = job_spec()
     del spec["restartPolicy"]
