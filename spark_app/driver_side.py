@@ -36,9 +36,15 @@ log = logging.getLogger("spark_app.source")
 class DriverSide:
     """Everything the driver-side reader keeps between planning calls."""
 
-    def __init__(self, options: SourceOptions, values: TypedValues | None = None):
+    def __init__(
+        self,
+        options: SourceOptions,
+        values: TypedValues | None = None,
+        keys: TypedValues | None = None,
+    ):
         self.options = options
         self.values = values  # valueFormat avro/json: the reader schema pinned at query start
+        self.keys = keys  # keyFormat avro/json: likewise
         self.read_path = native_read.executor_read_path(options.read_path)
         self.table = PartitionStateTable()
         self.metadata = KafkaMetadata(options)
@@ -244,6 +250,7 @@ class DriverSide:
                 read_path=self.read_path,
                 native_engine=self.options.native_engine,
                 values=self.values,
+                keys=self.keys,
                 dead_letter=dead_letter,
             )
             for tp in sorted(stop)
