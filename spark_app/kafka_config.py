@@ -142,7 +142,7 @@ def key_options(source: SourceSpec) -> dict[str, str]:
     key = source.key
     if key is None or key.format == "raw":
         return {}
-    options = {"keyFormat": key.format}
+    options: dict[str, str] = {"keyFormat": key.format}
     if key.subject:
         options["keySubject"] = key.subject
     if key.version is not None:

@@ -13,7 +13,7 @@ pickles to those processes (spark_app/typed_values.py); executors decode after t
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
@@ -34,7 +34,7 @@ from spark_app.typed_values import TypedValues
 FORMAT = "kafka_checkpointed"
 
 
-def _raw(options: dict[str, str], name: str) -> bool:
+def _raw(options: Mapping[str, str], name: str) -> bool:
     return str(options.get(name, "raw")).strip().lower() == "raw"
 
 
