@@ -77,9 +77,10 @@ class DriverSide:
             signal.signal(signal.SIGTERM, self._on_sigterm)
             _log_to_stderr()
         log.info(native_read.read_path_line(options.read_path, options.native_engine))
-        if values is not None:
-            fmt = values.decoding.format
-            log.info("values: %s, decoded on the executors to %s", fmt, values.describe())
+        for typed in (values, keys):
+            if typed is not None:
+                column, fmt = typed.decoding.column, typed.decoding.format
+                log.info("%ss: %s, decoded on the executors to %s", column, fmt, typed.describe())
 
     def _on_sigterm(self, signum: int, frame: object) -> None:
         """The JVM ends this process with SIGTERM and never calls stop(): send the pending
