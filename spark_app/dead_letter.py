@@ -46,6 +46,7 @@ class DeadRecord:
     reason: str
     message: str
     headers: list[tuple[str, bytes | None]] = field(default_factory=list)
+    column: str | None = None  # the column that cannot be decoded: value or key
 
 
 class DeadLetterError(RuntimeError):
@@ -60,6 +61,7 @@ def dead_letter_headers(record: DeadRecord, target: DeadLetterTarget) -> list:
         "source.offset": record.offset,
         "source.timestamp": record.timestamp,
         "error.reason": record.reason,
+        "error.column": record.column,
         "error.message": record.message,
         "job": target.job,
         "epoch": target.epoch,

@@ -18,6 +18,7 @@ poison (the record is fine): `RegistryUnavailable` propagates after the client's
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 from typing import Any
 
@@ -52,6 +53,7 @@ __all__ = [  # the reasons and Poison live in spark_app.poison; callers know the
     "PoisonRecordError",
     "ReaderSchemaError",
     "WireDecoder",
+    "decode_columns",
     "decode_value_column",
     "inline_reader_schema",
     "reader_column_type",
@@ -73,21 +75,22 @@ def resolve_reader_schema(
     version: int | str = "latest",
     value_format: str = "avro",
     message: str | None = None,
+    column: str = "value",
 ) -> RegisteredSchema:
-    """The reader schema, once at query start; the answer is pinned for the query's life
-    (`message`: Protobuf's reader message, option valueMessageName)."""
+    """The reader schema of the `column` (value or key), once at query start; the answer is
+    pinned for the query's life (`message`: Protobuf's reader message, <column>MessageName)."""
     fmt = format_module(value_format)
     try:
         found = client.subject_version(subject, version)
     except SchemaNotFound:
         raise ReaderSchemaError(
             f"subject {subject!r} has no version {version} in the schema registry at "
-            f"{client.url}: register the schema or fix valueSubject / valueSchemaVersion"
+            f"{client.url}: register the schema or fix {column}Subject / {column}SchemaVersion"
         ) from None
     if found.schema_type.upper() != fmt.SCHEMA_TYPE:
         raise ReaderSchemaError(
             f"subject {subject!r} version {found.version} is {found.schema_type}, not "
-            f"{fmt.SCHEMA_TYPE} (valueFormat={value_format})"
+            f"{fmt.SCHEMA_TYPE} ({column}Format={value_format})"
         )
     try:
         pinned = fmt.pinned_reader(found, client, message)
@@ -98,10 +101,14 @@ def resolve_reader_schema(
 
 
 def inline_reader_schema(
-    schema_text: str, value_format: str = "avro", message: str | None = None
+    schema_text: str,
+    value_format: str = "avro",
+    message: str | None = None,
+    option: str = "valueSchema",
 ) -> RegisteredSchema:
-    """The reader schema given in option valueSchema, checked as the registry's answer is: a
-    valid schema of the format, of types Spark can hold. Not registered: no id, no version."""
+    """The reader schema given in option valueSchema (or keySchema), checked as the
+    registry's answer is: a valid schema of the format, of types Spark can hold. Not
+    registered: no id, no version."""
     fmt = format_module(value_format)
     found = RegisteredSchema(
         schema_id=None, version=None, schema=schema_text, schema_type=fmt.SCHEMA_TYPE
@@ -110,9 +117,9 @@ def inline_reader_schema(
         pinned = fmt.pinned_reader(found, None, message)
         fmt.column_type(pinned)
     except InvalidSchema as exc:
-        raise ReaderSchemaError(f"option valueSchema is {exc}: fix the schema text") from None
+        raise ReaderSchemaError(f"option {option} is {exc}: fix the schema text") from None
     except UnsupportedSchema as exc:
-        raise ReaderSchemaError(f"option valueSchema: {exc}") from None
+        raise ReaderSchemaError(f"option {option}: {exc}") from None
     return pinned
 
 
@@ -201,10 +208,10 @@ class PoisonRecordError(RuntimeError):
             )
         super().__init__(
             f"poison record {topic}-{partition} offset {offset}: {poison.reason}: "
-            f"{poison.message}. The batch fails and nothing of it is committed: a restart "
-            f"meets the record again. To skip it, stop the job and move the group's offset of "
-            f"{topic}-{partition} to {offset + 1} (an offsets action, alter), then start it "
-            f"fresh{skipped}"
+            f"{poison.column or 'value'}: {poison.message}. The batch fails and nothing of it "
+            "is committed: a restart meets the record again. To skip it, stop the job and move "
+            f"the group's offset of {topic}-{partition} to {offset + 1} (an offsets action, "
+            f"alter), then start it fresh{skipped}"
         )
 
 
@@ -214,35 +221,65 @@ def decode_value_column(
     range_start: int | None = None,
     dead: list[DeadRecord] | None = None,
 ) -> Any:
-    """An Arrow record batch of the source's columns with `value` decoded into the reader
-    schema's column type; raises RegistryUnavailable naming the record whose writer schema
-    could not be fetched. A record that cannot be decoded raises PoisonRecordError, or, given
-    a `dead` list (a dead-letter topic takes them), is left out and appended to it."""
+    """`decode_columns` with the value column alone."""
+    return decode_columns(batch, {"value": decoder}, range_start, dead)
+
+
+def decode_columns(
+    batch: Any,
+    decoders: dict[str, WireDecoder],
+    range_start: int | None = None,
+    dead: list[DeadRecord] | None = None,
+) -> Any:
+    """An Arrow record batch of the source's columns with each column of `decoders` (value,
+    key) decoded into its reader schema's column type; raises RegistryUnavailable naming the
+    record whose writer schema could not be fetched. A record of which one column cannot be
+    decoded raises PoisonRecordError, or, given a `dead` list (a dead-letter topic takes
+    them), is left out and appended to it with its original bytes."""
     import pyarrow as pa
 
-    rows, kept = [], []
-    for i, value in enumerate(batch.column("value").to_pylist()):
-        try:
-            row = decoder.decode(value)
-        except RegistryUnavailable as exc:
-            topic, partition, offset = _where(batch, i)
-            raise RegistryUnavailable(
-                f"{topic}-{partition} offset {offset}: {exc}. The batch fails and nothing of it "
-                "is committed; once the registry answers (option schemaRegistryUrl; "
-                "schemaRegistryTimeoutMs is how long it is retried) a restart reads it again"
-            ) from None
+    columns: dict[str, list[Any]] = {name: [] for name in decoders}
+    kept = []
+    raw = {name: batch.column(name).to_pylist() for name in decoders}
+    for i in range(batch.num_rows):
+        row = _decode_row(batch, i, decoders, raw)
         if isinstance(row, Poison):
             if dead is None:
                 raise PoisonRecordError(*_where(batch, i), row, range_start)
             dead.append(_dead_record(batch, i, row))
             continue
-        rows.append(row)
+        for name, decoded in row.items():
+            columns[name].append(decoded)
         kept.append(i)
     if len(kept) < batch.num_rows:
         batch = batch.take(pa.array(kept, pa.int64()))
-    column = arrow_column(rows, decoder.column_type)
-    index = batch.schema.get_field_index("value")
-    return batch.set_column(index, pa.field("value", column.type), column)
+    for name, decoder in decoders.items():
+        column = arrow_column(columns[name], decoder.column_type)
+        index = batch.schema.get_field_index(name)
+        batch = batch.set_column(index, pa.field(name, column.type), column)
+    return batch
+
+
+def _decode_row(
+    batch: Any, i: int, decoders: dict[str, WireDecoder], raw: dict[str, list[Any]]
+) -> dict[str, Any] | Poison:
+    """Row `i`'s decoded columns, or the first column's Poison (naming that column)."""
+    row = {}
+    for name, decoder in decoders.items():
+        try:
+            decoded = decoder.decode(raw[name][i])
+        except RegistryUnavailable as exc:
+            topic, partition, offset = _where(batch, i)
+            raise RegistryUnavailable(
+                f"{topic}-{partition} offset {offset}: {exc}. The batch fails and "
+                "nothing of it is committed; once the registry answers (option "
+                "schemaRegistryUrl; schemaRegistryTimeoutMs is how long it is retried) a "
+                "restart reads it again"
+            ) from None
+        if isinstance(decoded, Poison):
+            return dataclasses.replace(decoded, column=name)
+        row[name] = decoded
+    return row
 
 
 def _dead_record(batch: Any, i: int, poison: Poison) -> DeadRecord:
@@ -260,6 +297,7 @@ def _dead_record(batch: Any, i: int, poison: Poison) -> DeadRecord:
         value=column("value")[i].as_py(),
         reason=poison.reason,
         message=poison.message,
+        column=poison.column,
         headers=[(h["key"], h["value"]) for h in headers or []],
     )
 

@@ -36,9 +36,15 @@ log = logging.getLogger("spark_app.source")
 class DriverSide:
     """Everything the driver-side reader keeps between planning calls."""
 
-    def __init__(self, options: SourceOptions, values: TypedValues | None = None):
+    def __init__(
+        self,
+        options: SourceOptions,
+        values: TypedValues | None = None,
+        keys: TypedValues | None = None,
+    ):
         self.options = options
         self.values = values  # valueFormat avro/json: the reader schema pinned at query start
+        self.keys = keys  # keyFormat avro/json: likewise
         self.read_path = native_read.executor_read_path(options.read_path)
         self.table = PartitionStateTable()
         self.metadata = KafkaMetadata(options)
@@ -71,9 +77,10 @@ class DriverSide:
             signal.signal(signal.SIGTERM, self._on_sigterm)
             _log_to_stderr()
         log.info(native_read.read_path_line(options.read_path, options.native_engine))
-        if values is not None:
-            fmt = values.decoding.format
-            log.info("values: %s, decoded on the executors to %s", fmt, values.describe())
+        for typed in (values, keys):
+            if typed is not None:
+                column, fmt = typed.decoding.column, typed.decoding.format
+                log.info("%ss: %s, decoded on the executors to %s", column, fmt, typed.describe())
 
     def _on_sigterm(self, signum: int, frame: object) -> None:
         """The JVM ends this process with SIGTERM and never calls stop(): send the pending
@@ -244,6 +251,7 @@ class DriverSide:
                 read_path=self.read_path,
                 native_engine=self.options.native_engine,
                 values=self.values,
+                keys=self.keys,
                 dead_letter=dead_letter,
             )
             for tp in sorted(stop)

@@ -9,7 +9,8 @@
   options. The driver starts its query with them and the operator parses the same options
   (`spark_app.options.SourceOptions`) for its own look-ups (`spark_app.kafka_metadata`), so
   both talk to Kafka with one configuration. With `spec.job.source.value` it adds the typed
-  records' options (valueFormat, schemaRegistryUrl, ...); the registry's basic-auth
+  records' options (valueFormat, schemaRegistryUrl, ...), with `spec.job.source.key` the
+  key's (keyFormat, keySubject, ...); the registry's basic-auth
   credentials come only from the environment (`REGISTRY_CREDENTIAL_ENV`, set by the operator
   from the Secret through `secretKeyRef`), like Kafka's; its CA Secret is a file at
   `REGISTRY_CA_FILE` (schemaRegistryCaFile). `job_options` adds
@@ -102,6 +103,7 @@ def source_options(source: SourceSpec, env: Mapping[str, str] | None = None) -> 
     options.update({f"kafka.{k}": v for k, v in source.kafka.items()})
     options.update({f"kafka.{k}": v for k, v in credential_properties(env).items()})
     options.update(value_options(source, env))
+    options.update(key_options(source))
     return options
 
 
@@ -134,6 +136,21 @@ def value_options(source: SourceSpec, env: Mapping[str, str]) -> dict[str, str]:
         options["valueSchema"] = value.reader_schema
     if value.message_name is not None:
         options["valueMessageName"] = value.message_name
+    return options
+
+
+def key_options(source: SourceSpec) -> dict[str, str]:
+    """`spec.job.source.key` as the source's options (the registry's are the value's)."""
+    key = source.key
+    if key is None or key.format == "raw":
+        return {}
+    options: dict[str, str] = {"keyFormat": key.format}
+    if key.subject:
+        options["keySubject"] = key.subject
+    if key.version is not None:
+        options["keySchemaVersion"] = str(key.version)
+    if key.reader_schema is not None:
+        options["keySchema"] = key.reader_schema
     return options
 
 

@@ -40,10 +40,16 @@ from spark_app.value_spec import (
     DEAD_LETTER_GROUP_RULE,
     DEAD_LETTER_NEEDS_DECODED,
     DEAD_LETTER_NEEDS_GROUP,
+    KEY_NEEDS_REGISTRY,
+    KEY_REGISTRY_RULE,
+    KEY_SUBJECT_NEEDED,
+    KEY_SUBJECT_RULE,
     SUBJECT_NEEDED,
     SUBJECT_RULE,
     DeadLetterSpec,
+    KeySpec,
     ValueSpec,
+    key_problem,
     needs_subject,
 )
 
@@ -249,6 +255,8 @@ class SourceSpec(SpecModel):
                     "message": _COMMITTED_NEEDS_GROUP,
                 },
                 {"rule": SUBJECT_RULE, "message": SUBJECT_NEEDED, "fieldPath": ".value"},
+                {"rule": KEY_REGISTRY_RULE, "message": KEY_NEEDS_REGISTRY, "fieldPath": ".key"},
+                {"rule": KEY_SUBJECT_RULE, "message": KEY_SUBJECT_NEEDED, "fieldPath": ".key"},
             ]
         }
     )
@@ -347,6 +355,11 @@ class SourceSpec(SpecModel):
         description="How record values are read (format raw, avro, json or protobuf, the schema "
         "registry, the reader schema). Unset: raw bytes.",
     )
+    key: KeySpec | None = Field(
+        default=None,
+        description="How record keys are read (format raw, avro, json or protobuf, the reader schema), "
+        "with the value's schema registry. Unset: raw bytes.",
+    )
 
     @field_validator("starting_offsets")
     @classmethod
@@ -385,6 +398,9 @@ class SourceSpec(SpecModel):
             raise ValueError(_COMMITTED_NEEDS_GROUP)
         if needs_subject(self.value, self.subscribe):
             raise ValueError(SUBJECT_NEEDED)
+        problem = key_problem(self.key, self.value, self.subscribe)
+        if problem:
+            raise ValueError(problem)
         return self
 
 

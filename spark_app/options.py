@@ -39,23 +39,28 @@ RESERVED_CLIENT_KEYS = {
     "isolation.level": "use the isolationLevel option",
     "group.id": "use kafka.group.id",
 }
-# How the value column is read: `raw` bytes (Spark's columns), or a format in the Confluent
-# wire format (avro, json, protobuf), decoded with schemas from a schema registry
-# (spark_app/decoding.py, one module per format: spark_app/value_formats.py).
+# How the value and key columns are read: `raw` bytes (Spark's columns), or a format in the
+# Confluent wire format (avro, json, protobuf), decoded with schemas from a schema registry
+# (spark_app/decoding.py, one module per format: spark_app/value_formats.py). Each decoded
+# column has options of its own (valueFormat, valueSubject, ...; keyFormat, keySubject, ...)
+# and shares the registry's connection (schemaRegistry*).
 VALUE_FORMATS = ("raw", *FORMATS)
-_DECODED = f"valueFormat={' / '.join(FORMATS)}"  # what the registry options are used with
+DECODED_COLUMNS = ("value", "key")
+_DECODED = "valueFormat={0} (or keyFormat={0})".format(" / ".join(FORMATS))  # the registry's use
+_COLUMN_OPTION_SUFFIXES = (
+    "Subject",
+    "SchemaVersion",
+    "Schema",
+    "SubjectStrategy",
+    "RecordName",
+    "MessageName",
+)
 _REGISTRY_OPTIONS = (
     "schemaRegistryUrl",
     "schemaRegistryUser",
     "schemaRegistryPassword",
     "schemaRegistryTimeoutMs",
-    "valueSubject",
-    "valueSchemaVersion",
-    "valueSchema",
-    "valueSubjectStrategy",
-    "valueRecordName",
     "schemaRegistryCaFile",
-    "valueMessageName",
 )
 # Confluent's subject name strategies: the subject a producer's serializer registers a
 # value's schema under, so the one the reader schema is looked up in (valueSubjectStrategy).
@@ -102,10 +107,11 @@ def _choice(options: Mapping[str, str], name: str, default: str, choices: tuple[
 
 @dataclass(frozen=True)
 class ValueDecoding:
-    """A decoded valueFormat (avro, json, protobuf): the registry (basic auth and a CA file
-    optional) and the reader schema: a subject's pinned version or its latest at query start,
-    or a schema given inline (valueSchema; `subject` is then None and the registry only serves
-    writer schemas by id); with protobuf, the message in it (`message_name`; None: the
+    """A decoded column (the value's, or the key's: `column`) in a format such as avro, json
+    or protobuf: the registry (basic auth and a CA file optional; one connection for both
+    columns) and the reader schema: a subject's pinned version or its latest at query start,
+    or a schema given inline (<column>Schema; `subject` is then None and the registry only
+    serves writer schemas by id); with protobuf, the message in it (`message_name`; None: the
     first)."""
 
     registry_url: str
@@ -114,10 +120,15 @@ class ValueDecoding:
     username: str | None = None
     password: str | None = field(default=None, repr=False)  # never printed
     registry_timeout_ms: int = 60_000
-    reader_schema: str | None = field(default=None, repr=False)  # valueSchema; long
+    reader_schema: str | None = field(default=None, repr=False)  # <column>Schema; long
     ca_file: str | None = None  # schemaRegistryCaFile: the CA an https registry is verified with
     format: str = "avro"  # a key of spark_app.value_formats.FORMATS
-    message_name: str | None = None  # valueMessageName: Protobuf's reader message
+    message_name: str | None = None  # <column>MessageName: Protobuf's reader message
+    column: str = "value"  # DECODED_COLUMNS: the column decoded, and its options' prefix
+
+    def option(self, suffix: str) -> str:
+        """This column's option of that suffix: option("Format") is valueFormat or keyFormat."""
+        return f"{self.column}{suffix}"
 
     def registry_client(self) -> SchemaRegistryClient:
         return SchemaRegistryClient(
@@ -129,40 +140,63 @@ class ValueDecoding:
         )
 
 
-def _value_decoding(
+def _decodings(
     options: Mapping[str, str], topics: tuple[str, ...] | None
-) -> ValueDecoding | None:
-    value_format = _choice(options, "valueFormat", "raw", VALUE_FORMATS)
-    if value_format == "raw":
+) -> tuple[ValueDecoding | None, ValueDecoding | None]:
+    """The value's and the key's decoding (each None when raw); the registry's connection
+    options are shared, so they need at least one of the two decoded."""
+    value, key = (_column_decoding(options, topics, column) for column in DECODED_COLUMNS)
+    if value is None and key is None:
         given = [name for name in _REGISTRY_OPTIONS if name.lower() in options]
         if given:
             raise OptionError(f"option {given[0]} is used only with {_DECODED}")
+    return value, key
+
+
+def _column_decoding(
+    options: Mapping[str, str], topics: tuple[str, ...] | None, column: str
+) -> ValueDecoding | None:
+    column_format = _choice(options, f"{column}Format", "raw", VALUE_FORMATS)
+    if column_format == "raw":
+        given = [name for name in _column_options(column) if name.lower() in options]
+        if given:
+            raise OptionError(
+                f"option {given[0]} is used only with {column}Format={' / '.join(FORMATS)}"
+            )
         return None
-    url = _registry_url(options, value_format)
+    url = _registry_url(options, f"{column}Format={column_format}")
     user, password = options.get("schemaregistryuser"), options.get("schemaregistrypassword")
     if password is not None and user is None:
         raise OptionError("option schemaRegistryPassword needs schemaRegistryUser")
-    reader_schema = _inline_reader_schema(options, value_format)
+    reader_schema = _inline_reader_schema(options, column, column_format)
     return ValueDecoding(
         registry_url=url,
-        subject=None if reader_schema is not None else _subject(options, topics, value_format),
-        version=_schema_version(options.get("valueschemaversion", "latest")),
+        subject=None
+        if reader_schema is not None
+        else _subject(options, topics, column, column_format),
+        version=_schema_version(options.get(f"{column}schemaversion", "latest"), column),
         username=user,
         password=password,
         registry_timeout_ms=_int(options, "schemaRegistryTimeoutMs", 60_000, 1) or 60_000,
         reader_schema=reader_schema,
         ca_file=_ca_file(options, url),
-        format=value_format,
-        message_name=_message_name(options, value_format),
+        format=column_format,
+        message_name=_message_name(options, column, column_format),
+        column=column,
     )
 
 
-def _registry_url(options: Mapping[str, str], value_format: str) -> str:
+def _column_options(column: str) -> tuple[str, ...]:
+    """The options of one decoded column (valueSubject, keySubject, ...)."""
+    return tuple(f"{column}{suffix}" for suffix in _COLUMN_OPTION_SUFFIXES)
+
+
+def _registry_url(options: Mapping[str, str], used_with: str) -> str:
     url = options.get("schemaregistryurl", "").strip()
     parsed = urllib.parse.urlsplit(url)
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
         raise OptionError(
-            f"option schemaRegistryUrl is required with valueFormat={value_format}: the registry's "
+            f"option schemaRegistryUrl is required with {used_with}: the registry's "
             "Confluent-compatible API, http(s)://host:port[/path]"
         )
     if parsed.username is not None or parsed.password is not None:  # never echo the URL
@@ -184,117 +218,117 @@ def _ca_file(options: Mapping[str, str], url: str) -> str | None:
     return ca_file
 
 
-def _message_name(options: Mapping[str, str], value_format: str) -> str | None:
-    """valueMessageName: the Protobuf message values decode to (a full name); unset, the
-    valueRecordName a record subject strategy names (Confluent's Protobuf serializer names
-    the message it wrote), else the schema's first message (`protobuf_values`)."""
-    name = options.get("valuemessagename", "").strip() or None
-    if value_format != "protobuf":
+def _message_name(options: Mapping[str, str], column: str, fmt: str) -> str | None:
+    """<column>MessageName: the Protobuf message the column decodes to (a full name); unset,
+    the <column>RecordName a record subject strategy names (Confluent's Protobuf serializer
+    names the message it wrote), else the schema's first message (`protobuf_values`)."""
+    option = f"{column}MessageName"
+    name = options.get(option.lower(), "").strip() or None
+    if fmt != "protobuf":
         if name is not None:
-            raise OptionError("option valueMessageName is used only with valueFormat=protobuf")
+            raise OptionError(f"option {option} is used only with {column}Format=protobuf")
         return None
     if name is not None and not RECORD_NAME.fullmatch(name):
         raise OptionError(
-            f"option valueMessageName={name!r} is not a Protobuf message's full name "
+            f"option {option}={name!r} is not a Protobuf message's full name "
             "(package.Message, e.g. shop.Order)"
         )
-    return name or options.get("valuerecordname", "").strip() or None
+    return name or options.get(f"{column}RecordName".lower(), "").strip() or None
 
 
-def _inline_reader_schema(options: Mapping[str, str], value_format: str) -> str | None:
-    """valueSchema: the reader schema as text (Avro's JSON, a JSON Schema, a `.proto` file),
-    instead of a subject's version. Checked here as JSON only (.proto text not at all);
-    `decoding.inline_reader_schema` checks it as a schema of the format."""
-    text = options.get("valueschema")
+def _inline_reader_schema(options: Mapping[str, str], column: str, fmt: str) -> str | None:
+    """<column>Schema: the reader schema as text (Avro's JSON, a JSON Schema, a `.proto`
+    file), instead of a subject's version. Checked here as JSON only (.proto text not at
+    all); `decoding.inline_reader_schema` checks it as a schema of the format."""
+    name = f"{column}Schema"
+    text = options.get(name.lower())
     if text is None:
         return None
-    given = [
-        name
-        for name in (
-            "valueSchemaVersion",
-            "valueSubject",
-            "valueSubjectStrategy",
-            "valueRecordName",
-        )
-        if name.lower() in options
-    ]
+    # a message name picks the message of an inline .proto too
+    others = [o for o in _column_options(column) if o not in (name, f"{column}MessageName")]
+    given = [o for o in others if o.lower() in options]
     if given:
         raise OptionError(
-            f"options valueSchema and {given[0]} exclude each other: valueSchema is the reader "
+            f"options {name} and {given[0]} exclude each other: {name} is the reader "
             f"schema itself (no subject is looked up); remove one of them"
         )
-    if value_format == "protobuf":
+    if fmt == "protobuf":
         return text  # .proto source: protoc checks it at query start
     try:
         parsed = json.loads(text)
     except ValueError as exc:
         raise OptionError(
-            f"option valueSchema is not JSON ({exc}): give the {value_format} schema's JSON"
+            f"option {name} is not JSON ({exc}): give the {fmt} schema's JSON"
         ) from None
-    if value_format == "json" and not isinstance(parsed, dict):
-        raise OptionError("option valueSchema must be a JSON Schema: a JSON object")
-    if value_format == "avro" and (not isinstance(parsed, dict) or parsed.get("type") != "record"):
+    if fmt == "json" and not isinstance(parsed, dict):
+        raise OptionError(f"option {name} must be a JSON Schema: a JSON object")
+    if fmt == "avro" and (not isinstance(parsed, dict) or parsed.get("type") != "record"):
         raise OptionError(
-            'option valueSchema must be an Avro record schema ({"type": "record", "name": ..., '
-            '"fields": [...]}): the value column is a struct of its fields'
+            f'option {name} must be an Avro record schema ({{"type": "record", "name": ..., '
+            f'"fields": [...]}}): the {column} column is a struct of its fields'
         )
     return text
 
 
-def _subject(options: Mapping[str, str], topics: tuple[str, ...] | None, value_format: str) -> str:
-    """The reader schema's subject: valueSubject if given, else the one the strategy
-    (valueSubjectStrategy, Confluent's) names, as a producer's serializer registers it."""
-    strategy = _choice(options, "valueSubjectStrategy", "topic", SUBJECT_STRATEGIES)
-    record = _record_name(options, strategy)
-    subject = options.get("valuesubject", "").strip()
+def _subject(
+    options: Mapping[str, str], topics: tuple[str, ...] | None, column: str, fmt: str
+) -> str:
+    """The reader schema's subject: <column>Subject if given, else the one the strategy
+    (<column>SubjectStrategy, Confluent's) names, as a producer's serializer registers it."""
+    strategy = _choice(options, f"{column}SubjectStrategy", "topic", SUBJECT_STRATEGIES)
+    record = _record_name(options, strategy, column)
+    subject = options.get(f"{column}subject", "").strip()
     if subject:
         return subject  # an explicit subject wins over the strategy
     if strategy == "record":
         assert record is not None
         return record  # RecordNameStrategy: the record's full name, whatever the topic
-    topic = _single_topic(topics, strategy, value_format)
-    # TopicNameStrategy: <topic>-value; TopicRecordNameStrategy: <topic>-<record full name>
-    return f"{topic}-value" if strategy == "topic" else f"{topic}-{record}"
+    topic = _single_topic(topics, strategy, column, fmt)
+    # TopicNameStrategy: <topic>-value (-key); TopicRecordNameStrategy: <topic>-<record name>
+    return f"{topic}-{column}" if strategy == "topic" else f"{topic}-{record}"
 
 
-def _record_name(options: Mapping[str, str], strategy: str) -> str | None:
-    record = options.get("valuerecordname", "").strip() or None
+def _record_name(options: Mapping[str, str], strategy: str, column: str) -> str | None:
+    name = f"{column}RecordName"
+    record = options.get(name.lower(), "").strip() or None
     if strategy == "topic":
         if record is not None:
             raise OptionError(
-                "option valueRecordName is used only with valueSubjectStrategy record or "
-                "topic-record"
+                f"option {name} is used only with {column}SubjectStrategy record or topic-record"
             )
         return None
     if record is None or not RECORD_NAME.fullmatch(record):
         raise OptionError(
-            f"option valueRecordName (the value record's full name, namespace.Name) is "
-            f"required with valueSubjectStrategy={strategy}"
+            f"option {name} (the {column} record's full name, namespace.Name) is "
+            f"required with {column}SubjectStrategy={strategy}"
             + (f"; {record!r} is not an Avro full name" if record else "")
         )
     return record
 
 
-def _single_topic(topics: tuple[str, ...] | None, strategy: str, value_format: str) -> str:
+def _single_topic(topics: tuple[str, ...] | None, strategy: str, column: str, fmt: str) -> str:
     """The one subscribed topic a topic-based subject is named after: the reader schema is
     one for the whole query, so several topics (or a pattern) are refused, not guessed."""
     if topics is not None and len(topics) == 1:
         return topics[0]
-    form = "<topic>-value" if strategy == "topic" else "<topic>-<valueRecordName>"
+    form = f"<topic>-{column}" if strategy == "topic" else f"<topic>-<{column}RecordName>"
     raise OptionError(
-        f"option valueSubject is required with valueFormat={value_format} unless exactly one "
-        f"topic is subscribed (valueSubjectStrategy={strategy}: then it is {form}); the reader "
-        "schema is one for the query, so name its subject, or use valueSubjectStrategy=record"
+        f"option {column}Subject is required with {column}Format={fmt} unless exactly one "
+        f"topic is subscribed ({column}SubjectStrategy={strategy}: then it is {form}); the "
+        f"reader schema is one for the query, so name its subject, or use "
+        f"{column}SubjectStrategy=record"
     )
 
 
-def _schema_version(raw: str) -> int | str:
+def _schema_version(raw: str, column: str = "value") -> int | str:
     value = raw.strip().lower()
     if value == "latest":
         return value
     if value.isdigit() and int(value) >= 1:
         return int(value)
-    raise OptionError(f"option valueSchemaVersion={raw!r} must be latest or a version number >= 1")
+    raise OptionError(
+        f"option {column}SchemaVersion={raw!r} must be latest or a version number >= 1"
+    )
 
 
 @dataclass(frozen=True)
@@ -433,6 +467,7 @@ class SourceOptions:
     read_path: str = "auto"
     native_engine: str = "auto"
     value_decoding: ValueDecoding | None = None
+    key_decoding: ValueDecoding | None = None  # keyFormat avro/json; the same registry
     dead_letter: DeadLetterTarget | None = None
     client_config: dict[str, str] = field(default_factory=dict)
 
@@ -451,8 +486,9 @@ class SourceOptions:
         topics, pattern = _subscription(options)
         starting = _starting_offsets(options)
         commit = _commit_offsets(options, group_id, starting)
-        decoding = _value_decoding(options, topics)
-        dead_letter = _dead_letter(options, (bootstrap, group_id, client), decoding is not None)
+        decoding, key_decoding = _decodings(options, topics)
+        decoded = decoding is not None or key_decoding is not None
+        dead_letter = _dead_letter(options, (bootstrap, group_id, client), decoded)
         return cls(
             bootstrap_servers=bootstrap,
             topics=topics,
@@ -481,6 +517,7 @@ class SourceOptions:
                 options, "nativeEngine", os.environ.get(NATIVE_ENGINE_ENV, "auto"), NATIVE_ENGINES
             ),
             value_decoding=decoding,
+            key_decoding=key_decoding,
             dead_letter=dead_letter,
             client_config=client,
         )

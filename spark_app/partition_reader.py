@@ -100,6 +100,7 @@ class KafkaInputPartition(InputPartition):
     read_path: str = "auto"  # auto | native | python
     native_engine: str = "auto"  # auto | fetch | librdkafka
     values: TypedValues | None = None  # valueFormat avro/json: decoded after the read
+    keys: TypedValues | None = None  # keyFormat avro/json: likewise
     dead_letter: DeadLetterTarget | None = None  # where records that cannot be decoded go
     headers_for_dead_letter_only: bool = False  # read for the dead-letter copies, not output
 

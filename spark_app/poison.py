@@ -1,4 +1,4 @@
-"""Why a record's value cannot be decoded: the reasons every value format shares.
+"""Why a record's value (or key) cannot be decoded: the reasons every value format shares.
 
 A format's decoder returns a `Poison` for a bad record and never raises for one: the caller
 (`spark_app.decoding.decode_value_column`) decides whether it goes to the dead-letter topic or
@@ -26,8 +26,10 @@ POISON_REASONS = (
 
 @dataclass(frozen=True)
 class Poison:
-    """A record that cannot be decoded: `reason` is one of POISON_REASONS."""
+    """A record that cannot be decoded: `reason` is one of POISON_REASONS; `column` is the
+    one that failed (value or key), set by the caller that decodes the columns."""
 
     reason: str
     message: str
     schema_id: int | None = None
+    column: str | None = None

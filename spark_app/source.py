@@ -5,14 +5,15 @@ docs/source.md): the long-lived driver-side runner process calls the planning me
 planner process builds a copy that is pickled to executors for `read()`. So `__init__` is
 cheap and picklable, and all driver-side machinery (clients, the partition state table, the
 committer and discovery threads) lives in `DriverSide` (spark_app/driver_side.py), created on
-the first planning call. With valueFormat=avro or json, `schema()` resolves the reader schema
-once and keeps it on the data source, which PySpark pickles to those processes
-(spark_app/typed_values.py); executors decode after the read (spark_app/value_decoder.py).
+the first planning call. With valueFormat (or keyFormat) avro, json or protobuf, `schema()` resolves the
+reader schema of each decoded column once and keeps it on the data source, which PySpark
+pickles to those processes (spark_app/typed_values.py); executors decode after the read
+(spark_app/value_decoder.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
@@ -33,12 +34,17 @@ from spark_app.typed_values import TypedValues
 FORMAT = "kafka_checkpointed"
 
 
+def _raw(options: Mapping[str, str], name: str) -> bool:
+    return str(options.get(name, "raw")).strip().lower() == "raw"
+
+
 class KafkaCheckpointedDataSource(DataSource):
     def __init__(self, options: dict[str, str]):
         super().__init__(options)
-        # a decoded valueFormat: the reader schema, resolved by schema() at query start; this
-        # object is pickled to the planning processes, so it is resolved only once.
+        # a decoded valueFormat / keyFormat: the reader schema, resolved by schema() at query
+        # start; this object is pickled to the planning processes, so it is resolved only once.
         self._values: TypedValues | None = None
+        self._keys: TypedValues | None = None
 
     @classmethod
     def name(cls) -> str:
@@ -46,22 +52,29 @@ class KafkaCheckpointedDataSource(DataSource):
 
     def schema(self) -> StructType:
         include = str(self.options.get("includeHeaders", "false")).lower() == "true"
-        if str(self.options.get("valueFormat", "raw")).strip().lower() == "raw":
+        if all(_raw(self.options, column) for column in ("valueFormat", "keyFormat")):
             return spark_schema(include)  # no parsing: a sink's options name no topics
         options = SourceOptions.parse(self.options)
-        assert options.value_decoding is not None  # parse refuses any other format
-        self._values = typed_values.at_query_start(options.value_decoding)
-        return typed_values.source_schema(spark_schema(include), self._values)
+        if options.value_decoding is not None:
+            self._values = typed_values.at_query_start(options.value_decoding)
+        if options.key_decoding is not None:
+            self._keys = typed_values.at_query_start(options.key_decoding)
+        typed = [t for t in (self._values, self._keys) if t is not None]
+        return typed_values.source_schema(spark_schema(include), *typed)
 
     def streamReader(self, schema: StructType) -> KafkaStreamReader:
         options = SourceOptions.parse(self.options)
-        if options.value_decoding is not None and self._values is None:
-            raise OptionError(
-                f"valueFormat={options.value_decoding.format}: the columns come from the "
-                "reader schema; start the query "
-                "without a schema of its own (no .schema(...) on readStream)"
-            )
-        return KafkaStreamReader(options, schema, self._values)
+        for decoding, typed in (
+            (options.value_decoding, self._values),
+            (options.key_decoding, self._keys),
+        ):
+            if decoding is not None and typed is None:
+                raise OptionError(
+                    f"{decoding.option('Format')}={decoding.format}: the columns come from the "
+                    "reader schema; start the query "
+                    "without a schema of its own (no .schema(...) on readStream)"
+                )
+        return KafkaStreamReader(options, schema, self._values, self._keys)
 
     def streamWriter(self, schema: StructType, overwrite: bool):
         from spark_app.kafka_sink import KafkaStreamWriter
@@ -71,11 +84,16 @@ class KafkaCheckpointedDataSource(DataSource):
 
 class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(
-        self, options: SourceOptions, schema: StructType, values: TypedValues | None = None
+        self,
+        options: SourceOptions,
+        schema: StructType,
+        values: TypedValues | None = None,
+        keys: TypedValues | None = None,
     ):
         self.options = options
         self.schema = schema
         self.values = values
+        self.keys = keys
         self._driver: DriverSide | None = None
 
     def __getstate__(self) -> dict:
@@ -84,7 +102,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     @property
     def driver(self) -> DriverSide:
         if self._driver is None:
-            self._driver = DriverSide(self.options, self.values)
+            self._driver = DriverSide(self.options, self.values, self.keys)
         return self._driver
 
     # -- planning: the driver-side runner process -----------------------------------------
@@ -122,7 +140,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
         assert isinstance(partition, KafkaInputPartition)
         batches = read_range(partition)
-        if partition.values is None:
+        if partition.values is None and partition.keys is None:
             return batches
         from spark_app.value_decoder import decoded  # one decode step for every path
 

@@ -1,8 +1,10 @@
-"""A decoded valueFormat (avro, json) on the executors: the one decode step after the read.
+"""Decoded columns (valueFormat, keyFormat: avro, json, protobuf) on the executors: the one decode step
+after the read.
 
 Each read path (the native fetch and librdkafka engines, pure Python) yields the same raw
-Arrow batches; their `value` column is decoded here, in the Python worker that read them,
-so all paths share one decoder and the JVM only ever sees typed batches. A poison record
+Arrow batches; their `value` and `key` columns (those decoded) are decoded here, in the Python
+worker that read them, so all paths share one decoder and the JVM only ever sees typed
+batches. A poison record
 fails the read (`PoisonRecordError`), so the batch and nothing after it is committed.
 """
 
@@ -13,7 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from spark_app.dead_letter import DeadRecord, write_dead_records
-from spark_app.decoding import WireDecoder, decode_value_column
+from spark_app.decoding import WireDecoder, decode_columns
 from spark_app.partition_reader import KafkaInputPartition, gc_paused
 from spark_app.typed_values import TypedValues
 
@@ -32,40 +34,46 @@ def decoder_for(values: TypedValues) -> WireDecoder:
 
 
 def decoded(batches: Iterator[Any], p: KafkaInputPartition) -> Iterator[Any]:
-    """`batches` (a read of `p`) with their values decoded."""
-    if p.values is None:
+    """`batches` (a read of `p`) with their values and keys decoded (those `p` has reader
+    schemas for)."""
+    typed = [t for t in (p.values, p.keys) if t is not None]
+    if not typed:
         raise ValueError(f"{p.name}: no reader schema to decode with")
+    decoders = {t.decoding.column: decoder_for(t) for t in typed}
     # Decoding makes no reference cycles either (fresh dicts and lists per record): the
     # collector stays paused, as while reading.
-    return gc_paused(_decode(batches, decoder_for(p.values), p))
+    return gc_paused(_decode(batches, decoders, p))
 
 
-def _decode(batches: Iterator[Any], decoder: WireDecoder, p: KafkaInputPartition) -> Iterator[Any]:
+def _decode(
+    batches: Iterator[Any], decoders: dict[str, WireDecoder], p: KafkaInputPartition
+) -> Iterator[Any]:
     try:
         for batch in batches:
-            yield _decode_one(batch, decoder, p)
+            yield _decode_one(batch, decoders, p)
     finally:
         close = getattr(batches, "close", None)
         if close is not None:  # the read's consumer, also when a poison record stops it
             close()
 
 
-def _decode_one(batch: Any, decoder: WireDecoder, p: KafkaInputPartition) -> Any:
+def _decode_one(batch: Any, decoders: dict[str, WireDecoder], p: KafkaInputPartition) -> Any:
     """One batch decoded; with a dead-letter topic, the records that cannot be are written
     there (in one transaction with the partition's progress) before the batch goes on."""
     dead: list[DeadRecord] | None = [] if p.dead_letter is not None else None
-    out = decode_value_column(batch, decoder, p.start, dead)
+    out = decode_columns(batch, decoders, p.start, dead)
     if dead and p.dead_letter is not None:
         end = batch.column("offset")[-1].as_py() + 1  # this batch's records are handled
         written = write_dead_records(p.dead_letter, p.topic, p.partition, dead, end)
         log.warning(
             "%s: %d record(s) that cannot be decoded went to %s (%d written before), "
-            "first at offset %d: %s",
+            "first at offset %d (%s): %s",
             p.name,
             written,
             p.dead_letter.topic,
             len(dead) - written,
             dead[0].offset,
+            dead[0].column,
             dead[0].reason,
         )
     if p.headers_for_dead_letter_only and p.dead_letter is not None:

@@ -67,6 +67,9 @@ MESSAGE_NAME_PROTOBUF_ONLY = (
     "value.format: protobuf or remove messageName"
 )
 _STRATEGY = "(has(self.subjectStrategy) ? self.subjectStrategy : 'topic')"
+# The value's and the key's format; the decoded ones are spark_app.value_formats.FORMATS (this
+# module stays pure).
+ColumnFormat = Literal["raw", "avro", "json", "protobuf"]
 
 
 class RegistryCredentialsSecret(SpecModel):
@@ -212,8 +215,7 @@ class ValueSpec(SpecModel):
         }
     )
 
-    # the decoded formats are spark_app.value_formats.FORMATS (this module stays pure)
-    format: Literal["raw", "avro", "json", "protobuf"] = Field(
+    format: ColumnFormat = Field(
         default="raw",
         description="raw: the value as bytes; avro: Avro, json: JSON Schema, protobuf: "
         "Protobuf, each in the Confluent wire format (magic byte, schema id, payload), "
@@ -263,21 +265,14 @@ class ValueSpec(SpecModel):
     @field_validator("reader_schema")
     @classmethod
     def _reader_schema(cls, value: str | None, info: ValidationInfo) -> str | None:
-        if value is None or info.data.get("format") == "protobuf":
-            return _reader_schema_alone(value, info)  # .proto source: protoc checks it
-        try:
-            schema = json.loads(value)
-        except ValueError as exc:
-            raise ValueError(f"is not JSON ({exc}): give the schema's JSON") from None
-        if info.data.get("format") == "json":
-            if not isinstance(schema, dict):
-                raise ValueError("must be a JSON Schema: a JSON object")
-        elif not isinstance(schema, dict) or schema.get("type") != "record":
-            raise ValueError(
-                'must be an Avro record schema ({"type": "record", "name": ..., "fields": '
-                "[...]}): the value column is a struct of its fields"
-            )
-        return _reader_schema_alone(value, info)
+        if value is None:
+            return value
+        check_reader_schema(value, info.data.get("format"), "value")
+        registry = info.data.get("schema_registry")
+        named = registry is not None and (registry.subject_strategy or registry.record_name)
+        if info.data.get("version") is not None or info.data.get("subject") or named:
+            raise ValueError(READER_SCHEMA_ALONE)
+        return value
 
     @model_validator(mode="after")
     def _check(self) -> ValueSpec:
@@ -296,15 +291,105 @@ class ValueSpec(SpecModel):
         return self
 
 
-def _reader_schema_alone(value: str | None, info: ValidationInfo) -> str | None:
-    """readerSchema is the reader schema itself: no subject is looked up."""
-    registry = info.data.get("schema_registry")
-    named = registry is not None and (registry.subject_strategy or registry.record_name)
-    if value is not None and (
-        info.data.get("version") is not None or info.data.get("subject") or named
-    ):
-        raise ValueError(READER_SCHEMA_ALONE)
-    return value
+def check_reader_schema(text: str, column_format: str | None, column: str) -> None:
+    """A readerSchema is JSON of the format's kind: a JSON Schema object, or an Avro record
+    (a .proto file is checked by protoc at query start)."""
+    if column_format == "protobuf":
+        return
+    try:
+        schema = json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"is not JSON ({exc}): give the schema's JSON") from None
+    if column_format == "json":
+        if not isinstance(schema, dict):
+            raise ValueError("must be a JSON Schema: a JSON object")
+    elif not isinstance(schema, dict) or schema.get("type") != "record":
+        raise ValueError(
+            'must be an Avro record schema ({"type": "record", "name": ..., "fields": '
+            f"[...]}}): the {column} column is a struct of its fields"
+        )
+
+
+KEY_SUBJECT_ONLY = (
+    "key.subject, key.version and key.readerSchema are used only with key.format avro, json "
+    "or protobuf: set key.format or remove them"
+)
+KEY_READER_SCHEMA_ALONE = (
+    "spec.job.source.key.readerSchema is the key's reader schema itself (no subject is looked "
+    "up): remove key.version and key.subject, or remove readerSchema"
+)
+
+
+class KeySpec(SpecModel):
+    """How record keys are read: raw bytes, or decoded like the value into a typed column
+    `key`, with the value's schema registry (value.schemaRegistry: one registry for both)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": f"{_FORMAT} != 'raw' || !(has(self.subject) || has(self.version) "
+                    "|| has(self.readerSchema))",
+                    "message": KEY_SUBJECT_ONLY,
+                },
+                {
+                    "rule": "!has(self.readerSchema) || !(has(self.version) || has(self.subject))",
+                    "message": KEY_READER_SCHEMA_ALONE,
+                    "fieldPath": ".readerSchema",
+                },
+            ]
+        }
+    )
+
+    format: ColumnFormat = Field(
+        default="raw",
+        description="raw: the key as bytes; avro: Avro, json: JSON Schema, protobuf: Protobuf "
+        "(the schema's first message), each in the Confluent wire format, decoded into a "
+        "column key of the reader schema's type (a null key stays null). The schema registry "
+        "is the value's (value.schemaRegistry), so a decoded key needs a decoded value too.",
+    )
+    subject: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_TEXT,
+        pattern=TRIMMED,
+        description="Subject of the key's reader schema. Unset: <topic>-key (Confluent's "
+        "TopicNameStrategy; needs exactly one topic in subscribe). value.schemaRegistry's "
+        "subjectStrategy and recordName are the value's only.",
+    )
+    version: int | None = Field(
+        default=None,
+        ge=1,
+        le=2**31 - 1,
+        description="Version of the key's reader schema in its subject. Unset: the subject's "
+        "latest when the query starts (again at every restart).",
+    )
+    reader_schema: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_READER_SCHEMA,
+        description="The key's reader schema itself, Avro schema JSON of a record, with "
+        "format json a JSON Schema, with protobuf a .proto file (instead of a subject's "
+        "version). Excludes version and subject.",
+    )
+
+    @field_validator("reader_schema")
+    @classmethod
+    def _reader_schema(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None:
+            return value
+        check_reader_schema(value, info.data.get("format"), "key")
+        if info.data.get("version") is not None or info.data.get("subject"):
+            raise ValueError(KEY_READER_SCHEMA_ALONE)
+        return value
+
+    @model_validator(mode="after")
+    def _check(self) -> KeySpec:
+        if self.format == "raw" and (
+            self.subject is not None or self.version or self.reader_schema is not None
+        ):
+            raise ValueError(KEY_SUBJECT_ONLY)
+        return self
 
 
 class DeadLetterSpec(SpecModel):
@@ -342,6 +427,36 @@ SUBJECT_RULE = (
     "self.value.schemaRegistry.subjectStrategy == 'record') || "
     "(has(self.subscribe) && size(self.subscribe) == 1)"
 )
+
+
+KEY_NEEDS_REGISTRY = (
+    "key.format avro, json or protobuf reads the key with the value's schema registry: set "
+    "value.format avro, json or protobuf and value.schemaRegistry, or key.format raw"
+)
+KEY_REGISTRY_RULE = (
+    "!has(self.key) || (has(self.key.format) ? self.key.format : 'raw') == 'raw' || "
+    "(has(self.value) && has(self.value.schemaRegistry))"
+)
+KEY_SUBJECT_NEEDED = (
+    "key.subject is required with a decoded key.format unless subscribe names exactly one "
+    "topic (then it defaults to <topic>-key) or key.readerSchema is given"
+)
+KEY_SUBJECT_RULE = (
+    "!has(self.key) || (has(self.key.format) ? self.key.format : 'raw') == 'raw' || "
+    "has(self.key.subject) || has(self.key.readerSchema) || "
+    "(has(self.subscribe) && size(self.subscribe) == 1)"
+)
+
+
+def key_problem(key: KeySpec | None, value: ValueSpec | None, topics: list[str] | None) -> str:
+    """KEY_REGISTRY_RULE and KEY_SUBJECT_RULE in Python: the message of the one broken, or ""."""
+    if key is None or key.format == "raw":
+        return ""
+    if value is None or value.schema_registry is None:
+        return KEY_NEEDS_REGISTRY
+    if key.subject or key.reader_schema or (topics is not None and len(topics) == 1):
+        return ""
+    return KEY_SUBJECT_NEEDED
 
 
 def needs_subject(value: ValueSpec | None, topics: list[str] | None) -> bool:

@@ -57,7 +57,11 @@ FIELD_CLASSES: dict[str, str] = {
 # hashes of jobs deployed by the older operator stay the same (an upgrade restarts no job).
 ADDED_SINCE_RELEASE = ("spark_ui",)
 # ... and fields added inside a hashed field (by alias path): left out while unset (None).
-ADDED_NESTED_SINCE_RELEASE = (("job", "source", "value"), ("job", "deadLetter"))
+ADDED_NESTED_SINCE_RELEASE = (
+    ("job", "source", "value"),
+    ("job", "source", "key"),
+    ("job", "deadLetter"),
+)
 
 
 def _drop_unset_added(data: dict[str, Any]) -> None:

@@ -112,6 +112,34 @@ def test_cel_rules_of_typed_records(kube: Kube, ns: str):
     assert stored["deadLetter"] == {"topic": "orders-dead"}
 
 
+def test_cel_rules_of_the_key(kube: Kube, ns: str):
+    """spec.job.source.key: a decoded key without the value's registry, key fields with a raw
+    key, a readerSchema with a version, no key subject with two topics: each refused by the
+    API server naming the field; a good one stored."""
+    value = {"format": "avro", "schemaRegistry": {"url": "http://schema-registry.kafka.svc:8081"}}
+
+    def spec_with(key: dict, with_value: bool = True, topics: int = 1) -> dict:
+        spec = job_spec()
+        source = spec["job"]["source"]
+        source["key"] = key
+        if with_value:
+            source["value"] = {**value, "subject": "orders-value"}
+        source["subscribe"] = ["orders", "returns"][:topics]
+        return spec
+
+    body = _rejected(kube, ns, spec_with({"format": "avro"}, with_value=False))
+    assert "spec.job.source.key" in body and "the value's schema registry" in body
+    body = _rejected(kube, ns, spec_with({"subject": "orders-key"}))
+    assert "spec.job.source.key" in body and "only with key.format avro" in body
+    inline = '{"type": "record", "name": "K", "fields": []}'
+    body = _rejected(kube, ns, spec_with({"format": "avro", "readerSchema": inline, "version": 1}))
+    assert "spec.job.source.key.readerSchema" in body
+    body = _rejected(kube, ns, spec_with({"format": "json"}, topics=2))
+    assert "spec.job.source.key" in body and "key.subject is required" in body
+    created = kube.create_job(ns, "keyed", spec_with({"format": "json", "version": 2}))
+    assert created["spec"]["job"]["source"]["key"] == {"format": "json", "version": 2}
+
+
 def test_cel_rules_of_the_registry_options(kube: Kube, ns: str):
     """readerSchema, subjectStrategy/recordName and caSecret: each contradiction refused by the
     API server naming its field; good ones stored with their defaults."""

@@ -10,8 +10,10 @@ import copy
 from datetime import UTC, date, datetime, timedelta
 
 import pytest
+from confluent_kafka import Producer
 from pyspark.sql.types import (
     ArrayType,
+    BinaryType,
     DateType,
     LongType,
     StringType,
@@ -155,3 +157,59 @@ def test_json_schema_records_decode_to_typed_columns_and_poison_goes_to_the_dead
     expected |= {n: as_reader(n, f"note {n}", "shop") for n in newer}
     assert by_id == expected
     assert [r["key"] for r in rows if r["value"] is None] == [b"99"]
+
+
+KEY_SCHEMA = {
+    "type": "object",
+    "properties": {"shop": {"type": "string"}, "n": {"type": "integer"}},
+    "required": ["shop", "n"],
+}
+
+
+def test_json_keys_decode_to_a_typed_key_column_beside_raw_values_and_a_poison_key_is_dead_lettered(
+    spark,  # noqa: F811
+    kafka: KafkaBroker,
+    schema_registry: SchemaRegistry,
+    tmp_path,
+):
+    """keyFormat=json with valueFormat raw: the key column is the reader schema's struct (a
+    null key stays null), the value stays bytes; a key that is not JSON goes to the
+    dead-letter topic with its bytes and streamingjob.error.column=key."""
+    topic = new_topic(kafka.bootstrap, partitions=1, prefix="json-keys")
+    dead_topic = new_topic(kafka.bootstrap, partitions=1, prefix="json-keys-dlq")
+    key_id = schema_registry.register(f"{topic}-key", KEY_SCHEMA, "JSON")
+    bad_key = json_wire_format(key_id, {"shop": "x"})[:-1]  # a document cut short
+    records = [(json_wire_format(key_id, {"shop": "lyon", "n": n}), b"v%d" % n) for n in range(3)]
+    records += [(None, b"no key"), (bad_key, b"v-bad")]
+    producer = Producer({"bootstrap.servers": kafka.bootstrap})
+    for key, value in records:
+        producer.produce(topic, key=key, value=value)
+    assert producer.flush(30) == 0
+    source = {
+        "kafka.bootstrap.servers": kafka.bootstrap,
+        "subscribe": topic,
+        "kafka.group.id": f"{topic}-g",
+        "partitionDiscoveryIntervalMs": "0",
+        "keyFormat": "json",
+        "schemaRegistryUrl": schema_registry.url,
+        "deadLetterTopic": dead_topic,
+    }
+    query = Query(spark, source, tmp_path)
+    try:
+        key_type = StructType(
+            [StructField("shop", StringType(), False), StructField("n", LongType(), False)]
+        )
+        assert query.schema["key"].dataType == key_type
+        assert query.schema["value"].dataType == BinaryType()
+        wait_for(lambda: len(query.rows()) == 4, 120, "the 4 records with a good or null key")
+    finally:
+        query.stop()
+    assert [(r["key"], r["value"]) for r in query.rows()] == [
+        *[({"shop": "lyon", "n": n}, b"v%d" % n) for n in range(3)],
+        (None, b"no key"),
+    ]
+    dead = _dead_letters(kafka, dead_topic)
+    assert [
+        (d["key"], d["value"], d["streamingjob.error.reason"], d["streamingjob.error.column"])
+        for d in dead
+    ] == [(bad_key, b"v-bad", MALFORMED_PAYLOAD.encode(), b"key")]

@@ -519,6 +519,7 @@ def test_poison_records_go_to_the_dead_letter_topic_once_across_a_crash_and_a_re
             "streamingjob.source.partition": b"0",
             "streamingjob.source.offset": str(2 * n + 1).encode(),
             "streamingjob.error.reason": kind.encode(),
+            "streamingjob.error.column": b"value",
             "streamingjob.job": b"orders",
             "streamingjob.epoch": b"4",
         }

@@ -148,7 +148,7 @@ def test_a_poison_record_names_the_record_the_skip_and_what_the_skip_also_skips(
     with pytest.raises(PoisonRecordError) as error:
         decode_value_column(raw_batch([good, b"\x01" + good[1:]]), decoder, range_start=8)
     assert str(error.value).startswith(
-        "poison record orders-2 offset 11: bad-magic-byte: magic byte 1, expected 0. "
+        "poison record orders-2 offset 11: bad-magic-byte: value: magic byte 1, expected 0. "
         "The batch fails and nothing of it is committed"
     )
     assert "move the group's offset of orders-2 to 12" in str(error.value)
