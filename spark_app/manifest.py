@@ -357,8 +357,8 @@ class SourceSpec(SpecModel):
     )
     key: KeySpec | None = Field(
         default=None,
-        description="How record keys are read (format raw, avro, json or protobuf, the reader schema), "
-        "with the value's schema registry. Unset: raw bytes.",
+        description="How record keys are read (format raw, avro, json or protobuf, the reader "
+        "schema), with the value's schema registry. Unset: raw bytes.",
     )
 
     @field_validator("starting_offsets")

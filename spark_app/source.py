@@ -5,10 +5,10 @@ docs/source.md): the long-lived driver-side runner process calls the planning me
 planner process builds a copy that is pickled to executors for `read()`. So `__init__` is
 cheap and picklable, and all driver-side machinery (clients, the partition state table, the
 committer and discovery threads) lives in `DriverSide` (spark_app/driver_side.py), created on
-the first planning call. With valueFormat (or keyFormat) avro, json or protobuf, `schema()` resolves the
-reader schema of each decoded column once and keeps it on the data source, which PySpark
-pickles to those processes (spark_app/typed_values.py); executors decode after the read
-(spark_app/value_decoder.py).
+the first planning call. With valueFormat (or keyFormat) avro, json or protobuf, `schema()`
+resolves the reader schema of each decoded column once and keeps it on the data source,
+which PySpark pickles to those processes (spark_app/typed_values.py); executors decode after
+the read (spark_app/value_decoder.py).
 """
 
 from __future__ import annotations

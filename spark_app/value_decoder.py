@@ -1,5 +1,5 @@
-"""Decoded columns (valueFormat, keyFormat: avro, json, protobuf) on the executors: the one decode step
-after the read.
+"""Decoded columns (valueFormat, keyFormat: avro, json, protobuf) on the executors: the one
+decode step after the read.
 
 Each read path (the native fetch and librdkafka engines, pure Python) yields the same raw
 Arrow batches; their `value` and `key` columns (those decoded) are decoded here, in the Python
