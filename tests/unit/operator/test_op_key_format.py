@@ -79,7 +79,7 @@ KEY = "spec.job.source.key"
             f"{KEY}.readerSchema",
             "the key column",
         ),
-        ({"format": "protobuf"}, AVRO, f"{KEY}.format", "Input should be"),
+        ({"format": "xml"}, AVRO, f"{KEY}.format", "Input should be"),
     ],
 )
 def test_bad_key_specs_are_refused_naming_the_field(key, value, field, message):
