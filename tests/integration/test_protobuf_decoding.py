@@ -149,10 +149,10 @@ def _decoded(kafka: KafkaBroker, decoder: WireDecoder, values: list[bytes | None
 def test_older_and_newer_records_decode_to_the_latest_message(
     kafka: KafkaBroker, schema_registry: SchemaRegistry
 ) -> None:
-    v1 = _register(schema_registry, "latest-value", ORDER_V1)
-    v2 = _register(schema_registry, "latest-value", ORDER_V2)
+    v1 = _register(schema_registry, "proto-latest-value", ORDER_V1)
+    v2 = _register(schema_registry, "proto-latest-value", ORDER_V2)
     client = SchemaRegistryClient(schema_registry.url)
-    reader = resolve_reader(client, "latest-value")
+    reader = resolve_reader(client, "proto-latest-value")
     assert (reader.schema_id, reader.version) == (v2, 2)
     assert reader.message == "shop.Order"  # the first message of the file
     old, new = _classes(ORDER_V1), _classes(ORDER_V2)
@@ -178,10 +178,10 @@ def test_older_and_newer_records_decode_to_the_latest_message(
 def test_a_pinned_older_version_reads_newer_records_in_its_own_shape(
     kafka: KafkaBroker, schema_registry: SchemaRegistry
 ) -> None:
-    v1 = _register(schema_registry, "pinned-value", ORDER_V1)
-    v2 = _register(schema_registry, "pinned-value", ORDER_V2)
+    v1 = _register(schema_registry, "proto-pinned-value", ORDER_V1)
+    v2 = _register(schema_registry, "proto-pinned-value", ORDER_V2)
     client = SchemaRegistryClient(schema_registry.url)
-    decoder = _decoder(client, resolve_reader(client, "pinned-value", 1))
+    decoder = _decoder(client, resolve_reader(client, "proto-pinned-value", 1))
     decoded = _decoded(
         kafka,
         decoder,
@@ -198,7 +198,7 @@ def test_a_pinned_older_version_reads_newer_records_in_its_own_shape(
 def test_poison_records_are_classified_and_decoding_goes_on(
     kafka: KafkaBroker, schema_registry: SchemaRegistry
 ) -> None:
-    good_id = _register(schema_registry, "poison-value", ORDER_V1)
+    good_id = _register(schema_registry, "proto-poison-value", ORDER_V1)
     avro_id = schema_registry.register("poison-avro-value", AVRO_ORDER)
     # Another file whose first message has another full name.
     other_id = schema_registry.register(
@@ -225,7 +225,9 @@ def test_poison_records_are_classified_and_decoding_goes_on(
         good,
     ]
     client = SchemaRegistryClient(schema_registry.url)
-    decoded = _decoded(kafka, _decoder(client, resolve_reader(client, "poison-value")), values)
+    decoded = _decoded(
+        kafka, _decoder(client, resolve_reader(client, "proto-poison-value")), values
+    )
     reasons = [d.reason if isinstance(d, Poison) else d for d in decoded]
     assert reasons == [
         BAD_MAGIC_BYTE,
@@ -255,13 +257,13 @@ def test_poison_records_are_classified_and_decoding_goes_on(
 def test_the_registry_is_asked_once_per_schema_id(
     kafka: KafkaBroker, schema_registry: SchemaRegistry
 ) -> None:
-    v1 = _register(schema_registry, "cache-value", ORDER_V1)
-    v2 = _register(schema_registry, "cache-value", ORDER_V2)
+    v1 = _register(schema_registry, "proto-cache-value", ORDER_V1)
+    v2 = _register(schema_registry, "proto-cache-value", ORDER_V2)
     old, new = _classes(ORDER_V1), _classes(ORDER_V2)
     values = [proto_wire_format(v1, _order(old)), proto_wire_format(v2, _order(new))] * 50
     values += [proto_wire_format(424_242, _order(old))] * 2  # unknown: a miss is kept too
     client = SchemaRegistryClient(schema_registry.url)
-    decoder = _decoder(client, resolve_reader(client, "cache-value"))
+    decoder = _decoder(client, resolve_reader(client, "proto-cache-value"))
     before = client.requests
     decoded = _decoded(kafka, decoder, values)
     assert sum(isinstance(d, Poison) for d in decoded) == 2
@@ -272,11 +274,11 @@ def test_the_registry_is_asked_once_per_schema_id(
 def test_the_sources_batches_get_a_typed_value_column(
     kafka: KafkaBroker, schema_registry: SchemaRegistry
 ) -> None:
-    v1 = _register(schema_registry, "batches-value", ORDER_V1)
+    v1 = _register(schema_registry, "proto-batches-value", ORDER_V1)
     classes = _classes(ORDER_V1)
     topic = _produce(kafka, [proto_wire_format(v1, _order(classes, id=n)) for n in range(5)])
     client = SchemaRegistryClient(schema_registry.url)
-    decoder = _decoder(client, resolve_reader(client, "batches-value"))
+    decoder = _decoder(client, resolve_reader(client, "proto-batches-value"))
     config = {"bootstrap.servers": kafka.bootstrap}
     p = KafkaInputPartition(topic, 0, 0, 5, client_config=config, read_path="python")
     reader = read_range(p)
@@ -292,17 +294,19 @@ def test_the_sources_batches_get_a_typed_value_column(
 
 def test_reader_errors_at_start_name_the_fix(schema_registry: SchemaRegistry) -> None:
     client = SchemaRegistryClient(schema_registry.url)
-    with pytest.raises(ReaderSchemaError, match="'nowhere-value' has no version latest"):
-        resolve_reader(client, "nowhere-value")
-    schema_registry.register("avro-start-value", AVRO_ORDER)
+    with pytest.raises(ReaderSchemaError, match="'proto-nowhere-value' has no version latest"):
+        resolve_reader(client, "proto-nowhere-value")
+    schema_registry.register("proto-avro-start-value", AVRO_ORDER)
     with pytest.raises(ReaderSchemaError, match="version 1 is AVRO, not PROTOBUF"):
-        resolve_reader(client, "avro-start-value")
-    _register(schema_registry, "named-value", ORDER_V1)
-    assert resolve_reader(client, "named-value", message="shop.Refund").message == "shop.Refund"
+        resolve_reader(client, "proto-avro-start-value")
+    _register(schema_registry, "proto-named-value", ORDER_V1)
+    assert (
+        resolve_reader(client, "proto-named-value", message="shop.Refund").message == "shop.Refund"
+    )
     with pytest.raises(ReaderSchemaError, match=r"no top-level message 'Refund'; it has "
                        r"shop\.Order, shop\.Refund \(option valueMessageName"):  # fmt: skip
-        resolve_reader(client, "named-value", message="Refund")
+        resolve_reader(client, "proto-named-value", message="Refund")
     tree = 'syntax = "proto3"; package t; message Tree { repeated Tree children = 1; }'
-    schema_registry.register("tree-value", tree, "PROTOBUF")
+    schema_registry.register("proto-tree-value", tree, "PROTOBUF")
     with pytest.raises(ReaderSchemaError, match=r"value\.children: message t\.Tree contains"):
-        resolve_reader(client, "tree-value")
+        resolve_reader(client, "proto-tree-value")
