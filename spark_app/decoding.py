@@ -162,7 +162,7 @@ class AvroDecoder:
         if self._plain is None:
             return None
         header, plain, convert = self._own_header, self._plain, self._convert
-        rows = []
+        rows: list[Any] = []
         try:
             for value in values:
                 if value is None:
