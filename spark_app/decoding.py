@@ -130,8 +130,10 @@ class WireDecoder:
         # schema id -> the format's writer schema, or Poison; records written with the
         # reader schema itself (the usual case) need no registry at all
         self._writers: dict[int, Any] = {}
+        self._own_header = None  # the header of a record written with the reader schema
         if reader.schema_id is not None:  # an inline reader schema has no id of its own
             self._writers[reader.schema_id] = self._payloads.writer(reader)
+            self._own_header = struct.pack(">BI", MAGIC_BYTE, reader.schema_id)
 
     def decode(self, value: bytes | None) -> Any:
         """The value in the shape of `column_type` (a dict for a struct), a `Poison`, or None
@@ -147,6 +149,24 @@ class WireDecoder:
         if isinstance(writer, Poison):
             return writer
         return self._payloads.read(memoryview(value)[HEADER_SIZE:], schema_id, writer)
+
+    def decode_batch(self, values: list[bytes | None]) -> Any:
+        """`values` as the column's Arrow array through the format's optional batch path
+        (`read_batch`), when every value is null or written with the reader schema itself
+        (the usual batch); None otherwise, and `decode` takes each record (and names poison)."""
+        read_batch = getattr(self._payloads, "read_batch", None)
+        if read_batch is None or self._own_header is None:
+            return None
+        header = self._own_header
+        payloads: list[memoryview | None] = []
+        for value in values:
+            if value is None:
+                payloads.append(None)
+            elif value[:HEADER_SIZE] == header:
+                payloads.append(memoryview(value)[HEADER_SIZE:])
+            else:
+                return None
+        return read_batch(payloads)
 
     def _writer(self, schema_id: int) -> Any:
         if schema_id not in self._writers:
@@ -214,8 +234,13 @@ def decode_value_column(
     a `dead` list (a dead-letter topic takes them), is left out and appended to it."""
     import pyarrow as pa
 
+    values = batch.column("value").to_pylist()
+    whole = decoder.decode_batch(values)
+    if whole is not None:
+        index = batch.schema.get_field_index("value")
+        return batch.set_column(index, pa.field("value", whole.type), whole)
     rows, kept = [], []
-    for i, value in enumerate(batch.column("value").to_pylist()):
+    for i, value in enumerate(values):
         try:
             row = decoder.decode(value)
         except RegistryUnavailable as exc:
