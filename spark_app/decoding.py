@@ -5,8 +5,9 @@ payload in the value format (Avro binary, UTF-8 JSON, ...). This module owns wha
 shares: the header, the writer schemas by id (cached: once per id; records written with the
 reader schema itself need no registry at all), the poison reasons, and what becomes of a
 poison record (the dead-letter topic, or the query fails naming it). The format's own part,
-the reader schema's column type and one payload's decoding, is a plug-in
-(`spark_app.value_formats`: `avro_values`, `json_values`). The reader schema is fixed when the
+the reader schema's column type and one payload's decoding (optionally a whole batch's, when
+every record is of the reader schema's own id), is a plug-in (`spark_app.value_formats`:
+`avro_values`, `json_values`). The reader schema is fixed when the
 query starts: a pinned subject version, or the subject's latest version at that moment
 (`resolve_reader_schema`).
 
