@@ -110,6 +110,7 @@ crd: ## Regenerate crds/streamingjob.yaml from the models (a unit test checks fo
 .PHONY: bench
 bench: toolchain native ## Benchmarks side by side; results in bench/results/, then their plots (make plots)
 	$(TREE) $(PY) bench/source_bench.py
+	$(TREE) $(PY) bench/decode_bench.py
 	$(TREE) $(PY) bench/offsets_bench.py
 	$(TREE) $(PY) bench/operator_bench.py
 	$(PY) bench/plot.py

@@ -47,6 +47,12 @@ SOURCE_QUERIES = (
     ("(a) ours, pure-Python read path", "a_kafka_checkpointed_python_local2", "python"),
     ("(b) Spark's built-in Kafka source", "b_spark_builtin_kafka_local2", "builtin"),
 )
+# The decode benchmark's queries: (label, rates_per_s key, processing key).
+DECODE_QUERIES = (
+    ("(b) ours, raw values: the read alone", "b_ours_raw_native_fetch_local2", "raw"),
+    ("(c) Spark's kafka source + from_avro", "c_spark_kafka_from_avro_local2", "spark"),
+    ("(a) ours, valueFormat=avro (fastavro)", "a_ours_avro_native_fetch_local2", "ours"),
+)
 # The kind scenarios of bench/results/e2e.json, in the README's order.
 E2E_SCENARIOS = (
     ("driver killed → restored batch", "driver_killed_to_first_restored_batch_committed"),
@@ -217,6 +223,41 @@ def source_figure(source: dict) -> str:
     )
 
 
+def decode_figure(decode: dict) -> str:
+    groups = tuple(
+        (
+            label,
+            (
+                decode["rates_per_s"][wall],
+                decode["processing_rates_per_s"][key],
+                decode["records_per_cpu_s"][key],
+            ),
+        )
+        for label, wall, key in DECODE_QUERIES
+    )
+    alone = decode["rates_per_s"]["d_decoder_alone_one_core"]
+    subtitle = (
+        f"{num(decode['records'] / 1e6, 1)} M Avro records, local[2]; best of "
+        f"{len(decode['runs_s']['ours'])} runs; (d) our decoder alone: {millions(alone)} "
+        "per CPU second"
+    )
+    return bar_chart(
+        Bars(
+            "Avro decoding: rows per second (millions)",
+            subtitle,
+            (
+                ("wall", BLUE),
+                ("processing", GREEN),
+                ("per CPU second of JVM + Python", ORANGE),
+            ),
+            groups,
+            step=0.25e6,
+            fmt=millions,
+            tick_fmt=lambda v: num(v / 1e6, 2),
+        )
+    )
+
+
 def offsets_figure(now: dict, before: dict) -> str:
     lag_now, lag_before = now["commitLag_s"], before["commitLag_s"]
     return bar_chart(
@@ -308,6 +349,7 @@ def figures(results: dict[str, dict]) -> dict[str, str]:
     """File name under docs/img/ → its SVG."""
     return {
         "source-throughput.svg": source_figure(results["source"]),
+        "decode-throughput.svg": decode_figure(results["decode"]),
         "recovery-on-kind.svg": recovery_figure(results["e2e"]),
         "operator-1000-jobs.svg": operator_figure(results["operator"]),
         "group-offsets.svg": offsets_figure(results["offsets"], results["offsets-before"]),

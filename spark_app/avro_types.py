@@ -51,6 +51,13 @@ _LOGICAL: dict[str, DataType] = {
     "uuid": StringType(),
 }
 Converter = Callable[[Any], Any]
+# Avro's timestamps and their Arrow units: read as longs, they go into Arrow as they are.
+_TIMESTAMP_UNITS = {
+    "timestamp-millis": "ms",
+    "timestamp-micros": "us",
+    "local-timestamp-millis": "ms",
+    "local-timestamp-micros": "us",
+}
 
 
 class UnsupportedAvroSchema(ValueError):
@@ -136,10 +143,67 @@ def _time_of_day(value: datetime.time, scale: int) -> int:
     return seconds * scale + value.microsecond * scale // 1_000_000
 
 
-def arrow_column(values: list[Any], data_type: DataType) -> Any:
+def arrow_column(values: list[Any], data_type: DataType, built_as: Any = None) -> Any:
     """Decoded values (fastavro's, through `converter`) as an Arrow array of the column's
-    type, as Spark checks it (UTC timestamps)."""
+    type, as Spark checks it (UTC timestamps); `built_as`: the values were read with
+    `plain_timestamps`, and this is their `read_type`."""
     import pyarrow as pa
     from pyspark.sql.pandas.types import to_arrow_type
 
-    return pa.array(values, type=to_arrow_type(data_type, timezone="UTC"))
+    column_type = to_arrow_type(data_type, timezone="UTC")
+    if built_as is None:
+        return pa.array(values, type=column_type)
+    return pa.array(values, type=built_as).cast(column_type)
+
+
+def plain_timestamps(schema: Any) -> Any:
+    """A schema's JSON with its timestamps' logical types taken off: fastavro then reads
+    their longs as they are, not as datetimes (about a tenth of decoding a record with one
+    timestamp; bench/decode_bench.py). The column type stays the timestamp: `read_type`."""
+    if isinstance(schema, list):
+        return [plain_timestamps(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: v for k, v in schema.items() if k not in ("type", "fields", "items", "values")}
+    if schema.get("logicalType") in _TIMESTAMP_UNITS:
+        del out["logicalType"]
+    for key in ("type", "items", "values"):
+        if key in schema:
+            out[key] = plain_timestamps(schema[key])
+    if "fields" in schema:
+        out["fields"] = [{**f, "type": plain_timestamps(f["type"])} for f in schema["fields"]]
+    return out
+
+
+def read_type(schema: Any, data_type: DataType) -> Any:
+    """The Arrow type that takes values read with `plain_timestamps` (timestamps as longs in
+    their Avro unit); cast to `data_type`'s Arrow type it is the column. `schema` is the
+    parsed, expanded reader schema."""
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    return _read_type(schema, to_arrow_type(data_type, timezone="UTC"))
+
+
+def _read_type(schema: Any, arrow_type: Any) -> Any:
+    import pyarrow as pa
+
+    if isinstance(schema, list):
+        return _read_type(next(s for s in schema if s != "null"), arrow_type)
+    if isinstance(schema, str):
+        return arrow_type
+    unit = _TIMESTAMP_UNITS.get(schema.get("logicalType", ""))
+    if unit is not None:
+        return pa.timestamp(unit, tz=arrow_type.tz)
+    if schema["type"] == "record":
+        fields = [arrow_type.field(i) for i in range(arrow_type.num_fields)]
+        pairs = zip(schema["fields"], fields, strict=True)
+        return pa.struct([f.with_type(_read_type(a["type"], f.type)) for a, f in pairs])
+    if schema["type"] == "array":
+        item = arrow_type.value_field
+        return pa.list_(item.with_type(_read_type(schema["items"], item.type)))
+    if schema["type"] == "map":
+        item = arrow_type.item_field
+        return pa.map_(
+            arrow_type.key_field, item.with_type(_read_type(schema["values"], item.type))
+        )
+    return arrow_type

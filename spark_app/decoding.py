@@ -5,10 +5,11 @@ payload in the value format (Avro binary, UTF-8 JSON, ...). This module owns wha
 shares: the header, the writer schemas by id (cached: once per id; records written with the
 reader schema itself need no registry at all), the poison reasons, and what becomes of a
 poison record (the dead-letter topic, or the query fails naming it). The format's own part,
-the reader schema's column type and one payload's decoding, is a plug-in
-(`spark_app.value_formats`: `avro_values`, `json_values`, `protobuf_values`). The reader
-schema is fixed when the query starts: a pinned subject version, or the subject's latest
-version at that moment (`resolve_reader_schema`).
+the reader schema's column type and one payload's decoding (optionally a whole batch's, when
+every record is of the reader schema's own id), is a plug-in (`spark_app.value_formats`:
+`avro_values`, `json_values`, `protobuf_values`). The reader schema is fixed when the query
+starts: a pinned subject version, or the subject's latest version at that moment
+(`resolve_reader_schema`).
 
 A record that cannot be decoded is *poison*, returned as `Poison` with a reason (one of
 POISON_REASONS) and a message naming the cause, never raised: the caller decides whether it
@@ -143,8 +144,10 @@ class WireDecoder:
         # schema id -> the format's writer schema, or Poison; records written with the
         # reader schema itself (the usual case) need no registry at all
         self._writers: dict[int, Any] = {}
+        self._own_header = None  # the header of a record written with the reader schema
         if reader.schema_id is not None:  # an inline reader schema has no id of its own
             self._writers[reader.schema_id] = self._payloads.writer(reader)
+            self._own_header = struct.pack(">BI", MAGIC_BYTE, reader.schema_id)
 
     def decode(self, value: bytes | None) -> Any:
         """The value in the shape of `column_type` (a dict for a struct), a `Poison`, or None
@@ -160,6 +163,24 @@ class WireDecoder:
         if isinstance(writer, Poison):
             return writer
         return self._payloads.read(memoryview(value)[HEADER_SIZE:], schema_id, writer)
+
+    def decode_batch(self, values: list[bytes | None]) -> Any:
+        """`values` as the column's Arrow array through the format's optional batch path
+        (`read_batch`), when every value is null or written with the reader schema itself
+        (the usual batch); None otherwise, and `decode` takes each record (and names poison)."""
+        read_batch = getattr(self._payloads, "read_batch", None)
+        if read_batch is None or self._own_header is None:
+            return None
+        header = self._own_header
+        payloads: list[memoryview | None] = []
+        for value in values:
+            if value is None:
+                payloads.append(None)
+            elif value[:HEADER_SIZE] == header:
+                payloads.append(memoryview(value)[HEADER_SIZE:])
+            else:
+                return None
+        return read_batch(payloads)
 
     def _writer(self, schema_id: int) -> Any:
         if schema_id not in self._writers:
@@ -238,9 +259,15 @@ def decode_columns(
     them), is left out and appended to it with its original bytes."""
     import pyarrow as pa
 
+    raw = {name: batch.column(name).to_pylist() for name in decoders}
+    whole = {name: decoder.decode_batch(raw[name]) for name, decoder in decoders.items()}
+    if all(column is not None for column in whole.values()):  # every record of the reader's id
+        for name, column in whole.items():
+            index = batch.schema.get_field_index(name)
+            batch = batch.set_column(index, pa.field(name, column.type), column)
+        return batch
     columns: dict[str, list[Any]] = {name: [] for name in decoders}
     kept = []
-    raw = {name: batch.column(name).to_pylist() for name in decoders}
     for i in range(batch.num_rows):
         row = _decode_row(batch, i, decoders, raw)
         if isinstance(row, Poison):

@@ -70,6 +70,11 @@ class PayloadDecoder(Protocol):
         of `column_type` (a dict for a struct), or a Poison."""
         ...
 
+    # Optional, not part of the protocol's type: `read_batch(payloads: list[memoryview |
+    # None]) -> pyarrow.Array | None`, the payloads of a batch all written with the reader
+    # schema itself (None: a null value) as the column's Arrow array at once, or None to go
+    # record by record through `read` (which names the poison record). `avro_values` has one.
+
 
 class FormatModule(Protocol):
     """What a format's module gives (see the module's docstring)."""

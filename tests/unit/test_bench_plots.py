@@ -74,6 +74,12 @@ def test_every_number_drawn_is_a_result():
     for _, wall, processing in plot.SOURCE_QUERIES:
         assert plot.millions(results["source"]["rates_per_s"][wall]) in source
         assert plot.millions(results["source"]["processing_rates_per_s"][processing]) in source
+    decode = plot.figures(results)["decode-throughput.svg"]
+    for _, wall, processing in plot.DECODE_QUERIES:
+        assert plot.millions(results["decode"]["rates_per_s"][wall]) in decode
+        assert plot.millions(results["decode"]["processing_rates_per_s"][processing]) in decode
+        assert plot.millions(results["decode"]["records_per_cpu_s"][processing]) in decode
+    assert plot.millions(results["decode"]["rates_per_s"]["d_decoder_alone_one_core"]) in decode
     recovery = plot.figures(results)["recovery-on-kind.svg"]
     for _, key in plot.E2E_SCENARIOS:
         samples = results["e2e"][key]["samples"]

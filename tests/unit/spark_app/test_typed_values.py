@@ -15,6 +15,7 @@ import pytest
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from spark_app import typed_values
+from spark_app.avro_types import arrow_column
 from spark_app.decoding import (
     AvroDecoder,
     PoisonRecordError,
@@ -217,3 +218,79 @@ def test_a_ca_file_that_cannot_be_read_names_the_option(tmp_path):
         ReaderSchemaError, match=r"option schemaRegistryCaFile=.* is not a readable"
     ):
         KafkaCheckpointedDataSource(options).schema()
+
+
+TIMES = {
+    "type": "record",
+    "name": "Times",
+    "fields": [
+        {"name": "ms", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+        {"name": "us", "type": ["null", {"type": "long", "logicalType": "timestamp-micros"}]},
+        {"name": "local", "type": {"type": "long", "logicalType": "local-timestamp-millis"}},
+        {
+            "name": "many",
+            "type": {"type": "array", "items": {"type": "long", "logicalType": "timestamp-micros"}},
+        },
+        {
+            "name": "by_key",
+            "type": {
+                "type": "map",
+                "values": {
+                    "type": "record",
+                    "name": "At",
+                    "fields": [
+                        {"name": "t", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+                        {"name": "of_day", "type": {"type": "int", "logicalType": "time-millis"}},
+                    ],
+                },
+            },
+        },
+        {"name": "again", "type": "At"},
+        {"name": "id", "type": {"type": "string", "logicalType": "uuid"}},
+    ],
+}
+TIMES_READER = RegisteredSchema(schema_id=7, version=1, schema=json.dumps(TIMES))
+
+
+def times(n: int) -> dict:
+    at = datetime(2026, 11, 24, 12, 0, 1, 500000 + n, tzinfo=UTC)
+    return {
+        "ms": datetime(2026, 11, 24, 12, 0, 1, 123000, tzinfo=UTC),
+        "us": None if n % 2 else at,
+        "local": datetime(2026, 11, 24, 12, 0, 2, 250000),
+        "many": [at, at],
+        "by_key": {"k": {"t": datetime(1969, 12, 31, 23, 59, 59, 1000, tzinfo=UTC), "of_day": 5}},
+        "again": {"t": datetime(2026, 1, 1, tzinfo=UTC), "of_day": 86_399_999},
+        "id": "0b2d6f8e-6c1e-4f5a-9a53-2f9c1f2e7a10",
+    }
+
+
+def test_a_batch_of_the_reader_schema_id_reads_timestamps_as_longs_into_the_same_column():
+    decoder = AvroDecoder(NoRegistry(), TIMES_READER)  # type: ignore[arg-type]
+    values = [wire_format(7, TIMES, times(n)) for n in range(3)] + [None]
+    own = decoder.decode_batch(values)
+    per_record = arrow_column([decoder.decode(v) for v in values], decoder.column_type)
+    assert own is not None and own.type == per_record.type and own.equals(per_record)
+    column = decode_value_column(raw_batch(values), decoder).column("value")
+    assert column.to_pylist()[0]["many"][0] == times(0)["many"][0]  # to the microsecond
+    assert column.to_pylist()[1]["us"] is None and column.to_pylist()[3] is None
+    assert column.to_pylist()[0]["by_key"] == [
+        ("k", {"t": times(0)["by_key"]["k"]["t"], "of_day": 5})
+    ]
+
+
+def test_a_batch_with_another_id_or_a_poison_record_goes_record_by_record():
+    decoder = AvroDecoder(NoRegistry(), TIMES_READER)  # type: ignore[arg-type]
+    good = wire_format(7, TIMES, times(0))
+    assert decoder.decode_batch([good, wire_format(8, TIMES, times(1))]) is None
+    assert decoder.decode_batch([good, good + b"\x00"]) is None  # bytes left after the value
+    assert decoder.decode_batch([good, good[:-3]]) is None  # truncated
+    inline = RegisteredSchema(schema_id=None, version=None, schema=json.dumps(TIMES))
+    assert AvroDecoder(NoRegistry(), inline).decode_batch([good]) is None  # no id of its own
+    with pytest.raises(RegistryUnavailable, match="offset 11"):  # id 8 needs the registry
+        decode_value_column(raw_batch([good, wire_format(8, TIMES, times(1))]), decoder)
+    with pytest.raises(PoisonRecordError, match="offset 11: malformed-payload"):
+        decode_value_column(raw_batch([good, good + b"\x00"]), decoder)
+    plain = AvroDecoder(NoRegistry(), READER)  # type: ignore[arg-type]
+    assert plain.decode_batch([wire_format(41, SCHEMA, ORDER)]) is not None
+    assert plain.decode(wire_format(41, SCHEMA, ORDER)) == ORDER  # decode keeps its datetimes
