@@ -45,6 +45,31 @@ REGISTRY_ONLY = (
     "value.format or remove them"
 )
 MAX_READER_SCHEMA = 64 * 1024
+
+
+def subject_field(description: str) -> Any:
+    """A reader schema's subject (the value's or the key's)."""
+    return Field(
+        default=None, min_length=1, max_length=MAX_TEXT, pattern=TRIMMED, description=description
+    )
+
+
+def version_field(of: str) -> Any:
+    """A reader schema's version in its subject."""
+    return Field(
+        default=None,
+        ge=1,
+        le=2**31 - 1,
+        description=f"Version of the {of} in its subject. Unset: the subject's latest when "
+        "the query starts (again at every restart).",
+    )
+
+
+def reader_schema_field(description: str) -> Any:
+    """A reader schema given as its text instead of a subject's version."""
+    return Field(default=None, min_length=1, max_length=MAX_READER_SCHEMA, description=description)
+
+
 NEEDS_RECORD_NAME = (
     "spec.job.source.value.schemaRegistry.recordName (the value record's full name, "
     "namespace.Name) is required with subjectStrategy record or topic-record"
@@ -225,27 +250,14 @@ class ValueSpec(SpecModel):
         default=None,
         description="The schema registry. Required with format avro, json or protobuf.",
     )
-    subject: str | None = Field(
-        default=None,
-        min_length=1,
-        max_length=MAX_TEXT,
-        pattern=TRIMMED,
-        description="Subject of the reader schema. Unset: the one schemaRegistry."
+    subject: str | None = subject_field(
+        "Subject of the reader schema. Unset: the one schemaRegistry."
         "subjectStrategy names (by default <topic>-value, which needs exactly one topic in "
         "subscribe: Confluent's TopicNameStrategy).",
     )
-    version: int | None = Field(
-        default=None,
-        ge=1,
-        le=2**31 - 1,
-        description="Version of the reader schema in its subject. Unset: the subject's "
-        "latest when the query starts (again at every restart).",
-    )
-    reader_schema: str | None = Field(
-        default=None,
-        min_length=1,
-        max_length=MAX_READER_SCHEMA,
-        description="The reader schema itself, Avro schema JSON of a record, or with format "
+    version: int | None = version_field("reader schema")
+    reader_schema: str | None = reader_schema_field(
+        "The reader schema itself, Avro schema JSON of a record, or with format "
         "json a JSON Schema, with format protobuf a .proto file importing only Google's "
         "well-known types (instead of a "
         "subject's version): values decode to its fields; the registry is asked only for "
@@ -348,27 +360,14 @@ class KeySpec(SpecModel):
         "column key of the reader schema's type (a null key stays null). The schema registry "
         "is the value's (value.schemaRegistry), so a decoded key needs a decoded value too.",
     )
-    subject: str | None = Field(
-        default=None,
-        min_length=1,
-        max_length=MAX_TEXT,
-        pattern=TRIMMED,
-        description="Subject of the key's reader schema. Unset: <topic>-key (Confluent's "
+    subject: str | None = subject_field(
+        "Subject of the key's reader schema. Unset: <topic>-key (Confluent's "
         "TopicNameStrategy; needs exactly one topic in subscribe). value.schemaRegistry's "
         "subjectStrategy and recordName are the value's only.",
     )
-    version: int | None = Field(
-        default=None,
-        ge=1,
-        le=2**31 - 1,
-        description="Version of the key's reader schema in its subject. Unset: the subject's "
-        "latest when the query starts (again at every restart).",
-    )
-    reader_schema: str | None = Field(
-        default=None,
-        min_length=1,
-        max_length=MAX_READER_SCHEMA,
-        description="The key's reader schema itself, Avro schema JSON of a record, with "
+    version: int | None = version_field("key's reader schema")
+    reader_schema: str | None = reader_schema_field(
+        "The key's reader schema itself, Avro schema JSON of a record, with "
         "format json a JSON Schema, with protobuf a .proto file (instead of a subject's "
         "version). Excludes version and subject.",
     )
