@@ -7,7 +7,6 @@ test_typed_records.py; the JSON one: test_json_records.py."""
 
 from __future__ import annotations
 
-from datetime import UTC
 from decimal import Decimal
 
 import pytest
@@ -15,9 +14,10 @@ import pytest
 from spark_app.decoding import MALFORMED_PAYLOAD
 from tests.integration.spark_app.test_typed_records import (  # the Avro tests' query helpers
     Query,
-    _dead_letters,
     produce,
+    rows_but_one_dead,
     spark,  # noqa: F401  (the module's Spark session fixture)
+    values_by_id,
 )
 from tests.integration.test_protobuf_decoding import (  # the decoder tests' schemas
     ORDER_V1,
@@ -28,8 +28,7 @@ from tests.integration.test_protobuf_decoding import (  # the decoder tests' sch
     _register,
 )
 from tests.support.kafka_broker import KafkaBroker
-from tests.support.kafka_tools import log_end_offsets, new_topic
-from tests.support.polling import wait_for
+from tests.support.kafka_tools import new_topic
 from tests.support.protobuf_messages import proto_wire_format
 from tests.support.schema_registry import SchemaRegistry
 
@@ -92,33 +91,14 @@ def test_protobuf_records_decode_to_typed_columns_and_poison_goes_to_the_dead_le
         "deadLetterTopic": dead_topic,
     }
     query = Query(spark, source, tmp_path)
-    try:
-        # schema() gave the reader message's type (its import fetched and compiled at start)
-        assert query.schema["value"].dataType.simpleString() == VALUE_TYPE
-        # 8 good records and the tombstone; the poison record's copy is committed to the
-        # dead-letter topic before its batch's output is
-        wait_for(lambda: len(query.rows()) == 9, 180, "every good record in the sink")
-    finally:
-        query.stop()
-    rows = query.rows()
-    read = {(r["partition"], r["offset"]) for r in rows}
-    every = {
-        (p, o) for p, end in log_end_offsets(kafka.bootstrap, topic).items() for o in range(end)
-    }
-    dead = _dead_letters(kafka, dead_topic)
-    assert [(d["key"], d["value"], d["streamingjob.error.reason"]) for d in dead] == [
-        (b"8", bad, MALFORMED_PAYLOAD.encode())
-    ]
-    poisoned = (
-        int(dead[0]["streamingjob.source.partition"]),
-        int(dead[0]["streamingjob.source.offset"]),
+    # 8 good records and the tombstone; the poison record's copy is committed to the
+    # dead-letter topic before its batch's output is
+    rows = rows_but_one_dead(
+        query, kafka, topic, dead_topic, (b"8", bad, MALFORMED_PAYLOAD.encode()), rows=9
     )
-    assert read == every - {poisoned}  # every other record reached the sink
-    by_id = {}
-    for row in rows:
-        value = row["value"]
-        if value is not None:  # collect() gives local timestamps
-            by_id[value["id"]] = {**value, "placed": value["placed"].astimezone(UTC)}
+    # schema() gave the reader message's type (its import fetched and compiled at start)
+    assert query.schema["value"].dataType.simpleString() == VALUE_TYPE
+    by_id = values_by_id(rows)
     expected = {n: as_reader(n, "") for n in range(4)}
     expected |= {n: as_reader(n, "shop") for n in range(4, 8)}
     assert by_id == expected

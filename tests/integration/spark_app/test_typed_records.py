@@ -477,6 +477,39 @@ def _dead_letters(kafka: KafkaBroker, topic: str) -> list[dict]:
     return sorted(seen, key=lambda d: int(d["streamingjob.source.offset"]))
 
 
+def rows_but_one_dead(
+    query: Query, kafka: KafkaBroker, topic: str, dead_topic: str, poison: tuple, rows: int
+) -> list[dict]:
+    """Runs `query` until `rows` rows are in its sink, stops it, and checks that the one poison
+    record, `(key, value bytes, reason)`, is in the dead-letter topic and every other record of
+    `topic` in the sink; the sink's rows."""
+    try:
+        wait_for(lambda: len(query.rows()) == rows, 180, "every good record in the sink")
+    finally:
+        query.stop()
+    found = query.rows()
+    every = {
+        (p, o) for p, end in log_end_offsets(kafka.bootstrap, topic).items() for o in range(end)
+    }
+    dead = _dead_letters(kafka, dead_topic)
+    assert [(d["key"], d["value"], d["streamingjob.error.reason"]) for d in dead] == [poison]
+    poisoned = (
+        int(dead[0]["streamingjob.source.partition"]),
+        int(dead[0]["streamingjob.source.offset"]),
+    )
+    assert {(r["partition"], r["offset"]) for r in found} == every - {poisoned}
+    return found
+
+
+def values_by_id(rows: list[dict]) -> dict:
+    """The rows' decoded values by id, `placed` in UTC (collect() gives local timestamps)."""
+    return {
+        r["value"]["id"]: {**r["value"], "placed": r["value"]["placed"].astimezone(UTC)}
+        for r in rows
+        if r["value"] is not None
+    }
+
+
 def test_poison_records_go_to_the_dead_letter_topic_once_across_a_crash_and_a_redeploy(
     spark, kafka, schema_registry, read_path, tmp_path
 ):
