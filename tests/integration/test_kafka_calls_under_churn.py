@@ -19,9 +19,10 @@ from spark_app.options import SourceOptions
 from tests.support.kafka_cluster import KafkaCluster
 from tests.support.kafka_tools import DURABLE, ContinuousProducer, new_topic
 
-# It runs beside the Spark tier (load 30 and more on 2 cores): the cluster's KRaft quorum is
-# given the fetch timeout that holds there (tests/support/kafka_broker.py).
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(420)]
+# alone: make test runs it before the other tiers (scripts/test-all.sh). Beside the Spark tier
+# its failover held (the quorum's fetch timeout, tests/support/kafka_broker.py: 5 of 5 at load
+# 19-72), but once its three nodes did not all register within 120 s of their start.
+pytestmark = [pytest.mark.integration, pytest.mark.alone, pytest.mark.timeout(420)]
 
 
 @pytest.fixture(scope="module")
