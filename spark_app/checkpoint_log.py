@@ -95,18 +95,17 @@ class CheckpointFiles:
         finally:
             stream.close()
 
-    def durable_batch(self, sink_log: str | None = None) -> DurableBatch | None:
+    def durable_batch(self, in_sink: int | None = None) -> DurableBatch | None:
         """The newest batch in the commit log and its end offsets; None: nothing durable.
 
-        `sink_log`: a file sink's `_spark_metadata` directory. A batch the sink committed is
-        in the output even when the driver died before Spark's commit-log entry: it counts
-        as durable here, or the next epoch would write it again."""
+        `in_sink`: the newest batch of this checkpoint's query the sink itself committed (a
+        file sink's `_spark_metadata`, a table's log). Such a batch is in the output even
+        when the driver died before Spark's commit-log entry: it counts as durable here, or
+        the next epoch would write it again."""
         try:
             batch_id = self.newest("commits")
-            if sink_log is not None:
-                in_sink = CheckpointFiles(self._spark, sink_log).newest("")
-                if in_sink is not None and (batch_id is None or in_sink > batch_id):
-                    batch_id = in_sink if self.has("offsets", in_sink) else batch_id
+            if in_sink is not None and (batch_id is None or in_sink > batch_id):
+                batch_id = in_sink if self.has("offsets", in_sink) else batch_id
             if batch_id is None:
                 return None
             return DurableBatch(batch_id, source_end_offsets(self.read("offsets", batch_id)))

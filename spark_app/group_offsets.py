@@ -28,6 +28,7 @@ from spark_app.checkpoint_log import (
     ahead_of_group,
 )
 from spark_app.committer import OffsetCommitter
+from spark_app.delta_sink import DeltaTable, app_id
 from spark_app.kafka_config import source_options
 from spark_app.kafka_metadata import KafkaMetadata, group_committer
 from spark_app.kafka_retry import DEADLINE_S
@@ -138,8 +139,8 @@ def catch_up(
         result = {"outcome": "skipped", "reason": f"startingOffsets is {starting}"}
     else:
         try:
-            sink_log = previous_sink_log(manifest, previous)
-            batch = CheckpointFiles(spark, previous).durable_batch(sink_log)
+            in_sink = previous_sink_batch(spark, manifest, previous)
+            batch = CheckpointFiles(spark, previous).durable_batch(in_sink)
         except CheckpointUnreadable as exc:
             log.warning("previous checkpoint unreadable, its offsets are not caught up: %s", exc)
             return {"location": previous, "outcome": "unreadable", "error": str(exc)}
@@ -167,14 +168,22 @@ def catch_up_failure(result: dict[str, Any], manifest: RunnerManifest) -> str | 
     )
 
 
-def previous_sink_log(manifest: RunnerManifest, previous_checkpoint: str) -> str | None:
-    """The previous epoch's file-sink log (`<sink.path>/epoch-<k>/_spark_metadata`), when the
-    sink writes files and the checkpoint is an epoch's (`.../epoch-<k>`)."""
-    sink_path = manifest.spec.job.sink.path
+def previous_sink_batch(spark, manifest: RunnerManifest, previous_checkpoint: str) -> int | None:
+    """The newest batch of the previous epoch's query that its sink committed: in the file
+    sink's log (`<sink.path>/epoch-<k>/_spark_metadata`) or in the Delta table's."""
+    sink = manifest.spec.job.sink
     epoch = re.search(r"/epoch-(\d+)/?$", previous_checkpoint)
-    if not sink_path or epoch is None:
-        return None
-    return f"{epoch_sink_path(sink_path, int(epoch.group(1)))}/_spark_metadata"
+    try:
+        if sink.format == "delta" and sink.path:
+            table = DeltaTable.for_session(spark, sink.path)
+            return table.committed_batch(app_id(previous_checkpoint))
+        if not sink.path or epoch is None:
+            return None
+        log_dir = f"{epoch_sink_path(sink.path, int(epoch.group(1)))}/_spark_metadata"
+        return CheckpointFiles(spark, log_dir).newest("")
+    except Exception as exc:  # py4j or delta-rs: an unreachable store, a damaged log
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise CheckpointUnreadable(f"the sink at {sink.path}: {first}") from None
 
 
 def final_commit(checkpoint: CheckpointFiles, group: GroupOffsets, timeout: float) -> dict:

@@ -155,6 +155,7 @@ _MODES = ("append", "update", "complete")
 SINK_OUTPUT_MODES: dict[str, tuple[str, ...]] = {
     **dict.fromkeys(FILE_SINK_FORMATS, ("append",)),
     "kafka": ("append", "complete"),
+    "delta": ("append",),
     "console": _MODES,
     "noop": _MODES,
 }
@@ -404,6 +405,23 @@ class SourceSpec(SpecModel):
         return self
 
 
+COLUMN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+DELTA_PATH = "path is required for the delta sink: the table's location"
+DELTA_SCHEME = (
+    "the delta sink writes to file:///path on a mounted volume or s3a://bucket/prefix "
+    "(delta-rs reaches no other file system)"
+)
+NO_ICEBERG = (
+    "format iceberg is not available yet: no Apache Iceberg release runs on Spark 4.3 (its "
+    "newest Spark runtime is for Spark 4.1 and fails to load on 4.3); use format delta"
+)
+NO_DELTA_OPTIONS = (
+    "options are passed to Spark's sinks; the delta sink is not one: set partitionBy and "
+    "tableProperties instead"
+)
+TABLE_FIELDS_ONLY = "partitionBy and tableProperties are for table sinks (format delta) only"
+
+
 class SinkSpec(SpecModel):
     """Where the job writes. File formats use Spark's exactly-once file sink."""
 
@@ -418,14 +436,37 @@ class SinkSpec(SpecModel):
                     "rule": "self.format != 'kafka' || has(self.topic)",
                     "message": "topic is required for the kafka sink",
                 },
+                {"rule": "self.format != 'delta' || has(self.path)", "message": DELTA_PATH},
+                {
+                    "rule": "self.format != 'delta' || !has(self.path) || "
+                    "self.path.startsWith('file:///') || self.path.startsWith('s3a://')",
+                    "message": DELTA_SCHEME,
+                    "fieldPath": ".path",
+                },
+                {"rule": "self.format != 'iceberg'", "message": NO_ICEBERG},
+                {
+                    "rule": "self.format != 'delta' || !has(self.options) || "
+                    "self.options.size() == 0",
+                    "message": NO_DELTA_OPTIONS,
+                    "fieldPath": ".options",
+                },
+                {
+                    "rule": "self.format == 'delta' || "
+                    "(!has(self.partitionBy) && !has(self.tableProperties))",
+                    "message": TABLE_FIELDS_ONLY,
+                },
                 *_modes_rules(),
             ]
         }
     )
 
-    format: Literal["parquet", "json", "csv", "orc", "kafka", "console", "noop"] = Field(
+    format: Literal[
+        "parquet", "json", "csv", "orc", "delta", "iceberg", "kafka", "console", "noop"
+    ] = Field(
         description="parquet, json, csv or orc: Spark's file sink (exactly-once with the "
-        "checkpoint). kafka: a topic (at-least-once). console, noop: for trials."
+        "checkpoint). delta: a Delta Lake table at path, one table across epochs, exactly "
+        "once for every reader. iceberg: not yet (no Apache Iceberg release runs on Spark "
+        "4.3). kafka: a topic (at-least-once). console, noop: for trials."
     )
     path: str | None = Field(
         default=None,
@@ -435,7 +476,9 @@ class SinkSpec(SpecModel):
         json_schema_extra=_location_schema(),
         description="Output directory URI of a file sink. Each deployment epoch writes "
         "<path>/epoch-<n> (Spark's file sink log is keyed by batch id, which restarts at 0 "
-        "on a redeploy); restarts within an epoch continue the same directory.",
+        "on a redeploy); restarts within an epoch continue the same directory. For the "
+        "delta sink: the table's location (file:///... or s3a://...), the same table for "
+        "every epoch.",
     )
     topic: str | None = Field(
         default=None,
@@ -455,6 +498,18 @@ class SinkSpec(SpecModel):
         default="append",
         description="Spark output mode. File sinks run append only, the kafka sink append or "
         "complete; console and noop run all three.",
+    )
+    partition_by: list[Annotated[str, Field(min_length=1, max_length=128, pattern=COLUMN)]] = Field(
+        default_factory=list,
+        max_length=8,
+        description="delta: the columns that partition a new table (an existing table "
+        "keeps its own partitioning).",
+    )
+    table_properties: Options = Field(
+        default_factory=dict,
+        description="delta: table properties set when the job creates the table, e.g. "
+        "delta.logRetentionDuration or delta.deletedFileRetentionDuration.",
+        json_schema_extra=_keys_schema(_CLIENT_KEY, 255),
     )
     options: Options = Field(
         default_factory=dict,
@@ -497,6 +552,16 @@ class SinkSpec(SpecModel):
             raise ValueError(f"path is required for the {self.format} file sink")
         if self.format == "kafka" and not self.topic:
             raise ValueError("topic is required for the kafka sink")
+        if self.format == "delta" and not self.path:
+            raise ValueError(DELTA_PATH)
+        if self.format == "delta" and not self.path.startswith(("file:///", "s3a://")):  # type: ignore[union-attr]
+            raise ValueError(DELTA_SCHEME)
+        if self.format == "iceberg":
+            raise ValueError(NO_ICEBERG)
+        if self.format == "delta" and self.options:
+            raise ValueError(NO_DELTA_OPTIONS)
+        if self.format != "delta" and (self.partition_by or self.table_properties):
+            raise ValueError(TABLE_FIELDS_ONLY)
         return self
 
 

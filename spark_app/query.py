@@ -8,6 +8,7 @@ import os
 import sys
 from pathlib import Path
 
+from spark_app.delta_sink import DeltaTable, app_id, batch_writer
 from spark_app.kafka_config import credential_options, job_options
 from spark_app.manifest import JobSpec, RunnerManifest, epoch_sink_path
 
@@ -51,7 +52,11 @@ def start_query(spark, job: JobSpec, name: str, epoch: int, location: str, workd
     sink = job.sink
     writer = frame.writeStream.queryName(name).outputMode(sink.output_mode)
     writer = writer.option("checkpointLocation", location)
-    if sink.format == "kafka":
+    if sink.format == "delta":
+        path = sink.path or ""  # required for delta (SinkSpec)
+        table = DeltaTable.for_session(spark, path, sink.partition_by, sink.table_properties)
+        writer = writer.foreachBatch(batch_writer(table, app_id(location)))
+    elif sink.format == "kafka":
         writer = (
             writer.format(FORMAT)
             .option("topic", sink.topic or "")

@@ -56,11 +56,14 @@ FIELD_CLASSES: dict[str, str] = {
 # Fields added after a release: hashed only when they differ from their default, so that the
 # hashes of jobs deployed by the older operator stay the same (an upgrade restarts no job).
 ADDED_SINCE_RELEASE = ("spark_ui",)
-# ... and fields added inside a hashed field (by alias path): left out while unset (None).
+# ... and fields added inside a hashed field (by alias path): left out while unset (None, or
+# an empty list or map).
 ADDED_NESTED_SINCE_RELEASE = (
     ("job", "source", "value"),
     ("job", "source", "key"),
     ("job", "deadLetter"),
+    ("job", "sink", "partitionBy"),
+    ("job", "sink", "tableProperties"),
 )
 
 
@@ -69,7 +72,7 @@ def _drop_unset_added(data: dict[str, Any]) -> None:
         node: Any = data
         for key in parents:
             node = node.get(key) if isinstance(node, dict) else None
-        if isinstance(node, dict) and node.get(leaf, 0) is None:
+        if isinstance(node, dict) and node.get(leaf, 0) in (None, [], {}):  # unset
             del node[leaf]
 
 

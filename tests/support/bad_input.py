@@ -92,7 +92,7 @@ def bad_output_modes(draw: st.DrawFn, base: Base) -> Case:
     ]
     sink, mode = draw(st.sampled_from(pairs))
     spec = base()
-    if sink in FILE_SINK_FORMATS:
+    if sink in FILE_SINK_FORMATS or sink == "delta":
         spec["job"]["sink"] = {"format": sink, "path": "s3a://lake/out", "outputMode": mode}
     else:
         spec["job"]["sink"] = {"format": sink, "topic": "out", "outputMode": mode}
@@ -172,6 +172,25 @@ def source_contradictions(draw: st.DrawFn, base: Base) -> Case:
         source["startingOffsets"] = "committed"
     source["offsetResetStrategy"] = draw(st.sampled_from(["earliest", "latest", "error"]))
     return spec, "spec.job.source"
+
+
+# --- table sinks: a missing or unreachable table, fields of another sink, iceberg ------------
+
+TABLE_SINK_MISTAKES = [
+    {"format": "delta"},  # no table location
+    {"format": "delta", "path": "hdfs://nn/lake/orders"},  # delta-rs reaches no HDFS
+    {"format": "iceberg", "path": "s3a://lake/orders"},  # no release runs on Spark 4.3
+    {"format": "parquet", "path": "s3a://lake/out", "partitionBy": ["topic"]},
+    {"format": "kafka", "topic": "out", "tableProperties": {"delta.appendOnly": "true"}},
+    {"format": "delta", "path": "s3a://lake/orders", "options": {"mergeSchema": "true"}},
+]
+
+
+@st.composite
+def table_sink_mistakes(draw: st.DrawFn, base: Base) -> Case:
+    spec = base()
+    spec["job"]["sink"] = dict(draw(st.sampled_from(TABLE_SINK_MISTAKES)))
+    return spec, "spec.job.sink"
 
 
 # --- podTemplate fields of the wrong type or an unknown enum value ----------------------------
@@ -289,4 +308,5 @@ def classes(base: Base) -> dict[str, st.SearchStrategy[Case]]:
         "source-contradictions": source_contradictions(base),
         "malformed-pod-templates": malformed_pod_templates(base),
         "typed-record-contradictions": typed_record_contradictions(base),
+        "table-sink-mistakes": table_sink_mistakes(base),
     }

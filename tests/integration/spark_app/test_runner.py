@@ -11,6 +11,7 @@ import re
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -48,8 +49,11 @@ def sink_rows(storage: Storage) -> list[dict]:
     return committed_rows(storage.output_path, filesystem=storage.filesystem)
 
 
-def assert_exactly_once(output: Path | Storage, expected_ids: range) -> None:
-    rows = sink_rows(output) if isinstance(output, Storage) else committed_rows(output)
+def assert_exactly_once(
+    output: Path | Storage, expected_ids: range, rows: list[dict] | None = None
+) -> None:
+    if rows is None:
+        rows = sink_rows(output) if isinstance(output, Storage) else committed_rows(output)
     counts = Counter(row["id"] for row in rows)
     duplicates = {i: n for i, n in counts.items() if n > 1}
     missing = set(expected_ids) - counts.keys()
@@ -82,12 +86,20 @@ def test_sigkill_then_restore_is_exactly_once_on_every_broker_version(versioned_
 
 
 def sigkill_at_random_points_then_restore(
-    kafka: KafkaBroker, tmp_path: Path, storage: Storage, kills: int = 5
+    kafka: KafkaBroker,
+    tmp_path: Path,
+    storage: Storage,
+    kills: int = 5,
+    sink: dict | None = None,
+    read_rows: Callable[[Storage], list[dict]] = sink_rows,
 ) -> None:
     """SIGKILLs of the driver mid-batch, each followed by a restore from the checkpoint, then
-    every record exactly once and the group's offsets never past the sink's output."""
+    every record exactly once and the group's offsets never past the sink's output.
+    `sink`, `read_rows`: another sink than the file sink, and how to read what it committed."""
     topic = new_topic(kafka.bootstrap, partitions=3)
     manifest = job_manifest("kills", kafka.bootstrap, topic, tmp_path, storage)
+    if sink is not None:
+        manifest["spec"]["job"]["sink"] = sink
     chunk = 2_000
     total = chunk * (kills + 1)
     runner = RunnerProcess(manifest, tmp_path, env=storage.env)
@@ -110,11 +122,12 @@ def sigkill_at_random_points_then_restore(
     assert report["startPath"] == "restored" and report["restoredBatch"] is not None
     assert runner.terminate() == 0
     assert "restored from checkpoint batch" in runner.output()
-    assert_exactly_once(storage, range(total))
+    rows = read_rows(storage)
+    assert_exactly_once(storage, range(total), rows)
     # Offsets reached the group only for completed checkpoints: never past the output.
     committed = group_offsets(kafka.bootstrap, "kills-group", topic)
     processed = Counter()
-    for row in sink_rows(storage):
+    for row in rows:
         processed[row["partition"]] = max(processed[row["partition"]], row["offset"] + 1)
     assert all(committed[p] is not None and committed[p] <= processed[p] for p in committed)
 

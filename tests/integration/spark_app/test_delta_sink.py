@@ -1,0 +1,118 @@
+"""The Delta table sink: exactly once for every reader, through restores and redeploys.
+
+Each test runs the runner as a real process on local Spark against a real broker, with the
+table and the checkpoints on a local disk and on a real object store (MinIO, s3a://), and
+reads the table back through delta-rs: what any Delta reader sees.
+
+The kill point that matters is between the table's commit and the checkpoint's commit-log
+entry. It is made exactly: a driver SIGKILLed after batch N, then `commits/N` removed, is
+the state a kill between the two leaves (the table has N, the checkpoint does not).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.integration.spark_app.test_runner import (
+    assert_exactly_once,
+    sigkill_at_random_points_then_restore,
+    wait_for_all,
+)
+from tests.support.delta_output import committed_batch, delta_rows, delta_sink, open_table
+from tests.support.kafka_tools import commit_offsets, group_offsets, new_topic, produce
+from tests.support.object_store import Storage
+from tests.support.runner_process import RunnerProcess, job_manifest
+
+pytestmark = pytest.mark.integration
+
+
+def delta_job(name: str, bootstrap: str, topic: str, tmp_path: Path, storage: Storage) -> dict:
+    manifest = job_manifest(name, bootstrap, topic, tmp_path, storage)
+    manifest["spec"]["job"]["sink"] = delta_sink(storage)
+    return manifest
+
+
+def checkpoint_of(storage: Storage, job: str, epoch: int) -> str:
+    return f"{storage.checkpoints}/test/{job}/epoch-{epoch}"
+
+
+def rewind_to_the_table_commit(storage: Storage, checkpoint: str, batch: int) -> None:
+    """The checkpoint as a kill between the table's commit of `batch` and Spark's commit-log
+    entry leaves it: no `commits/<batch>`, and no later batch planned yet."""
+    from pyarrow import fs
+
+    base = checkpoint.removeprefix("file://").removeprefix("s3a://")
+    store = storage.filesystem
+    for log in ("commits", "offsets"):
+        for entry in store.get_file_info(fs.FileSelector(f"{base}/{log}")):
+            name = entry.base_name.removeprefix(".").removesuffix(".crc")  # a local checksum
+            if name.isdigit() and int(name) >= batch + (log == "offsets"):
+                store.delete_file(entry.path)
+
+
+def stop_after_a_table_commit(runner: RunnerProcess, storage: Storage, checkpoint: str) -> int:
+    """Runs until the table has committed a batch, SIGKILLs the driver and returns the
+    table's newest batch for this checkpoint, its commit-log entry removed."""
+    runner.wait_for_batch(2)
+    runner.kill()
+    batch = committed_batch(storage, checkpoint)
+    assert batch is not None and batch >= 2
+    rewind_to_the_table_commit(storage, checkpoint, batch)
+    return batch
+
+
+def test_sigkill_at_random_points_then_restore_is_exactly_once(kafka, tmp_path, storage):
+    """Rule 4 with the table sink: five kills anywhere in a batch, each restored."""
+    sigkill_at_random_points_then_restore(
+        kafka, tmp_path, storage, sink=delta_sink(storage), read_rows=delta_rows
+    )
+
+
+def test_a_restore_does_not_write_again_a_batch_the_table_committed(kafka, tmp_path, storage):
+    """Killed after the table's commit and before the commit-log entry: the restore replays
+    the batch (same id, same offsets) and the table keeps it once."""
+    topic = new_topic(kafka.bootstrap, partitions=2)
+    produce(kafka.bootstrap, topic, range(6000))
+    manifest = delta_job("replay", kafka.bootstrap, topic, tmp_path, storage)
+    runner = RunnerProcess(manifest, tmp_path, env=storage.env).start()
+    checkpoint = checkpoint_of(storage, "replay", 1)
+    batch = stop_after_a_table_commit(runner, storage, checkpoint)
+    versions = open_table(storage).version()
+
+    runner.start()
+    report = wait_for_all(runner, kafka.bootstrap, topic)
+    assert (report["restoredBatch"], report["rerunBatch"]) == (batch - 1, batch)
+    assert runner.terminate() == 0
+    assert_exactly_once(storage, range(6000), delta_rows(storage))
+    assert f"batch {batch} is in the Delta table already" in runner.output()
+    # the replay made no commit: each later version is one later batch
+    history = open_table(storage).history()
+    later = [h for h in history if h["version"] > versions and h["operation"] == "WRITE"]
+    assert len(later) == report["latestBatch"]["batchId"] - batch
+
+
+def test_a_redeploy_counts_the_tables_commit_as_durable(kafka, tmp_path, storage):
+    """Rule 9 with the table sink: epoch 1 dies after a table commit whose commit-log entry
+    and group commit never happened; epoch 2's catch-up finds the batch in the table, and the
+    table holds every record once across both epochs (one table, two queries)."""
+    topic = new_topic(kafka.bootstrap, partitions=2)
+    produce(kafka.bootstrap, topic, range(6000))
+    manifest = delta_job("redeploy", kafka.bootstrap, topic, tmp_path, storage)
+    first = RunnerProcess(manifest, tmp_path, epoch=1, env=storage.env).start()
+    previous = checkpoint_of(storage, "redeploy", 1)
+    batch = stop_after_a_table_commit(first, storage, previous)
+    commit_offsets(kafka.bootstrap, "redeploy-group", topic, {0: 0, 1: 0})  # commits lost
+
+    second = RunnerProcess(manifest, tmp_path, epoch=2, env=storage.env)
+    report = second.start("--previous-checkpoint", previous).wait_for_batch(0)
+    caught_up = report["previousCheckpoint"]
+    assert (caught_up["outcome"], caught_up["batch"]) == ("committed", batch), caught_up
+    produce(kafka.bootstrap, topic, range(6000, 8000))
+    report = wait_for_all(second, kafka.bootstrap, topic)
+    assert second.terminate() == 0
+    assert_exactly_once(storage, range(8000), delta_rows(storage))
+    committed = group_offsets(kafka.bootstrap, "redeploy-group", topic)
+    ends = report["latestBatch"]["endOffsets"][topic]
+    assert committed == {int(p): o for p, o in ends.items()}
