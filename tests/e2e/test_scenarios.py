@@ -58,6 +58,7 @@ from tests.e2e.bed import (
     wait_for,
     worker_nodes,
 )
+from tests.support.delta_output import s3_options, table_rows
 from tests.support.file_sink import committed_rows
 
 pytestmark = pytest.mark.e2e
@@ -87,6 +88,7 @@ class Job:
     login: KafkaLogin | None = None
     kill_samples: list[dict] = field(default_factory=list)
     sink_columns: tuple[str, ...] = ("order_id",)  # what its transform adds to each row
+    delta: bool = False  # writes a Delta table at sink_path (else parquet files per epoch)
 
     @property
     def sink_path(self) -> str:
@@ -136,7 +138,17 @@ class Job:
         return json.loads(out)["items"]
 
     def sink_rows(self) -> list[dict]:
-        """Committed rows of every epoch, read from the object store through the log."""
+        """Committed rows of every epoch, read from the object store through the log: the
+        file sink's, or the Delta table's (through delta-rs, as any Delta reader)."""
+        if self.delta:
+            self.store.connect()
+            creds = self.store.credentials
+            options = s3_options(
+                f"http://127.0.0.1:{self.store.port}",
+                creds["accessKeyId"],
+                creds["secretAccessKey"],
+            )
+            return table_rows(f"s3a://{self.sink_path}", options)
         fs = self.store.filesystem()  # order_id: the example's transform (examples/user-image)
         return committed_rows(self.sink_path, filesystem=fs, extra=self.sink_columns)
 
@@ -1129,11 +1141,13 @@ TYPED_FIRST = 200  # orders produced before the typed job starts
 
 def _typed_job(job: Job, registry: str) -> tuple[Job, str]:
     """A second job in the orders job's namespace: the example manifest with Avro values
-    (schemas from the bed's registry), a dead-letter topic, no transform, one executor."""
+    (schemas from the bed's registry), a dead-letter topic, no transform, one executor, and
+    a Delta table on the object store as its sink."""
     suffix = uuid.uuid4().hex[:6]
     typed = Job(
         job.kube, job.kafka, job.namespace, job.store, name="orders-avro",
         topic=f"orders-avro-{suffix}", group=f"orders-avro-{suffix}", sink_columns=(),
+        delta=True,
     )  # fmt: skip
     dead = f"{typed.topic}-dead"
     manifest = yaml.safe_load(EXAMPLE.read_text())
@@ -1146,7 +1160,7 @@ def _typed_job(job: Job, registry: str) -> tuple[Job, str]:
     )
     spec["job"]["deadLetter"] = {"topic": dead}
     del spec["job"]["transform"]
-    spec["job"]["sink"]["path"] = f"s3a://{typed.sink_path}"
+    spec["job"]["sink"] = {"format": "delta", "path": f"s3a://{typed.sink_path}"}  # issue 23
     spec["executor"]["instances"] = 1
     del spec["podTemplate"]  # its spread constraint is for the orders job's two executors
     typed.manifest = manifest
@@ -1208,12 +1222,13 @@ def _assert_typed_once(rows: list[dict], copies: list[dict], orders: AvroOrders,
 def test_typed_job_sends_poison_to_the_dead_letter_topic_once_across_a_driver_kill(
     job: Job, schema_registry: str, caused_restarts: set[str]
 ) -> None:
-    """Scenario (issue 22): a StreamingJob with Avro values (value.format avro, schemas from
-    the bed's Apicurio Registry) and a dead-letter topic. The client pod registers the schema
+    """Scenario (issues 22 and 23): a StreamingJob with Avro values (value.format avro,
+    schemas from the bed's Apicurio Registry), a dead-letter topic and a Delta table on the
+    object store (s3a://) as its sink. The client pod registers the schema
     and writes orders in the Confluent wire format, every 10th one poison. The first run's
     dead letters show in status.deadLetterRecords by reason and a DeadLettered Event; then,
     while orders keep coming, the driver is force-deleted; after the restore every good order
-    is in the sink exactly once as typed columns and every poison one in the dead-letter
+    is in the Delta table exactly once as typed columns and every poison one in the dead-letter
     topic exactly once (read_committed). Runs after the orders job is deleted: the workers
     are its own."""
     began = time.monotonic()

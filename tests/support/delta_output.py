@@ -1,4 +1,4 @@
-"""Reads what the job committed to its Delta table: the table's current snapshot, through
+"""Reads what a job committed to its Delta table: the table's current snapshot through
 delta-rs (what every Delta reader sees), and the application transactions in its log."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from spark_app.delta_sink import storage_options, table_uri
-from tests.support.object_store import Storage
+from tests.support.object_store import REGION, Storage
 
 
 def delta_sink(storage: Storage) -> dict:
@@ -14,31 +14,54 @@ def delta_sink(storage: Storage) -> dict:
     return {"format": "delta", "path": storage.output}
 
 
-def _options(storage: Storage) -> dict[str, str]:
-    if storage.store is None:
-        return {}
+def s3_options(endpoint: str, access_key: str, secret_key: str) -> dict[str, str]:
+    """delta-rs's options for a table on an S3-compatible store, as the job's are made."""
     hadoop = {
-        "fs.s3a.endpoint": storage.store.endpoint,
+        "fs.s3a.endpoint": endpoint,
+        "fs.s3a.endpoint.region": REGION,
         "fs.s3a.path.style.access": "true",
     }
-    return {**storage_options(hadoop, storage.output), **storage.env}
+    options = storage_options(hadoop, "s3a://")
+    return {**options, "AWS_ACCESS_KEY_ID": access_key, "AWS_SECRET_ACCESS_KEY": secret_key}
 
 
-def open_table(storage: Storage):
+def open_table(uri: str, options: dict[str, str] | None = None):
     from deltalake import DeltaTable
 
-    return DeltaTable(table_uri(storage.output), storage_options=_options(storage))
+    return DeltaTable(table_uri(uri), storage_options=options or {})
+
+
+def table_rows(uri: str, options: dict[str, str] | None = None) -> list[dict]:
+    """Every row of the table's current snapshot with its record's id: a JSON value's field,
+    or a typed record's (its struct kept as `value`)."""
+    columns = ["value", "topic", "partition", "offset"]
+    rows = open_table(uri, options).to_pyarrow_table(columns=columns).to_pylist()
+    for row in rows:
+        value = row.pop("value")
+        if isinstance(value, dict):
+            row["value"], row["id"] = value, value["id"]
+        else:
+            row["id"] = json.loads(value)["id"]
+    return rows
+
+
+def _storage_options(storage: Storage) -> dict[str, str]:
+    if storage.store is None:
+        return {}
+    env = storage.env
+    return s3_options(
+        storage.store.endpoint, env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"]
+    )
+
+
+def storage_table(storage: Storage):
+    return open_table(storage.output, _storage_options(storage))
 
 
 def delta_rows(storage: Storage) -> list[dict]:
-    """Every row of the table's current snapshot, with its record's id (a JSON value's)."""
-    columns = ["value", "topic", "partition", "offset"]
-    rows = open_table(storage).to_pyarrow_table(columns=columns).to_pylist()
-    for row in rows:
-        row["id"] = json.loads(row.pop("value"))["id"]
-    return rows
+    return table_rows(storage.output, _storage_options(storage))
 
 
 def committed_batch(storage: Storage, checkpoint: str) -> int | None:
     """The newest batch the table committed for the query of `checkpoint`."""
-    return open_table(storage).transaction_version(checkpoint.rstrip("/"))
+    return storage_table(storage).transaction_version(checkpoint.rstrip("/"))

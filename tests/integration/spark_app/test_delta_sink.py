@@ -20,7 +20,7 @@ from tests.integration.spark_app.test_runner import (
     sigkill_at_random_points_then_restore,
     wait_for_all,
 )
-from tests.support.delta_output import committed_batch, delta_rows, delta_sink, open_table
+from tests.support.delta_output import committed_batch, delta_rows, delta_sink, storage_table
 from tests.support.kafka_tools import commit_offsets, group_offsets, new_topic, produce
 from tests.support.object_store import Storage
 from tests.support.runner_process import RunnerProcess, job_manifest
@@ -79,7 +79,7 @@ def test_a_restore_does_not_write_again_a_batch_the_table_committed(kafka, tmp_p
     runner = RunnerProcess(manifest, tmp_path, env=storage.env).start()
     checkpoint = checkpoint_of(storage, "replay", 1)
     batch = stop_after_a_table_commit(runner, storage, checkpoint)
-    versions = open_table(storage).version()
+    versions = storage_table(storage).version()
 
     runner.start()
     report = wait_for_all(runner, kafka.bootstrap, topic)
@@ -88,7 +88,7 @@ def test_a_restore_does_not_write_again_a_batch_the_table_committed(kafka, tmp_p
     assert_exactly_once(storage, range(6000), delta_rows(storage))
     assert f"batch {batch} is in the Delta table already" in runner.output()
     # the replay made no commit: each later version is one later batch
-    history = open_table(storage).history()
+    history = storage_table(storage).history()
     later = [h for h in history if h["version"] > versions and h["operation"] == "WRITE"]
     assert len(later) == report["latestBatch"]["batchId"] - batch
 
