@@ -1,5 +1,5 @@
 """The manifest → Spark mapping: the session (with the job's settings and our source
-registered) and the query (source → optional transform → sink, per epoch)."""
+registered) and the query (source → optional transform or SQL query → sink, per epoch)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 
 from spark_app.kafka_config import credential_options, job_options
 from spark_app.manifest import JobSpec, RunnerManifest, epoch_sink_path
+from spark_app.sql_transform import SqlRefused, apply_sql
 
 SOURCE_REPORT, DRAIN_FILE = "source-report.json", "drain"  # in the run's work directory
 
@@ -32,10 +33,8 @@ def load_transform(reference: str):
     return function
 
 
-def start_query(spark, job: JobSpec, name: str, epoch: int, location: str, workdir: Path):
-    """The query; its source reports to and takes drain requests from files in `workdir`."""
-    from spark_app.source import FORMAT
-
+def query_options(job: JobSpec, name: str, epoch: int, workdir: Path) -> dict[str, str]:
+    """The source's options; it reports to and takes drain requests from files in `workdir`."""
     options = job_options(job)
     # The runner commits the group's offsets itself (GroupOffsets): as soon as a batch is
     # durable, at a graceful stop and for the previous epoch. One writer, no race.
@@ -43,11 +42,32 @@ def start_query(spark, job: JobSpec, name: str, epoch: int, location: str, workd
     options["reportPath"] = str(workdir / SOURCE_REPORT)
     options["drainPath"] = str(workdir / DRAIN_FILE)
     options["jobName"], options["jobEpoch"] = name, str(epoch)  # named by dead-letter copies
+    return options
+
+
+def job_frame(spark, job: JobSpec, name: str, epoch: int, workdir: Path):
+    """The source → transform or SQL DataFrame, analysed but not started: a job whose
+    transform or query cannot run fails here (InvalidJob), before anything is read."""
+    from spark_app.source import FORMAT
+
+    options = query_options(job, name, epoch, workdir)
     frame = spark.readStream.format(FORMAT).options(**options).load()
+    if job.sql:
+        try:
+            return apply_sql(spark, frame, job.sql)
+        except SqlRefused as exc:
+            raise InvalidJob(str(exc)) from None
     if job.transform:
         frame = load_transform(job.transform)(frame)
         if not hasattr(frame, "writeStream"):
             raise InvalidJob(f"spec.job.transform: {job.transform} must return a DataFrame")
+    return frame
+
+
+def start_query(frame, job: JobSpec, name: str, epoch: int, location: str):
+    """The query writing `frame` (job_frame's) to the job's sink, started."""
+    from spark_app.source import FORMAT
+
     sink = job.sink
     writer = frame.writeStream.queryName(name).outputMode(sink.output_mode)
     writer = writer.option("checkpointLocation", location)
@@ -59,7 +79,7 @@ def start_query(spark, job: JobSpec, name: str, epoch: int, location: str, workd
                 "kafka.bootstrap.servers", sink.bootstrap_servers or job.source.bootstrap_servers
             )
         )
-        writer = writer.options(**credential_options(options))
+        writer = writer.options(**credential_options(job_options(job)))
     else:
         writer = writer.format(sink.format)
         if sink.path:

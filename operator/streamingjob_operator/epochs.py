@@ -61,6 +61,7 @@ ADDED_NESTED_SINCE_RELEASE = (
     ("job", "source", "value"),
     ("job", "source", "key"),
     ("job", "deadLetter"),
+    ("job", "sql"),
 )
 
 
