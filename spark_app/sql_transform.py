@@ -55,7 +55,7 @@ def check_single_query(spark, statement: str) -> None:
         parser.parseQuery(_without_final_semicolons(statement))
     except ParseException:
         raise SqlRefused(
-            f"{FIELD}: a {plan.nodeName()} statement is not a query; spec.job.sql is one "
+            f"{FIELD}: not a query but a {plan.nodeName()} statement; spec.job.sql is one "
             f"SELECT over the view `{SQL_VIEW}` (no DDL, DML, SET or several statements), "
             f"e.g. SELECT * FROM {SQL_VIEW} WHERE ..."
         ) from None
