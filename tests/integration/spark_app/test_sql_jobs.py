@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+import yaml
 from pyspark.sql import SparkSession
 
 from spark_app.sql_transform import SqlRefused, apply_sql
@@ -29,6 +31,8 @@ from tests.support.kafka_tools import (
 from tests.support.runner_process import RunnerProcess, job_manifest
 
 pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[3]
 
 # A filter and a projection: expressions over the value cast to a string, and Kafka's
 # metadata columns as they are.
@@ -95,6 +99,35 @@ def test_a_sql_filter_and_projection_writes_exactly_the_expected_rows(kafka, tmp
     assert sorted(int(r["id_text"]) for r in written) == list(range(0, 3000, 7))
     ends = log_end_offsets(kafka.bootstrap, topic)
     assert group_offsets(kafka.bootstrap, "sql-group", topic) == ends  # all of it read
+
+
+def test_the_run_sql_example_keeps_the_large_orders_as_columns(kafka, tmp_path):
+    """`make run-sql`'s job (examples/local-sql-job.yaml) on the sample producer's orders:
+    exactly the orders of 600 or more, their fields as columns, each where Kafka holds it."""
+    topic = new_topic(kafka.bootstrap, partitions=3)
+    producer = [sys.executable, str(REPO / "examples" / "sample_producer.py")]
+    to = ["--bootstrap", kafka.bootstrap, "--topic", topic]
+    subprocess.run([*producer, *to, "--count", "2000", "--rate", "100000"], check=True, timeout=120)
+    manifest = yaml.safe_load((REPO / "examples" / "local-sql-job.yaml").read_text())
+    ours = job_manifest("sqlexample", kafka.bootstrap, topic, tmp_path)
+    ours["spec"]["job"]["sql"] = manifest["spec"]["job"]["sql"]  # the example's own query
+    ours["spec"]["job"]["trigger"] = {"availableNow": True}
+    ours["spec"]["job"]["source"]["startingOffsets"] = "earliest"
+    runner = RunnerProcess(ours, tmp_path).start()
+    assert runner.wait(240) == 0, runner.tail()
+
+    expected = []
+    for message in consume_to_end(kafka.bootstrap, topic, "read_committed"):
+        order = json.loads(message.value())
+        if order["amount"] >= 600:
+            where = {"partition": message.partition(), "offset": message.offset()}
+            expected.append({**order, **where})
+    written = [{k: r[k] for k in expected[0]} for r in sink_rows(tmp_path / "output")]
+    assert len(expected) == 400  # amounts (n % 500) * 1.5: 400 of 2000 reach 600
+    assert by_position(written) == by_position(expected)
+    assert set(pq.read_schema(committed_files(tmp_path / "output" / "epoch-1")[0]).names) == {
+        "id", "customer", "amount", "partition", "offset", "timestamp"
+    }  # fmt: skip
 
 
 @pytest.mark.parametrize(
