@@ -45,13 +45,17 @@ def query_options(job: JobSpec, name: str, epoch: int, workdir: Path) -> dict[st
     return options
 
 
-def job_frame(spark, job: JobSpec, name: str, epoch: int, workdir: Path):
-    """The source → transform or SQL DataFrame, analysed but not started: a job whose
-    transform or query cannot run fails here (InvalidJob), before anything is read."""
+def source_frame(spark, job: JobSpec, name: str, epoch: int, workdir: Path):
+    """The source's DataFrame (load() resolves its columns: a reader schema at the registry)."""
     from spark_app.source import FORMAT
 
     options = query_options(job, name, epoch, workdir)
-    frame = spark.readStream.format(FORMAT).options(**options).load()
+    return spark.readStream.format(FORMAT).options(**options).load()
+
+
+def transformed(spark, job: JobSpec, frame):
+    """The source's DataFrame through the job's SQL query or transform, analysed but not
+    started: one that cannot run fails here (InvalidJob), before anything is read."""
     if job.sql:
         try:
             return apply_sql(spark, frame, job.sql)
@@ -65,7 +69,7 @@ def job_frame(spark, job: JobSpec, name: str, epoch: int, workdir: Path):
 
 
 def start_query(frame, job: JobSpec, name: str, epoch: int, location: str):
-    """The query writing `frame` (job_frame's) to the job's sink, started."""
+    """The query writing `frame` (`transformed`'s) to the job's sink, started."""
     from spark_app.source import FORMAT
 
     sink = job.sink

@@ -57,9 +57,10 @@ from spark_app.query import (
     SOURCE_REPORT,
     InvalidJob,
     build_session,
-    job_frame,
     load_transform,
+    source_frame,
     start_query,
+    transformed,
 )
 from spark_app.report import ConfigMapPublisher, Reporter, Throughput, now_iso
 from spark_app.sql_transform import spark_message
@@ -78,7 +79,7 @@ POLL_S = 0.2  # how soon a finished batch is printed and reported (a local py4j 
 LINE_WAIT_S = 0.5  # a batch's line waits this long for its own commit to show its offsets
 
 
-class KafkaAccessDenied(RuntimeError):
+class KafkaStartFailed(RuntimeError):
     """Kafka refused the job's credentials, the TLS handshake failed, or Kafka or a topic is
     not there (yet): a fact about the Secrets or the cluster, not about the manifest, which a
     later start may not meet; `exit_code` tells which."""
@@ -104,6 +105,12 @@ def _credentials_fields(credentials: dict[str, Any] | None) -> tuple[str, str]:
         else "spec.kafkaCredentials.caSecret (none: the system's CA bundle)"
     )
     return sasl, ca
+
+
+class SourceNotStarted(RuntimeError):
+    """The source could not resolve its columns at the start (the registry away, a subject
+    not registered yet): a restart may succeed, so it is a failure (exit 1), not invalid
+    input."""
 
 
 def preflight(
@@ -132,15 +139,15 @@ def preflight(
     except OptionError as exc:
         raise InvalidJob(f"spec.job.source: {exc}") from None
     except UnknownTopic as exc:  # it may be created: the start is retried
-        raise KafkaAccessDenied(
+        raise KafkaStartFailed(
             f"spec.job.source.subscribe: {exc}", EXIT_KAFKA_UNAVAILABLE
         ) from None
     except KafkaAuthFailed as exc:
-        raise KafkaAccessDenied(f"{sasl_field}: {exc}", EXIT_KAFKA_AUTH) from None
+        raise KafkaStartFailed(f"{sasl_field}: {exc}", EXIT_KAFKA_AUTH) from None
     except KafkaTLSFailed as exc:
-        raise KafkaAccessDenied(f"{ca_field}: {exc}", EXIT_KAFKA_TLS) from None
+        raise KafkaStartFailed(f"{ca_field}: {exc}", EXIT_KAFKA_TLS) from None
     except KafkaUnavailable as exc:
-        raise KafkaAccessDenied(
+        raise KafkaStartFailed(
             f"spec.job.source.bootstrapServers: {exc}", EXIT_KAFKA_UNAVAILABLE
         ) from None
 
@@ -246,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
             load_transform(spec.job.transform)
     except InvalidJob as exc:
         return refuse(str(exc))
-    except KafkaAccessDenied as exc:
+    except KafkaStartFailed as exc:
         log.error("cannot connect to Kafka: %s", exc)
         _termination_message(str(exc))
         return exc.exit_code
@@ -320,6 +327,11 @@ def run(manifest: RunnerManifest, args: argparse.Namespace, location: str) -> in
         query = _start_query(frame, manifest, args, location)
     except InvalidJob as exc:
         return _not_started(group, refuse(str(exc), reporter))
+    except SourceNotStarted as exc:
+        log.error("cannot start: %s", exc)
+        _termination_message(str(exc))  # the operator's DriverFailed, restarted with backoff
+        reporter.update(state="failed", error=str(exc))
+        return _not_started(group, EXIT_FAILED)
     reporter.update(state="running")
     try:
         return supervise(
@@ -426,12 +438,18 @@ def _catch_up(
 
 
 def _job_frame(spark, manifest: RunnerManifest, args: argparse.Namespace, workdir: Path):
-    """The job's DataFrame, analysed; InvalidJob when it cannot run."""
+    """The job's DataFrame, analysed. SourceNotStarted when the source cannot resolve its
+    columns (a registry away, a subject not registered yet: a later start may succeed);
+    InvalidJob when the SQL query or transform cannot run."""
     from pyspark.errors import AnalysisException, IllegalArgumentException
 
-    meta = manifest.metadata
+    job, name = manifest.spec.job, manifest.metadata.name
     try:
-        return job_frame(spark, manifest.spec.job, meta.name, args.epoch, workdir)
+        frame = source_frame(spark, job, name, args.epoch, workdir)
+    except (AnalysisException, IllegalArgumentException) as exc:
+        raise SourceNotStarted(f"the source could not start: {failure_cause(str(exc))}") from None
+    try:
+        return transformed(spark, job, frame)
     except (AnalysisException, IllegalArgumentException) as exc:
         raise InvalidJob(f"spec.job: Spark rejected the query: {spark_message(str(exc))}") from None
 

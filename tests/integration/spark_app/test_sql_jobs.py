@@ -21,6 +21,7 @@ from pyspark.sql import SparkSession
 
 from spark_app.sql_transform import SqlRefused, apply_sql
 from tests.support.file_sink import committed_files
+from tests.support.kafka_broker import free_port
 from tests.support.kafka_tools import (
     consume_to_end,
     group_offsets,
@@ -176,6 +177,26 @@ def test_an_invalid_query_exits_2_naming_the_field_and_reads_nothing(kafka, tmp_
     assert group_offsets(kafka.bootstrap, "badsql-group", topic) == {0: None, 1: None}
     assert not list((tmp_path / "checkpoints").rglob("offsets/*"))  # no batch planned
     assert not (tmp_path / "output").exists() or not sink_rows(tmp_path / "output")
+
+
+def test_a_registry_away_at_the_start_is_a_failure_to_retry_not_invalid_input(kafka, tmp_path):
+    """The source resolves its reader schema when the DataFrame is built, before the query:
+    an unreachable registry then is exit 1 (the operator restarts with backoff), not exit 2
+    (held as InvalidSpec), though Spark reports both as an AnalysisException."""
+    topic = new_topic(kafka.bootstrap, partitions=1)
+    manifest = job_manifest("noregistry", kafka.bootstrap, topic, tmp_path)
+    url = f"http://127.0.0.1:{free_port()}/apis/ccompat/v7"
+    value = {"format": "avro", "schemaRegistry": {"url": url, "timeoutSeconds": 1}}
+    manifest["spec"]["job"]["source"]["value"] = value
+    manifest["spec"]["job"]["sql"] = "SELECT value.* FROM source"
+    termination = tmp_path / "termination-log"
+    termination.touch()
+    env = {"STREAMJOB_TERMINATION_LOG": str(termination)}
+    runner = RunnerProcess(manifest, tmp_path, env=env).start()
+    assert runner.wait(180) == 1, runner.tail()
+    said = termination.read_text()
+    assert said.startswith("the source could not start: ") and "schemaRegistryUrl" in said
+    assert group_offsets(kafka.bootstrap, "noregistry-group", topic) == {0: None}
 
 
 @pytest.fixture(scope="module")
