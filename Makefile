@@ -30,6 +30,10 @@ run: ## Run the sample StreamingJob on local Spark + a local Kafka broker (Ctrl-
 run-avro: ## The same with typed records: Avro values, a local schema registry, a dead-letter topic
 	@$(TREE) bash scripts/run-local.sh "$(PY)" avro
 
+.PHONY: run-sql
+run-sql: ## The same with a SQL transform (spec.job.sql): a filter and a projection, no custom image
+	@$(TREE) bash scripts/run-local.sh "$(PY)" sql
+
 .PHONY: lint
 lint: ## ruff lint + format check, mypy (strict on the pure modules), the import contracts, CRD compatibility with the last release
 	$(VENV)/bin/ruff check .

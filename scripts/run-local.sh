@@ -4,9 +4,11 @@
 # Each batch prints a line; the consumer group's offsets follow each completed batch.
 # `make run-avro` (run-local.sh <python> avro): the same with typed records, a local schema
 # registry on 127.0.0.1:8081 and a dead-letter topic (examples/local-avro-job.yaml).
+# `make run-sql` (run-local.sh <python> sql): the orders with a SQL transform (spec.job.sql) that
+# keeps the large orders as columns (examples/local-sql-job.yaml).
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
-PY=${1:?usage: run-local.sh <python> [avro]}
+PY=${1:?usage: run-local.sh <python> [avro|sql]}
 cd "$REPO_ROOT"
 "$PY" -m tests.support.kafka_broker start --dir "$STREAMJOB_CACHE/local-broker" --port 9092
 if [ "${2:-}" = avro ]; then
@@ -14,6 +16,8 @@ if [ "${2:-}" = avro ]; then
   manifest=examples/local-avro-job.yaml group=orders-avro topic=orders-avro
   produce=(--avro http://127.0.0.1:8081/apis/ccompat/v7 --poison-every 1000
     --dead-letter-topic orders-avro-dead)
+elif [ "${2:-}" = sql ]; then
+  manifest=examples/local-sql-job.yaml group=orders-sql topic=orders produce=()
 else
   manifest=examples/local-job.yaml group=orders-to-parquet topic=orders produce=()
 fi

@@ -46,7 +46,19 @@ KAFKA_EXIT_REASONS = {EXIT_KAFKA_AUTH: "KafkaAuthFailed", EXIT_KAFKA_TLS: "Kafka
 # ... and when a fresh epoch could not commit the previous epoch's last durable batch to the
 # group (Kafka or the checkpoint's storage away): nothing was read, the start is retried.
 EXIT_CATCH_UP_FAILED = 5
-RUNNER_EXIT_REASONS = {**KAFKA_EXIT_REASONS, EXIT_CATCH_UP_FAILED: "CatchUpFailed"}
+# ... and when the brokers did not answer or a subscribed topic does not exist at the start
+# (it may be created): nothing was read, the start is retried with backoff.
+EXIT_KAFKA_UNAVAILABLE = 6
+# The input cannot run (spec.job.sql, spec.job.transform, the manifest): nothing was read or
+# committed, and a restart would fail the same way, so the operator holds the job (phase
+# Invalid, reason InvalidSpec) until the spec changes.
+EXIT_INVALID = 2
+RUNNER_EXIT_REASONS = {
+    **KAFKA_EXIT_REASONS,
+    EXIT_CATCH_UP_FAILED: "CatchUpFailed",
+    EXIT_KAFKA_UNAVAILABLE: "KafkaUnavailable",
+    EXIT_INVALID: "InvalidSpec",
+}
 
 # environment variable → librdkafka property
 CREDENTIAL_ENV = {

@@ -58,6 +58,14 @@ API_VERSION = "v1alpha1"
 KIND = "StreamingJob"
 
 _TRANSFORM_REF = r"^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*$"
+# spec.job.sql: the view the source is registered as, the statement's bound, and the rule that
+# keeps it apart from spec.job.transform (CEL and pydantic, one message naming both fields).
+SQL_VIEW = "source"
+MAX_SQL = 16384
+SQL_OR_TRANSFORM = (
+    "set at most one of spec.job.sql and spec.job.transform: sql is a Spark SQL query over the "
+    f"view `{SQL_VIEW}`, transform a module:function in the image"
+)
 # A start mode: named, a timestamp (ms), or per-partition JSON (checked by the models).
 STARTING_OFFSETS = r"^(committed|earliest|latest|timestamp:[0-9]{1,13}|\{[\s\S]*\})$"
 # A Hadoop file system location: file:///path or scheme://authority[/path]. Characters that
@@ -600,7 +608,7 @@ class TriggerSpec(SpecModel):
 
 
 class JobSpec(SpecModel):
-    """What the Spark job does: source → optional transform → sink."""
+    """What the Spark job does: source → optional transform or SQL query → sink."""
 
     model_config = ConfigDict(
         json_schema_extra={
@@ -615,6 +623,11 @@ class JobSpec(SpecModel):
                     "message": DEAD_LETTER_NEEDS_GROUP,
                     "fieldPath": ".deadLetter",
                 },
+                {
+                    "rule": "!(has(self.sql) && has(self.transform))",
+                    "message": SQL_OR_TRANSFORM,
+                    "fieldPath": ".sql",
+                },
             ]
         }
     )
@@ -625,7 +638,20 @@ class JobSpec(SpecModel):
         max_length=256,
         pattern=_TRANSFORM_REF,
         description="Optional module:function applied to the source DataFrame "
-        "(DataFrame -> DataFrame); the module must be importable in the image.",
+        "(DataFrame -> DataFrame); the module must be importable in the image. Excludes sql.",
+    )
+    sql: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_SQL,
+        pattern=r"\S",
+        description="Optional Spark SQL query (one SELECT, no custom image needed) over the "
+        f"source, registered as the temporary view `{SQL_VIEW}` with its columns (key, value, "
+        "topic, partition, offset, timestamp, timestampType, headers with includeHeaders; "
+        "value and key typed with a decoded format), e.g. SELECT CAST(value AS STRING) AS "
+        f"body, offset FROM {SQL_VIEW} WHERE partition = 0. Checked when the driver starts, "
+        "before anything is read: an invalid query makes the job Invalid (InvalidSpec with "
+        "Spark's message) until the spec changes. Excludes transform.",
     )
     sink: SinkSpec = Field(description="Where the job writes.")
     trigger: TriggerSpec = Field(default_factory=TriggerSpec, description="When micro-batches run.")
@@ -638,6 +664,8 @@ class JobSpec(SpecModel):
 
     @model_validator(mode="after")
     def _check(self) -> JobSpec:
+        if self.sql is not None and self.transform is not None:
+            raise ValueError(SQL_OR_TRANSFORM)
         if self.dead_letter is not None:
             value = self.source.value
             if value is None or value.format == "raw":

@@ -1,5 +1,5 @@
 """The manifest → Spark mapping: the session (with the job's settings and our source
-registered) and the query (source → optional transform → sink, per epoch)."""
+registered) and the query (source → optional transform or SQL query → sink, per epoch)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pathlib import Path
 from spark_app.delta_sink import DeltaTable, app_id, batch_writer
 from spark_app.kafka_config import credential_options, job_options
 from spark_app.manifest import JobSpec, RunnerManifest, epoch_sink_path
+from spark_app.sql_transform import SqlRefused, apply_sql
 
 SOURCE_REPORT, DRAIN_FILE = "source-report.json", "drain"  # in the run's work directory
 
@@ -33,10 +34,8 @@ def load_transform(reference: str):
     return function
 
 
-def start_query(spark, job: JobSpec, name: str, epoch: int, location: str, workdir: Path):
-    """The query; its source reports to and takes drain requests from files in `workdir`."""
-    from spark_app.source import FORMAT
-
+def query_options(job: JobSpec, name: str, epoch: int, workdir: Path) -> dict[str, str]:
+    """The source's options; it reports to and takes drain requests from files in `workdir`."""
     options = job_options(job)
     # The runner commits the group's offsets itself (GroupOffsets): as soon as a batch is
     # durable, at a graceful stop and for the previous epoch. One writer, no race.
@@ -44,37 +43,64 @@ def start_query(spark, job: JobSpec, name: str, epoch: int, location: str, workd
     options["reportPath"] = str(workdir / SOURCE_REPORT)
     options["drainPath"] = str(workdir / DRAIN_FILE)
     options["jobName"], options["jobEpoch"] = name, str(epoch)  # named by dead-letter copies
-    frame = spark.readStream.format(FORMAT).options(**options).load()
+    return options
+
+
+def source_frame(spark, job: JobSpec, name: str, epoch: int, workdir: Path):
+    """The source's DataFrame (load() resolves its columns: a reader schema at the registry)."""
+    from spark_app.source import FORMAT
+
+    options = query_options(job, name, epoch, workdir)
+    return spark.readStream.format(FORMAT).options(**options).load()
+
+
+def transformed(spark, job: JobSpec, frame):
+    """The source's DataFrame through the job's SQL query or transform, analysed but not
+    started: one that cannot run fails here (InvalidJob), before anything is read."""
+    if job.sql:
+        try:
+            return apply_sql(spark, frame, job.sql)
+        except SqlRefused as exc:
+            raise InvalidJob(str(exc)) from None
     if job.transform:
         frame = load_transform(job.transform)(frame)
         if not hasattr(frame, "writeStream"):
             raise InvalidJob(f"spec.job.transform: {job.transform} must return a DataFrame")
-    sink = job.sink
-    writer = frame.writeStream.queryName(name).outputMode(sink.output_mode)
+    return frame
+
+
+def start_query(frame, job: JobSpec, name: str, epoch: int, location: str):
+    """The query writing `frame` (`transformed`'s) to the job's sink, started."""
+    writer = frame.writeStream.queryName(name).outputMode(job.sink.output_mode)
     writer = writer.option("checkpointLocation", location)
-    if sink.format == "delta":
-        path = sink.path or ""  # required for delta (SinkSpec)
-        table = DeltaTable.for_session(spark, path, sink.partition_by, sink.table_properties)
-        writer = writer.foreachBatch(batch_writer(table, app_id(location)))
-    elif sink.format == "kafka":
-        writer = (
-            writer.format(FORMAT)
-            .option("topic", sink.topic or "")
-            .option(
-                "kafka.bootstrap.servers", sink.bootstrap_servers or job.source.bootstrap_servers
-            )
-        )
-        writer = writer.options(**credential_options(options))
-    else:
-        writer = writer.format(sink.format)
-        if sink.path:
-            writer = writer.option("path", epoch_sink_path(sink.path, epoch))
-    writer = writer.options(**sink.options)
+    writer = _to_sink(writer, frame.sparkSession, job, epoch, location)
     if job.trigger.processing_time:
         writer = writer.trigger(processingTime=job.trigger.processing_time)
     elif job.trigger.available_now:
         writer = writer.trigger(availableNow=True)
     return writer.start()
+
+
+def _to_sink(writer, spark, job: JobSpec, epoch: int, location: str):
+    """`writer` aimed at the job's sink: a Delta table (one commit per batch, keyed by this
+    checkpoint), our Kafka writer, or a Spark sink (files: one directory per epoch)."""
+    from spark_app.source import FORMAT
+
+    sink = job.sink
+    if sink.format == "delta":
+        path = sink.path or ""  # required for delta (SinkSpec)
+        table = DeltaTable.for_session(spark, path, sink.partition_by, sink.table_properties)
+        return writer.foreachBatch(batch_writer(table, app_id(location)))
+    if sink.format == "kafka":
+        bootstrap = sink.bootstrap_servers or job.source.bootstrap_servers
+        writer = writer.format(FORMAT).option("topic", sink.topic or "")
+        writer = writer.option("kafka.bootstrap.servers", bootstrap)
+        writer = writer.options(**credential_options(job_options(job)))
+    else:
+        writer = writer.format(sink.format)
+        if sink.path:
+            writer = writer.option("path", epoch_sink_path(sink.path, epoch))
+    return writer.options(**sink.options)
 
 
 def build_session(manifest: RunnerManifest, master: str | None):

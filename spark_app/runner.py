@@ -5,13 +5,15 @@ starts it through spark-submit in client mode. The manifest → query mapping is
 `spark_app/query.py`; the group's offsets are written by `spark_app/group_offsets.py`.
 Exit codes: 0 stopped on request (SIGTERM) or finished (availableNow); 1 the query failed
 (the termination message names the cause: a deleted topic, lost offsets, …);
-2 the input is invalid (nothing was started or committed); 3 Kafka refused the SASL
-credentials; 4 the TLS handshake with Kafka failed (the broker's certificate does not verify
-against the CA); 5 a fresh epoch could not commit the previous epoch's last durable batch to
-the group (nothing was read). For 3, 4 and 5 the container's termination message
-(/dev/termination-log) says which Secret, checkpoint or group and why; the operator turns the
-code into a condition (KafkaAuthFailed, KafkaTLSFailed, CatchUpFailed) and restarts with
-backoff.
+2 the input is invalid (spec.job.sql, spec.job.transform, the manifest: nothing was read or
+committed); 3 Kafka refused the SASL credentials; 4 the TLS handshake with Kafka failed (the
+broker's certificate does not verify against the CA); 5 a fresh epoch could not commit the
+previous epoch's last durable batch to the group (nothing was read); 6 Kafka did not answer or
+a subscribed topic does not exist (nothing was read). The container's termination message
+(/dev/termination-log) says which field, Secret, checkpoint or group and why; the operator
+turns 3 to 6 into a condition (KafkaAuthFailed, KafkaTLSFailed, CatchUpFailed,
+KafkaUnavailable) and restarts with backoff, and 2 into phase Invalid (InvalidSpec): no
+restart until the spec changes.
 """
 
 from __future__ import annotations
@@ -38,8 +40,10 @@ from spark_app.checkpoint_log import CheckpointFiles
 from spark_app.group_offsets import GroupOffsets
 from spark_app.kafka_config import (
     EXIT_CATCH_UP_FAILED,
+    EXIT_INVALID,
     EXIT_KAFKA_AUTH,
     EXIT_KAFKA_TLS,
+    EXIT_KAFKA_UNAVAILABLE,
     job_options,
 )
 from spark_app.manifest import (
@@ -54,14 +58,17 @@ from spark_app.query import (
     InvalidJob,
     build_session,
     load_transform,
+    source_frame,
     start_query,
+    transformed,
 )
 from spark_app.report import ConfigMapPublisher, Reporter, Throughput, now_iso
+from spark_app.sql_transform import spark_message
 
 log = logging.getLogger("spark_app.runner")
 
-EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2  # and EXIT_KAFKA_AUTH (3), EXIT_KAFKA_TLS (4),
-# EXIT_CATCH_UP_FAILED (5)
+EXIT_OK, EXIT_FAILED = 0, 1  # and EXIT_INVALID (2), EXIT_KAFKA_AUTH (3), EXIT_KAFKA_TLS (4),
+# EXIT_CATCH_UP_FAILED (5), EXIT_KAFKA_UNAVAILABLE (6): spark_app.kafka_config
 TERMINATION_LOG = Path(os.environ.get("STREAMJOB_TERMINATION_LOG", "/dev/termination-log"))
 # The graceful stop: the batch in flight, then the final commit, inside the driver pod's
 # termination grace, which the operator derives from these numbers (its timing.DriverStop; a
@@ -72,9 +79,10 @@ POLL_S = 0.2  # how soon a finished batch is printed and reported (a local py4j 
 LINE_WAIT_S = 0.5  # a batch's line waits this long for its own commit to show its offsets
 
 
-class KafkaAccessDenied(RuntimeError):
-    """Kafka refused the job's credentials or the TLS handshake failed: a fact about the
-    Secrets (or the broker), not about the manifest; `exit_code` tells which."""
+class KafkaStartFailed(RuntimeError):
+    """Kafka refused the job's credentials, the TLS handshake failed, or Kafka or a topic is
+    not there (yet): a fact about the Secrets or the cluster, not about the manifest, which a
+    later start may not meet; `exit_code` tells which."""
 
     def __init__(self, message: str, exit_code: int):
         super().__init__(message)
@@ -97,6 +105,12 @@ def _credentials_fields(credentials: dict[str, Any] | None) -> tuple[str, str]:
         else "spec.kafkaCredentials.caSecret (none: the system's CA bundle)"
     )
     return sasl, ca
+
+
+class SourceNotStarted(RuntimeError):
+    """The source could not resolve its columns at the start (the registry away, a subject
+    not registered yet): a restart may succeed, so it is a failure (exit 1), not invalid
+    input."""
 
 
 def preflight(
@@ -124,14 +138,18 @@ def preflight(
             metadata.close()
     except OptionError as exc:
         raise InvalidJob(f"spec.job.source: {exc}") from None
-    except UnknownTopic as exc:
-        raise InvalidJob(f"spec.job.source.subscribe: {exc}") from None
+    except UnknownTopic as exc:  # it may be created: the start is retried
+        raise KafkaStartFailed(
+            f"spec.job.source.subscribe: {exc}", EXIT_KAFKA_UNAVAILABLE
+        ) from None
     except KafkaAuthFailed as exc:
-        raise KafkaAccessDenied(f"{sasl_field}: {exc}", EXIT_KAFKA_AUTH) from None
+        raise KafkaStartFailed(f"{sasl_field}: {exc}", EXIT_KAFKA_AUTH) from None
     except KafkaTLSFailed as exc:
-        raise KafkaAccessDenied(f"{ca_field}: {exc}", EXIT_KAFKA_TLS) from None
+        raise KafkaStartFailed(f"{ca_field}: {exc}", EXIT_KAFKA_TLS) from None
     except KafkaUnavailable as exc:
-        raise InvalidJob(f"spec.job.source.bootstrapServers: {exc}") from None
+        raise KafkaStartFailed(
+            f"spec.job.source.bootstrapServers: {exc}", EXIT_KAFKA_UNAVAILABLE
+        ) from None
 
 
 def progress_line(progress: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -219,8 +237,7 @@ def main(argv: list[str] | None = None) -> int:
         document = yaml.safe_load(args.manifest.read_text())
         manifest = load_manifest(document if isinstance(document, dict) else {})
     except (OSError, yaml.YAMLError, ManifestError) as exc:
-        log.error("%s: %s", args.manifest, exc)
-        return EXIT_INVALID
+        return refuse(f"{args.manifest}: {exc}")
     meta, spec = manifest.metadata, manifest.spec
     location = args.checkpoint_location or checkpoint_location(
         spec.checkpoint.location, meta.namespace, meta.name, args.epoch
@@ -235,9 +252,8 @@ def main(argv: list[str] | None = None) -> int:
         if spec.job.transform:
             load_transform(spec.job.transform)
     except InvalidJob as exc:
-        log.error("invalid job: %s", exc)
-        return EXIT_INVALID
-    except KafkaAccessDenied as exc:
+        return refuse(str(exc))
+    except KafkaStartFailed as exc:
         log.error("cannot connect to Kafka: %s", exc)
         _termination_message(str(exc))
         return exc.exit_code
@@ -264,6 +280,16 @@ def failure_cause(text: str) -> str:
     return lines[0] if lines else "unknown error"
 
 
+def refuse(message: str, reporter: Reporter | None = None) -> int:
+    """EXIT_INVALID for input that cannot run: the log, the termination message (the
+    operator's InvalidSpec) and the report say why."""
+    log.error("invalid job: %s", message)
+    _termination_message(message)
+    if reporter is not None:
+        reporter.update(state="failed", error=message)
+    return EXIT_INVALID
+
+
 def _termination_message(text: str) -> None:
     """The container's termination message (Kubernetes shows it in the pod's status); the
     kubelet creates the file, elsewhere there is none and nothing is written."""
@@ -284,15 +310,28 @@ def run(manifest: RunnerManifest, args: argparse.Namespace, location: str) -> in
     group = group_writer.for_manifest(manifest)
     if group is not None:
         reporter.commits = group.report
-    fresh = start["startPath"] == "fresh"
-    if args.previous_checkpoint and fresh and not _catch_up(spark, manifest, group, args, reporter):
-        return EXIT_CATCH_UP_FAILED
     stop_requested = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop_requested.set())
-    signal.signal(signal.SIGINT, lambda *_: stop_requested.set())
-    query = _start_query(spark, manifest, args, location, workdir)
-    if query is None:
-        return EXIT_INVALID
+    try:
+        # The transform or SQL query first: one that cannot run fails before the catch-up
+        # commits anything or the query reads.
+        frame = _job_frame(spark, manifest, args, workdir)
+        fresh = start["startPath"] == "fresh"
+        if (
+            args.previous_checkpoint
+            and fresh
+            and not _catch_up(spark, manifest, group, args, reporter)
+        ):
+            return _not_started(group, EXIT_CATCH_UP_FAILED)
+        signal.signal(signal.SIGTERM, lambda *_: stop_requested.set())
+        signal.signal(signal.SIGINT, lambda *_: stop_requested.set())
+        query = _start_query(frame, manifest, args, location)
+    except InvalidJob as exc:
+        return _not_started(group, refuse(str(exc), reporter))
+    except SourceNotStarted as exc:
+        log.error("cannot start: %s", exc)
+        _termination_message(str(exc))  # the operator's DriverFailed, restarted with backoff
+        reporter.update(state="failed", error=str(exc))
+        return _not_started(group, EXIT_FAILED)
     reporter.update(state="running")
     try:
         return supervise(
@@ -371,6 +410,12 @@ def _reporter(
     )
 
 
+def _not_started(group: GroupOffsets | None, exit_code: int) -> int:
+    if group is not None:
+        group.close(1.0)
+    return exit_code
+
+
 def _catch_up(
     spark,
     manifest: RunnerManifest,
@@ -388,32 +433,36 @@ def _catch_up(
         log.error("cannot start: %s", failure)
         _termination_message(failure)
         reporter.update(state="failed", error=failure)
-        if group is not None:
-            group.close(1.0)
         return False
     return True
 
 
-def _start_query(
-    spark, manifest: RunnerManifest, args: argparse.Namespace, location: str, workdir: Path
-):
-    """The started query, or None when the job is invalid (logged; nothing was started)."""
+def _job_frame(spark, manifest: RunnerManifest, args: argparse.Namespace, workdir: Path):
+    """The job's DataFrame, analysed. SourceNotStarted when the source cannot resolve its
+    columns (a registry away, a subject not registered yet: a later start may succeed);
+    InvalidJob when the SQL query or transform cannot run."""
     from pyspark.errors import AnalysisException, IllegalArgumentException
 
+    job, name = manifest.spec.job, manifest.metadata.name
     try:
-        return start_query(
-            spark,
-            manifest.spec.job,
-            manifest.metadata.name,
-            args.epoch,
-            location,
-            workdir,
-        )
+        frame = source_frame(spark, job, name, args.epoch, workdir)
     except (AnalysisException, IllegalArgumentException) as exc:
-        log.error("invalid job: spec.job: Spark rejected the query: %s", exc)
-    except InvalidJob as exc:
-        log.error("invalid job: %s", exc)
-    return None
+        raise SourceNotStarted(f"the source could not start: {failure_cause(str(exc))}") from None
+    try:
+        return transformed(spark, job, frame)
+    except (AnalysisException, IllegalArgumentException) as exc:
+        raise InvalidJob(f"spec.job: Spark rejected the query: {spark_message(str(exc))}") from None
+
+
+def _start_query(frame, manifest: RunnerManifest, args: argparse.Namespace, location: str):
+    """The started query; InvalidJob when Spark refuses to start it (nothing was started)."""
+    from pyspark.errors import AnalysisException, IllegalArgumentException
+
+    job, name = manifest.spec.job, manifest.metadata.name
+    try:
+        return start_query(frame, job, name, args.epoch, location)
+    except (AnalysisException, IllegalArgumentException) as exc:
+        raise InvalidJob(f"spec.job: Spark rejected the query: {spark_message(str(exc))}") from None
 
 
 def executor_tasks(spark) -> list[dict[str, Any]]:

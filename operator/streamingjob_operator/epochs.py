@@ -62,6 +62,7 @@ ADDED_NESTED_SINCE_RELEASE = (
     ("job", "source", "value"),
     ("job", "source", "key"),
     ("job", "deadLetter"),
+    ("job", "sql"),
     ("job", "sink", "partitionBy"),
     ("job", "sink", "tableProperties"),
 )

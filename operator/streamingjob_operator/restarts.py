@@ -1,7 +1,8 @@
 """Restarts (semantics rules 4, 6 and 13): why a driver stopped (`failure_of`), what follows
-(`on_driver_gone`: completion, an automatic restart after backoff in the same epoch, or phase
-Failed past restartPolicy or a stale checkpoint), and the move off a draining node (`move_off`:
-a restart that is no failure). Every automatic restart restores the epoch's checkpoint."""
+(`on_driver_gone`: completion, an automatic restart after backoff in the same epoch, phase
+Failed past restartPolicy or a stale checkpoint, or phase Invalid when the runner refused the
+job's input), and the move off a draining node (`move_off`: a restart that is no failure).
+Every automatic restart restores the epoch's checkpoint."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from .observed import PodInfo, iso, parse_time
 from .policy_models import RestartPolicySpec
 from .spec_models import StreamingJobSpec
 from .status_models import StreamingJobStatus
-from .step import Decision, Job, fail
+from .step import Decision, Job, fail, mark_invalid
 
 
 def backoff_delay(spec: StreamingJobSpec, consecutive_failures: int) -> float:
@@ -69,6 +70,9 @@ _EXIT_CAUSES = {  # when the pod carries no termination message
     "spec.kafkaCredentials.caSecret",
     "CatchUpFailed": "the previous epoch's last durable batch could not be committed to the "
     "group; nothing was read",
+    "KafkaUnavailable": "Kafka did not answer or a subscribed topic does not exist; nothing "
+    "was read",
+    "InvalidSpec": "the runner refused spec.job (the driver's log says why); nothing was read",
 }
 
 
@@ -88,6 +92,8 @@ def on_driver_gone(
     policy = spec.restart_policy
     if clean and spec.job.trigger.available_now and policy.type != "Always":
         return _complete(job, d)
+    if reason == "InvalidSpec":
+        return hold_invalid(job, d, message)
     d.events.append(Event("Warning", "DriverFailed", f"{reason}: {message}"))
     failures = _count_failure(job, d.status, reason)
     if refused := _restart_refused(policy, failures, message):
@@ -95,6 +101,18 @@ def on_driver_gone(
     if stale := checkpoint_too_old(spec, d.status, now):
         return fail(d, now, "StaleCheckpoint", stale, cfg)
     return _back_off(job, d, pod, reason, message)
+
+
+def hold_invalid(job: Job, d: Decision, message: str) -> Decision:
+    """The runner refused the job's input (exit 2: spec.job.sql, spec.job.transform), which
+    a restart would meet again: phase Invalid with the runner's message, nothing targeted (the
+    ended driver is removed, none relaunched, no failure counted) until a spec change or a
+    nonce sets a new target (epochs.manual_trigger)."""
+    st = d.status
+    st.launch_state = ""
+    st.next_retry_time = ""
+    held = f"{message}; fix the spec: nothing is relaunched until it changes"
+    return mark_invalid(d, held, job.now, job.cfg)
 
 
 def _complete(job: Job, d: Decision) -> Decision:

@@ -328,34 +328,41 @@ def test_a_broker_restart_mid_run_loses_nothing(tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("field", "change", "message"),
+    ("field", "change", "message", "code"),
     [
         (
             "subscribe",
             {"subscribe": ["no-such-topic"]},
             "spec.job.source.subscribe: topic(s) no-such-topic not found",
+            6,  # KafkaUnavailable: the topic may be created, the start is retried
         ),
         (
             "startingOffsets",
             {"startingOffsets": "yesterday"},
             "spec.job.source.startingOffsets: String should match pattern '^(committed|earliest",
+            2,
         ),
         (
             "subscribePattern",
             {"subscribePattern": "t-.*"},
             "set exactly one of subscribe or subscribePattern",
+            2,
         ),
-        ("groupId", {"groupId": None}, "groupId is required while commitOffsetsOnCheckpoints"),
+        ("groupId", {"groupId": None}, "groupId is required while commitOffsetsOnCheckpoints", 2),
         (
             "bootstrapServers",
             {"bootstrapServers": "127.0.0.1:{closed}"},
             "spec.job.source.bootstrapServers: Kafka at 127.0.0.1:",
+            6,
         ),
     ],
 )
-def test_bad_input_exits_2_naming_the_field_and_commits_nothing(
-    kafka, tmp_path, field, change, message
+def test_bad_input_exits_naming_the_field_and_commits_nothing(
+    kafka, tmp_path, field, change, message, code
 ):
+    """Exit 2 for input that cannot run (the operator holds the job: InvalidSpec), exit 6 for
+    Kafka away or a topic missing at the start (the operator retries with backoff); either way
+    the termination message names the field, and nothing is read or committed."""
     topic = new_topic(kafka.bootstrap, partitions=1)
     produce(kafka.bootstrap, topic, range(10))
     closed = free_port()
@@ -365,9 +372,13 @@ def test_bad_input_exits_2_naming_the_field_and_commits_nothing(
     source.update({k: v for k, v in change.items() if v is not None})
     for key in [k for k, v in change.items() if v is None]:
         source.pop(key)
-    runner = RunnerProcess(manifest, tmp_path).start("--preflight-timeout", "3")
-    assert runner.wait(60) == 2
+    termination = tmp_path / "termination-log"
+    termination.touch()
+    env = {"STREAMJOB_TERMINATION_LOG": str(termination)}
+    runner = RunnerProcess(manifest, tmp_path, env=env).start("--preflight-timeout", "3")
+    assert runner.wait(60) == code
     assert message.format(closed=closed) in runner.output()
+    assert message.format(closed=closed) in termination.read_text()
     assert group_offsets(kafka.bootstrap, "bad-group", topic) == {0: None}
     assert not (tmp_path / "checkpoints").exists()
 
