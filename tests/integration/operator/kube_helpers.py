@@ -4,6 +4,7 @@ kubelet (pod phases and exit codes), and poll with deadlines instead of sleeping
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import subprocess
 import sys
@@ -310,3 +311,13 @@ class DriverWatch:
                 self.max_live[job] = max(self.max_live[job], len(self.live[job]))
             elif event["type"] == "DELETED":
                 self.live[job].discard(name)
+
+
+def rejected(kube: Kube, ns: str, spec: dict[str, Any]) -> str:
+    """The API server's message for a StreamingJob spec it refuses (422)."""
+    try:
+        kube.create_job(ns, "invalid", spec)
+    except client.ApiException as exc:
+        assert exc.status == 422, exc
+        return str(json.loads(exc.body)["message"])
+    raise AssertionError("the API server accepted the spec")

@@ -4,14 +4,12 @@ the spec changes."""
 
 from __future__ import annotations
 
-import json
 import threading
 
 import pytest
-from kubernetes import client
 
 from spark_app.manifest import MAX_SQL, SQL_OR_TRANSFORM
-from tests.integration.operator.kube_helpers import Kube, job_spec, wait_for
+from tests.integration.operator.kube_helpers import Kube, job_spec, rejected, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -30,19 +28,12 @@ def with_job(**job: object) -> dict:
     return spec
 
 
-def _rejected(kube: Kube, ns: str, spec: dict) -> str:
-    with pytest.raises(client.ApiException) as info:
-        kube.create_job(ns, "invalid", spec)
-    assert info.value.status == 422
-    return json.loads(info.value.body)["message"]
-
-
 def test_the_api_server_refuses_sql_with_transform_naming_both_fields(kube: Kube, ns: str):
-    said = _rejected(kube, ns, with_job(sql=GOOD, transform="orders:typed"))
+    said = rejected(kube, ns, with_job(sql=GOOD, transform="orders:typed"))
     assert "spec.job.sql" in said and SQL_OR_TRANSFORM in said
-    assert "spec.job.sql" in _rejected(kube, ns, with_job(sql=""))
-    assert "spec.job.sql" in _rejected(kube, ns, with_job(sql=" \n "))
-    assert "spec.job.sql" in _rejected(kube, ns, with_job(sql="x" * (MAX_SQL + 1)))
+    assert "spec.job.sql" in rejected(kube, ns, with_job(sql=""))
+    assert "spec.job.sql" in rejected(kube, ns, with_job(sql=" \n "))
+    assert "spec.job.sql" in rejected(kube, ns, with_job(sql="x" * (MAX_SQL + 1)))
     created = kube.create_job(ns, "with-sql", with_job(sql=GOOD))
     assert created["spec"]["job"]["sql"] == GOOD
 

@@ -16,6 +16,7 @@ from tests.integration.operator.kube_helpers import (
     DriverWatch,
     Kube,
     job_spec,
+    rejected,
     running_operator,
 )
 from tests.support.bad_input import classes
@@ -30,42 +31,35 @@ pytestmark = [
 ]
 
 
-def _rejected(kube: Kube, ns: str, spec: dict) -> str:
-    with pytest.raises(client.ApiException) as info:
-        kube.create_job(ns, "invalid", spec)
-    assert info.value.status == 422
-    return json.loads(info.value.body)["message"]
-
-
 def test_schema_rejects_bad_enum_naming_the_field(kube: Kube, ns: str):
     spec = job_spec()
     spec["restartPolicy"]["type"] = "Sometimes"
-    body = _rejected(kube, ns, spec)
+    body = rejected(kube, ns, spec)
     assert "spec.restartPolicy.type" in body
 
 
 def test_schema_rejects_missing_required_and_unknown_types(kube: Kube, ns: str):
     spec = job_spec()
     del spec["image"]
-    assert "spec.image" in _rejected(kube, ns, spec)
+    assert "spec.image" in rejected(kube, ns, spec)
     spec = job_spec(executor={"instances": 0})
-    assert "spec.executor.instances" in _rejected(kube, ns, spec)
+    assert "spec.executor.instances" in rejected(kube, ns, spec)
 
 
 def test_cel_rules(kube: Kube, ns: str):
     spec = job_spec()
     spec["job"]["source"]["subscribePattern"] = "orders.*"
-    body = _rejected(kube, ns, spec)
+    body = rejected(kube, ns, spec)
     assert "spec.job.source" in body and "exactly one of subscribe or subscribePattern" in body
 
     spec = job_spec()
     spec["restartPolicy"]["backoff"] = {"baseSeconds": 10, "capSeconds": 5}
-    body = _rejected(kube, ns, spec)
+    body = rejected(kube, ns, spec)
     assert "spec.restartPolicy.backoff" in body and "capSeconds must be >= baseSeconds" in body
 
     spec = job_spec()
     spec["job"]["sink"] = {"format": "parquet"}
-    assert "path is required for file sinks" in _rejected(kube, ns, spec)
+    assert "path is required for file sinks" in rejected(kube, ns, spec)
 
 
 def test_cel_rules_of_typed_records(kube: Kube, ns: str):
@@ -81,21 +75,21 @@ def test_cel_rules_of_typed_records(kube: Kube, ns: str):
             spec["job"]["deadLetter"] = dead_letter
         return spec
 
-    body = _rejected(kube, ns, spec_with({"format": "avro"}))
+    body = rejected(kube, ns, spec_with({"format": "avro"}))
     assert "spec.job.source.value" in body and "value.schemaRegistry" in body
-    body = _rejected(kube, ns, spec_with({"subject": "orders-value"}))
+    body = rejected(kube, ns, spec_with({"subject": "orders-value"}))
     assert "spec.job.source.value" in body and "only with value.format avro" in body
-    body = _rejected(kube, ns, spec_with(dead_letter={"topic": "orders-dead"}))
+    body = rejected(kube, ns, spec_with(dead_letter={"topic": "orders-dead"}))
     assert "spec.job.deadLetter" in body and "source.value.format avro" in body
     spec = spec_with({"format": "avro", "schemaRegistry": registry})
     spec["job"]["source"]["subscribe"] = ["orders", "returns"]
-    body = _rejected(kube, ns, spec)
+    body = rejected(kube, ns, spec)
     assert "spec.job.source.value" in body and "value.subject is required" in body
-    body = _rejected(kube, ns, spec_with({"format": "avro", "schemaRegistry": {"url": "ftp://r"}}))
+    body = rejected(kube, ns, spec_with({"format": "avro", "schemaRegistry": {"url": "ftp://r"}}))
     assert "spec.job.source.value.schemaRegistry.url" in body
-    body = _rejected(kube, ns, spec_with({"format": "json"}))
+    body = rejected(kube, ns, spec_with({"format": "json"}))
     assert "spec.job.source.value" in body and "value.schemaRegistry" in body
-    body = _rejected(kube, ns, spec_with({"format": "xml", "schemaRegistry": registry}))
+    body = rejected(kube, ns, spec_with({"format": "xml", "schemaRegistry": registry}))
     assert "spec.job.source.value.format" in body
     json_value = {"format": "json", "schemaRegistry": registry}
     created = kube.create_job(ns, "typed-json", spec_with(json_value, {"topic": "orders-dead"}))
@@ -127,14 +121,14 @@ def test_cel_rules_of_the_key(kube: Kube, ns: str):
         source["subscribe"] = ["orders", "returns"][:topics]
         return spec
 
-    body = _rejected(kube, ns, spec_with({"format": "avro"}, with_value=False))
+    body = rejected(kube, ns, spec_with({"format": "avro"}, with_value=False))
     assert "spec.job.source.key" in body and "the value's schema registry" in body
-    body = _rejected(kube, ns, spec_with({"subject": "orders-key"}))
+    body = rejected(kube, ns, spec_with({"subject": "orders-key"}))
     assert "spec.job.source.key" in body and "only with key.format avro" in body
     inline = '{"type": "record", "name": "K", "fields": []}'
-    body = _rejected(kube, ns, spec_with({"format": "avro", "readerSchema": inline, "version": 1}))
+    body = rejected(kube, ns, spec_with({"format": "avro", "readerSchema": inline, "version": 1}))
     assert "spec.job.source.key.readerSchema" in body
-    body = _rejected(kube, ns, spec_with({"format": "json"}, topics=2))
+    body = rejected(kube, ns, spec_with({"format": "json"}, topics=2))
     assert "spec.job.source.key" in body and "key.subject is required" in body
     created = kube.create_job(ns, "keyed", spec_with({"format": "json", "version": 2}))
     assert created["spec"]["job"]["source"]["key"] == {"format": "json", "version": 2}
@@ -166,11 +160,11 @@ def test_cel_rules_of_the_registry_options(kube: Kube, ns: str):
         ({"schemaRegistry": {**http, "caSecret": {"name": "ca"}}}, ".schemaRegistry.caSecret"),
     ]  # fmt: skip
     for value, field in refused:
-        body = _rejected(kube, ns, spec_with(value))
+        body = rejected(kube, ns, spec_with(value))
         assert f"spec.job.source.value{field}" in body, body
     # several topics: topic-record needs a subject; readerSchema and record do not
     topic_record = {**https, "subjectStrategy": "topic-record", "recordName": "shop.Order"}
-    body = _rejected(kube, ns, spec_with({"schemaRegistry": topic_record}, ("a", "b")))
+    body = rejected(kube, ns, spec_with({"schemaRegistry": topic_record}, ("a", "b")))
     assert "value.subject is required" in body
     by_record = {**https, "subjectStrategy": "record", "recordName": "shop.Order"}
     kube.create_job(ns, "by-record", spec_with({"schemaRegistry": by_record}, ("a", "b")))
@@ -200,12 +194,12 @@ def test_cel_rules_of_protobuf_records(kube: Kube, ns: str):
 
     for fmt in ("avro", "json"):
         value = {"format": fmt, "schemaRegistry": registry, "messageName": "shop.Order"}
-        body = _rejected(kube, ns, spec_with(value))
+        body = rejected(kube, ns, spec_with(value))
         assert (
             "spec.job.source.value.messageName" in body
             and "only with value.format protobuf" in body
         )
-    body = _rejected(kube, ns, spec_with({"messageName": "shop.Order"}))
+    body = rejected(kube, ns, spec_with({"messageName": "shop.Order"}))
     assert "spec.job.source.value" in body and "value.messageName are used only" in body
     value = {"format": "protobuf", "schemaRegistry": registry, "messageName": "shop.Order"}
     created = kube.create_job(ns, "typed-proto", spec_with({**value, "readerSchema": proto}))

@@ -8,7 +8,6 @@ are not one query are refused from the parse, never run."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -30,6 +29,7 @@ from tests.support.kafka_tools import (
     produce,
 )
 from tests.support.runner_process import RunnerProcess, job_manifest
+from tests.support.spark_session import local_session
 
 pytestmark = pytest.mark.integration
 
@@ -201,16 +201,7 @@ def test_a_registry_away_at_the_start_is_a_failure_to_retry_not_invalid_input(ka
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[SparkSession]:
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    session = (
-        SparkSession.builder.master("local[1]")
-        .appName("sql-statements")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
+    session = local_session("sql-statements")
     yield session
     session.stop()
 

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import struct
-import sys
 import time
 from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
@@ -49,6 +47,7 @@ from tests.support.kafka_tools import consume_to_end, group_offsets, log_end_off
 from tests.support.polling import wait_for
 from tests.support.runner_process import job_manifest
 from tests.support.schema_registry import SchemaRegistry, wire_format
+from tests.support.spark_session import local_session
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(420)]
 
@@ -137,18 +136,11 @@ def as_reader(n: int, note: str | None = None) -> dict:
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[SparkSession]:
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("typed-records")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "1")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
+    session = local_session(
+        "typed-records",
+        "local[2]",
+        **{"spark.sql.shuffle.partitions": "1", "spark.sql.session.timeZone": "UTC"},
     )
-    session.sparkContext.setLogLevel("WARN")
     session.dataSource.register(KafkaCheckpointedDataSource)
     yield session
     session.stop()
