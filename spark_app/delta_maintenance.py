@@ -21,8 +21,9 @@ The store's settings come from the manifest's spec.s3 (as the driver gets them);
 --table, from delta-rs's AWS_* environment variables. The key pair is always the
 environment's AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, never an argument.
 Each step prints a line; the last line is a JSON summary. Exit codes: 0 done; 2 bad input
-(nothing done); 3 no Delta table at the path; 4 the store is unreachable or refused the
-credentials; 5 a step failed (the steps before it are done; run again).
+(nothing done); 3 no Delta table at the path (or none delta-rs can read); 4 the store is
+unreachable or refused the credentials; 5 a step failed (the steps before it are done; run
+again).
 """
 
 from __future__ import annotations
@@ -113,6 +114,7 @@ def store_error(exc: BaseException) -> str:
 def open_table(target: Target):
     """The table's newest version; MaintenanceError when there is none or no store."""
     from deltalake import DeltaTable
+    from deltalake.exceptions import DeltaError
 
     uri = table_uri(target.path)
     try:
@@ -129,6 +131,12 @@ def open_table(target: Target):
             f"{store_error(exc)}. Check the endpoint ({_endpoint_hint(target)}) and the "
             "AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY environment variables",
             EXIT_UNREACHABLE,
+        ) from None
+    except DeltaError as exc:  # a log delta-rs cannot read (or a table deleted meanwhile)
+        raise MaintenanceError(
+            f"the Delta table at {target.path} ({target.origin}) cannot be read: "
+            f"{store_error(exc)}",
+            EXIT_NO_TABLE,
         ) from None
 
 
