@@ -65,3 +65,54 @@ def delta_rows(storage: Storage) -> list[dict]:
 def committed_batch(storage: Storage, checkpoint: str) -> int | None:
     """The newest batch the table committed for the query of `checkpoint`."""
     return storage_table(storage).transaction_version(checkpoint.rstrip("/"))
+
+
+def _store_entries(storage: Storage, under: str = ""):
+    from pyarrow import fs
+
+    base = f"{storage.output_path}/{under}".rstrip("/")
+    return storage.filesystem.get_file_info(fs.FileSelector(base))
+
+
+def log_versions(storage: Storage) -> set[int]:
+    """The versions whose commit files (`_delta_log/<version>.json`) the store holds."""
+    names = (e.base_name for e in _store_entries(storage, "_delta_log"))
+    return {int(n.removesuffix(".json")) for n in names if n.endswith(".json") and n[0].isdigit()}
+
+
+def commit_of_batch(storage: Storage, checkpoint: str, batch: int) -> int:
+    """The table version whose commit file carries batch `batch` of the query of
+    `checkpoint` (its app transaction), read from the commit files themselves."""
+    app = checkpoint.rstrip("/")
+    for version in sorted(log_versions(storage)):
+        path = f"{storage.output_path}/_delta_log/{version:020d}.json"
+        with storage.filesystem.open_input_stream(path) as stream:
+            actions = [json.loads(line) for line in stream.read().decode().splitlines() if line]
+        for action in actions:
+            txn = action.get("txn") or {}
+            if txn.get("appId") == app and txn.get("version") == batch:
+                return version
+    raise AssertionError(f"no commit file of the table carries batch {batch} of {app}")
+
+
+def data_files(storage: Storage) -> set[str]:
+    """The names of the Parquet files in the table's directory (live or not: what vacuum
+    deletes)."""
+    return {e.base_name for e in _store_entries(storage) if e.base_name.endswith(".parquet")}
+
+
+def live_files(storage: Storage) -> set[str]:
+    """The names of the files of the table's current snapshot."""
+    return {uri.rsplit("/", 1)[-1] for uri in storage_table(storage).file_uris()}
+
+
+def log_file_age(storage: Storage, name: str) -> float:
+    """Seconds since `_delta_log/<name>` was written (the store's clock is ours: loopback)."""
+    import time
+
+    from pyarrow import fs
+
+    info = storage.filesystem.get_file_info(f"{storage.output_path}/_delta_log/{name}")
+    if info.type == fs.FileType.NotFound:  # a later cleanup deleted it: old enough
+        return float("inf")
+    return time.time() - info.mtime.timestamp()

@@ -57,7 +57,12 @@ def _run(target: Path, *argv: str) -> subprocess.CompletedProcess[str]:
 
 def test_entry_points_exist_and_work(installed: Path):
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
-    assert set(scripts) == {"streamingjob-run", "streamingjob-operator", "streamingjob-offsets"}
+    assert set(scripts) == {
+        "streamingjob-run",
+        "streamingjob-operator",
+        "streamingjob-offsets",
+        "streamingjob-delta-maintenance",
+    }
     for name in scripts:
         proc = _run(installed, str(installed / "bin" / name), "--help")
         assert proc.returncode == 0, (name, proc.stderr)
