@@ -16,11 +16,16 @@ Every Delta reader sees each batch once; no reader needs our logs.
 from __future__ import annotations
 
 import logging
+import os
+import signal
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 log = logging.getLogger("spark_app.delta_sink")
+# A fault point for tests: the driver (its whole process group, the JVM too) is SIGKILLed
+# right after the table committed this batch id, before Spark writes commits/<id>.
+CRASH_AFTER_COMMIT_ENV = "STREAMJOB_TEST_CRASH_AFTER_TABLE_COMMIT"
 
 
 def app_id(checkpoint: str) -> str:
@@ -111,7 +116,11 @@ def batch_writer(table: DeltaTable, app_id: str):
     """The foreachBatch function: the batch's rows reach the driver as Arrow and become one
     Delta commit (delta-rs writes the Parquet files and the log entry)."""
 
+    crash_after = os.environ.get(CRASH_AFTER_COMMIT_ENV)
+
     def write_batch(frame, batch_id: int) -> None:
         table.write(frame.toArrow(), app_id, batch_id)
+        if crash_after == str(batch_id):  # a test's crash between the table and commits/N
+            os.killpg(os.getpgid(0), signal.SIGKILL)
 
     return write_batch

@@ -5,16 +5,19 @@ table and the checkpoints on a local disk and on a real object store (MinIO, s3a
 reads the table back through delta-rs: what any Delta reader sees.
 
 The kill point that matters is between the table's commit and the checkpoint's commit-log
-entry. It is made exactly: a driver SIGKILLed after batch N, then `commits/N` removed, is
-the state a kill between the two leaves (the table has N, the checkpoint does not).
+entry: the sink's fault point (`CRASH_AFTER_COMMIT_ENV`) SIGKILLs the driver exactly there.
+`rewind_to_the_table_commit` makes the same state after a kill elsewhere (for the maintenance
+tests, which need the job running first).
 """
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 import pytest
 
+from spark_app.delta_sink import CRASH_AFTER_COMMIT_ENV
 from tests.integration.spark_app.test_runner import (
     assert_exactly_once,
     sigkill_at_random_points_then_restore,
@@ -71,26 +74,30 @@ def test_sigkill_at_random_points_then_restore_is_exactly_once(kafka, tmp_path, 
 
 
 def test_a_restore_does_not_write_again_a_batch_the_table_committed(kafka, tmp_path, storage):
-    """Killed after the table's commit and before the commit-log entry: the restore replays
-    the batch (same id, same offsets) and the table keeps it once."""
+    """The driver SIGKILLed right after the table committed batch 2 and before Spark wrote
+    `commits/2` (the sink's fault point): the restore replays the batch (same id, same
+    offsets) and the table keeps it once."""
     topic = new_topic(kafka.bootstrap, partitions=2)
     produce(kafka.bootstrap, topic, range(6000))
     manifest = delta_job("replay", kafka.bootstrap, topic, tmp_path, storage)
-    runner = RunnerProcess(manifest, tmp_path, env=storage.env).start()
+    crashing = {**storage.env, CRASH_AFTER_COMMIT_ENV: "2"}
+    runner = RunnerProcess(manifest, tmp_path, env=crashing).start()
+    assert runner.wait(180) == -signal.SIGKILL
     checkpoint = checkpoint_of(storage, "replay", 1)
-    batch = stop_after_a_table_commit(runner, storage, checkpoint)
+    assert committed_batch(storage, checkpoint) == 2
     versions = storage_table(storage).version()
 
+    runner.env = storage.env
     runner.start()
     report = wait_for_all(runner, kafka.bootstrap, topic)
-    assert (report["restoredBatch"], report["rerunBatch"]) == (batch - 1, batch)
+    assert (report["restoredBatch"], report["rerunBatch"]) == (1, 2)
     assert runner.terminate() == 0
     assert_exactly_once(storage, range(6000), delta_rows(storage))
-    assert f"batch {batch} is in the Delta table already" in runner.output()
+    assert "batch 2 is in the Delta table already" in runner.output()
     # the replay made no commit: each later version is one later batch
     history = storage_table(storage).history()
     later = [h for h in history if h["version"] > versions and h["operation"] == "WRITE"]
-    assert len(later) == report["latestBatch"]["batchId"] - batch
+    assert len(later) == report["latestBatch"]["batchId"] - 2
 
 
 def test_a_redeploy_counts_the_tables_commit_as_durable(kafka, tmp_path, storage):
@@ -100,9 +107,12 @@ def test_a_redeploy_counts_the_tables_commit_as_durable(kafka, tmp_path, storage
     topic = new_topic(kafka.bootstrap, partitions=2)
     produce(kafka.bootstrap, topic, range(6000))
     manifest = delta_job("redeploy", kafka.bootstrap, topic, tmp_path, storage)
-    first = RunnerProcess(manifest, tmp_path, epoch=1, env=storage.env).start()
+    crashing = {**storage.env, CRASH_AFTER_COMMIT_ENV: "2"}
+    first = RunnerProcess(manifest, tmp_path, epoch=1, env=crashing).start()
+    assert first.wait(180) == -signal.SIGKILL
     previous = checkpoint_of(storage, "redeploy", 1)
-    batch = stop_after_a_table_commit(first, storage, previous)
+    batch = committed_batch(storage, previous)
+    assert batch == 2
     commit_offsets(kafka.bootstrap, "redeploy-group", topic, {0: 0, 1: 0})  # commits lost
 
     second = RunnerProcess(manifest, tmp_path, epoch=2, env=storage.env)
