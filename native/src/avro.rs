@@ -81,6 +81,12 @@ impl WireAvro {
         false
     }
 
+    /// `id` has no writer schema here (Python's registry answer was poison): its records
+    /// fall back to Python, which names them.
+    pub fn refuse(&mut self, id: u32) {
+        self.refused.insert(id);
+    }
+
     fn build(&self) -> Result<Decoder, String> {
         let mut store = SchemaStore::new_with_type(FingerprintAlgorithm::Id);
         for (id, schema) in &self.writers {

@@ -313,6 +313,11 @@ mod python {
             self.inner.add_writer(schema_id, schema)
         }
 
+        /// No writer schema for `schema_id` (Python names its records' poison).
+        fn refuse(&mut self, schema_id: u32) {
+            self.inner.refuse(schema_id)
+        }
+
         /// `export_values`: the binary value column's `_export_to_c`. UnknownSchemaId(id)
         /// asks for a writer schema; AvroFallback: Python decodes this batch.
         fn decode(
