@@ -183,10 +183,13 @@ def test_rust_and_python_give_the_same_column_for_every_type_and_writer(schema_r
 def test_a_batch_with_poison_falls_back_whole_and_names_the_same_reasons(schema_registry, ids):
     rust, python = _decoders(schema_registry)
     good = wire_format(ids["reader"], READER, order(1))
+    note = wire_format(ids["reader"], READER, order(2))
+    assert note.count(b"n2") == 1
     poison = [
         (b"\x01" + good[1:], BAD_MAGIC_BYTE),
         (good[:-4], TRUNCATED),
         (good + b"\x07", MALFORMED_PAYLOAD),
+        (note.replace(b"n2", b"\xff2"), MALFORMED_PAYLOAD),  # not UTF-8
         (wire_format(99_999, READER, order(2)), UNKNOWN_SCHEMA_ID),
         (wire_format(ids["other"], "string", "x"), "unresolvable-schema"),
     ]
