@@ -11,7 +11,9 @@ column (xxhash64 of the struct, or of the bytes) into the noop sink, so every de
 touched. Per query the wall and processing rates (as bench/source_bench.py gives them) and the
 CPU seconds of Spark's JVM, its Python workers and the broker. Then (d) our decoder alone
 outside Spark, `decode_value_column` over the same raw Arrow batches the fetch path reads (one
-core), split into its steps, and profiled with cProfile.
+core), split into its steps, and profiled with cProfile, with the Python decoder; and (e) the
+same with the Rust decoder (native/src/avro.rs; checked to give the same column first). (a)
+decodes in Rust when the native module has the Avro decoder (`ours_decodes_in`).
 Writes bench/results/decode.json (unless --no-write); BENCH_RECORDS or --records overrides
 the record count (default 1 M).
 """
@@ -219,6 +221,28 @@ def raw_batches(bootstrap: str, topic: str) -> list[Any]:
     return batches
 
 
+def native_alone(batches: list[Any], rust: AvroDecoder, python: AvroDecoder) -> dict[str, Any]:
+    """(e): the same as (d) with the Rust decoder (`spark_app.native_avro`), best of 3 by CPU
+    and by wall time; first checked to give the Python decoder's column on every batch."""
+    for batch in batches:
+        ours = decode_value_column(batch, rust).column("value")
+        if not ours.equals(decode_value_column(batch, python).column("value")):
+            raise RuntimeError("the Rust decoder's column differs from the Python one's")
+    cpu = wall = float("inf")
+    with gc_paused_here():
+        for _ in range(3):
+            started, started_cpu = time.perf_counter(), time.process_time()
+            rows = sum(decode_value_column(b, rust).num_rows for b in batches)
+            cpu = min(cpu, time.process_time() - started_cpu)
+            wall = min(wall, time.perf_counter() - started)
+            assert rows == RECORDS
+    return {
+        "records_per_cpu_s": round(RECORDS / cpu),
+        "records_per_s_wall": round(RECORDS / wall),
+        "cpu_us_per_record": round(1e6 * cpu / RECORDS, 3),
+    }
+
+
 def decoder_alone(batches: list[Any], decoder: AvroDecoder) -> dict[str, Any]:
     """(d): decode_value_column over the batches in this one process (one core, the
     collector paused as on the executors), best of 3 by CPU time (the machine is shared) and
@@ -332,18 +356,33 @@ def main(argv: list[str] | None = None) -> None:
                     flush=True,
                 )
         spark.stop()
-        alone = None
+        alone = rust = None
         if "alone" not in skip:
             batches = raw_batches(broker.bootstrap, topic)
-            alone = decoder_alone(batches, AvroDecoder(client, reader))
+            python = AvroDecoder(client, reader, native=False)
+            alone = decoder_alone(batches, python)
             rate = alone["records_per_cpu_s"]
-            print(f"  decoder alone: {rate:,} records per CPU second (one core)", flush=True)
+            print(f"  Python decoder alone: {rate:,} records per CPU second", flush=True)
+            rust = native_alone(batches, AvroDecoder(client, reader), python)
+            rate = rust["records_per_cpu_s"]
+            print(f"  Rust decoder alone: {rate:,} records per CPU second", flush=True)
     result = _result(wall, processing, cpu, spark_cpu, alone, produce_s, jars, load_at_start)
+    result["native_decoder_alone"] = rust
+    if alone and rust:
+        result["rates_per_s"]["e_native_decoder_alone_one_core"] = rust["records_per_cpu_s"]
+        ratio = rust["records_per_cpu_s"] / alone["records_per_cpu_s"]
+        result["ratios"]["e_over_d"] = round(ratio, 2)
+    result["ours_decodes_in"] = decodes_in(client, reader)
     if not args.no_write:
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
         RESULTS.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
     shutil.rmtree(workdir, ignore_errors=True)
+
+
+def decodes_in(client: SchemaRegistryClient, reader: Any) -> str:
+    """Where query (a)'s values decode: its Python workers load the module this process does."""
+    return "rust" if AvroDecoder(client, reader).native is not None else "python"
 
 
 def cpu_by_role_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:

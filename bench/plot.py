@@ -51,7 +51,7 @@ SOURCE_QUERIES = (
 DECODE_QUERIES = (
     ("(b) ours, raw values: the read alone", "b_ours_raw_native_fetch_local2", "raw"),
     ("(c) Spark's kafka source + from_avro", "c_spark_kafka_from_avro_local2", "spark"),
-    ("(a) ours, valueFormat=avro (fastavro)", "a_ours_avro_native_fetch_local2", "ours"),
+    ("(a) ours, valueFormat=avro (Rust decoder)", "a_ours_avro_native_fetch_local2", "ours"),
 )
 # The kind scenarios of bench/results/e2e.json, in the README's order.
 E2E_SCENARIOS = (
@@ -236,10 +236,11 @@ def decode_figure(decode: dict) -> str:
         for label, wall, key in DECODE_QUERIES
     )
     alone = decode["rates_per_s"]["d_decoder_alone_one_core"]
+    rust = decode["rates_per_s"]["e_native_decoder_alone_one_core"]
     subtitle = (
         f"{num(decode['records'] / 1e6, 1)} M Avro records, local[2]; best of "
-        f"{len(decode['runs_s']['ours'])} runs; (d) our decoder alone: {millions(alone)} "
-        "per CPU second"
+        f"{len(decode['runs_s']['ours'])} runs; decoders alone, per CPU second: "
+        f"Rust {millions(rust)}, Python (fastavro) {millions(alone)}"
     )
     return bar_chart(
         Bars(

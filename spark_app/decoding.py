@@ -23,6 +23,7 @@ import dataclasses
 import struct
 from typing import Any
 
+from spark_app import native_avro
 from spark_app.avro_types import arrow_column  # Spark type -> Arrow: not Avro's own
 from spark_app.dead_letter import DeadRecord
 from spark_app.poison import (
@@ -134,7 +135,11 @@ class WireDecoder:
     for a bad record, only for a registry outage."""
 
     def __init__(
-        self, client: SchemaRegistryClient, reader: RegisteredSchema, value_format: str = "avro"
+        self,
+        client: SchemaRegistryClient,
+        reader: RegisteredSchema,
+        value_format: str = "avro",
+        native: bool = True,
     ):
         self.client = client
         self.reader = reader
@@ -145,9 +150,16 @@ class WireDecoder:
         # reader schema itself (the usual case) need no registry at all
         self._writers: dict[int, Any] = {}
         self._own_header = None  # the header of a record written with the reader schema
+        self._texts: dict[int, str] = {}  # schema id -> the writer schema's text
         if reader.schema_id is not None:  # an inline reader schema has no id of its own
             self._writers[reader.schema_id] = self._payloads.writer(reader)
+            self._texts[reader.schema_id] = reader.schema
             self._own_header = struct.pack(">BI", MAGIC_BYTE, reader.schema_id)
+        # Avro: whole columns decode in Rust where the native module can give this column
+        # (`native=False`: Python alone, what the bench and tests compare it with)
+        self.native = None
+        if native and value_format == "avro":
+            self.native = native_avro.for_reader(reader, self.column_type)
 
     def decode(self, value: bytes | None) -> Any:
         """The value in the shape of `column_type` (a dict for a struct), a `Poison`, or None
@@ -163,6 +175,16 @@ class WireDecoder:
         if isinstance(writer, Poison):
             return writer
         return self._payloads.read(memoryview(value)[HEADER_SIZE:], schema_id, writer)
+
+    def decode_column(self, column: Any) -> Any:
+        """A batch's Arrow column of values decoded whole: in Rust (`spark_app.native_avro`)
+        when it can, else through `decode_batch`; None when neither takes it, and `decode`
+        takes each record (and names poison)."""
+        if self.native is not None:
+            decoded = self.native.decode(column, self._writer_text)
+            if decoded is not None:
+                return decoded
+        return self.decode_batch(column.to_pylist())
 
     def decode_batch(self, values: list[bytes | None]) -> Any:
         """`values` as the column's Arrow array through the format's optional batch path
@@ -187,6 +209,12 @@ class WireDecoder:
             self._writers[schema_id] = self._fetch_writer(schema_id)
         return self._writers[schema_id]
 
+    def _writer_text(self, schema_id: int) -> str | None:
+        """The writer schema's text (fetched once, as `_writer`), or None for poison."""
+        if isinstance(self._writer(schema_id), Poison):
+            return None
+        return self._texts[schema_id]
+
     def _fetch_writer(self, schema_id: int) -> Any:
         try:
             found = self.client.schema_by_id(schema_id)
@@ -196,14 +224,15 @@ class WireDecoder:
         if found.schema_type.upper() != expected:
             message = f"schema id {schema_id} is {found.schema_type}, not {expected}"
             return Poison(UNRESOLVABLE_SCHEMA, message, schema_id)
+        self._texts[schema_id] = found.schema
         return self._payloads.writer(found)
 
 
 class AvroDecoder(WireDecoder):
     """valueFormat=avro's decoder."""
 
-    def __init__(self, client: SchemaRegistryClient, reader: RegisteredSchema):
-        super().__init__(client, reader, "avro")
+    def __init__(self, client: SchemaRegistryClient, reader: RegisteredSchema, native: bool = True):
+        super().__init__(client, reader, "avro", native)
 
 
 class PoisonRecordError(RuntimeError):
@@ -259,13 +288,17 @@ def decode_columns(
     them), is left out and appended to it with its original bytes."""
     import pyarrow as pa
 
-    raw = {name: batch.column(name).to_pylist() for name in decoders}
-    whole = {name: decoder.decode_batch(raw[name]) for name, decoder in decoders.items()}
-    if all(column is not None for column in whole.values()):  # every record of the reader's id
+    whole = {}
+    for name, decoder in decoders.items():  # the usual batch: every column decodes whole
+        whole[name] = decoder.decode_column(batch.column(name))
+        if whole[name] is None:
+            break
+    else:
         for name, column in whole.items():
             index = batch.schema.get_field_index(name)
             batch = batch.set_column(index, pa.field(name, column.type), column)
         return batch
+    raw = {name: batch.column(name).to_pylist() for name in decoders}
     columns: dict[str, list[Any]] = {name: [] for name in decoders}
     kept = []
     for i in range(batch.num_rows):

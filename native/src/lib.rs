@@ -7,6 +7,7 @@
 //! understands) and `librdkafka` (its consumer, for every setting). Python keeps the policy
 //! (data loss, error texts); this crate only reads.
 
+pub mod avro;
 pub mod batch;
 pub mod consumer;
 pub mod fetch;
@@ -87,6 +88,9 @@ mod python {
     create_exception!(streamingjob_native, LogTruncated, PyException);
     create_exception!(streamingjob_native, UnsupportedBroker, PyException);
     create_exception!(streamingjob_native, TopicDeleted, PyException);
+    create_exception!(streamingjob_native, AvroUnsupported, PyException);
+    create_exception!(streamingjob_native, UnknownSchemaId, PyException);
+    create_exception!(streamingjob_native, AvroFallback, PyException);
 
     fn to_py(err: ReadError) -> PyErr {
         match err {
@@ -277,6 +281,80 @@ mod python {
         }
     }
 
+    /// Avro values of the Confluent wire format, of one reader schema, decoded into the
+    /// column Python's decoder gives (src/avro.rs). Arrow crosses the C data interface both
+    /// ways: Python's `_export_to_c` fills structs this side allocates.
+    #[pyclass(unsendable)]
+    struct AvroValues {
+        inner: crate::avro::WireAvro,
+    }
+
+    #[pymethods]
+    impl AvroValues {
+        /// `export_type`: the column type's `_export_to_c`. AvroUnsupported when the column
+        /// cannot be given exactly (Python decodes that reader schema's values).
+        #[new]
+        fn new(reader: &str, export_type: &Bound<'_, PyAny>) -> PyResult<Self> {
+            let mut schema = FFI_ArrowSchema::empty();
+            export_type.call1((&mut schema as *mut FFI_ArrowSchema as usize,))?;
+            let target = arrow_schema::DataType::try_from(&schema)
+                .map_err(|e| AvroUnsupported::new_err(e.to_string()))?;
+            let inner =
+                crate::avro::WireAvro::new(reader, target).map_err(AvroUnsupported::new_err)?;
+            Ok(AvroValues { inner })
+        }
+
+        fn knows(&self, schema_id: u32) -> bool {
+            self.inner.knows(schema_id)
+        }
+
+        /// False when the writer schema does not resolve here (its records: Python).
+        fn add_writer(&mut self, schema_id: u32, schema: &str) -> bool {
+            self.inner.add_writer(schema_id, schema)
+        }
+
+        /// No writer schema for `schema_id` (Python names its records' poison).
+        fn refuse(&mut self, schema_id: u32) {
+            self.inner.refuse(schema_id)
+        }
+
+        /// `export_values`: the binary value column's `_export_to_c`. UnknownSchemaId(id)
+        /// asks for a writer schema; AvroFallback: Python decodes this batch.
+        fn decode(
+            &mut self,
+            py: Python<'_>,
+            export_values: &Bound<'_, PyAny>,
+        ) -> PyResult<Exported> {
+            let mut array = FFI_ArrowArray::empty();
+            let mut schema = FFI_ArrowSchema::empty();
+            export_values.call1((
+                &mut array as *mut FFI_ArrowArray as usize,
+                &mut schema as *mut FFI_ArrowSchema as usize,
+            ))?;
+            // SAFETY: pyarrow filled both structs with a valid array and its type.
+            let data = unsafe { arrow_array::ffi::from_ffi(array, &schema) }
+                .map_err(|e| AvroFallback::new_err(e.to_string()))?;
+            if data.data_type() != &arrow_schema::DataType::Binary {
+                return Err(AvroFallback::new_err(format!(
+                    "values are {}",
+                    data.data_type()
+                )));
+            }
+            let values = arrow_array::BinaryArray::from(data);
+            let inner = &mut self.inner;
+            let column = py.detach(|| inner.decode(&values)).map_err(|e| match e {
+                crate::avro::DecodeError::UnknownId(id) => UnknownSchemaId::new_err(id),
+                crate::avro::DecodeError::Fallback(why) => AvroFallback::new_err(why),
+            })?;
+            let (array, schema) = to_ffi(&column.to_data())
+                .map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(e.to_string()))?;
+            Ok(Exported {
+                array: Box::new(array),
+                schema: Box::new(schema),
+            })
+        }
+    }
+
     /// The version of each request the fetch engine speaks with the broker at `address`
     /// (negotiated through ApiVersions), or UnsupportedBroker naming the broker's ranges.
     #[pyfunction]
@@ -314,6 +392,7 @@ mod python {
         let py = m.py();
         m.add_class::<RangeReader>()?;
         m.add_class::<Exported>()?;
+        m.add_class::<AvroValues>()?;
         m.add_function(wrap_pyfunction!(librdkafka_version, m)?)?;
         m.add_function(wrap_pyfunction!(negotiated_versions, m)?)?;
         m.add("ConfigError", py.get_type::<ConfigError>())?;
@@ -323,6 +402,9 @@ mod python {
         m.add("LogTruncated", py.get_type::<LogTruncated>())?;
         m.add("UnsupportedBroker", py.get_type::<UnsupportedBroker>())?;
         m.add("TopicDeleted", py.get_type::<TopicDeleted>())?;
+        m.add("AvroUnsupported", py.get_type::<AvroUnsupported>())?;
+        m.add("UnknownSchemaId", py.get_type::<UnknownSchemaId>())?;
+        m.add("AvroFallback", py.get_type::<AvroFallback>())?;
         Ok(())
     }
 }
