@@ -41,12 +41,12 @@ from pathlib import Path
 from typing import Any
 
 import fastavro
-from confluent_kafka import Producer
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
+from produce import produce  # noqa: E402
 from source_bench import builtin_kafka_jars, cpu_by_role, spark_session  # noqa: E402
 
 from spark_app import native_read  # noqa: E402
@@ -124,36 +124,16 @@ def order(n: int) -> dict[str, Any]:
     }
 
 
-def produce(bootstrap: str, topic: str, schema_id: int) -> float:
-    """RECORDS wire-format values (magic byte, schema id, Avro binary) over PARTITIONS."""
+def wire_values(schema_id: int) -> Iterator[bytes]:
+    """RECORDS wire-format values: magic byte, schema id, Avro binary."""
     parsed = fastavro.parse_schema(ORDER, named_schemas={})
     header = b"\x00" + schema_id.to_bytes(4, "big")
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "linger.ms": 50,
-            "batch.num.messages": 10_000,
-            "queue.buffering.max.messages": 1_000_000,
-            "acks": 1,
-        }
-    )
-    started = time.perf_counter()
     out = io.BytesIO()
     for n in range(RECORDS):
         out.seek(0)
         out.truncate()
         fastavro.schemaless_writer(out, parsed, order(n))
-        value = header + out.getvalue()
-        while True:
-            try:
-                producer.produce(topic, value, partition=n % PARTITIONS)
-                break
-            except BufferError:
-                producer.poll(0.05)
-        if n % 20_000 == 0:
-            producer.poll(0)
-    assert producer.flush(120) == 0
-    return time.perf_counter() - started
+        yield header + out.getvalue()
 
 
 def spark_avro_jars() -> list[str]:
@@ -325,7 +305,7 @@ def main(argv: list[str] | None = None) -> None:
     with KafkaBroker(workdir / "broker") as broker, SchemaRegistry(workdir / "registry") as reg:
         topic = new_topic(broker.bootstrap, partitions=PARTITIONS, prefix="decode")
         schema_id = reg.register(f"{topic}-value", ORDER)
-        produce_s = produce(broker.bootstrap, topic, schema_id)
+        produce_s = produce(broker.bootstrap, topic, wire_values(schema_id), PARTITIONS)
         print(f"produced {RECORDS:,} Avro orders in {produce_s:.1f}s", flush=True)
         client = SchemaRegistryClient(reg.url)
         reader = resolve_reader_schema(client, f"{topic}-value")

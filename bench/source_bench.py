@@ -21,6 +21,7 @@ import argparse
 import contextlib
 import cProfile
 import io
+import itertools
 import json
 import multiprocessing
 import os
@@ -35,10 +36,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+from produce import produce  # noqa: E402
 
 from spark_app import native_read  # noqa: E402
 from spark_app.partition_reader import (  # noqa: E402
@@ -54,30 +58,6 @@ RECORDS = int(os.environ.get("BENCH_RECORDS", 5_000_000))  # --records sets it t
 PARTITIONS = 8
 VALUE = b"v" * 100
 RESULTS = REPO / "bench" / "results" / "source.json"
-
-
-def produce(bootstrap: str, topic: str) -> float:
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "linger.ms": 50,
-            "batch.num.messages": 10_000,
-            "queue.buffering.max.messages": 1_000_000,
-            "acks": 1,
-        }
-    )
-    started = time.perf_counter()
-    for n in range(RECORDS):
-        while True:
-            try:
-                producer.produce(topic, VALUE, partition=n % PARTITIONS)
-                break
-            except BufferError:
-                producer.poll(0.05)
-        if n % 20_000 == 0:
-            producer.poll(0)
-    assert producer.flush(120) == 0
-    return time.perf_counter() - started
 
 
 def builtin_kafka_jars() -> list[str]:
@@ -471,7 +451,7 @@ def main(argv: list[str] | None = None) -> None:
     workdir = Path(tempfile.mkdtemp(prefix="source-bench-"))
     with KafkaBroker(workdir / "broker") as broker:
         topic = new_topic(broker.bootstrap, partitions=PARTITIONS, prefix="bench")
-        produce_s = produce(broker.bootstrap, topic)
+        produce_s = produce(broker.bootstrap, topic, itertools.repeat(VALUE, RECORDS), PARTITIONS)
         print(f"produced {RECORDS:,} x {len(VALUE)} B records in {produce_s:.1f}s", flush=True)
         jars = builtin_kafka_jars()
         spark = spark_session(jars)
