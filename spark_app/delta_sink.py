@@ -6,7 +6,8 @@ Spark sink uses: a commit carries an application transaction (`txn`: app id, ver
 the query and the batch, in the same atomic commit as the batch's files. Here the app id is
 the epoch's checkpoint location (a restore keeps it, a redeploy changes it) and the version
 the batch id. So:
-- a restore's replay of a batch the table already committed writes nothing (`write`);
+- a restore's replay of a batch the table already committed writes nothing
+  (`BatchWriter`, which reads the log once per query and then keeps the version itself);
 - a redeploy's catch-up counts the previous epoch's last batch in the table as durable
   (`committed_batch`, used by `spark_app.group_offsets`), like a file sink's
   `_spark_metadata`.
@@ -78,28 +79,29 @@ class DeltaTable:
         options = storage_options(hadoop_settings(spark), path)
         return cls(path, options, tuple(partition_by), dict(properties or {}))
 
+    def open(self) -> Any:
+        """The table as it is now (a deltalake.DeltaTable: its log read); None: no table yet."""
+        from deltalake import DeltaTable as Table
+        from deltalake.exceptions import TableNotFoundError
+
+        try:
+            return Table(table_uri(self.path), storage_options=self.options)
+        except TableNotFoundError:
+            return None
+
     def committed_batch(self, app_id: str) -> int | None:
         """The newest batch the table committed for `app_id`; None: none (or no table)."""
-        from deltalake import DeltaTable as Table
+        table = self.open()
+        return None if table is None else table.transaction_version(app_id)
 
-        uri = table_uri(self.path)
-        if not Table.is_deltatable(uri, storage_options=self.options):
-            return None
-        return Table(uri, storage_options=self.options).transaction_version(app_id)
-
-    def write(self, rows: Any, app_id: str, batch_id: int) -> bool:
-        """Appends `rows` (Arrow) as batch `batch_id` of `app_id` in one commit, unless the
-        table has it already (a replay after a restore). True: written."""
+    def append(self, opened: Any, rows: Any, app_id: str, batch_id: int) -> None:
+        """Appends `rows` (Arrow) as batch `batch_id` of `app_id` in one commit: through
+        `opened` (the table from `open`; the commit moves its snapshot on) or, with None,
+        at the path (a new table, with the spec's partitioning and properties)."""
         from deltalake import CommitProperties, Transaction, write_deltalake
 
-        done = self.committed_batch(app_id)
-        if done is not None and done >= batch_id:
-            log.info(
-                "batch %d is in the Delta table already (its version %d): skipped", batch_id, done
-            )
-            return False
         write_deltalake(
-            table_uri(self.path),
+            opened if opened is not None else table_uri(self.path),
             rows,
             mode="append",
             partition_by=list(self.partition_by) or None,
@@ -109,18 +111,58 @@ class DeltaTable:
                 app_transactions=[Transaction(app_id=app_id, version=batch_id)]
             ),
         )
+
+
+class BatchWriter:
+    """One query's foreachBatch function: each batch's rows reach the driver as Arrow and
+    become one Delta commit (delta-rs writes the Parquet files and the log entry).
+
+    The table's log is read once, at the query's first batch: the newest batch it holds for
+    the app id, so that a restore's replay of a batch the table has writes nothing. From then
+    on that version is kept here and every commit goes through the one table opened then,
+    whose snapshot each commit moves on: no log read per batch. The query is the only writer
+    of its app id (its checkpoint's); should another commit that app id all the same,
+    delta-rs refuses our commit (its conflict check covers application transactions) instead
+    of writing a batch twice. Other writers' commits (compaction, vacuum) are rebased over."""
+
+    def __init__(self, table: DeltaTable, app_id: str):
+        self.table, self.app_id = table, app_id
+        self.crash_after = os.environ.get(CRASH_AFTER_COMMIT_ENV)
+        self._read = False  # the table's state below was read (and not lost to a failure)
+        self._opened: Any = None  # the open table; None while there is none
+        self._done: int | None = None  # the newest batch of app_id in the table
+
+    def __call__(self, frame, batch_id: int) -> None:
+        self.write(frame.toArrow(), batch_id)
+        if self.crash_after == str(batch_id):  # a test's crash between the table and commits/N
+            os.killpg(os.getpgid(0), signal.SIGKILL)
+
+    def write(self, rows: Any, batch_id: int) -> bool:
+        """Appends `rows` as batch `batch_id` unless the table has it (a replay after a
+        restore). True: written."""
+        if not self._read:
+            self._opened = self.table.open()
+            opened = self._opened
+            self._done = None if opened is None else opened.transaction_version(self.app_id)
+            self._read = True
+        if self._done is not None and self._done >= batch_id:
+            log.info(
+                "batch %d is in the Delta table already (its version %d): skipped",
+                batch_id,
+                self._done,
+            )
+            return False
+        try:
+            self.table.append(self._opened, rows, self.app_id, batch_id)
+        except BaseException:
+            self._read = False  # the commit may have landed all the same: read it again
+            raise
+        if self._opened is None:  # this commit made the table
+            self._opened = self.table.open()
+        self._done = batch_id
         return True
 
 
-def batch_writer(table: DeltaTable, app_id: str):
-    """The foreachBatch function: the batch's rows reach the driver as Arrow and become one
-    Delta commit (delta-rs writes the Parquet files and the log entry)."""
-
-    crash_after = os.environ.get(CRASH_AFTER_COMMIT_ENV)
-
-    def write_batch(frame, batch_id: int) -> None:
-        table.write(frame.toArrow(), app_id, batch_id)
-        if crash_after == str(batch_id):  # a test's crash between the table and commits/N
-            os.killpg(os.getpgid(0), signal.SIGKILL)
-
-    return write_batch
+def batch_writer(table: DeltaTable, app_id: str) -> BatchWriter:
+    """The foreachBatch function of the query writing `app_id`'s batches to `table`."""
+    return BatchWriter(table, app_id)
