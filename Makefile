@@ -112,11 +112,12 @@ crd: ## Regenerate crds/streamingjob.yaml from the models (a unit test checks fo
 	cp crds/streamingjob.yaml charts/streamingjob-operator/crds/streamingjob.yaml
 
 .PHONY: bench
-bench: toolchain native ## Benchmarks side by side; results in bench/results/, then their plots (make plots)
+bench: toolchain native ## Benchmarks side by side; results in bench/results/, then their plots (make plots); BENCH_BASELINE=<dir with another spark_app> adds the Delta sink before/after
 	$(TREE) $(PY) bench/source_bench.py
 	$(TREE) $(PY) bench/decode_bench.py
 	$(TREE) $(PY) bench/offsets_bench.py
 	$(TREE) $(PY) bench/operator_bench.py
+	$(TREE) $(PY) bench/table_sink_bench.py $(if $(BENCH_BASELINE),--baseline-code-root $(BENCH_BASELINE))
 	$(PY) bench/plot.py
 
 .PHONY: plots

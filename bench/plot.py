@@ -53,6 +53,14 @@ DECODE_QUERIES = (
     ("(c) Spark's kafka source + from_avro", "c_spark_kafka_from_avro_local2", "spark"),
     ("(a) ours, valueFormat=avro (Rust decoder)", "a_ours_avro_native_fetch_local2", "ours"),
 )
+# The table sink benchmark's sinks, as drawn (those a run left out are not): (label, key).
+TABLE_SINKS = (
+    ("Parquet file sink, local disk", "parquet"),
+    ("Delta sink, local disk", "delta"),
+    ("Delta sink before (main's code), local disk", "delta_before"),
+    ("Parquet file sink, MinIO (s3a://)", "parquet_s3a"),
+    ("Delta sink, MinIO (s3a://)", "delta_s3a"),
+)
 # The kind scenarios of bench/results/e2e.json, in the README's order.
 E2E_SCENARIOS = (
     ("driver killed → restored batch", "driver_killed_to_first_restored_batch_committed"),
@@ -90,6 +98,10 @@ def megabytes(value: float) -> str:
 
 def millions(value: float) -> str:
     return f"{num(value / 1e6, 2)} M"
+
+
+def thousands(value: float) -> str:
+    return f"{num(value / 1e3, 1)} K"
 
 
 def load(results: Path) -> dict[str, dict]:
@@ -259,6 +271,34 @@ def decode_figure(decode: dict) -> str:
     )
 
 
+def table_sink_figure(tables: dict) -> str:
+    spread = tables["rates_per_s_spread"]
+    groups = tuple(
+        (label, (spread[key]["median"], spread[key]["min"]))
+        for label, key in TABLE_SINKS
+        if key in spread
+    )
+    ratio = tables["ratios"]["delta_over_parquet"]
+    subtitle = (
+        f"{num(tables['records'] / 1e3, 0)} K JSON records {TIMES} {tables['valueBytes']} B, "
+        f"batches of {num(tables['maxOffsetsPerTrigger'] / 1e3, 0)} K, the runner on local[2]; "
+        f"Delta / Parquet {num(ratio['median'], 2)}{TIMES} ({num(ratio['min'], 2)}"
+        f"\N{EN DASH}{num(ratio['max'], 2)})"
+    )
+    rounds = len(tables["runs"]["parquet"])
+    return bar_chart(
+        Bars(
+            "Table sinks: records per second in the batches (thousands)",
+            subtitle,
+            ((f"median of {rounds} interleaved rounds", BLUE), ("slowest round", ORANGE)),
+            groups,
+            step=10e3,
+            fmt=thousands,
+            tick_fmt=lambda v: num(v / 1e3, 0),
+        )
+    )
+
+
 def offsets_figure(now: dict, before: dict) -> str:
     lag_now, lag_before = now["commitLag_s"], before["commitLag_s"]
     return bar_chart(
@@ -354,12 +394,14 @@ def figures(results: dict[str, dict]) -> dict[str, str]:
         "recovery-on-kind.svg": recovery_figure(results["e2e"]),
         "operator-1000-jobs.svg": operator_figure(results["operator"]),
         "group-offsets.svg": offsets_figure(results["offsets"], results["offsets-before"]),
+        "table-sinks.svg": table_sink_figure(results["table-sink"]),
     }
 
 
 def headline(results: dict[str, dict]) -> dict[str, str]:
     """The figures the README's summary quotes, formatted as the plots show them."""
     source, operator, e2e = results["source"], results["operator"], results["e2e"]
+    delta_over_parquet = results["table-sink"]["ratios"]["delta_over_parquet"]
     return {
         "source d/b processing": f"{num(source['processing_ratios']['d_over_b'], 2)}{TIMES}",
         "source d/b wall": f"{num(source['ratios']['d_over_b'], 2)}{TIMES}",
@@ -367,6 +409,7 @@ def headline(results: dict[str, dict]) -> dict[str, str]:
         "operator all drivers": seconds(operator["all_drivers_seconds"]),
         "offsets p99": seconds(results["offsets"]["commitLag_s"]["p99"]),
         **{label: seconds(e2e[key]["p50_seconds"]) for label, key in E2E_SCENARIOS[:5]},
+        "delta / parquet": f"{num(delta_over_parquet['median'], 2)}{TIMES}",
     }
 
 

@@ -80,6 +80,14 @@ def test_every_number_drawn_is_a_result():
         assert plot.millions(results["decode"]["processing_rates_per_s"][processing]) in decode
         assert plot.millions(results["decode"]["records_per_cpu_s"][processing]) in decode
     assert plot.millions(results["decode"]["rates_per_s"]["d_decoder_alone_one_core"]) in decode
+    tables = plot.figures(results)["table-sinks.svg"]
+    spread = results["table-sink"]["rates_per_s_spread"]
+    for _, key in plot.TABLE_SINKS:
+        if key in spread:
+            assert plot.thousands(spread[key]["median"]) in tables
+            assert plot.thousands(spread[key]["min"]) in tables
+    ratio = results["table-sink"]["ratios"]["delta_over_parquet"]
+    assert f"Delta / Parquet {plot.num(ratio['median'], 2)}" in tables
     recovery = plot.figures(results)["recovery-on-kind.svg"]
     for _, key in plot.E2E_SCENARIOS:
         samples = results["e2e"][key]["samples"]
