@@ -23,6 +23,7 @@ import pytest
 from spark_app.delta_maintenance import EXIT_NO_TABLE, EXIT_UNREACHABLE
 from tests.integration.spark_app.test_delta_sink import (
     checkpoint_of,
+    redeploy_finds_the_batch,
     rewind_to_the_table_commit,
     stop_after_a_table_commit,
 )
@@ -42,7 +43,6 @@ from tests.support.kafka_broker import free_port
 from tests.support.kafka_tools import (
     ContinuousProducer,
     commit_offsets,
-    group_offsets,
     new_topic,
     produce,
 )
@@ -176,17 +176,7 @@ def test_a_redeploy_after_log_cleanup_finds_the_batch_in_the_checkpoint(kafka, t
     assert summary["compact"]["filesRemoved"] > 1 and summary["vacuum"]["filesDeleted"] > 1
     assert min(log_versions(storage)) > its_commit
 
-    second = RunnerProcess(manifest, tmp_path, epoch=2, env=storage.env)
-    report = second.start("--previous-checkpoint", previous).wait_for_batch(0)
-    caught_up = report["previousCheckpoint"]
-    assert (caught_up["outcome"], caught_up["batch"]) == ("committed", batch), caught_up
-    produce(kafka.bootstrap, topic, range(6000, 8000))
-    report = wait_for_all(second, kafka.bootstrap, topic)
-    assert second.terminate() == 0
-    assert_exactly_once(storage, range(8000), delta_rows(storage))
-    ends = report["latestBatch"]["endOffsets"][topic]
-    committed = group_offsets(kafka.bootstrap, "maint-redeploy-group", topic)
-    assert committed == {int(p): o for p, o in ends.items()}
+    redeploy_finds_the_batch(kafka.bootstrap, manifest, tmp_path, storage, previous, batch)
 
 
 def test_no_table_and_an_unreachable_store_are_named(tmp_path, minio):
