@@ -2,7 +2,7 @@
 # Every test tier, as `make test` (and so CI) runs them:
 #   scripts/test-all.sh <python> [pytest args...]
 # The `alone` tests run first, by themselves. Then the Spark tier (tests/integration/spark_app:
-# local Spark JVMs, CPU-bound) runs beside the rest but e2e (unit tests; the operator on a
+# local Spark JVMs, CPU-bound; after the service tests below) runs beside the rest but e2e (unit tests; the operator on a
 # real API server: mostly waiting). The kind bed (docker, image loads: CPU again) comes up
 # once that rest is done, beside the typed-records queries (short Spark queries taken out of
 # the Spark tier, which is the longest), and the e2e tier starts as soon as the bed is up: beside the Spark
@@ -17,6 +17,10 @@ SPARK_TIER=tests/integration/spark_app
 # Local Spark queries too, but short ones (Avro, JSON Schema, Protobuf records): they run
 # after the rest, beside the kind bed's start, so that the Spark tier ends soon after the bed is up.
 TYPED_GLOB="$SPARK_TIER/test_*_records.py"
+# Tests of real brokers and the real registry without Spark (decoding, dead letters, clusters):
+# they open the Spark tier's session, which ends before the e2e tier does, instead of
+# lengthening the rest, after which the kind bed comes up.
+SERVICES_GLOB="tests/integration/test_*.py"
 NOT_HERE="not e2e and not soak and not alone"
 
 # First, alone: a replicated Kafka cluster's start and failover within the clients' 60 s
@@ -24,10 +28,12 @@ NOT_HERE="not e2e and not soak and not alone"
 "$PY" -m pytest -m "alone and not soak" --basetemp="$logs/alone-tmp" "$@"
 alone_rc=$?
 # its own --basetemp: two pytest sessions must not clean up each other's tmp_path dirs
+# shellcheck disable=SC2086  # the glob is meant to expand
 "$PY" -m pytest -m "$NOT_HERE" --basetemp="$logs/spark-tmp" --durations=10 "$@" \
-  --ignore-glob="$TYPED_GLOB" "$SPARK_TIER" >"$logs/spark.log" 2>&1 &
+  --ignore-glob="$TYPED_GLOB" $SERVICES_GLOB "$SPARK_TIER" >"$logs/spark.log" 2>&1 &
 spark=$!
-"$PY" -m pytest -m "$NOT_HERE" --basetemp="$logs/rest-tmp" --ignore="$SPARK_TIER" "$@"
+"$PY" -m pytest -m "$NOT_HERE" --basetemp="$logs/rest-tmp" --ignore="$SPARK_TIER" \
+  --ignore-glob="$SERVICES_GLOB" "$@"
 rc=$?
 [ $rc = 0 ] && rc=$alone_rc
 bash scripts/kind/up.sh >"$logs/kubeconfig" 2>"$logs/up.log" &
@@ -48,7 +54,7 @@ elif [ $rc = 0 ]; then
 fi
 wait $spark
 spark_rc=$?
-echo "=== $SPARK_TIER (ran beside the tests above) ==="
+echo "=== $SERVICES_GLOB and $SPARK_TIER (ran beside the tests above) ==="
 cat "$logs/spark.log"
 [ $rc = 0 ] && rc=$spark_rc
 bash scripts/kind/down.sh
