@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Every test tier, as `make test` (and so CI) runs them:
 #   scripts/test-all.sh <python> [pytest args...]
-# The `alone` tests run first, by themselves. Then the Spark tier (tests/integration/spark_app:
-# local Spark JVMs, CPU-bound; after the service tests below) runs beside the rest but e2e (unit tests; the operator on a
-# real API server: mostly waiting). The kind bed (docker, image loads: CPU again) comes up
-# once that rest is done, beside the typed-records queries (short Spark queries taken out of
-# the Spark tier, which is the longest), and the e2e tier starts as soon as the bed is up: beside the Spark
-# tier's last minutes, not after them. `make test-soak` runs the `soak` tests.
+# The `alone` tests run first, by themselves. Then three chains side by side:
+#   - the Spark tier (the service tests below, then tests/integration/spark_app: local Spark
+#     JVMs, CPU-bound: the longest chain);
+#   - the rest (unit tests; the operator on a real API server: mostly waiting), then the
+#     typed-records queries (short Spark queries taken out of the Spark tier);
+#   - the kind bed (docker, image pulls), then the e2e tier as soon as it is up: the e2e
+#     scenarios mostly wait on the cluster, so they need not wait for the rest.
+# `make test-soak` runs the `soak` tests.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=$1
@@ -32,26 +34,24 @@ alone_rc=$?
 "$PY" -m pytest -m "$NOT_HERE" --basetemp="$logs/spark-tmp" --durations=10 "$@" \
   --ignore-glob="$TYPED_GLOB" $SERVICES_GLOB "$SPARK_TIER" >"$logs/spark.log" 2>&1 &
 spark=$!
+(
+  bash scripts/kind/up.sh >"$logs/kubeconfig" 2>"$logs/up.log" || { echo "kind bed failed (exit $?)"; exit 1; }
+  STREAMJOB_E2E_KUBECONFIG=$(cat "$logs/kubeconfig") "$PY" -m pytest -m e2e --durations=10 "$@"
+) >"$logs/e2e.log" 2>&1 &
+e2e=$!
 "$PY" -m pytest -m "$NOT_HERE" --basetemp="$logs/rest-tmp" --ignore="$SPARK_TIER" \
   --ignore-glob="$SERVICES_GLOB" "$@"
 rc=$?
 [ $rc = 0 ] && rc=$alone_rc
-bash scripts/kind/up.sh >"$logs/kubeconfig" 2>"$logs/up.log" &
-up=$!
 # shellcheck disable=SC2086  # the glob is meant to expand
 "$PY" -m pytest -m "$NOT_HERE" --basetemp="$logs/typed-tmp" "$@" $TYPED_GLOB
 typed_rc=$?
 [ $rc = 0 ] && rc=$typed_rc
-wait $up
-up_rc=$?
-cat "$logs/up.log" >&2
-if [ $up_rc != 0 ]; then
-  echo "kind bed failed (exit $up_rc)" >&2
-  rc=1
-elif [ $rc = 0 ]; then
-  STREAMJOB_E2E_KUBECONFIG=$(cat "$logs/kubeconfig") "$PY" -m pytest -m e2e --durations=10 "$@"
-  rc=$?
-fi
+wait $e2e
+e2e_rc=$?
+echo "=== kind bed, then e2e (ran beside the tests above) ==="
+cat "$logs/up.log" "$logs/e2e.log"
+[ $rc = 0 ] && rc=$e2e_rc
 wait $spark
 spark_rc=$?
 echo "=== $SERVICES_GLOB and $SPARK_TIER (ran beside the tests above) ==="

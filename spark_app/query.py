@@ -63,10 +63,27 @@ def transformed(spark, job: JobSpec, frame):
         except SqlRefused as exc:
             raise InvalidJob(str(exc)) from None
     if job.transform:
-        frame = load_transform(job.transform)(frame)
+        frame = _call_transform(job.transform, frame)
         if not hasattr(frame, "writeStream"):
             raise InvalidJob(f"spec.job.transform: {job.transform} must return a DataFrame")
     return frame
+
+
+def _call_transform(reference: str, frame):
+    """The transform's DataFrame. An error it raises while the query is planned (a package
+    the image lacks, a bug) would raise again at every restart: InvalidJob, nothing read.
+    Spark's own rejections of what it built pass on (the runner names them)."""
+    from pyspark.errors import AnalysisException, IllegalArgumentException
+
+    try:
+        return load_transform(reference)(frame)
+    except (InvalidJob, AnalysisException, IllegalArgumentException):
+        raise
+    except Exception as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise InvalidJob(
+            f"spec.job.transform: {reference} raised {type(exc).__name__}: {first}"
+        ) from None
 
 
 def start_query(frame, job: JobSpec, name: str, epoch: int, location: str):

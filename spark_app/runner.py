@@ -481,6 +481,20 @@ def executor_tasks(spark) -> list[dict[str, Any]]:
         return []
 
 
+def executor_task_ms(spark) -> int | None:
+    """The time every executor of this run (gone ones too: the total never goes back) spent
+    in tasks: the autoscaler's processing rate is rows per second of it. It grows with the
+    work, not with the executor count, unlike a batch's duration (planning, commits)."""
+    try:
+        summaries = spark.sparkContext._jsc.sc().statusStore().executorList(False)
+        found = [summaries.apply(i) for i in range(summaries.size())]
+        executors = [e for e in found if e.id() != "driver"] or found  # local mode: the driver
+        return sum(int(e.totalDuration()) for e in executors)
+    except Exception as exc:  # a report without it, never a failed job
+        log.debug("no executor task time: %s", exc)
+        return None
+
+
 def supervise(
     query,
     reporter: Reporter,
@@ -567,6 +581,7 @@ class _Progress:
             self.group.batch_durable(off.from_json(batch["endOffsets"]))
             self.group.wait(LINE_WAIT_S)  # the line shows the group at this batch's end
         self.throughput.add(self.query.recentProgress)  # every batch since the last look
+        self.throughput.task_ms = executor_task_ms(self.spark)
         report = self.reporter.update(
             latestBatch=batch,
             executors=executor_tasks(self.spark),

@@ -5,13 +5,30 @@ and returns the DataFrame the sink writes. It runs once per epoch on the driver,
 query is planned: Spark then applies it to every batch.
 """
 
+import time
+
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 ORDER_SCHEMA = "id LONG"  # what the producers write: {"id": n}
+PACE_SECONDS = 0.02  # per record in `paced`: at most 50 records/s per executor core
 
 
 def typed(frame: DataFrame) -> DataFrame:
     """The Kafka columns as they came, plus the order's fields parsed from its JSON value."""
     order = F.from_json(F.col("value").cast("string"), ORDER_SCHEMA)
     return frame.withColumn("order_id", order["id"])
+
+
+def paced(frame: DataFrame) -> DataFrame:
+    """`typed`, then PACE_SECONDS of waiting per record in the executors: a stand-in for
+    per-record I/O (a lookup in another service), the work whose capacity grows with the
+    executor count even on a machine of few cores. The autoscaler's kind scenario runs it."""
+
+    @F.udf(returnType="long", useArrow=False)  # plain rows: no pandas in the image
+    def looked_up(order_id):
+        time.sleep(PACE_SECONDS)
+        return order_id
+
+    out = typed(frame)
+    return out.withColumn("order_id", looked_up("order_id"))

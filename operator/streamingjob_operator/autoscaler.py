@@ -2,8 +2,10 @@
 the policy) -> a recommendation and its reason (docs/operator.md, "Autoscaler").
 
     input rate      = growth of the log ends of the job's partitions per second
-    processing rate = input rows per second of execution time (Spark's addBatch: the part of
-                      each batch the executors run), per current executor
+    processing rate = input rows per second of the executors' task time, times the task
+                      slots of an executor (executor.cores): per executor. A runner that does
+                      not report task time: rows per second of Spark's addBatch (the part of
+                      each batch the executors run) over the current executors
     load            = max(input rate, u x (input rate + lag / catchUpSeconds))
     utilization     = load / (executors x processing rate per executor)
     wanted          = ceil(load / (u x processing rate per executor)),   u = targetUtilization
@@ -61,6 +63,7 @@ class Sample:
     rows: int | None  # their input rows
     busy_seconds: float | None  # their summed durations (triggerExecution)
     execution_seconds: float | None  # the executors' part of them (addBatch)
+    task_seconds: float | None = None  # every executor's time in tasks (None: not reported)
 
     def complete(self) -> bool:
         values = (self.log_end, self.lag, self.batches, self.rows, self.busy_seconds)
@@ -95,7 +98,7 @@ class Job:
 @dataclass(frozen=True)
 class Rates:
     input_rate: float  # records/s
-    processing_rate: float  # records per execution second, all executors
+    processing_rate: float  # records per second, all current executors
     per_executor_rate: float
     busy_fraction: float  # batch seconds per second (against the trigger interval)
     lag: int
@@ -213,8 +216,8 @@ def _missing(sample: Sample) -> str:
 
 def _inconsistent(window: _Window) -> str:
     for a, b in pairwise(window.samples):
-        for name in ("log_end", "batches", "rows", "busy_seconds"):
-            if getattr(b, name) < getattr(a, name):
+        for name in ("log_end", "batches", "rows", "busy_seconds", "task_seconds"):
+            if (getattr(b, name) or 0) < (getattr(a, name) or 0):
                 return f"{name} went back at t={b.time:g}"
     busy = window.delta("busy_seconds")
     if busy > 1.5 * window.span + 60:  # batches run one at a time: busy <= wall (one in flight)
@@ -255,17 +258,29 @@ def _few_batches(
     )
 
 
+def _per_executor_rate(window: _Window, job: Job) -> float:
+    """Rows per second of task time times an executor's task slots: what one executor
+    processes, whatever the count (a batch's planning and commit do not shrink with more
+    executors, so a rate per second of addBatch falls as executors are added)."""
+    rows = window.delta("rows")
+    if all(s.task_seconds is not None for s in window.samples):
+        tasks = window.delta("task_seconds")
+        return rows / tasks * max(job.cores, 1) if tasks > 0 else 0.0
+    execution = window.delta("execution_seconds")
+    return rows / execution / job.executors if execution > 0 else 0.0
+
+
 def _rates(window: _Window, job: Job, policy: Policy) -> Rates:
     span, last = window.span, window.samples[-1]
-    execution = window.delta("execution_seconds")
+    per_executor = _per_executor_rate(window, job)
+    processing = per_executor * job.executors
     input_rate = window.delta("log_end") / span
-    processing = window.delta("rows") / execution if execution > 0 else 0.0
     lag = int(last.lag or 0)
     load = _load(input_rate, lag, policy)
     return Rates(
         input_rate=input_rate,
         processing_rate=processing,
-        per_executor_rate=processing / job.executors,
+        per_executor_rate=per_executor,
         busy_fraction=window.delta("busy_seconds") / span,
         lag=lag,
         load=load,

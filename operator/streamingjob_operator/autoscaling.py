@@ -210,6 +210,7 @@ def _reading(kafka: KafkaView, report: Report | None) -> Sample:
         rows=totals.get("rows"),
         busy_seconds=totals["busyMs"] / 1000 if totals else None,
         execution_seconds=totals["executionMs"] / 1000 if totals else None,
+        task_seconds=totals["taskMs"] / 1000 if "taskMs" in totals else None,
     )
 
 

@@ -963,7 +963,7 @@ def test_leader_loss_and_helm_upgrade_mid_stream_keep_the_driver(
         helm.run(
             "upgrade", RELEASE, str(REPO_ROOT / "charts" / "streamingjob-operator"),
             "-n", OPERATOR_NAMESPACE, "--reuse-values", *OPERATOR_VALUES,
-            "--set", "config.resyncSeconds=5", "--wait", "--timeout", "180s",
+            "--set", "config.resyncSeconds=6", "--wait", "--timeout", "180s",
         )  # fmt: skip
         upgraded = time.time()
         after_pods = _operator_pods(kube)
@@ -1301,6 +1301,161 @@ def test_typed_job_sends_poison_to_the_dead_letter_topic_once_across_a_driver_ki
           "records": end, "poison": len(poison)}],
         15,
     )  # fmt: skip
+
+
+# The step-load scenario (issue 24): records that each take PACE of an executor's time
+# (orders_transform:paced, ~50/s per executor less each task's fixed part), at R and then 3R:
+# one executor keeps up with R at about 0.5-0.6 utilization, 3R needs all three (the
+# partitions' cap), R again needs one. Short windows so that the scenario takes minutes.
+ELASTIC_RATE = 22
+ELASTIC_POLICY = {
+    "enabled": True,
+    "minExecutors": 1,
+    "maxExecutors": 3,
+    "stabilizationSeconds": 30,
+    "metricsWindowSeconds": 40,
+    "scaleDownDelaySeconds": 40,
+    "catchUpSeconds": 60,
+}
+ELASTIC_TRIGGER = 5  # seconds
+
+
+def _elastic_job(job: Job) -> Job:
+    """A third job in the orders job's namespace: the example manifest with the paced
+    transform, one executor to start with and the autoscaler on."""
+    suffix = uuid.uuid4().hex[:6]
+    elastic = Job(
+        job.kube, job.kafka, job.namespace, job.store, name="orders-elastic",
+        topic=f"orders-elastic-{suffix}", group=f"orders-elastic-{suffix}",
+    )  # fmt: skip
+    manifest = yaml.safe_load(EXAMPLE.read_text())
+    manifest["metadata"]["name"] = elastic.name
+    spec = manifest["spec"]
+    spec["job"]["source"].update(subscribe=[elastic.topic], groupId=elastic.group)
+    spec["job"]["transform"] = "orders_transform:paced"
+    spec["job"]["trigger"] = {"processingTime": f"{ELASTIC_TRIGGER} seconds"}
+    spec["job"]["sink"]["path"] = f"s3a://{elastic.sink_path}"
+    spec["executor"]["instances"] = 1
+    spec["autoscaler"] = ELASTIC_POLICY
+    spread = spec["podTemplate"]["spec"]["topologySpreadConstraints"][0]
+    spread["labelSelector"]["matchLabels"][JOB_LABEL] = elastic.name
+    elastic.manifest = manifest
+    return elastic
+
+
+def _decided(job: Job, action: str, after: str) -> dict:
+    """status.autoscaler.lastDecision once it is `action` (ScaledUp, ScaledDown) made after
+    `after` (RFC 3339)."""
+    return wait_for(
+        f"the autoscaler's {action}",
+        lambda: (
+            (d := (job.status().get("autoscaler") or {}).get("lastDecision") or {}).get("action")
+            == action
+            and d["time"] > after
+            and d
+        ),
+        240,
+        1,
+    )
+
+
+def _scaled_events(job: Job) -> list[str]:
+    events = json.loads(
+        job.kube.run(
+            "get", "events", "-n", job.namespace, "-o", "json", "--field-selector",
+            f"involvedObject.name={job.name}",
+        )
+    )["items"]  # fmt: skip
+    return sorted(e["reason"] for e in events if e["reason"] in ("ScaledUp", "ScaledDown"))
+
+
+def _step(job: Job, producer: ProducerLoop, rate: float, target: int) -> tuple[ProducerLoop, dict]:
+    """Steps the producer to `rate` and follows the autoscaler to `target` executors: seconds
+    from the step to the decision, to a batch committed by the new executors, and to the lag
+    back at its steady level (at most three trigger intervals of input)."""
+    status = job.status()
+    epoch, attempt = status["epoch"], status["attempt"]
+    action = "ScaledUp" if target > status["executors"] else "ScaledDown"
+    job.next_id = producer.stop()
+    producer = ProducerLoop(job.kafka, job.topic, job.next_id, rate=rate)
+    stepped, since = time.monotonic(), datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    decision = _decided(job, action, since)
+    decided = time.monotonic()
+    assert (decision["fromExecutors"], decision["toExecutors"]) == (status["executors"], target)
+    job.wait_report(
+        f"a batch of attempt {attempt + 1} committed by {target} executors",
+        lambda r: (
+            committed_batch(r, epoch, attempt + 1) and len(r.get("executors") or []) == target and r
+        ),
+        240,
+    )
+    reading = time.monotonic()
+    steady = rate * 3 * ELASTIC_TRIGGER
+    wait_for(
+        f"lag at most {steady:.0f}",
+        lambda: (s := job.status()).get("attempt") == attempt + 1 and (s.get("lag") or 0) <= steady,
+        240,
+        1,
+    )
+    sample = {
+        "action": action,
+        "from": status["executors"],
+        "to": target,
+        "rate": rate,
+        "decisionSeconds": round(decided - stepped, 1),
+        "newExecutorsReadingSeconds": round(reading - stepped, 1),
+        "lagSteadySeconds": round(time.monotonic() - stepped, 1),
+        "seconds": round(decided - stepped, 1),
+        "reason": decision["reason"],
+    }
+    return producer, sample
+
+
+def test_the_autoscaler_follows_a_step_load_once_per_step_exactly_once(
+    job: Job, caused_restarts: set[str]
+) -> None:
+    """Scenario (issue 24): a job on the bed's replicated brokers whose records each take
+    20 ms of an executor (orders_transform:paced), autoscaled within [1, 3] executors. One
+    executor keeps up with R; the producer steps to 3R: one ScaledUp 1 -> 3 (a restore in the
+    epoch), the lag back at steady; back to R: one ScaledDown 3 -> 1 after the delay. Every
+    record exactly once over the whole run. Runs after the other jobs are deleted: the workers
+    are its own."""
+    elastic = _elastic_job(job)
+    elastic.kafka.create_topic(elastic.topic, 3)
+    producer = ProducerLoop(elastic.kafka, elastic.topic, 0, rate=ELASTIC_RATE)
+    elastic.apply()
+    samples = []
+    try:
+        elastic.wait_batch(1, 1, 240, "the elastic job's first batch")
+        steady = wait_for(
+            "the autoscaler holding one executor at R",
+            lambda: (a := elastic.status().get("autoscaler") or {}).get("action") == "hold" and a,
+            180,
+            1,
+        )
+        caused_restarts.update(_pods_of_attempt(elastic))
+        producer, up = _step(elastic, producer, 3 * ELASTIC_RATE, 3)
+        caused_restarts.update(_pods_of_attempt(elastic))
+        producer, down = _step(elastic, producer, ELASTIC_RATE, 1)
+        samples = [{**up, "steadyAtR": steady}, down]
+    finally:
+        elastic.next_id = producer.stop()
+    rows = elastic.wait_sink_has_all(240)
+    elastic.assert_exactly_once(rows)
+    status = elastic.status()
+    assert (status["epoch"], status["attempt"]) == (1, 3), status  # one rescale per step
+    assert _scaled_events(elastic) == ["ScaledDown", "ScaledUp"]
+    elastic.kube.run("delete", "sj", elastic.name, "-n", elastic.namespace, "--wait=false")
+    _write_results(
+        "autoscaler_step_seconds",
+        f"a job of 20 ms per record (orders_transform:paced), autoscaled within [1, 3] "
+        f"executors ({json.dumps(ELASTIC_POLICY)}), the producer stepped from "
+        f"{ELASTIC_RATE}/s to {3 * ELASTIC_RATE}/s and back: seconds from each step to the "
+        "autoscaler's decision (seconds), to the first batch the new executors committed, and "
+        f"to the lag back at three trigger intervals ({ELASTIC_TRIGGER} s) of input",
+        samples,
+        180,
+    )
 
 
 INVALID = {

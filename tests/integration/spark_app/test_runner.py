@@ -493,6 +493,7 @@ def test_available_now_reads_the_backlog_in_bounded_batches_and_stops(kafka, tmp
     totals = report["throughput"]
     assert totals["rows"] == 5000 and totals["batches"] == report["latestBatch"]["batchId"] + 1
     assert 0 < totals["executionMs"] <= totals["busyMs"]
+    assert totals["taskMs"] > 0  # local mode: the driver's own tasks
 
 
 def test_sigterm_stops_back_to_back_batches_between_two_of_them(kafka, tmp_path):

@@ -4,7 +4,8 @@ Load profiles are data: (from second, records/s) steps. `simulate` turns one int
 readings the operator takes (every SAMPLE_EVERY s: the log ends and lag a lag reader sees,
 the batch counters a runner reports) of a job that runs micro-batches: every TRIGGER s a
 batch takes what is there (at most MAX_BATCH_ROWS rows) and needs BATCH_OVERHEAD s plus
-rows / (executors x PER_EXECUTOR) s; an overrun batch is followed at once. Closed loop: a
+rows / (executors x PER_EXECUTOR) s (the executors' task time: rows / PER_EXECUTOR s in all,
+whatever the count); an overrun batch is followed at once. Closed loop: a
 recommended rescale stops the run for RESTART_DOWNTIME s (the restore) and starts a new
 one with the new count and fresh counters, as the operator does. Two traces are literal
 readings (a stalled job, missing samples).
@@ -125,7 +126,7 @@ def simulate(
     run = Run(executors, 0.0)
     log_end = committed = 0.0
     batches = rows = 0
-    busy = execution = 0.0
+    busy = execution = tasks = 0.0
     batch_end: float | None = None
     batch_rows = 0
     batch_took = 0.0
@@ -139,6 +140,7 @@ def simulate(
             batches, rows = batches + 1, rows + batch_rows
             busy += batch_took  # Spark reports a batch's durations when it ends
             execution += batch_took - BATCH_OVERHEAD
+            tasks += batch_rows / PER_EXECUTOR
             batch_end = None
         if batch_end is None and t >= max(paused_until, next_trigger):
             next_trigger = t + TRIGGER  # a batch that overruns its interval is followed at once
@@ -149,7 +151,7 @@ def simulate(
         if second % int(SAMPLE_EVERY) or t < paused_until:
             continue
         run.samples.append(
-            Sample(t, int(log_end), int(log_end - committed), batches, rows, busy, execution)
+            Sample(t, int(log_end), int(log_end - committed), batches, rows, busy, execution, tasks)
         )
         run.lags.append((t, int(log_end - committed)))
         job = Job(run.executors, run.started, t, PARTITIONS, 1)
@@ -161,7 +163,7 @@ def simulate(
                 run.samples = []
                 paused_until = t + RESTART_DOWNTIME
                 batches = rows = 0
-                busy = execution = 0.0
+                busy = execution = tasks = 0.0
     return run
 
 

@@ -4,6 +4,8 @@ the same load steps under the Flink operator's autoscaler with its documented de
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from streamingjob_operator.autoscaler import Job, Policy, Sample, recommend
@@ -216,3 +218,32 @@ def test_a_backlog_drained_within_the_catch_up_time_makes_no_decision():
     assert rec.reason == (
         "catching up: lag 3000 -> 2400 in 120s, drained in about 480s <= catchUpSeconds=600"
     )
+
+
+def _paced(executors: int, input_rate: float, with_task_time: bool) -> list[Sample]:
+    """Readings every 5 s of a job whose records each take 20 ms of an executor's task time
+    (50/s per executor) and whose batches (one per 10 s trigger) spend 1 s of addBatch on
+    fixed work: planning the tasks, committing the sink's files."""
+    samples, rows, tasks, execution = [], 0, 0.0, 0.0
+    for t in range(0, 125, 5):
+        if t and t % 10 == 0:
+            batch = int(input_rate * 10)
+            rows, tasks = rows + batch, tasks + batch / 50
+            execution += 1 + batch / (50 * executors)
+        end = int(input_rate * t)
+        sample = Sample(t, end, end - rows, t // 10, rows, execution + t // 10, execution)
+        samples.append(replace(sample, task_seconds=tasks) if with_task_time else sample)
+    return samples
+
+
+def test_the_rate_per_second_of_task_time_does_not_fall_as_executors_are_added():
+    # 22/s on 3 executors of 50/s: one executor is enough (22 / (0.7 x 50) = 0.63). Per
+    # second of addBatch the 1 s of fixed work per batch makes an executor look like 30/s,
+    # and the same load like a need of 2 (22 / (0.7 x 30) = 1.06).
+    policy = Policy(max_executors=3, scale_down_delay_seconds=60, metrics_window_seconds=60)
+    job = Job(3, -600, 120, partitions=3)
+    by_tasks = recommend(_paced(3, 22, with_task_time=True), job, policy)
+    by_batches = recommend(_paced(3, 22, with_task_time=False), job, policy)
+    assert (by_tasks.action, by_tasks.executors) == ("down", 1)
+    assert by_tasks.rates is not None and by_tasks.rates.per_executor_rate == pytest.approx(50)
+    assert (by_batches.action, by_batches.executors) == ("down", 2)
