@@ -41,6 +41,7 @@ re-exported here.
 
 from __future__ import annotations
 
+from . import handover
 from .epochs import (
     ADDED_SINCE_RELEASE,
     FIELD_CLASSES,
@@ -55,7 +56,7 @@ from .epochs import (
 from .fencing import delete_pods, is_lost, lost_at
 from .history import REASONS, Event
 from .observed import Observed, PodInfo
-from .phases import act_by_hand, launched, launching, suspend
+from .phases import act_by_hand, apply_report, launched, launching, suspend
 from .restarts import backoff_delay
 from .spec_models import StreamingJobSpec
 from .status_models import StreamingJobStatus
@@ -128,8 +129,8 @@ def _dispatch(
     if spec.suspend:
         return suspend(job, d)
     # A manual act sets a new target now, unless the spec it would launch is invalid: then
-    # the running driver (if any) is left alone.
-    if trigger := manual_trigger(spec, st):
+    # the running driver (if any) is left alone. One during a warm hand-over waits for its end.
+    if handover.active(st) is None and (trigger := manual_trigger(spec, st)):
         if observed.invalid is not None:
             return mark_invalid(d, str(observed.invalid), observed.now, cfg)
         return act_by_hand(job, d, *trigger)
@@ -140,6 +141,12 @@ def _dispatch(
             )
         return d
 
+    if handover.active(st) is not None:
+        running, waiting, stale = handover.split(st, observed.pods)
+        if stale:
+            return delete_pods(d, stale, st, observed.now, cfg, phase=None, msg=None)
+        apply_report(st, observed, d)  # the running driver's, until the go
+        return handover.follow(job, d, running, waiting)
     target = st.driver_pod if st.launch_state else ""
     current, leftover = _by_target(target, observed.pods)
     if leftover:

@@ -157,6 +157,20 @@ def _optional_conditions(
                 now,
             )
         )
+    if st.handover is not None:  # True when the last warm hand-over fell back to cold
+        handover = st.handover
+        fell_back = handover.phase == "FellBack"
+        conditions.append(
+            _condition(
+                prev,
+                "HandoverFallback",
+                fell_back,
+                handover.reason if fell_back else handover.phase,
+                f"warm hand-over to {handover.pod}: {handover.message}" if fell_back else "",
+                generation,
+                now,
+            )
+        )
     if st.autoscaler is not None:  # True while a foreign scale undone is recent
         conflict = st.autoscaler.conflict
         conditions.append(
@@ -200,6 +214,10 @@ def status_body(st: StreamingJobStatus) -> dict[str, Any]:
         body.pop("autoscaler", None)
     else:
         body["autoscaler"] = {k: v for k, v in body["autoscaler"].items() if v is not None}
+    if body.get("handover") is None:
+        body.pop("handover", None)
+    else:
+        body["handover"]["message"] = _clip(body["handover"]["message"])
     if body.get("restoredBatch") is None:
         body["restoredBatch"] = None  # explicit null clears it in a merge patch
     return body
