@@ -102,6 +102,8 @@ def follow(job: Job, d: Decision, running: list[PodInfo], waiting: list[PodInfo]
     next_driver = next((p for p in waiting if p.name == handover.pod), None)
     if handover.launch_state == "Pending":
         if next_driver is None:
+            if _past_deadline(job, handover):  # its creation kept failing
+                return _not_ready(job, d, handover, waiting)
             d.action = "launch-waiting"
             d.requeue_after = 0
             return d
@@ -127,16 +129,25 @@ def follow(job: Job, d: Decision, running: list[PodInfo], waiting: list[PodInfo]
 
 def _warming(job: Job, d: Decision, handover: HandoverStatus, waiting: list[PodInfo]) -> Decision:
     """Not ready yet: wait until the deadline (then fall back)."""
-    timeout = job.spec.handover.ready_timeout_seconds
-    waited = (job.now - (parse_time(handover.since) or job.now)).total_seconds()
-    if waited >= timeout:
-        why = (
-            f"{handover.pod} did not report ready within "
-            f"spec.handover.readyTimeoutSeconds={timeout}"
-        )
-        return fall_back(job, d, "NotReadyInTime", why, waiting)
-    d.requeue_after = max(min(job.cfg.fencing_poll_seconds, timeout - waited), 0.05)
+    if _past_deadline(job, handover):
+        return _not_ready(job, d, handover, waiting)
+    left = job.spec.handover.ready_timeout_seconds - _waited(job, handover)
+    d.requeue_after = max(min(job.cfg.fencing_poll_seconds, left), 0.05)
     return d
+
+
+def _waited(job: Job, handover: HandoverStatus) -> float:
+    return (job.now - (parse_time(handover.since) or job.now)).total_seconds()
+
+
+def _past_deadline(job: Job, handover: HandoverStatus) -> bool:
+    return _waited(job, handover) >= job.spec.handover.ready_timeout_seconds
+
+
+def _not_ready(job: Job, d: Decision, handover: HandoverStatus, waiting: list[PodInfo]) -> Decision:
+    timeout = job.spec.handover.ready_timeout_seconds
+    why = f"{handover.pod} did not report ready within spec.handover.readyTimeoutSeconds={timeout}"
+    return fall_back(job, d, "NotReadyInTime", why, waiting)
 
 
 def fall_back(job: Job, d: Decision, reason: str, why: str, waiting: list[PodInfo]) -> Decision:

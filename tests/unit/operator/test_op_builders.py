@@ -27,10 +27,10 @@ from streamingjob_operator.builders import (
 from streamingjob_operator.launch import Launch
 from streamingjob_operator.models import StreamingJobStatus
 from streamingjob_operator.naming import (
-    driver_host_name,
     LABEL_ATTEMPT,
     LABEL_EPOCH,
     LABEL_JOB,
+    driver_host_name,
     driver_pod_name,
     service_name,
 )
