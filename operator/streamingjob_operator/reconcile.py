@@ -761,6 +761,8 @@ class Reconciler:
         name = report_configmap_name(meta["name"])
         self.api.set_configmap_key(meta["namespace"], name, GO_KEY, json.dumps(go))
         log.info("go written for %s/%s", meta["namespace"], waiting.pod)
+        if spec.service_account_name is None:  # the Role names the one driver left
+            self.api.apply(build_role(job, waiting.pod, spec.executor.instances))
 
     def _create_driver(self, job: dict[str, Any], pod: dict[str, Any]) -> dict[str, Any] | None:
         """Creates a driver pod (None: it exists already); one of a job deleted meanwhile is
