@@ -25,6 +25,7 @@ were deployed, the nonces acted on). The table of the architecture sketch, as im
 | none (suspended)                 | resume, last-state          | attempt+1 (restore)          |
 | none (suspended)                 | resume after offsets reset  | epoch+1 (fresh, any mode)    |
 | failed past maxRestarts           | -                           | Failed until a nonce/spec    |
+| running, spec.handover warm      | a manual act (not suspend)  | warm hand-over (handover.py) |
 
 A new target makes every other pod of the job stale; stale drivers are deleted, their
 executors removed once their driver is gone or finished, and the launch waits (requeue) until
@@ -32,7 +33,8 @@ all are gone: the old driver and its executors never overlap the new.
 
 This module composes the rules, each in a short module of its own: `epochs.py` (what makes a
 new epoch and what a restart: field classes, hashes, manual acts, the launch target),
-`fencing.py` (the lost-pod rule, deleting what must be gone before a launch), `restarts.py`
+`fencing.py` (the lost-pod rule, deleting what must be gone before a launch), `handover.py`
+(the warm hand-over: the next driver first, the go once the running one is gone), `restarts.py`
 (failure classification, backoff, restartPolicy, drains), `phases.py` (one function per
 phase), `history.py` (the Event vocabulary, status.history) and `step.py` (the Decision,
 its config, the Failed and Invalid endings). The names other modules and tests use are

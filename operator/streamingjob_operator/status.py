@@ -126,7 +126,7 @@ def _optional_conditions(
     st: StreamingJobStatus, prev: dict[str, Condition], generation: int, now: datetime
 ) -> list[Condition]:
     """The conditions shown once there is something to say: OffsetsAction, DataLoss,
-    AutoscalerConflict."""
+    HandoverFallback, AutoscalerConflict."""
     conditions: list[Condition] = []
     if st.offsets_action is not None:  # the last offsets action: True when it went through
         done = st.offsets_action
