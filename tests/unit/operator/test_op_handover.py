@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from streamingjob_operator.decide import REASONS
+from streamingjob_operator.decide import FIELD_CLASSES, IGNORE, REASONS
 from streamingjob_operator.models import StreamingJobStatus
 from streamingjob_operator.observed import Signal, Termination, parse_signal
 from streamingjob_operator.status import set_conditions, status_body
@@ -278,3 +278,11 @@ def test_signals_are_read_from_the_report_configmap_and_garbage_is_ignored():
 
 def test_the_hand_over_reasons_are_in_the_vocabulary():
     assert {"HandoverReady", "HandedOver", "WarmHandoverFailed"} <= set(REASONS)
+
+
+def test_changing_spec_handover_restarts_nothing():
+    assert FIELD_CLASSES["handover"] == IGNORE
+    st = launched(make_spec())
+    d = run(_spec(), st, [driver(OLD)], later(10))
+    assert d.action == "none" and d.status.handover is None
+    assert (d.status.epoch, d.status.attempt) == (1, 1)
