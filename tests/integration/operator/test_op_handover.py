@@ -84,6 +84,10 @@ def test_a_warm_redeploy_writes_the_go_only_after_the_running_driver_is_gone(
     wait_for(lambda: _pod(kube, ns, old) is None, 20, "old driver gone")
     go = json.loads(wait_for(lambda: _report(kube, ns, "orders").get("go.json"), 20, "go"))
     assert (go["pod"], go["epoch"], go["attempt"]) == (new, 2, 1)
+    # written under a manager of its own: the operator's apply of the ConfigMap keeps it
+    cm = kube.core.read_namespaced_config_map("orders-report", ns)
+    writers = {m.manager for m in cm.metadata.managed_fields if "f:go.json" in str(m.fields_v1)}
+    assert writers == {"streamingjob-operator-signals"}
 
     st = wait_for(
         lambda: (s := kube.status(ns, "orders")).get("driverPod") == new and s, 20, "switched"
