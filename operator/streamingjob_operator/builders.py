@@ -27,6 +27,8 @@ from .naming import (
     MANAGED_BY,
     disruption_budget_name,
     driver_account_name,
+    driver_address,
+    driver_host_name,
     executor_pod_names,
     job_configmap_name,
     job_selector,
@@ -200,7 +202,8 @@ def build_disruption_budget(job: dict[str, Any], spec: StreamingJobSpec) -> dict
 
 
 def build_service(job: dict[str, Any]) -> dict[str, Any]:
-    """Headless Service so executors reach the current driver by a stable name."""
+    """Headless Service: each driver pod's subdomain, so executors reach their own driver
+    at <pod>.<service>.<namespace>.svc (spark.driver.host), one or two drivers alike."""
     name = job["metadata"]["name"]
     return {
         "apiVersion": "v1",
@@ -256,14 +259,23 @@ def executor_name_budget(instances: int) -> int:
     return instances + max(3, 2 * instances) + 8
 
 
-def build_role(job: dict[str, Any], driver_pod: str, instances: int) -> dict[str, Any]:
+def build_role(
+    job: dict[str, Any], driver_pod: str, instances: int, *, handing_over_to: str = ""
+) -> dict[str, Any]:
     """The least the driver needs (docs/operator.md, "RBAC"): create its executor pods, read
     pods (Spark watches and lists its executors by label, which RBAC cannot express), delete
     and patch only the executor pods this driver will name, and write only its own report
     ConfigMap. No Secrets, Services, PVCs or other ConfigMaps; no `deletecollection` (it
     would reach every pod of the namespace). Pod `create` cannot be limited by name: that is
-    the residual (a driver could create pods, not touch existing ones)."""
+    the residual (a driver could create pods, not touch existing ones). During a warm
+    hand-over both drivers run: the Role names the executors of both."""
     name = job["metadata"]["name"]
+    executors = [
+        pod
+        for driver in (driver_pod, handing_over_to)
+        if driver
+        for pod in executor_pod_names(driver, executor_name_budget(instances))
+    ]
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "Role",
@@ -273,7 +285,7 @@ def build_role(job: dict[str, Any], driver_pod: str, instances: int) -> dict[str
             {
                 "apiGroups": [""],
                 "resources": ["pods"],
-                "resourceNames": executor_pod_names(driver_pod, executor_name_budget(instances)),
+                "resourceNames": executors,
                 "verbs": ["delete", "patch"],
             },
             {
@@ -317,12 +329,14 @@ def spark_confs(
             "spark.kubernetes.container.image": spec.image,
             "spark.kubernetes.container.image.pullPolicy": spec.image_pull_policy,
             "spark.kubernetes.driver.pod.name": driver_pod,
-            "spark.driver.host": f"{service_name(name)}.{namespace}.svc",
+            # the driver's own address (its hostname in the headless Service): executors
+            # reach their driver, also while a warm hand-over runs two
+            "spark.driver.host": driver_address(name, driver_pod, namespace),
             "spark.driver.port": str(DRIVER_PORT),
             "spark.driver.blockManager.port": str(BLOCK_MANAGER_PORT),
             "spark.driver.bindAddress": "0.0.0.0",
             # Spark 4.1 makes executors dial the bind address (0.0.0.0 here) unless this is
-            # off; they must reach the driver through the headless Service above.
+            # off; they must reach the driver through its address above.
             "spark.kubernetes.executor.useDriverPodIP": "false",
             "spark.driver.memory": spec.driver.memory,
             "spark.executor.instances": str(ex.instances),
@@ -377,6 +391,8 @@ def driver_args(job: dict[str, Any], spec: StreamingJobSpec, launch: Launch) -> 
     ]  # the runner's stop timings are its defaults: timing.DRIVER_STOP (a unit test checks)
     if launch.previous_checkpoint:  # empty when an offsets action set the group (it wins)
         args += ["--previous-checkpoint", launch.previous_checkpoint]
+    if launch.wait_for_go:  # a warm hand-over's next driver (handover.py)
+        args.append("--wait-for-go")
     return args
 
 
@@ -398,6 +414,9 @@ def build_driver_pod(job: dict[str, Any], spec: StreamingJobSpec, launch: Launch
         },
         "spec": {
             "restartPolicy": "Never",
+            # its own DNS name in the headless Service (spark.driver.host)
+            "hostname": driver_host_name(launch.driver_pod),
+            "subdomain": service_name(job["metadata"]["name"]),
             "serviceAccountName": account_name(job, spec),
             "automountServiceAccountToken": True,
             # the runner's graceful stop and final commit fit inside (timing.DriverStop)
@@ -463,9 +482,19 @@ def _driver_env(
         {"name": "STREAMINGJOB_EPOCH", "value": str(launch.epoch)},
         {"name": "STREAMINGJOB_ATTEMPT", "value": str(launch.attempt)},
         {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        *_waiting_env(launch),
         {"name": "SPARK_USER", "value": "spark"},
         *credential_env(spec),
         *copy.deepcopy(spec.env),
+    ]
+
+
+def _waiting_env(launch: Launch) -> list[dict[str, Any]]:
+    """A waiting driver names itself in handover.json and looks for its name in go.json."""
+    if not launch.wait_for_go:
+        return []
+    return [
+        {"name": "STREAMJOB_POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
     ]
 
 

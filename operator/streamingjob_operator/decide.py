@@ -25,6 +25,7 @@ were deployed, the nonces acted on). The table of the architecture sketch, as im
 | none (suspended)                 | resume, last-state          | attempt+1 (restore)          |
 | none (suspended)                 | resume after offsets reset  | epoch+1 (fresh, any mode)    |
 | failed past maxRestarts           | -                           | Failed until a nonce/spec    |
+| running, spec.handover warm      | a manual act (not suspend)  | warm hand-over (handover.py) |
 
 A new target makes every other pod of the job stale; stale drivers are deleted, their
 executors removed once their driver is gone or finished, and the launch waits (requeue) until
@@ -32,7 +33,8 @@ all are gone: the old driver and its executors never overlap the new.
 
 This module composes the rules, each in a short module of its own: `epochs.py` (what makes a
 new epoch and what a restart: field classes, hashes, manual acts, the launch target),
-`fencing.py` (the lost-pod rule, deleting what must be gone before a launch), `restarts.py`
+`fencing.py` (the lost-pod rule, deleting what must be gone before a launch), `handover.py`
+(the warm hand-over: the next driver first, the go once the running one is gone), `restarts.py`
 (failure classification, backoff, restartPolicy, drains), `phases.py` (one function per
 phase), `history.py` (the Event vocabulary, status.history) and `step.py` (the Decision,
 its config, the Failed and Invalid endings). The names other modules and tests use are
@@ -41,6 +43,7 @@ re-exported here.
 
 from __future__ import annotations
 
+from . import handover
 from .epochs import (
     ADDED_SINCE_RELEASE,
     FIELD_CLASSES,
@@ -55,7 +58,7 @@ from .epochs import (
 from .fencing import delete_pods, is_lost, lost_at
 from .history import REASONS, Event
 from .observed import Observed, PodInfo
-from .phases import act_by_hand, launched, launching, suspend
+from .phases import act_by_hand, apply_report, launched, launching, suspend
 from .restarts import backoff_delay
 from .spec_models import StreamingJobSpec
 from .status_models import StreamingJobStatus
@@ -128,8 +131,8 @@ def _dispatch(
     if spec.suspend:
         return suspend(job, d)
     # A manual act sets a new target now, unless the spec it would launch is invalid: then
-    # the running driver (if any) is left alone.
-    if trigger := manual_trigger(spec, st):
+    # the running driver (if any) is left alone. One during a warm hand-over waits for its end.
+    if handover.active(st) is None and (trigger := manual_trigger(spec, st)):
         if observed.invalid is not None:
             return mark_invalid(d, str(observed.invalid), observed.now, cfg)
         return act_by_hand(job, d, *trigger)
@@ -140,6 +143,12 @@ def _dispatch(
             )
         return d
 
+    if handover.active(st) is not None:
+        running, waiting, stale = handover.split(st, observed.pods)
+        if stale:
+            return delete_pods(d, stale, st, observed.now, cfg, phase=None, msg=None)
+        apply_report(st, observed, d)  # the running driver's, until the go
+        return handover.follow(job, d, running, waiting)
     target = st.driver_pod if st.launch_state else ""
     current, leftover = _by_target(target, observed.pods)
     if leftover:

@@ -51,6 +51,7 @@ FIELD_CLASSES: dict[str, str] = {
     "suspend": SEPARATE,
     "offsets_action": SEPARATE,  # runs while suspended (offsets_action.py), never relaunches
     "autoscaler": IGNORE,  # read at each reading; its rescales change executor.instances
+    "handover": IGNORE,  # read when a redeploy or restart is due (handover.py)
 }
 
 # Fields added after a release: hashed only when they differ from their default, so that the

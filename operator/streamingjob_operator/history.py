@@ -44,6 +44,9 @@ REASONS = (
     "OffsetsFailed",
     "ScaledUp",  # the autoscaler (autoscaling.py)
     "ScaledDown",
+    "HandoverReady",  # a warm hand-over's next driver is ready (handover.py)
+    "HandedOver",  # ... the running one gone, the next has the go
+    "WarmHandoverFailed",  # ... not ready in time or failed: the cold path
     "ScaleRefused",  # a foreign change of spec.executor.instances undone (autoscaler on)
     "LeaderElected",  # on the operator's Lease, not a job (leadership.py)
     "LeaderLost",

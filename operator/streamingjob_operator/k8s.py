@@ -114,6 +114,8 @@ _CHILD_APIS = {
 # fields other controllers set (a Service's clusterIP, a mesh's annotations) stay theirs.
 FIELD_MANAGER = "streamingjob-operator"
 APPLY_PATCH = "application/apply-patch+yaml"  # JSON is YAML: the body goes as JSON
+MERGE_PATCH = "application/merge-patch+json"
+SIGNAL_MANAGER = "streamingjob-operator-signals"  # the go of a warm hand-over (go.json)
 NODE_LEASE_NAMESPACE = "kube-node-lease"
 # client methods that change state: the write gate sees each of them (dry runs are named
 # dry_run_*, so they pass)
@@ -434,6 +436,21 @@ class KubeApi:
             )
         except NotFoundError:
             return None
+
+    def set_configmap_key(self, namespace: str, name: str, key: str, value: str) -> None:
+        """A JSON merge patch of one key of a ConfigMap's data: the other keys (another
+        writer's, e.g. the runner's report.json) are left as they are. Its own field manager:
+        the key is no field of the operator's server-side apply of that ConfigMap, which
+        would otherwise remove it."""
+        self._send(
+            f"patch ConfigMap {namespace}/{name} key {key}",
+            self.core.patch_namespaced_config_map,
+            name,
+            namespace,
+            {"data": {key: value}},
+            field_manager=SIGNAL_MANAGER,
+            _content_type=MERGE_PATCH,
+        )
 
     def delete(self, kind: str, namespace: str, name: str) -> None:
         with contextlib.suppress(NotFoundError):

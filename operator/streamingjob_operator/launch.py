@@ -20,6 +20,7 @@ class Launch:
     avoid_nodes: tuple[str, ...] = ()  # a lost node, kept off by the attempt after the loss
     entrypoint: str = "/opt/streamingjob/run_job.py"
     spark_submit: str = "/opt/spark/bin/spark-submit"
+    wait_for_go: bool = False  # a warm hand-over's next driver: waits for go.json (handover.py)
 
     @classmethod
     def of(cls, st: StreamingJobStatus, *, entrypoint: str, spark_submit: str) -> Launch:
@@ -31,6 +32,22 @@ class Launch:
             checkpoint_location=st.checkpoint_location,
             previous_checkpoint=st.previous_checkpoint_location,
             avoid_nodes=tuple(st.avoid_nodes),
+            entrypoint=entrypoint,
+            spark_submit=spark_submit,
+        )
+
+    @classmethod
+    def waiting(cls, st: StreamingJobStatus, *, entrypoint: str, spark_submit: str) -> Launch:
+        """The next driver of the warm hand-over status.handover records."""
+        handover = st.handover
+        assert handover is not None
+        return cls(
+            driver_pod=handover.pod,
+            epoch=handover.epoch,
+            attempt=handover.attempt,
+            checkpoint_location=handover.checkpoint_location,
+            previous_checkpoint=handover.previous_checkpoint_location,
+            wait_for_go=True,
             entrypoint=entrypoint,
             spark_submit=spark_submit,
         )

@@ -47,6 +47,17 @@ def service_name(job: str) -> str:
     return name if name[0].isalpha() else _fit("j" + job, "-driver")
 
 
+def driver_host_name(driver_pod: str) -> str:
+    """The driver pod's hostname (a DNS label: no dots). With the headless Service as its
+    subdomain it gives each driver its own address, <host>.<service>.<namespace>.svc, so
+    that executors reach their own driver even while two run (a warm hand-over)."""
+    return driver_pod.replace(".", "-")
+
+
+def driver_address(job: str, driver_pod: str, namespace: str) -> str:
+    return f"{driver_host_name(driver_pod)}.{service_name(job)}.{namespace}.svc"
+
+
 def ui_service_name(job: str) -> str:
     """`<job>-ui`, a DNS-1035 label like service_name()."""
     return service_name(job).removesuffix("-driver") + "-ui"

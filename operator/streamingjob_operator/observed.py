@@ -82,11 +82,29 @@ class Report:
 
 
 @dataclass(frozen=True)
+class Signal:
+    """A warm hand-over's signal in the report ConfigMap: `handover.json` (the waiting
+    runner's readiness: state warming | ready | failed) or `go.json` (the operator's go,
+    state "go")."""
+
+    pod: str
+    epoch: int
+    attempt: int
+    state: str = ""
+    error: str = ""
+
+    def names(self, pod: str, epoch: int, attempt: int) -> bool:
+        return (self.pod, self.epoch, self.attempt) == (pod, epoch, attempt)
+
+
+@dataclass(frozen=True)
 class Observed:
     now: datetime
     pods: tuple[PodInfo, ...] = ()
     report: Report | None = None
     invalid: object | None = None  # the validation problems (their str is the message)
+    handover: Signal | None = None  # handover.json
+    go: Signal | None = None  # go.json
 
 
 def pod_info(pod: dict[str, Any]) -> PodInfo:
@@ -223,3 +241,22 @@ def _throughput(raw: Any) -> dict[str, int]:
 
 def _int_or_none(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+HANDOVER_KEY = "handover.json"
+GO_KEY = "go.json"
+
+
+def parse_signal(configmap: dict[str, Any] | None, key: str) -> Signal | None:
+    """`handover.json` or `go.json` of the report ConfigMap, or None when absent or
+    malformed (a driver may write garbage)."""
+    raw = ((configmap or {}).get("data") or {}).get(key)
+    if not raw:
+        return None
+    try:
+        data = json.loads(raw)
+        pod, epoch, attempt = str(data["pod"]), int(data["epoch"]), int(data["attempt"])
+    except (ValueError, KeyError, TypeError):
+        return None
+    state = "go" if key == GO_KEY else str(data.get("state") or "")
+    return Signal(pod, epoch, attempt, state, str(data.get("error") or "")[:600])

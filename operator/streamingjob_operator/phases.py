@@ -4,6 +4,7 @@ an end, silence, starting, running)."""
 
 from __future__ import annotations
 
+from . import handover
 from .epochs import checkpoint_too_old, mark_deployed, set_target
 from .fencing import delete_pods, has_ended, is_lost, lost_at, silent_since
 from .history import Event, record
@@ -16,6 +17,7 @@ from .step import Decision, Job, fail, mark_invalid
 def suspend(job: Job, d: Decision) -> Decision:
     """Stop everything, keep the epoch (and the checkpoint)."""
     st, now, cfg = d.status, job.now, job.cfg
+    handover.cancel(st)
     if not st.suspended:
         st.suspended = True
         st.launch_state = ""
@@ -33,25 +35,31 @@ def suspend(job: Job, d: Decision) -> Decision:
 def act_by_hand(job: Job, d: Decision, kind: str, reason: str, message: str) -> Decision:
     """A new target: a new epoch (redeploy, first launch) or the next attempt (restore)."""
     spec, st, now, cfg = job.spec, d.status, job.now, job.cfg
+    warm = handover.eligible(job, st)  # the running driver stays until the next is ready
     if kind == "redeploy" or st.epoch == 0:
-        set_target(spec, st, job.namespace, job.name, st.epoch + 1, 1)
+        epoch, attempt = st.epoch + 1, 1
         path = "fresh start from committed offsets"
     else:
         if stale := checkpoint_too_old(spec, st, now):
             mark_deployed(spec, st)
             st.suspended = False
             return fail(d, now, "StaleCheckpoint", stale, cfg)
-        set_target(spec, st, job.namespace, job.name, st.epoch, st.attempt + 1)
+        epoch, attempt = st.epoch, st.attempt + 1
         st.restarts += 1
         st.last_restart_reason, st.last_restart_time = reason, iso(now)
         path = "restore from checkpoint"
+    if warm:
+        waiting = handover.start(job, st, epoch, attempt)
+        path += f"; warm hand-over: {waiting.pod} starts waiting for the go"
+    else:
+        set_target(spec, st, job.namespace, job.name, epoch, attempt)
+        st.phase = "Launching"
     mark_deployed(spec, st)
     st.suspended = False
     st.next_retry_time = ""
     st.consecutive_failures = 0
     st.recent_failures = []
-    st.phase = "Launching"
-    st.message = f"{message}: epoch {st.epoch} attempt {st.attempt} ({path})"
+    st.message = f"{message}: epoch {epoch} attempt {attempt} ({path})"
     record(st, now, reason, st.message, cfg.history_limit)
     d.events.append(Event("Normal", reason, st.message))
     d.requeue_after = 0
@@ -91,7 +99,7 @@ def launched(job: Job, d: Decision, driver: PodInfo | None, current: list[PodInf
     """The driver was created: follow it (moves off cordoned nodes, losses, failures,
     silence, running, starting)."""
     st, now, cfg = d.status, job.now, job.cfg
-    _apply_report(st, job.observed, d)
+    apply_report(st, job.observed, d)
     grace, silent = cfg.node_lost_grace_seconds, cfg.node_silent_seconds
     unknown_since = parse_time(st.unknown_since)
     lost = driver is not None and is_lost(driver, now, grace, unknown_since, silent)
@@ -212,7 +220,7 @@ def _record_dead_letters(st: StreamingJobStatus, counts: dict[str, int], d: Deci
     st.dead_letter_records = dict(counts)
 
 
-def _apply_report(st: StreamingJobStatus, observed: Observed, d: Decision) -> None:
+def apply_report(st: StreamingJobStatus, observed: Observed, d: Decision) -> None:
     report = observed.report
     if report is None or (report.epoch, report.attempt) != (st.epoch, st.attempt):
         return  # a stale report of an earlier run is ignored

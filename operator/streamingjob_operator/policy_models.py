@@ -119,6 +119,29 @@ class RestartPolicySpec(SpecModel):
     )
 
 
+class HandoverSpec(SpecModel):
+    """How a redeploy or a restart by hand (restartNonce) replaces a running driver. cold:
+    stop it between batches, wait until it is gone, then start the next one. warm: start the
+    next driver first, waiting; once it reports ready (its session, executors, Kafka and the
+    checkpoint storage checked), stop the running one the same way and, once it is gone,
+    tell the waiting one to go (docs/operator.md, "Warm hand-over")."""
+
+    mode: Literal["warm", "cold"] = Field(
+        default="cold",
+        description="cold (default): stop, then start. warm: start the next driver first, "
+        "waiting, and stop the running one when the next is ready. Falls back to cold when "
+        "the next driver is not ready within readyTimeoutSeconds or fails (condition "
+        "HandoverFallback, Event WarmHandoverFailed). Changing it restarts nothing.",
+    )
+    ready_timeout_seconds: int = Field(
+        default=180,
+        ge=1,
+        le=3600,
+        description="How long (seconds, 1 to 3600) the waiting driver of a warm hand-over "
+        "may take to report ready before it is deleted and the cold path is taken.",
+    )
+
+
 class OffsetsPartitionSpec(SpecModel):
     """One partition of an offsets action."""
 

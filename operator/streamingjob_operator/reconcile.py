@@ -18,6 +18,7 @@ for people, so the next action does not wait for them.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import time
 from dataclasses import dataclass
@@ -35,7 +36,7 @@ from spark_app.kafka_metadata import KafkaUnavailable, UnknownTopic
 from spark_app.offsets_admin import OffsetsRefused
 from spark_app.options import OptionError
 
-from . import offsets_action
+from . import handover, offsets_action
 from .autoscaling import Autoscaling, Rescale, foreign_scale, note_applied
 from .builders import (
     build_disruption_budget,
@@ -62,9 +63,17 @@ from .models import (
     StreamingJobStatus,
     parse_status,
 )
-from .naming import report_configmap_name
+from .naming import LABEL_DRIVER, report_configmap_name
 from .nodes import NodeTracker, with_node_view
-from .observed import Observed, PodInfo, iso, parse_report
+from .observed import (
+    GO_KEY,
+    HANDOVER_KEY,
+    Observed,
+    PodInfo,
+    iso,
+    parse_report,
+    parse_signal,
+)
 from .seen import Seen, resource_version
 from .settings import OperatorSettings
 from .status import KafkaView, apply_kafka, set_conditions, status_body
@@ -323,6 +332,8 @@ class Reconciler:
             pods=self._with_node_view(meta["namespace"], meta["name"], pods),
             report=parse_report(report),
             invalid=self._invalid(job, spec, old_status),
+            handover=parse_signal(report, HANDOVER_KEY),
+            go=parse_signal(report, GO_KEY),
         )
         return pods, report, observed
 
@@ -396,8 +407,10 @@ class Reconciler:
         # A launch, a deletion that completed at once, or a recorded transition that asks for
         # an immediate next step continues in this reconcile; deletions still under way are
         # given time (fencingPollSeconds) to complete.
-        if decision.action == "launch":
+        if decision.action in ("launch", "launch-waiting"):
             return True, 0.0, known
+        if decision.action == "go":  # read the ConfigMap again: the go is part of the state
+            return True, 0.0, _Known(job=known.job)
         if decision.action == "delete":
             return known.pods is not None, decision.requeue_after, known
         if decision.action == "none" and changed and decision.requeue_after == 0:
@@ -646,6 +659,10 @@ class Reconciler:
             return [p for p in pods if p["metadata"]["name"] not in removed]
         if decision.action == "launch":
             return self._launch(job, spec, decision)
+        if decision.action == "launch-waiting":
+            return self._launch_waiting(job, spec, decision, pods)
+        if decision.action == "go":
+            self._go(job, spec, decision)
         return pods
 
     def _delete_pod(self, job: dict[str, Any], pod: str, *, force: bool = False) -> bool:
@@ -675,13 +692,100 @@ class Reconciler:
         children = [build_service(job), build_report_configmap(job)]
         children.append(build_disruption_budget(job, spec))
         if spec.service_account_name is None:
-            role = build_role(job, st.driver_pod, spec.executor.instances)  # names this driver's
-            children += [build_service_account(job), role, build_role_binding(job)]
+            children += [build_service_account(job), self._role(job, spec, st)]
+            children.append(build_role_binding(job))
         if spec.spark_ui.enabled:
             children.append(build_ui_service(job))
         children.append(build_job_configmap(job, spec, st.avoid_nodes))  # this launch's
         for child in children:
             self.api.apply(child)
+
+    @staticmethod
+    def _role(
+        job: dict[str, Any], spec: StreamingJobSpec, st: StreamingJobStatus
+    ) -> dict[str, Any]:
+        """The driver Role: this driver's executors, and during a warm hand-over also the
+        next driver's (the running one was launched with st.executors of them)."""
+        waiting = handover.active(st)
+        if waiting is None:
+            return build_role(job, st.driver_pod, spec.executor.instances)
+        instances = max(spec.executor.instances, st.executors)
+        return build_role(job, st.driver_pod, instances, handing_over_to=waiting.pod)
+
+    def _launch_waiting(
+        self,
+        job: dict[str, Any],
+        spec: StreamingJobSpec,
+        decision: Decision,
+        pods: list[dict[str, Any]],
+    ) -> list[dict[str, Any]] | None:
+        """A warm hand-over's next driver, started beside the running one: it waits for the
+        go (handover.py), so no fencing list precedes it; the go has its own."""
+        st, meta = decision.status, job["metadata"]
+        self._apply_children(job, spec, st)
+        settings = self.settings
+        launch = Launch.waiting(
+            st, entrypoint=settings.driver_entrypoint, spark_submit=settings.spark_submit
+        )
+        created = self._create_driver(job, build_driver_pod(job, spec, launch))
+        if created is None:
+            return None  # it exists already: the next step lists again and adopts it
+        log.info("started %s/%s waiting for the go", meta["namespace"], launch.driver_pod)
+        return [*pods, created]
+
+    def _go(self, job: dict[str, Any], spec: StreamingJobSpec, decision: Decision) -> None:
+        """The go of a warm hand-over, after the fencing read: only the next driver and its
+        executors are left of the job's pods (decide saw the running driver gone; this
+        direct list confirms it right before the write)."""
+        st, meta = decision.status, job["metadata"]
+        waiting = handover.active(st)
+        assert waiting is not None
+        pods = self.api.list_job_pods(meta["namespace"], meta["name"])
+        self.seen.saw_pods(meta["namespace"], meta["name"], pods)
+        others = [
+            p["metadata"]["name"]
+            for p in pods
+            if waiting.pod not in (p["metadata"]["name"], _driver_of(p))
+        ]
+        if others:
+            raise TransientError(
+                f"no go for {waiting.pod}: pods still present: {', '.join(others)}",
+                delay=self.settings.fencing_poll_seconds,
+            )
+        go = {
+            "pod": waiting.pod,
+            "epoch": waiting.epoch,
+            "attempt": waiting.attempt,
+            "time": iso(datetime.now(UTC)),
+        }
+        name = report_configmap_name(meta["name"])
+        self.api.set_configmap_key(meta["namespace"], name, GO_KEY, json.dumps(go))
+        log.info("go written for %s/%s", meta["namespace"], waiting.pod)
+        if spec.service_account_name is None:  # the Role names the one driver left
+            self.api.apply(build_role(job, waiting.pod, spec.executor.instances))
+
+    def _create_driver(self, job: dict[str, Any], pod: dict[str, Any]) -> dict[str, Any] | None:
+        """Creates a driver pod (None: it exists already); one of a job deleted meanwhile is
+        removed again."""
+        meta, driver = job["metadata"], pod["metadata"]["name"]
+        self.seen.mark(meta["namespace"], meta["name"], driver, Seen.CREATING)
+        created = None
+        try:
+            created = self.api.create_pod(pod)
+        finally:
+            state = resource_version(created) if created is not None else None
+            self.seen.mark(meta["namespace"], meta["name"], driver, state)
+        if created is None:
+            return None
+        if not self._still_wanted(meta):
+            # Deleted while launching: its finalizer may have looked for pods before this
+            # one existed, and nothing but the garbage collector would remove it. A deletion
+            # that starts after this look finds the pod itself (the finalizer lists after it).
+            self.api.delete_pod(meta["namespace"], driver)
+            raise TransientError(
+                f"{meta['namespace']}/{meta['name']} was deleted while launching: {driver} removed"
+            )
+        return created
 
     def _launch(
         self, job: dict[str, Any], spec: StreamingJobSpec, decision: Decision
@@ -702,25 +806,9 @@ class Reconciler:
         launch = Launch.of(
             st, entrypoint=settings.driver_entrypoint, spark_submit=settings.spark_submit
         )
-        pod = build_driver_pod(job, spec, launch)
-        self.seen.mark(meta["namespace"], meta["name"], st.driver_pod, Seen.CREATING)
-        created = None
-        try:
-            created = self.api.create_pod(pod)
-        finally:
-            state = resource_version(created) if created is not None else None
-            self.seen.mark(meta["namespace"], meta["name"], st.driver_pod, state)
+        created = self._create_driver(job, build_driver_pod(job, spec, launch))
         if created is None:
             return None  # it exists already: the next step lists again and adopts it
-        if not self._still_wanted(meta):
-            # Deleted while launching: its finalizer may have looked for pods before this
-            # one existed, and nothing but the garbage collector would remove it. A deletion
-            # that starts after this look finds the pod itself (the finalizer lists after it).
-            self.api.delete_pod(meta["namespace"], st.driver_pod)
-            raise TransientError(
-                f"{meta['namespace']}/{meta['name']} was deleted while launching: "
-                f"{st.driver_pod} removed"
-            )
         self.metrics.launches.labels("fresh" if st.attempt == 1 else "restore").inc()
         log.info(
             "launched %s/%s epoch %d attempt %d at %s",
@@ -731,6 +819,10 @@ class Reconciler:
             iso(datetime.now(UTC)),
         )
         return [*pods, created]
+
+
+def _driver_of(pod: dict[str, Any]) -> str:
+    return ((pod.get("metadata") or {}).get("labels") or {}).get(LABEL_DRIVER, "")
 
 
 def _warning(reason: str, message: str) -> Event:

@@ -27,6 +27,7 @@ from .policy_models import (
     DAY,
     AutoscalerSpec,
     CheckpointPolicySpec,
+    HandoverSpec,
     OffsetsActionSpec,
     RestartPolicySpec,
 )
@@ -350,6 +351,12 @@ class StreamingJobSpec(SpecModel):
         default_factory=AutoscalerSpec,
         description="Executors that follow the load (off by default). Changing it restarts "
         "nothing; a recommended count is applied as a restart in the same epoch.",
+    )
+    handover: HandoverSpec = Field(
+        default_factory=HandoverSpec,
+        description="How a redeploy or a restartNonce replaces the running driver: cold "
+        "(default; stop, then start) or warm (start the next driver first, waiting, and hand "
+        "over once it is ready). Changing it restarts nothing.",
     )
 
     @field_validator("spark_conf")

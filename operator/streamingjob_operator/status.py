@@ -126,7 +126,7 @@ def _optional_conditions(
     st: StreamingJobStatus, prev: dict[str, Condition], generation: int, now: datetime
 ) -> list[Condition]:
     """The conditions shown once there is something to say: OffsetsAction, DataLoss,
-    AutoscalerConflict."""
+    HandoverFallback, AutoscalerConflict."""
     conditions: list[Condition] = []
     if st.offsets_action is not None:  # the last offsets action: True when it went through
         done = st.offsets_action
@@ -153,6 +153,20 @@ def _optional_conditions(
                 "(failOnDataLoss=false); the driver's log names the partitions and ranges"
                 if skipped
                 else "",
+                generation,
+                now,
+            )
+        )
+    if st.handover is not None:  # True when the last warm hand-over fell back to cold
+        handover = st.handover
+        fell_back = handover.phase == "FellBack"
+        conditions.append(
+            _condition(
+                prev,
+                "HandoverFallback",
+                fell_back,
+                handover.reason if fell_back else handover.phase,
+                f"warm hand-over to {handover.pod}: {handover.message}" if fell_back else "",
                 generation,
                 now,
             )
@@ -200,6 +214,10 @@ def status_body(st: StreamingJobStatus) -> dict[str, Any]:
         body.pop("autoscaler", None)
     else:
         body["autoscaler"] = {k: v for k, v in body["autoscaler"].items() if v is not None}
+    if body.get("handover") is None:
+        body.pop("handover", None)
+    else:
+        body["handover"]["message"] = _clip(body["handover"]["message"])
     if body.get("restoredBatch") is None:
         body["restoredBatch"] = None  # explicit null clears it in a merge patch
     return body

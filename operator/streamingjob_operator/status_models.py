@@ -146,6 +146,34 @@ class AutoscalerStatus(StatusModel):
     conflict_time: str = Field(default="", description="When it was undone.")
 
 
+class HandoverStatus(StatusModel):
+    """The warm hand-over under way, or the last one (spec.handover.mode warm; handover.py).
+    Written before each of its steps, so a restarted operator continues it."""
+
+    pod: str = Field(description="The next driver pod, started waiting for the go.")
+    epoch: int = Field(default=0, description="Its epoch.")
+    attempt: int = Field(default=0, description="Its attempt.")
+    phase: Literal["Warming", "Stopping", "Started", "FellBack"] = Field(
+        default="Warming",
+        description="Warming: the next driver is started and warms up. Stopping: it reported "
+        "ready; the running driver is stopped between batches. Started: the running driver "
+        "was gone, the go was written; the next driver is the job's driver. FellBack: the "
+        "next driver was not ready in time or failed; it was deleted and the cold path taken.",
+    )
+    since: str = Field(default="", description="When this phase began (RFC 3339).")
+    launch_state: str = Field(
+        default="Pending",
+        description="Pending: recorded, the next driver pod may not exist yet. Created: "
+        "it was created.",
+    )
+    checkpoint_location: str = Field(default="", description="The next driver's checkpoint.")
+    previous_checkpoint_location: str = Field(
+        default="", description="The checkpoint the next driver catches up from (a new epoch)."
+    )
+    reason: str = Field(default="", description="FellBack: NotReadyInTime or WaitingDriverFailed.")
+    message: str = Field(default="", description="FellBack: why.")
+
+
 class StreamingJobStatus(StatusModel):
     """Observed state of the job. The launch fields are written before the driver pod is
     created (a write-ahead log), so a restarted operator knows what it was doing."""
@@ -296,4 +324,8 @@ class StreamingJobStatus(StatusModel):
     autoscaler: AutoscalerStatus | None = Field(
         default=None,
         description="The autoscaler's measurements and decisions (spec.autoscaler.enabled).",
+    )
+    handover: HandoverStatus | None = Field(
+        default=None,
+        description="The warm hand-over under way, or the last one (spec.handover.mode warm).",
     )

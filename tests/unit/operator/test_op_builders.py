@@ -30,6 +30,7 @@ from streamingjob_operator.naming import (
     LABEL_ATTEMPT,
     LABEL_EPOCH,
     LABEL_JOB,
+    driver_host_name,
     driver_pod_name,
     service_name,
 )
@@ -127,7 +128,12 @@ def test_driver_runs_spark_submit_client_mode_with_runner_contract():
     confs = dict(a.split("=", 1) for a in args[1::2] if "=" in a and a.startswith("spark."))
     assert confs["spark.kubernetes.driver.pod.name"] == POD_NAME
     assert confs["spark.kubernetes.executor.podNamePrefix"] == POD_NAME
-    assert confs["spark.driver.host"] == f"{service_name('orders')}.team.svc"
+    # its own address: hostname + subdomain in the headless Service (one per driver)
+    assert confs["spark.driver.host"] == f"{POD_NAME}.{service_name('orders')}.team.svc"
+    assert pod()["spec"]["hostname"] == POD_NAME
+    assert pod()["spec"]["subdomain"] == service_name("orders")
+    assert "--wait-for-go" not in args
+    assert "STREAMJOB_POD_NAME" not in {e["name"] for e in c["env"]}
     assert confs["spark.driver.port"] == str(DRIVER_PORT)
     assert confs["spark.driver.blockManager.port"] == str(BLOCK_MANAGER_PORT)
     assert confs["spark.driver.bindAddress"] == "0.0.0.0"
@@ -329,6 +335,30 @@ def test_service_selects_the_current_driver_headless():
     assert svc["spec"]["clusterIP"] == "None"
     assert svc["spec"]["selector"] == {LABEL_JOB: "orders", "spark-role": "driver"}
     assert {p["port"] for p in svc["spec"]["ports"]} == {7078, 7079, 4040}
+
+
+def test_a_waiting_driver_waits_for_the_go_and_knows_its_name():
+    """A warm hand-over's next driver (handover.py): --wait-for-go, its pod name from the
+    downward API, its own address (the running driver has another)."""
+    launch = Launch(POD_NAME, epoch=2, attempt=3, checkpoint_location=LOC, wait_for_go=True)
+    built = build_driver_pod(JOB, SPEC, launch)
+    (c,) = built["spec"]["containers"]
+    assert c["args"][-1] == "--wait-for-go"
+    env = {e["name"]: e for e in c["env"]}
+    assert env["STREAMJOB_POD_NAME"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+    running = spark_confs(JOB, SPEC, "orders-e2-a2-driver", 2, 2)["spark.driver.host"]
+    assert running.startswith("orders-e2-a2-driver.") and f"{POD_NAME}." not in running
+
+
+def test_a_dotted_job_name_gives_a_hostname_without_dots():
+    assert driver_host_name("orders.v2-e1-a1-driver") == "orders-v2-e1-a1-driver"
+
+
+def test_role_names_both_drivers_executors_during_a_hand_over():
+    role = build_role(JOB, POD_NAME, 2, handing_over_to="orders-e3-a1-driver")
+    names = role["rules"][1]["resourceNames"]
+    assert f"{POD_NAME}-exec-1" in names and "orders-e3-a1-driver-exec-14" in names
+    assert len(names) == 2 * (2 + 4 + 8)
 
 
 def test_role_is_the_least_a_driver_needs():

@@ -1,0 +1,234 @@
+"""The warm hand-over (spec.handover.mode warm; docs/operator.md, "Warm hand-over"): a pure
+decision per step, like the rest of decide.py.
+
+A redeploy or a restart by hand that finds a running driver starts the next driver first,
+waiting for the go (`--wait-for-go`), and keeps following the running one (status.epoch,
+attempt and driverPod stay its own). status.handover is the write-ahead record of the rest:
+
+| handover phase | observed                                   | → step                          |
+|----------------|--------------------------------------------|---------------------------------|
+| Warming        | next pod not created                       | create it (launch-waiting)      |
+| Warming        | handover.json ready for it                 | Stopping: stop the running one  |
+| Warming        | deadline passed                            | FellBack (NotReadyInTime)       |
+| Warming/Stopping | next pod ended, deleted, lost, or failed | FellBack (WaitingDriverFailed)  |
+| Stopping       | a pod of the running driver still present  | delete it (fencing.delete_pods) |
+| Stopping       | none left (the fencing rule)               | write go.json (go)              |
+| Warming/Stopping | go.json names the next pod              | Started: it is the job's driver |
+
+FellBack deletes the waiting pod and records the cold path's target: the next attempt after
+the waiting one (its name is never reused), launched once every other pod is gone, as today.
+The go is written only when no pod of the running driver is left: the decision says so from
+the pods observed, and the reconciler lists them again right before writing it.
+"""
+
+from __future__ import annotations
+
+from .epochs import set_target
+from .fencing import delete_pods, has_ended, is_lost
+from .history import Event, record
+from .observed import PodInfo, Signal, iso, parse_time
+from .status_models import HandoverStatus, StreamingJobStatus
+from .step import Decision, Job
+
+ACTIVE = ("Warming", "Stopping")
+
+
+def active(st: StreamingJobStatus) -> HandoverStatus | None:
+    """The hand-over under way (None: none, or the last one has ended)."""
+    return st.handover if st.handover is not None and st.handover.phase in ACTIVE else None
+
+
+def eligible(job: Job, st: StreamingJobStatus) -> bool:
+    """Whether a redeploy or restart now may hand over warm: asked for, and a driver of
+    the job runs (created, running, not stopping, its node heard from)."""
+    if job.spec.handover.mode != "warm" or st.launch_state != "Created" or st.unknown_since:
+        return False
+    driver = next((p for p in job.observed.pods if p.name == st.driver_pod), None)
+    return (
+        driver is not None
+        and driver.phase == "Running"
+        and not has_ended(driver)
+        and driver.deleting_since is None
+        and not _lost(job, st, driver)
+    )
+
+
+def start(job: Job, st: StreamingJobStatus, epoch: int, attempt: int) -> HandoverStatus:
+    """Records the next driver's target in status.handover; the running driver stays the
+    job's driver (epoch, attempt, driverPod) until the go."""
+    target = st.model_copy(deep=True)
+    set_target(job.spec, target, job.namespace, job.name, epoch, attempt)
+    st.handover = HandoverStatus(
+        pod=target.driver_pod,
+        epoch=epoch,
+        attempt=attempt,
+        phase="Warming",
+        since=iso(job.now),
+        launch_state="Pending",
+        checkpoint_location=target.checkpoint_location,
+        previous_checkpoint_location=target.previous_checkpoint_location,
+    )
+    return st.handover
+
+
+def split(
+    st: StreamingJobStatus, pods: tuple[PodInfo, ...]
+) -> tuple[list[PodInfo], list[PodInfo], list[PodInfo]]:
+    """The running driver's pods, the waiting driver's pods, and any other (stale) pod."""
+    handover = active(st)
+    waiting_pod = handover.pod if handover is not None else ""
+    running: list[PodInfo] = []
+    waiting: list[PodInfo] = []
+    stale: list[PodInfo] = []
+    for p in pods:
+        owner = p.name if p.role == "driver" else p.driver_pod
+        if owner and owner == waiting_pod:
+            waiting.append(p)
+        elif owner and owner == st.driver_pod and st.launch_state:
+            running.append(p)
+        else:
+            stale.append(p)
+    return running, waiting, stale
+
+
+def follow(job: Job, d: Decision, running: list[PodInfo], waiting: list[PodInfo]) -> Decision:
+    """One step of the hand-over under way (the table at the top)."""
+    st, now = d.status, job.now
+    handover = active(st)
+    assert handover is not None
+    go = job.observed.go
+    if go is not None and go.names(handover.pod, handover.epoch, handover.attempt):
+        return _started(job, d, handover)
+    next_driver = next((p for p in waiting if p.name == handover.pod), None)
+    if handover.launch_state == "Pending":
+        if next_driver is None:
+            if _past_deadline(job, handover):  # its creation kept failing
+                return _not_ready(job, d, handover, waiting)
+            d.action = "launch-waiting"
+            d.requeue_after = 0
+            return d
+        handover.launch_state = "Created"
+    if why := _waiting_failed(job, st, next_driver):
+        return fall_back(job, d, "WaitingDriverFailed", why, waiting)
+    if handover.phase == "Warming":
+        ready = _own(job.observed.handover, handover)
+        if ready is None or ready.state != "ready":
+            return _warming(job, d, handover, waiting)
+        handover.phase, handover.since = "Stopping", iso(now)
+        st.message = (
+            f"warm hand-over: {handover.pod} is ready; stopping {st.driver_pod} between batches"
+        )
+        record(st, now, "HandoverReady", st.message, job.cfg.history_limit)
+        d.events.append(Event("Normal", "HandoverReady", st.message))
+    if running:  # today's stop and fencing: graceful, force once ended or lost
+        return delete_pods(d, running, st, now, job.cfg, phase=None, msg=None)
+    d.action = "go"
+    d.requeue_after = 0
+    return d
+
+
+def _warming(job: Job, d: Decision, handover: HandoverStatus, waiting: list[PodInfo]) -> Decision:
+    """Not ready yet: wait until the deadline (then fall back)."""
+    if _past_deadline(job, handover):
+        return _not_ready(job, d, handover, waiting)
+    left = job.spec.handover.ready_timeout_seconds - _waited(job, handover)
+    d.requeue_after = max(min(job.cfg.fencing_poll_seconds, left), 0.05)
+    return d
+
+
+def _waited(job: Job, handover: HandoverStatus) -> float:
+    return (job.now - (parse_time(handover.since) or job.now)).total_seconds()
+
+
+def _past_deadline(job: Job, handover: HandoverStatus) -> bool:
+    return _waited(job, handover) >= job.spec.handover.ready_timeout_seconds
+
+
+def _not_ready(job: Job, d: Decision, handover: HandoverStatus, waiting: list[PodInfo]) -> Decision:
+    timeout = job.spec.handover.ready_timeout_seconds
+    why = f"{handover.pod} did not report ready within spec.handover.readyTimeoutSeconds={timeout}"
+    return fall_back(job, d, "NotReadyInTime", why, waiting)
+
+
+def fall_back(job: Job, d: Decision, reason: str, why: str, waiting: list[PodInfo]) -> Decision:
+    """The waiting driver goes (at once: it read nothing) and the cold path takes over: the
+    next attempt after it, launched once every other pod is gone (decide's launch)."""
+    st, now = d.status, job.now
+    handover = st.handover
+    assert handover is not None
+    handover.phase, handover.since = "FellBack", iso(now)
+    handover.reason, handover.message = reason, why
+    set_target(job.spec, st, job.namespace, job.name, handover.epoch, handover.attempt + 1)
+    st.checkpoint_location = handover.checkpoint_location
+    st.previous_checkpoint_location = handover.previous_checkpoint_location
+    st.phase = "Launching"
+    st.message = f"warm hand-over failed ({why}): cold path, epoch {st.epoch} attempt {st.attempt}"
+    record(st, now, "WarmHandoverFailed", st.message, job.cfg.history_limit)
+    d.events.append(Event("Warning", "WarmHandoverFailed", st.message))
+    d.requeue_after = 0
+    if waiting:
+        d.action = "delete"
+        d.force_delete = tuple(p.name for p in waiting)
+    return d
+
+
+def cancel(st: StreamingJobStatus) -> None:
+    """A suspend ends a hand-over under way: its waiting pod goes with the job's others."""
+    if active(st) is not None:
+        st.handover = None
+
+
+def _started(job: Job, d: Decision, handover: HandoverStatus) -> Decision:
+    """The go was written: the next driver is the job's driver, as after a launch."""
+    st, now = d.status, job.now
+    old = st.driver_pod
+    set_target(job.spec, st, job.namespace, job.name, handover.epoch, handover.attempt)
+    st.checkpoint_location = handover.checkpoint_location
+    st.previous_checkpoint_location = handover.previous_checkpoint_location
+    st.launch_state = "Created"
+    st.launched_at = iso(now)
+    st.phase = "Pending"
+    handover.phase, handover.since = "Started", iso(now)
+    st.message = (
+        f"warm hand-over: {old} is gone, {st.driver_pod} has the go "
+        f"(epoch {st.epoch} attempt {st.attempt})"
+    )
+    record(st, now, "HandedOver", st.message, job.cfg.history_limit)
+    d.events.append(Event("Normal", "HandedOver", st.message))
+    d.requeue_after = 0
+    return d
+
+
+def _waiting_failed(job: Job, st: StreamingJobStatus, pod: PodInfo | None) -> str:
+    """Why the waiting driver cannot take over ("": it still can)."""
+    handover = st.handover
+    assert handover is not None
+    if pod is None:
+        return f"{handover.pod} is gone"
+    if has_ended(pod):
+        code = pod.termination.exit_code if pod.termination else None
+        return f"{pod.name} ended (exit code {code})" if code is not None else f"{pod.name} ended"
+    if pod.deleting_since is not None or pod.reason == "Evicted":
+        return f"{pod.name} is being deleted"
+    if _lost(job, None, pod):
+        return f"{pod.name} is lost (its node silent)"
+    signal = _own(job.observed.handover, handover)
+    if signal is not None and signal.state == "failed":
+        return f"{pod.name} failed to warm up: {signal.error or 'no error given'}"
+    return ""
+
+
+def _own(signal: Signal | None, handover: HandoverStatus) -> Signal | None:
+    """The waiting driver's own handover.json (another pod's is ignored)."""
+    if signal is None or not signal.names(handover.pod, handover.epoch, handover.attempt):
+        return None
+    return signal
+
+
+def _lost(job: Job, st: StreamingJobStatus | None, pod: PodInfo) -> bool:
+    """The lost-pod rule (fencing.is_lost); `st` gives the running driver's unknownSince."""
+    cfg = job.cfg
+    unknown_since = parse_time(st.unknown_since) if st is not None else None
+    return is_lost(
+        pod, job.now, cfg.node_lost_grace_seconds, unknown_since, cfg.node_silent_seconds
+    )
