@@ -1,0 +1,86 @@
+"""Warming a driver that waits for its go (the warm hand-over, spark_app/handover.py): its
+executors registered, their Python workers started with the source's modules imported, the
+checkpoint storage reachable. Nothing here reads a Kafka record, commits an offset or writes
+a checkpoint file: the old driver is still running batches.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+
+log = logging.getLogger(__name__)
+
+EXECUTORS_TIMEOUT_S = 150.0  # below the operator's default readiness deadline (180 s)
+_LOOK_S = 0.25
+
+
+class WarmingFailed(RuntimeError):
+    """A warming step did not succeed; the message names the step and why."""
+
+
+def expected_executors(spark) -> int:
+    """spark.executor.instances, or none in local mode (the driver runs the tasks)."""
+    context = spark.sparkContext
+    if context.master.startswith("local"):
+        return 0
+    try:
+        return int(context.getConf().get("spark.executor.instances", "0"))
+    except ValueError:
+        return 0  # Spark itself refuses such a setting at the first job
+
+
+def registered_executors(spark) -> int:
+    """Executors the driver knows now (its status tracker lists the driver too)."""
+    infos = spark.sparkContext._jsc.sc().statusTracker().getExecutorInfos()
+    return max(len(infos) - 1, 0)
+
+
+def wait_for_executors(spark, timeout_s: float, stop: threading.Event) -> int:
+    """Waits until the expected executors registered (or `stop` is set); WarmingFailed
+    past `timeout_s`. Returns how many registered."""
+    expected = expected_executors(spark)
+    deadline = time.monotonic() + timeout_s
+    while (registered := registered_executors(spark)) < expected and not stop.is_set():
+        if time.monotonic() > deadline:
+            raise WarmingFailed(
+                f"{registered} of {expected} executors (spark.executor.instances) registered "
+                f"within {timeout_s:g}s: not enough room in the cluster, or the executors "
+                "fail to start (see their pods)"
+            )
+        stop.wait(_LOOK_S)
+    return registered
+
+
+def import_source_modules(_: int) -> str:
+    """Runs in an executor's Python worker: the imports the source's first batch would pay
+    for (Kafka client, Arrow, the decoders) are done before the go."""
+    import spark_app.partition_reader
+    import spark_app.source  # noqa: F401
+
+    return socket.gethostname()
+
+
+def warm_python_workers(spark) -> list[str]:
+    """A tiny job, one task per core, that imports the source's modules in the Python
+    workers (reused by the query's tasks). Returns the hosts that ran it."""
+    context = spark.sparkContext
+    slots = max(int(context.defaultParallelism), 1)
+    hosts = context.parallelize(range(slots), slots).map(import_source_modules).collect()
+    return sorted(set(hosts))
+
+
+def checkpoint_base_reachable(spark, location: str) -> str:
+    """Creates (if need be) and lists the directory the checkpoint `location` lies in,
+    with the job's own storage settings; reads nothing inside `location`. Returns it."""
+    path = spark._jvm.org.apache.hadoop.fs.Path(location.rstrip("/")).getParent()
+    try:
+        store = path.getFileSystem(spark._jsc.hadoopConfiguration())
+        store.mkdirs(path)
+        store.listStatus(path)
+    except Exception as exc:  # py4j: denied, unknown scheme, the store away
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise WarmingFailed(f"the checkpoint storage {path} is not reachable: {first}") from None
+    return str(path)
