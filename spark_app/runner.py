@@ -701,6 +701,7 @@ class _Progress:
             return {}
         ended = batch_end_time(progress) or time.time()
         seconds, self.go_seen = round(max(ended - self.go_seen, 0.0), 3), None
+        log.info("the first batch after the go durable %.2fs after it", seconds)
         return {"goToFirstBatchSeconds": seconds}
 
 

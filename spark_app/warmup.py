@@ -6,12 +6,10 @@ a checkpoint file: the old driver is still running batches.
 
 from __future__ import annotations
 
-import logging
+import importlib
 import socket
 import threading
 import time
-
-log = logging.getLogger(__name__)
 
 EXECUTORS_TIMEOUT_S = 150.0  # below the operator's default readiness deadline (180 s)
 _LOOK_S = 0.25
@@ -54,12 +52,26 @@ def wait_for_executors(spark, timeout_s: float, stop: threading.Event) -> int:
     return registered
 
 
-def import_source_modules(_: int) -> str:
-    """Runs in an executor's Python worker: the imports the source's first batch would pay
-    for (Kafka client, Arrow, the decoders) are done before the go."""
-    import spark_app.partition_reader
-    import spark_app.source  # noqa: F401
+# The source's executor-side modules and what they import lazily (the Kafka client, Arrow).
+WARM_MODULES = (
+    "confluent_kafka",
+    "pyarrow",
+    "pyarrow.compute",
+    "pyspark.sql.pandas.types",
+    "spark_app.source",
+    "spark_app.partition_reader",
+    "spark_app.value_decoder",
+    "spark_app.dead_letter",
+    "spark_app.native_read",
+)
 
+
+def import_source_modules(_: int) -> str:
+    """Runs in an executor's Python worker: the imports the first batch would pay for are
+    done before the go, the native read path's module loaded where it loads."""
+    for name in WARM_MODULES:
+        importlib.import_module(name)
+    importlib.import_module("spark_app.native_read").module()  # cached per worker
     return socket.gethostname()
 
 

@@ -94,8 +94,8 @@ class Untouched:
 def test_a_waiting_runner_reads_nothing_until_its_own_go(kafka, tmp_path):
     """Fresh start: ready, then nothing read or written; a go for another pod changes
     nothing; its own go runs the job (every record once, goToFirstBatchSeconds reported).
-    Then the restore: SIGTERM, a second attempt waits, its go restores from the checkpoint
-    without reading a record twice."""
+    Then SIGTERM: a second attempt, stopped while it waits, exits 0 having read nothing; a
+    third one's go restores from the checkpoint without reading a record twice."""
     topic = new_topic(kafka.bootstrap, partitions=2)
     storage = Storage(tmp_path)
     produce(kafka.bootstrap, topic, range(2000))
@@ -126,12 +126,37 @@ def test_a_waiting_runner_reads_nothing_until_its_own_go(kafka, tmp_path):
 
     produce(kafka.bootstrap, topic, range(2000, 3000))
     start_waiting(runner, signals, "warm-1-2", attempt=2)
-    Untouched(runner, storage, kafka.bootstrap, topic).hold(
-        1.0
-    )  # restore: its checkpoint not read ahead
-    write_go(signals, "warm-1-2", attempt=2)
+    Untouched(runner, storage, kafka.bootstrap, topic).hold(1.0)
+    assert runner.terminate() == 0  # stopped while waiting: nothing read, nothing written
+    assert "stopped while waiting for the go" in runner.tail()
+
+    start_waiting(runner, signals, "warm-1-3", attempt=3)
+    waiting = Untouched(runner, storage, kafka.bootstrap, topic)
+    waiting.hold(1.0)  # the checkpoint is not read on, the group not moved
+    write_go(signals, "warm-1-3", attempt=3)
     report = wait_for_all(runner, kafka.bootstrap, topic, timeout=90)
-    assert report["startPath"] == "restored" and report["restoredBatch"] is not None
-    assert report["attempt"] == 2 and report["goToFirstBatchSeconds"] > 0
+    assert report["startPath"] == "restored" and report["attempt"] == 3
+    assert report["restoredBatch"] == int(waiting.before["commits"][-1])
+    assert 0 < report["goToFirstBatchSeconds"] < 30, report
     assert runner.terminate() == 0
     assert_exactly_once(storage, range(3000))
+
+
+def test_a_failed_warm_up_says_so_and_exits_1(kafka, tmp_path):
+    """Warming fails (here: the subscribed topic does not exist): handover.json "failed"
+    with the cause, the termination message, exit 1 (the operator falls back to a cold
+    start); nothing is read or written. Fails before Spark starts."""
+    manifest = job_manifest("coldfall", kafka.bootstrap, "no-such-topic", tmp_path)
+    termination = tmp_path / "termination-log"
+    termination.touch()
+    signals = tmp_path / "handover"
+    env = {"STREAMJOB_TERMINATION_LOG": str(termination), POD_NAME_ENV: "coldfall-1-1"}
+    runner = RunnerProcess(manifest, tmp_path, env=env)
+    runner.start("--wait-for-go", "--handover-dir", str(signals), "--preflight-timeout", "3")
+    assert runner.wait(60) == 1, runner.tail()
+    failed = signal_file(signals, HANDOVER_KEY)
+    assert (failed["state"], failed["pod"], failed["attempt"]) == ("failed", "coldfall-1-1", 1)
+    said = termination.read_text()
+    assert said.startswith("warming for the hand-over failed: spec.job.source.subscribe: ")
+    assert "no-such-topic" in said and failed["error"] == said
+    assert not runner.report_path.exists() and not (tmp_path / "checkpoints").exists()
