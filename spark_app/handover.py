@@ -15,6 +15,7 @@ import logging
 import os
 import socket
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -25,6 +26,7 @@ log = logging.getLogger(__name__)
 
 HANDOVER_KEY, GO_KEY = "handover.json", "go.json"
 POLL_S = 0.25  # how often the go is looked for (a GET each: ~4 a second, while waiting only)
+REPUBLISH_S = 2.0  # a handover.json that did not arrive is sent again this often (logged each)
 POD_NAME_ENV = "STREAMJOB_POD_NAME"
 
 
@@ -179,14 +181,17 @@ def await_go(
     stop: threading.Event,
     poll_s: float = POLL_S,
 ) -> bool:
-    """Publishes handover.json ready (again while it did not arrive), then waits for this
-    driver's go. True: the go came; False: `stop` was set first (nothing was read)."""
+    """Publishes handover.json ready (again every REPUBLISH_S while it did not arrive), then
+    waits for this driver's go. True: the go came; False: `stop` was set first (nothing was
+    read)."""
     ready = readiness(me, "ready", readySince=now_iso(), warmSeconds=round(warm_seconds, 3))
-    published = False
+    published, next_try = False, 0.0
     watcher = GoWatcher(me)
     while not stop.is_set():
-        if not published and (published := signals.publish(ready)):
-            log.info("warm after %.1fs: ready, waiting for the go for %s", warm_seconds, me.pod)
+        if not published and time.monotonic() >= next_try:
+            published, next_try = signals.publish(ready), time.monotonic() + REPUBLISH_S
+            if published:
+                log.info("warm after %.1fs: ready, waiting for the go for %s", warm_seconds, me.pod)
         if published and watcher.is_mine(signals.go_text()):
             log.info("the go for %s came: starting", me.pod)
             return True

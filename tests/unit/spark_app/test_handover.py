@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from spark_app import handover
 from spark_app.handover import (
     GO_KEY,
     HANDOVER_KEY,
@@ -129,3 +130,28 @@ def _wait_for_state(path, state: str) -> dict:
             return found
         time.sleep(0.01)
     raise AssertionError(f"{path} never {state}")
+
+
+class RefusingSignals:
+    """A transport whose handover.json does not arrive until `accept_after` tries."""
+
+    def __init__(self, accept_after: int, go: str | None):
+        self.tries, self.accept_after, self.go = 0, accept_after, go
+        self.published: list[dict] = []
+
+    def publish(self, handover: dict) -> bool:
+        self.tries += 1
+        if self.tries < self.accept_after:
+            return False
+        self.published.append(handover)
+        return True
+
+    def go_text(self) -> str | None:
+        return self.go
+
+
+def test_ready_is_sent_again_until_it_arrives_and_only_then_a_go_counts(monkeypatch):
+    monkeypatch.setattr(handover, "REPUBLISH_S", 0.0)
+    signals = RefusingSignals(accept_after=3, go=json.dumps(GO))
+    assert await_go(signals, ME, 1.0, threading.Event(), 0.001)
+    assert signals.tries == 3 and [h["state"] for h in signals.published] == ["ready"]
