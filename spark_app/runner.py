@@ -345,6 +345,8 @@ def warm(
     spark = build_session(manifest, args.master)
     registered = warmup.wait_for_executors(spark, args.executor_timeout, stop)
     hosts = [] if stop.is_set() else warmup.warm_python_workers(spark)
+    if not stop.is_set():
+        warmup.warm_streaming_engine(spark, manifest.spec.job.sink.format)
     base = warmup.checkpoint_base_reachable(spark, location)
     log.info(
         "warmed: %d executors, Python workers on %s, checkpoint storage %s reachable",

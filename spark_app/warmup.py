@@ -1,15 +1,25 @@
 """Warming a driver that waits for its go (the warm hand-over, spark_app/handover.py): its
-executors registered, their Python workers started with the source's modules imported, the
-checkpoint storage reachable. Nothing here reads a Kafka record, commits an offset or writes
-a checkpoint file: the old driver is still running batches.
+executors registered, their Python workers started with the source's modules imported, one
+throwaway micro-batch through Spark's streaming engine, the checkpoint storage reachable.
+Nothing here reads a Kafka record, commits an offset or touches the job's checkpoint or
+sink: the old driver is still running batches.
 """
 
 from __future__ import annotations
 
 import importlib
+import logging
+import shutil
 import socket
+import tempfile
 import threading
 import time
+from collections.abc import Iterator
+
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadLimit
+
+log = logging.getLogger(__name__)
 
 EXECUTORS_TIMEOUT_S = 150.0  # below the operator's default readiness deadline (180 s)
 _LOOK_S = 0.25
@@ -82,6 +92,64 @@ def warm_python_workers(spark) -> list[str]:
     slots = max(int(context.defaultParallelism), 1)
     hosts = context.parallelize(range(slots), slots).map(import_source_modules).collect()
     return sorted(set(hosts))
+
+
+FILE_FORMATS = ("parquet", "json", "csv", "orc")  # Spark's file sink (manifest.SinkSpec)
+WARMUP_FORMAT = "streamingjob_warmup"
+
+
+class WarmupSource(DataSource):
+    """A Python streaming source of one batch of a few rows, read in the executors' Python
+    workers like the job's source: the warm-up query's input."""
+
+    @classmethod
+    def name(cls) -> str:
+        return WARMUP_FORMAT
+
+    def schema(self) -> str:
+        return "value BIGINT"
+
+    def streamReader(self, schema) -> DataSourceStreamReader:
+        return OneBatch()
+
+
+class OneBatch(DataSourceStreamReader):
+    def initialOffset(self) -> dict:
+        return {"batch": 0}
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        return {"batch": 1}
+
+    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        return [InputPartition(end["batch"])] if end["batch"] > start["batch"] else []
+
+    def read(self, partition) -> Iterator[tuple]:
+        yield from ((n,) for n in range(10))
+
+
+def warm_streaming_engine(spark, sink_format: str, timeout_s: float = 60.0) -> None:
+    """One throwaway micro-batch: a few rows from a Python streaming source into the job's
+    file format in a scratch directory (`noop` for other sinks), with a scratch checkpoint;
+    the job's own checkpoint and sink are not touched. Spark's first streaming query pays
+    seconds of class loading and code generation that the first batch after the go then
+    does not. Best effort: a failure is logged, never fails the warm-up."""
+    scratch = tempfile.mkdtemp(prefix="streamingjob-warmup-")
+    fmt = sink_format if sink_format in FILE_FORMATS else "noop"
+    try:
+        spark.dataSource.register(WarmupSource)
+        writer = spark.readStream.format(WARMUP_FORMAT).load().writeStream.format(fmt)
+        if fmt != "noop":
+            writer = writer.option("path", f"file://{scratch}/output")
+        writer = writer.option("checkpointLocation", f"file://{scratch}/checkpoint")
+        query = writer.trigger(availableNow=True).start()
+        if not query.awaitTermination(timeout_s):
+            query.stop()
+        took = ((query.lastProgress or {}).get("durationMs") or {}).get("triggerExecution")
+        log.info("the warm-up query ran its batch in %s ms", took)
+    except Exception as exc:
+        log.warning("the warm-up query did not run (the first batch starts colder): %s", exc)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def checkpoint_base_reachable(spark, location: str) -> str:
