@@ -102,8 +102,8 @@ class FileSignals:
         return True
 
     def go_text(self) -> str | None:
-        try:
-            return (self.directory / GO_KEY).read_text()
+        try:  # bytes that are not UTF-8 make a go that is not JSON: ignored, not a crash
+            return (self.directory / GO_KEY).read_bytes().decode(errors="replace")
         except FileNotFoundError:
             return None
 

@@ -155,3 +155,11 @@ def test_ready_is_sent_again_until_it_arrives_and_only_then_a_go_counts(monkeypa
     signals = RefusingSignals(accept_after=3, go=json.dumps(GO))
     assert await_go(signals, ME, 1.0, threading.Event(), 0.001)
     assert signals.tries == 3 and [h["state"] for h in signals.published] == ["ready"]
+
+
+def test_a_go_file_that_is_not_text_is_ignored(tmp_path, caplog):
+    signals = FileSignals(tmp_path)
+    (tmp_path / GO_KEY).write_bytes(b"\xff\xfe{")
+    caplog.set_level(logging.INFO, logger="spark_app.handover")
+    assert not GoWatcher(ME).is_mine(signals.go_text())
+    assert "is not JSON" in caplog.records[0].message
