@@ -28,33 +28,62 @@ def now_iso() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-class ConfigMapPublisher:
-    """PATCHes one ConfigMap with the in-cluster service account; failures are logged only:
-    a report that cannot be published must never stop the job."""
+class ApiAccess:
+    """How the driver calls the Kubernetes API: the server, and the service account's token
+    (read at every call: the kubelet rotates it) and CA. `in_cluster()` in a pod; tests give
+    a real kube-apiserver's."""
 
-    def __init__(self, name: str, namespace: str):
+    def __init__(self, server: str, token_file: Path, ca_file: Path):
+        self.server = server.rstrip("/")
+        self.token_file = token_file
+        self.context = ssl.create_default_context(cafile=str(ca_file))
+
+    @classmethod
+    def in_cluster(cls) -> ApiAccess:
         host = os.environ["KUBERNETES_SERVICE_HOST"]
         port = os.environ.get("KUBERNETES_SERVICE_PORT", "443")
-        self.url = f"https://{host}:{port}/api/v1/namespaces/{namespace}/configmaps/{name}"
-        self.context = ssl.create_default_context(cafile=str(SERVICE_ACCOUNT / "ca.crt"))
+        return cls(f"https://{host}:{port}", SERVICE_ACCOUNT / "token", SERVICE_ACCOUNT / "ca.crt")
 
-    def publish(self, report_json: str) -> None:
-        token = (SERVICE_ACCOUNT / "token").read_text().strip()  # rotated by the kubelet
-        body = json.dumps({"data": {"report.json": report_json}}).encode()
-        request = urllib.request.Request(
-            self.url,
-            data=body,
-            method="PATCH",
-            headers={
-                "Authorization": f"Bearer {token}",
-                "Content-Type": "application/merge-patch+json",
-            },
-        )
+    def configmap_url(self, namespace: str, name: str) -> str:
+        return f"{self.server}/api/v1/namespaces/{namespace}/configmaps/{name}"
+
+    def call(self, method: str, url: str, merge_patch: dict[str, Any] | None = None) -> bytes:
+        """One request (urllib's errors raised); `merge_patch`: a JSON merge patch body."""
+        token = self.token_file.read_text().strip()
+        headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
+        body = None
+        if merge_patch is not None:
+            body = json.dumps(merge_patch).encode()
+            headers["Content-Type"] = "application/merge-patch+json"
+        request = urllib.request.Request(url, data=body, method=method, headers=headers)
+        with urllib.request.urlopen(request, context=self.context, timeout=10) as response:
+            return bytes(response.read())
+
+
+class ConfigMapPublisher:
+    """PATCHes one key of one ConfigMap (a JSON merge patch of only that key: other writers'
+    keys stay); failures are logged only: a report that cannot be published must never stop
+    the job."""
+
+    def __init__(
+        self,
+        name: str,
+        namespace: str,
+        access: ApiAccess | None = None,
+        key: str = "report.json",
+    ):
+        self.access = access or ApiAccess.in_cluster()
+        self.url = self.access.configmap_url(namespace, name)
+        self.key = key
+
+    def publish(self, text: str) -> bool:
+        """True when the API server took it."""
         try:
-            with urllib.request.urlopen(request, context=self.context, timeout=10):
-                pass
+            self.access.call("PATCH", self.url, {"data": {self.key: text}})
         except Exception as exc:
-            log.warning("could not publish the report to %s: %s", self.url, exc)
+            log.warning("could not publish %s to %s: %s", self.key, self.url, exc)
+            return False
+        return True
 
 
 class Reporter:

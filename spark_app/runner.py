@@ -9,7 +9,10 @@ Exit codes: 0 stopped on request (SIGTERM) or finished (availableNow); 1 the que
 committed); 3 Kafka refused the SASL credentials; 4 the TLS handshake with Kafka failed (the
 broker's certificate does not verify against the CA); 5 a fresh epoch could not commit the
 previous epoch's last durable batch to the group (nothing was read); 6 Kafka did not answer or
-a subscribed topic does not exist (nothing was read). The container's termination message
+a subscribed topic does not exist (nothing was read). With --wait-for-go (the warm
+hand-over, spark_app/handover.py) the runner first warms up and waits for its go: 0 when
+stopped while waiting (nothing was read), 1 when warming failed (handover.json says why), and
+after the go the codes above. The container's termination message
 (/dev/termination-log) says which field, Secret, checkpoint or group and why; the operator
 turns 3 to 6 into a condition (KafkaAuthFailed, KafkaTLSFailed, CatchUpFailed,
 KafkaUnavailable) and restarts with backoff, and 2 into phase Invalid (InvalidSpec): no
@@ -29,12 +32,15 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from spark_app import group_offsets as group_writer
+from spark_app import handover, warmup
 from spark_app import offsets as off
 from spark_app.checkpoint_log import CheckpointFiles
 from spark_app.group_offsets import GroupOffsets
@@ -225,7 +231,28 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=15.0,
         help="seconds to wait for Kafka before declaring it unreachable",
     )
-    return parser.parse_args(argv)
+    parser.add_argument(
+        "--wait-for-go",
+        action="store_true",
+        help="the warm hand-over: warm up, publish handover.json ready, start only when "
+        "go.json names this driver (pod, epoch, attempt)",
+    )
+    parser.add_argument(
+        "--handover-dir",
+        type=Path,
+        help="with --wait-for-go and no --report-configmap: the directory of handover.json "
+        "(written) and go.json (read)",
+    )
+    parser.add_argument(
+        "--executor-timeout",
+        type=float,
+        default=warmup.EXECUTORS_TIMEOUT_S,
+        help="with --wait-for-go: seconds to wait for spark.executor.instances executors",
+    )
+    args = parser.parse_args(argv)
+    if args.wait_for_go and not (args.report_configmap or args.handover_dir):
+        parser.error("--wait-for-go needs --report-configmap (in a pod) or --handover-dir")
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -243,14 +270,11 @@ def main(argv: list[str] | None = None) -> int:
         spec.checkpoint.location, meta.namespace, meta.name, args.epoch
     )
     credentials = (document.get("spec") or {}).get("kafkaCredentials")
+    credentials = credentials if isinstance(credentials, dict) else None
+    if args.wait_for_go:
+        return wait_then_run(manifest, args, location, credentials)
     try:
-        preflight(
-            job_options(spec.job),
-            args.preflight_timeout,
-            credentials if isinstance(credentials, dict) else None,
-        )
-        if spec.job.transform:
-            load_transform(spec.job.transform)
+        check_start(manifest, args, credentials)
     except InvalidJob as exc:
         return refuse(str(exc))
     except KafkaStartFailed as exc:
@@ -258,6 +282,88 @@ def main(argv: list[str] | None = None) -> int:
         _termination_message(str(exc))
         return exc.exit_code
     return run(manifest, args, location)
+
+
+def check_start(
+    manifest: RunnerManifest, args: argparse.Namespace, credentials: dict[str, Any] | None
+) -> None:
+    """Kafka answers for the subscribed topics and the transform loads (before Spark):
+    InvalidJob or KafkaStartFailed otherwise."""
+    preflight(job_options(manifest.spec.job), args.preflight_timeout, credentials)
+    if manifest.spec.job.transform:
+        load_transform(manifest.spec.job.transform)
+
+
+@dataclass(frozen=True)
+class Warmed:
+    """What a driver that waited for its go hands to run()."""
+
+    spark: Any
+    stop: threading.Event  # set by SIGTERM/SIGINT since the wait began
+    go_seen: float  # time.time() when the go was seen
+    warm_seconds: float
+
+
+def wait_then_run(
+    manifest: RunnerManifest,
+    args: argparse.Namespace,
+    location: str,
+    credentials: dict[str, Any] | None,
+) -> int:
+    """--wait-for-go: warm up, say ready, wait for this driver's go, then run() exactly as a
+    start without it. Stopped while waiting: EXIT_OK, nothing read; warming failed:
+    EXIT_FAILED, handover.json "failed" and the termination message say why."""
+    me = handover.Identity.of_this_pod(args.epoch, args.attempt)
+    signals = handover.signals_for(
+        args.report_configmap, args.handover_dir, manifest.metadata.namespace
+    )
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    began = time.monotonic()
+    signals.publish(handover.readiness(me, "warming"))
+    try:
+        spark = warm(manifest, args, location, credentials, stop)
+    except Exception as exc:  # any step: the hand-over falls back to a cold start
+        return _warming_failed(signals, me, exc)
+    warm_seconds = time.monotonic() - began
+    if stop.is_set() or not handover.await_go(signals, me, warm_seconds, stop):
+        log.info("stopped while waiting for the go: nothing was read or committed")
+        return EXIT_OK
+    return run(manifest, args, location, Warmed(spark, stop, time.time(), warm_seconds))
+
+
+def warm(
+    manifest: RunnerManifest,
+    args: argparse.Namespace,
+    location: str,
+    credentials: dict[str, Any] | None,
+    stop: threading.Event,
+):
+    """The warm-up of a waiting driver (nothing read, nothing written); its session."""
+    check_start(manifest, args, credentials)
+    spark = build_session(manifest, args.master)
+    registered = warmup.wait_for_executors(spark, args.executor_timeout, stop)
+    hosts = [] if stop.is_set() else warmup.warm_python_workers(spark)
+    if not stop.is_set():
+        warmup.warm_streaming_engine(spark, manifest.spec.job.sink.format)
+    base = warmup.checkpoint_base_reachable(spark, location)
+    log.info(
+        "warmed: %d executors, Python workers on %s, checkpoint storage %s reachable",
+        registered,
+        ", ".join(hosts) or "none (stopped)",
+        base,
+    )
+    return spark
+
+
+def _warming_failed(signals: handover.Signals, me: handover.Identity, exc: Exception) -> int:
+    text = str(exc).strip() or type(exc).__name__
+    message = f"warming for the hand-over failed: {failure_cause(text)}"
+    log.error("%s", message)
+    _termination_message(message)
+    signals.publish(handover.readiness(me, "failed", error=message))
+    return EXIT_FAILED
 
 
 # The source's own errors, as the executor's Python traceback ends in them inside Spark's
@@ -299,18 +405,26 @@ def _termination_message(text: str) -> None:
         TERMINATION_LOG.write_text(text[:4000])
 
 
-def run(manifest: RunnerManifest, args: argparse.Namespace, location: str) -> int:
+def run(
+    manifest: RunnerManifest,
+    args: argparse.Namespace,
+    location: str,
+    warmed: Warmed | None = None,
+) -> int:
     """Runs the query to its end: where it starts from, a fresh epoch's catch-up with the
-    previous one, the query supervised, then the group's final commit however it ended."""
-    spark = build_session(manifest, args.master)
+    previous one, the query supervised, then the group's final commit however it ended.
+    `warmed`: the session of a driver that waited for its go (--wait-for-go)."""
+    spark = warmed.spark if warmed else build_session(manifest, args.master)
     checkpoint = CheckpointFiles(spark, location)
     start = _start_point(checkpoint, location, manifest)
+    if warmed:
+        start["warmSeconds"] = round(warmed.warm_seconds, 3)
     workdir = Path(tempfile.mkdtemp(prefix="streamingjob-"))
     reporter = _reporter(manifest, args, location, start, workdir)
     group = group_writer.for_manifest(manifest)
     if group is not None:
         reporter.commits = group.report
-    stop_requested = threading.Event()
+    stop_requested = warmed.stop if warmed else threading.Event()
     try:
         # The transform or SQL query first: one that cannot run fails before the catch-up
         # commits anything or the query reads.
@@ -343,6 +457,7 @@ def run(manifest: RunnerManifest, args: argparse.Namespace, location: str) -> in
             checkpoint,
             group,
             args.stop_timeout,
+            warmed.go_seen if warmed else None,
         )
     finally:
         if group is not None:
@@ -504,12 +619,13 @@ def supervise(
     checkpoint: CheckpointFiles,
     group: GroupOffsets | None,
     stop_timeout: float = STOP_GRACE_S,
+    go_seen: float | None = None,
 ) -> int:
     """Prints a line per batch and stops between batches on SIGTERM (no half-written batch):
     the drain file tells the source to plan no new batch, and the query is stopped once the
-    batch in flight has ended."""
+    batch in flight has ended. `go_seen`: when a waiting driver saw its go (time.time())."""
     stop_deadline = None
-    progress = _Progress(query, reporter, spark, checkpoint, group)
+    progress = _Progress(query, reporter, spark, checkpoint, group, go_seen)
 
     def try_stop() -> bool:
         """Stops the query once the batch in flight has ended (or at the deadline)."""
@@ -554,9 +670,11 @@ class _Progress:
         spark,
         checkpoint: CheckpointFiles,
         group: GroupOffsets | None,
+        go_seen: float | None = None,
     ) -> None:
         self.query, self.reporter, self.spark = query, reporter, spark
         self.checkpoint, self.group = checkpoint, group
+        self.go_seen = go_seen  # until the first durable batch after the go is reported
         self.seen_batch: Any = None  # the last batch printed, as Spark reports its id
         self.throughput = Throughput()  # the autoscaler's processing rate (report "throughput")
 
@@ -586,11 +704,31 @@ class _Progress:
             latestBatch=batch,
             executors=executor_tasks(self.spark),
             throughput=self.throughput.as_report(),
+            **self._since_go(progress),
         )
         committed = (report.get("commits") or {}).get("lastCommitted")
         if committed:
             line += f", group offsets {json.dumps(committed, separators=(',', ':'))}"
         print(line, flush=True)
+
+    def _since_go(self, progress: dict[str, Any]) -> dict[str, float]:
+        """goToFirstBatchSeconds, once: from the go to the end of the first durable batch
+        (the hand-over's gap on the new driver's side)."""
+        if self.go_seen is None or not self.durable(self.seen_batch):
+            return {}
+        ended = batch_end_time(progress) or time.time()
+        seconds, self.go_seen = round(max(ended - self.go_seen, 0.0), 3), None
+        log.info("the first batch after the go durable %.2fs after it", seconds)
+        return {"goToFirstBatchSeconds": seconds}
+
+
+def batch_end_time(progress: dict[str, Any]) -> float | None:
+    """When a batch ended (its trigger's start plus its duration), as time.time()."""
+    try:
+        started = datetime.fromisoformat(str(progress["timestamp"])).timestamp()
+        return started + float(progress["durationMs"]["triggerExecution"]) / 1000
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def _query_outcome(query, reporter: Reporter) -> int:

@@ -40,11 +40,22 @@ def produce(
 
 
 def group_offsets(bootstrap: str, group: str, topic: str) -> dict[int, int | None]:
+    """The group's committed offsets (None: none); a group's coordinator still loading (a
+    fresh broker, a group never asked about) is asked again for up to 30 s."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    deadline = time.monotonic() + 30
     try:
         partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-        answer = consumer.committed([TopicPartition(topic, p) for p in partitions], timeout=10)
-        return {tp.partition: (tp.offset if tp.offset >= 0 else None) for tp in answer}
+        while True:
+            try:
+                answer = consumer.committed(
+                    [TopicPartition(topic, p) for p in partitions], timeout=10
+                )
+                return {tp.partition: (tp.offset if tp.offset >= 0 else None) for tp in answer}
+            except KafkaException as exc:
+                if time.monotonic() > deadline or exc.args[0].code() not in _COORDINATOR_NOT_READY:
+                    raise
+                time.sleep(0.2)
     finally:
         consumer.close()
 
