@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-
 from spark_app.manifest import JobSpec
 from spark_app.query import InvalidJob, transformed
 
