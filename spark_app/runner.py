@@ -10,7 +10,7 @@ committed); 3 Kafka refused the SASL credentials; 4 the TLS handshake with Kafka
 broker's certificate does not verify against the CA); 5 a fresh epoch could not commit the
 previous epoch's last durable batch to the group (nothing was read); 6 Kafka did not answer or
 a subscribed topic does not exist (nothing was read). With --wait-for-go (the warm
-hand-over, spark_app/handover.py) the runner first warms up and waits for its go: 0 when
+hand-over, spark_app/handover_signals.py) the runner first warms up and waits for its go: 0 when
 stopped while waiting (nothing was read), 1 when warming failed (handover.json says why), and
 after the go the codes above. The container's termination message
 (/dev/termination-log) says which field, Secret, checkpoint or group and why; the operator
@@ -40,8 +40,9 @@ from typing import Any
 import yaml
 
 from spark_app import group_offsets as group_writer
-from spark_app import handover, warmup
+from spark_app import handover_signals as handover
 from spark_app import offsets as off
+from spark_app import warmup
 from spark_app.checkpoint_log import CheckpointFiles
 from spark_app.group_offsets import GroupOffsets
 from spark_app.kafka_config import (

@@ -1,4 +1,4 @@
-"""Warming a driver that waits for its go (the warm hand-over, spark_app/handover.py): its
+"""Warming a driver that waits for its go (the warm hand-over, spark_app/handover_signals.py): its
 executors registered, their Python workers started with the source's modules imported, one
 throwaway micro-batch through Spark's streaming engine, the checkpoint storage reachable.
 Nothing here reads a Kafka record, commits an offset or touches the job's checkpoint or

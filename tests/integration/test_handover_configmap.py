@@ -1,4 +1,4 @@
-"""The warm hand-over's ConfigMap transport (spark_app/handover.py) against a real
+"""The warm hand-over's ConfigMap transport (spark_app/handover_signals.py) against a real
 kube-apiserver, as the driver's service account with the driver Role's rights on the job's
 report ConfigMap (get, patch): handover.json published next to the running driver's
 report.json, go.json read, another driver's go ignored. No Spark here."""
@@ -16,7 +16,7 @@ import pytest
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
-from spark_app.handover import GO_KEY, HANDOVER_KEY, ConfigMapSignals, Identity, await_go
+from spark_app.handover_signals import GO_KEY, HANDOVER_KEY, ConfigMapSignals, Identity, await_go
 from spark_app.report import ApiAccess, ConfigMapPublisher
 from tests.support.kube_apiserver import KubeAPIServer, running_apiserver
 from tests.support.polling import wait_for
@@ -102,7 +102,7 @@ def signals_once_rbac_allows(access: ApiAccess, namespace: str) -> ConfigMapSign
 def test_ready_is_published_and_only_this_drivers_go_is_taken(
     apiserver: KubeAPIServer, namespace: str, access: ApiAccess, caplog
 ) -> None:
-    caplog.set_level(logging.INFO, logger="spark_app.handover")
+    caplog.set_level(logging.INFO, logger="spark_app.handover_signals")
     signals = signals_once_rbac_allows(access, namespace)
     assert signals.go_text() is None
     stop, outcome = threading.Event(), []

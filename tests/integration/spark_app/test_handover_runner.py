@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_app.handover import GO_KEY, HANDOVER_KEY, POD_NAME_ENV
+from spark_app.handover_signals import GO_KEY, HANDOVER_KEY, POD_NAME_ENV
 from tests.integration.spark_app.test_runner import assert_exactly_once, sink_rows, wait_for_all
 from tests.support.kafka_tools import group_offsets, new_topic, produce
 from tests.support.object_store import Storage
