@@ -194,7 +194,7 @@ def _window(recent: list[Sample], now: float, length: float) -> tuple[_Window | 
         return None, "no samples yet"
     if not recent[-1].complete():
         return None, f"missing metrics: the latest reading lacks {_missing(recent[-1])}"
-    inside = [s for s in recent if s.time >= now - length]
+    inside = _from(recent, now - length)
     missing = sum(1 for s in inside if not s.complete())
     if missing > MAX_MISSING_SHARE * len(inside):
         return None, f"missing metrics: {missing} of {len(inside)} readings incomplete"
@@ -207,6 +207,14 @@ def _window(recent: list[Sample], now: float, length: float) -> tuple[_Window | 
         covered = window.span if len(complete) >= 2 else 0.0
         return None, f"window not full: {covered:.0f}s of metricsWindowSeconds={length:g}"
     return window, ""
+
+
+def _from(recent: list[Sample], start: float) -> list[Sample]:
+    """The readings from `start` on, and the last one before it: the newest reading is up to
+    a reading interval old when the model runs, so the readings after `start` alone would
+    span a window less up to two intervals (a window of a few readings never full)."""
+    before = [s for s in recent if s.time <= start]
+    return recent[len(before) - 1 :] if before else recent
 
 
 def _missing(sample: Sample) -> str:
@@ -355,7 +363,7 @@ def _down(recent: list[Sample], job: Job, policy: Policy, r: Rates, wanted: int)
     current = job.executors
     delay = policy.scale_down_delay_seconds
     since = job.now - max(delay, policy.metrics_window_seconds)
-    span = _Window(tuple(s for s in recent if s.time >= since and s.complete()))
+    span = _Window(tuple(s for s in _from(recent, since) if s.complete()))
     covered = span.span if len(span.samples) >= 2 else 0.0
     if covered < MIN_COVERAGE * delay:
         return Recommendation(

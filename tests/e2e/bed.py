@@ -238,8 +238,9 @@ class Helm:
 # operator on the control plane (a worker it runs on may be drained or lost by a test).
 OPERATOR_VALUES = [
     "--set", "image.pullPolicy=Never",
-    # a lag reading at each resync: the autoscaler scenario's 40 s window holds eight of them
-    "--set", "config.kafkaPollSeconds=4",
+    # a lag reading at each resync (the reading in flight at the one before may take over a
+    # second): the autoscaler scenario's 40 s window holds eight of them
+    "--set", "config.kafkaPollSeconds=2",
     "--set", "config.resyncSeconds=5",
     "--set", "config.fencingPollSeconds=1",
     "--set-json", f"nodeSelector={json.dumps(ON_CONTROL_PLANE['nodeSelector'])}",
