@@ -250,12 +250,12 @@ def test_the_rate_per_second_of_task_time_does_not_fall_as_executors_are_added()
 
 
 def test_a_window_of_a_few_readings_fills_though_the_newest_is_a_reading_old():
-    # readings every 5 s, the model run 5 s after the newest (the operator samples a reading
+    # readings every 5 s, the model run 5.5 s after the newest (the operator samples a reading
     # at the reconcile after it completed): the readings after the window's start span 30 s
     # of 40, with the one before it 35 s; full at 0.8 x 40 = 32 s
     samples = _paced(1, 40, with_task_time=True)
     last = samples[-1].time
     policy = Policy(max_executors=3, stabilization_seconds=0, metrics_window_seconds=40)
-    rec = recommend(samples, Job(1, 0, last + 5, partitions=3), policy)
+    rec = recommend(samples, Job(1, 0, last + 5.5, partitions=3), policy)
     assert "window not full" not in rec.reason
     assert rec.rates is not None and rec.rates.input_rate == pytest.approx(40)
