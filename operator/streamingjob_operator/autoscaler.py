@@ -155,10 +155,8 @@ def recommend(samples: Sequence[Sample], job: Job, policy: Policy) -> Recommenda
     if bounded := _out_of_bounds(current, policy):
         return bounded
     horizon = max(policy.metrics_window_seconds, policy.scale_down_delay_seconds)
-    recent = sorted(
-        (s for s in samples if s.time >= max(job.run_started, job.now - horizon)),
-        key=lambda s: s.time,
-    )
+    of_run = sorted((s for s in samples if s.time >= job.run_started), key=lambda s: s.time)
+    recent = _from(of_run, job.now - horizon)
     window, problem = _window(recent, job.now, policy.metrics_window_seconds)
     if window is None:
         return _none(current, problem)

@@ -255,7 +255,12 @@ def test_a_window_of_a_few_readings_fills_though_the_newest_is_a_reading_old():
     # of 40, with the one before it 35 s; full at 0.8 x 40 = 32 s
     samples = _paced(1, 40, with_task_time=True)
     last = samples[-1].time
-    policy = Policy(max_executors=3, stabilization_seconds=0, metrics_window_seconds=40)
+    policy = Policy(
+        max_executors=3,
+        stabilization_seconds=0,
+        metrics_window_seconds=40,
+        scale_down_delay_seconds=40,
+    )
     rec = recommend(samples, Job(1, 0, last + 5.5, partitions=3), policy)
     assert "window not full" not in rec.reason
     assert rec.rates is not None and rec.rates.input_rate == pytest.approx(40)
