@@ -858,6 +858,65 @@ def test_redeploy_starts_a_new_epoch_from_the_committed_offsets(job: Job) -> Non
         assert offsets and min(offsets) == offset, (partition, offset, sorted(offsets)[:5])
 
 
+WARM = "warm_redeploy_gap_seconds"
+
+
+def _batch_time(batch: dict) -> datetime:
+    return datetime.fromisoformat(batch["timestamp"].replace("Z", "+00:00"))
+
+
+def test_a_warm_redeploy_hands_over_between_two_batches_exactly_once(job: Job) -> None:
+    """Scenario (issue 25): spec.handover.mode warm, then a redeploy (redeployNonce) while
+    orders arrive. The next epoch's driver starts beside the running one and warms up (its
+    executors, Python workers, Kafka and the object store) reading nothing; once it is
+    ready, the running driver stops between batches and, once it is gone, the next one is
+    told to start: fresh from the group's committed offsets. Measured: the gap between the
+    old driver's last batch and the new one's first (Spark's trigger times, from the runner's
+    report as watched), which cold is the whole start of a driver. Every order exactly once."""
+    status = job.status()
+    epoch, attempt = status["epoch"], status["attempt"]
+    job.patch({"handover": {"mode": "warm"}})  # of no class: restarts nothing
+    producer = ProducerLoop(job.kafka, job.topic, job.next_id, rate=20)
+    old_last: dict = {}
+
+    def new_first(report: dict) -> dict | None:
+        if report.get("epoch") == epoch and report.get("latestBatch"):
+            old_last.update(report["latestBatch"])
+        return committed_batch(report, epoch + 1, 1)
+
+    try:
+        job.wait_batch(epoch, attempt, 240, "a batch before the hand-over")
+        started = time.monotonic()
+        job.patch({"redeployNonce": int(status.get("deployedRedeployNonce") or 0) + 1})
+        report = job.wait_report("the next epoch's first batch", new_first, 300)
+        seconds = round(time.monotonic() - started, 2)
+    finally:
+        job.next_id = producer.stop()
+    gap = round((_batch_time(report["latestBatch"]) - _batch_time(old_last)).total_seconds(), 2)
+    assert report["startPath"] == "fresh", report
+    handover = job.status().get("handover") or {}
+    assert (handover.get("phase"), handover.get("epoch")) == ("Started", epoch + 1), handover
+    rows = job.wait_sink_has_all(240)
+    job.assert_exactly_once(rows)  # the new driver read nothing before the old one was gone
+    _write_results(
+        WARM,
+        "a redeploy (redeployNonce) with spec.handover.mode warm while orders arrive at 20/s: "
+        "seconds between the trigger times of the old driver's last batch and the new "
+        "driver's first (both from Spark's progress in the runner's report); redeploySeconds: "
+        "from the patch until that first batch, mostly the next driver's warm-up beside the "
+        "running one",
+        [
+            {
+                "seconds": gap,
+                "redeploySeconds": seconds,
+                "warmSeconds": report.get("warmSeconds"),
+                "goToFirstBatchSeconds": report.get("goToFirstBatchSeconds"),
+            }
+        ],
+        3,
+    )
+
+
 LEADER_HANDOVERS = 2
 LEASE = f"{RELEASE}-streamingjob-operator"
 
