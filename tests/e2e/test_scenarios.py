@@ -1367,15 +1367,16 @@ def test_typed_job_sends_poison_to_the_dead_letter_topic_once_across_a_driver_ki
 # trigger: some 90 records per task, each task ~0.3 s of fixed work) and at most 50/s
 # (bigger batches at 3R). One executor keeps up with R (utilization ~0.65), 3R needs three
 # (the partitions' cap: 3R / (0.7 x 50) > 2) and R again one (R / (0.7 x 38) < 1). A batch
-# holds at most 1000 records, so a rescale's graceful stop waits at most ~20 s for the batch
-# in flight. Short windows so that the scenario takes minutes.
+# holds at most 600 records: one executor behind at 3R runs ~12 s batches, so that the 50 s
+# window holds the 3 batches a rate needs, and a rescale's graceful stop waits at most that
+# long for the batch in flight. Short windows so that the scenario takes minutes.
 ELASTIC_RATE = 26
 ELASTIC_POLICY = {
     "enabled": True,
     "minExecutors": 1,
     "maxExecutors": 3,
     "stabilizationSeconds": 30,
-    "metricsWindowSeconds": 40,
+    "metricsWindowSeconds": 50,
     "scaleDownDelaySeconds": 40,
     "catchUpSeconds": 60,
 }
@@ -1394,7 +1395,7 @@ def _elastic_job(job: Job) -> Job:
     manifest["metadata"]["name"] = elastic.name
     spec = manifest["spec"]
     spec["job"]["source"].update(
-        subscribe=[elastic.topic], groupId=elastic.group, maxOffsetsPerTrigger=1000
+        subscribe=[elastic.topic], groupId=elastic.group, maxOffsetsPerTrigger=600
     )
     spec["job"]["transform"] = "orders_transform:paced"
     spec["job"]["trigger"] = {"processingTime": f"{ELASTIC_TRIGGER} seconds"}
