@@ -1363,24 +1363,25 @@ def test_typed_job_sends_poison_to_the_dead_letter_topic_once_across_a_driver_ki
 
 
 # The step-load scenario (issue 24): records that each take 20 ms of an executor's time
-# (orders_transform:paced), at R and then 3R. Measured per executor: 36-40/s at R (a 10 s
-# trigger: some 90 records per task, each task ~0.3 s of fixed work) and at most 50/s
-# (bigger batches at 3R). One executor keeps up with R (utilization ~0.65), 3R needs three
-# (the partitions' cap: 3R / (0.7 x 50) > 2) and R again one (R / (0.7 x 38) < 1). A batch
-# holds at most 600 records: one executor behind at 3R runs ~12 s batches, so that the 50 s
-# window holds the 3 batches a rate needs, and a rescale's graceful stop waits at most that
-# long for the batch in flight. Short windows so that the scenario takes minutes.
-ELASTIC_RATE = 26
+# (orders_transform:paced), at R and then 3R. Each of the 3 tasks of a batch also has ~0.3 s
+# of fixed work, so the rate per executor grows with the batch: ~40/s at R with a 7 s
+# trigger (~60 records a task), at most ~47/s. One executor keeps up with R (utilization
+# ~0.6), 3R needs three (the partitions' cap: 3R / (0.7 x 47) > 2), R again one
+# (R / (0.7 x 40) < 1). A batch holds at most 800 records: 114/s with 3 executors, and one
+# executor behind at 3R runs ~17 s batches, 3 of them in the 55 s window (a rate needs 3),
+# and a rescale's graceful stop waits at most that long for the batch in flight. Short
+# windows, so that the scenario takes minutes.
+ELASTIC_RATE = 25
 ELASTIC_POLICY = {
     "enabled": True,
     "minExecutors": 1,
     "maxExecutors": 3,
     "stabilizationSeconds": 30,
-    "metricsWindowSeconds": 50,
+    "metricsWindowSeconds": 55,
     "scaleDownDelaySeconds": 40,
     "catchUpSeconds": 60,
 }
-ELASTIC_TRIGGER = 10  # seconds
+ELASTIC_TRIGGER = 7  # seconds
 
 
 def _elastic_job(job: Job) -> Job:
@@ -1395,7 +1396,7 @@ def _elastic_job(job: Job) -> Job:
     manifest["metadata"]["name"] = elastic.name
     spec = manifest["spec"]
     spec["job"]["source"].update(
-        subscribe=[elastic.topic], groupId=elastic.group, maxOffsetsPerTrigger=600
+        subscribe=[elastic.topic], groupId=elastic.group, maxOffsetsPerTrigger=800
     )
     spec["job"]["transform"] = "orders_transform:paced"
     spec["job"]["trigger"] = {"processingTime": f"{ELASTIC_TRIGGER} seconds"}
