@@ -5,8 +5,6 @@ and returns the DataFrame the sink writes. It runs once per epoch on the driver,
 query is planned: Spark then applies it to every batch.
 """
 
-import time
-
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -21,14 +19,10 @@ def typed(frame: DataFrame) -> DataFrame:
 
 
 def paced(frame: DataFrame) -> DataFrame:
-    """`typed`, then PACE_SECONDS of waiting per record in the executors: a stand-in for
-    per-record I/O (a lookup in another service), the work whose capacity grows with the
-    executor count even on a machine of few cores. The autoscaler's kind scenario runs it."""
-
-    @F.udf(returnType="long", useArrow=False)  # plain rows: no pandas in the image
-    def looked_up(order_id):
-        time.sleep(PACE_SECONDS)
-        return order_id
-
-    out = typed(frame)
-    return out.withColumn("order_id", looked_up("order_id"))
+    """`typed`, then PACE_SECONDS of waiting per record in the executors' JVMs (a `lookup`
+    column): a stand-in for per-record I/O (a call to another service), the work whose
+    capacity grows with the executor count even on a machine of few cores. The autoscaler's
+    kind scenario runs it."""
+    millis = int(PACE_SECONDS * 1000)
+    lookup = F.expr(f"reflect('java.lang.Thread', 'sleep', cast({millis} as bigint))")
+    return typed(frame).withColumn("lookup", lookup)
