@@ -8,8 +8,10 @@ the policy) -> a recommendation and its reason (docs/operator.md, "Autoscaler").
                       each batch the executors run) over the current executors
     load            = max(input rate, u x (input rate + lag / catchUpSeconds))
     utilization     = load / (executors x processing rate per executor)
-    wanted          = ceil(load / (u x processing rate per executor)),   u = targetUtilization
-                      clamped to [minExecutors, maxExecutors] and to ceil(partitions / cores)
+    wanted          = the fewest executors n with n x rate(n) x u >= load,   u = targetUtilization
+                      within [minExecutors, maxExecutors] and ceil(partitions / cores); rate(n)
+                      is the rate last measured with n executors this epoch (Job.rates), else
+                      the current one: ceil(load / (u x processing rate per executor))
 
 The headroom kept for the target utilization also works off the backlog: executors are added
 for the lag only when the input plus lag / catchUpSeconds needs more than that headroom
@@ -31,8 +33,8 @@ Samples belong to one run (epoch, attempt): counters are the runner's, reset by 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Literal
 
@@ -93,6 +95,7 @@ class Job:
     now: float
     partitions: int = 0  # 0: unknown (no cap)
     cores: int = 1  # per executor: task slots
+    rates: Mapping[int, float] = field(default_factory=dict)  # per executor, by count run
 
 
 @dataclass(frozen=True)
@@ -294,15 +297,22 @@ def _rates(window: _Window, job: Job, policy: Policy) -> Rates:
     )
 
 
-def _clamp(count: int, job: Job, policy: Policy) -> int:
+def _top(job: Job, policy: Policy) -> int:
     top = policy.max_executors
     if job.partitions > 0:  # more task slots than partitions read nothing more
         top = min(top, max(math.ceil(job.partitions / max(job.cores, 1)), policy.min_executors))
-    return max(policy.min_executors, min(count, top))
+    return top
 
 
-def _count(capacity: float, per_executor: float) -> int:
-    return math.ceil(capacity / per_executor - 1e-9)
+def _needed(load: float, utilization: float, r: Rates, job: Job, policy: Policy) -> int:
+    """The fewest executors (within the bounds) whose rate at that utilization carries the
+    load: at a count this epoch ran with, its measured rate; else the current one."""
+    top = _top(job, policy)
+    for count in range(policy.min_executors, top):
+        rate = r.per_executor_rate if count == job.executors else job.rates.get(count)
+        if count * (rate or r.per_executor_rate) * utilization >= load - 1e-9:
+            return count
+    return max(policy.min_executors, top)
 
 
 def _decide(
@@ -312,7 +322,7 @@ def _decide(
     if r.per_executor_rate <= 0:
         return _none(current, "no processing rate: the batches read no rows", r)
     u = policy.target_utilization
-    wanted = _clamp(_count(r.load, u * r.per_executor_rate), job, policy)
+    wanted = _needed(r.load, u, r, job, policy)
     if drain := _catching_up(window, r, policy):
         return Recommendation("none", current, drain, wanted, r)
     top, bottom = u + policy.dead_band, u - policy.dead_band
@@ -385,7 +395,7 @@ def _down(recent: list[Sample], job: Job, policy: Policy, r: Rates, wanted: int)
             r,
         )
     top = policy.target_utilization + policy.dead_band
-    floor = _clamp(_count(max(loads), top * r.per_executor_rate), job, policy)
+    floor = _needed(max(loads), top, r, job, policy)
     target = max(wanted, floor)
     if target >= current:
         return Recommendation(

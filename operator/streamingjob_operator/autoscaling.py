@@ -150,15 +150,20 @@ class Autoscaling:
         samples, new = self._sample(key, st, kafka, report)
         if not new and a.evaluated_at:
             return None  # evaluated on this reading already: no status write per reconcile
+        if a.rates_epoch != st.epoch:  # new code, new rates
+            a.rates, a.rates_epoch = {}, st.epoch
         job = Job(
             executors=spec.executor.instances,
             run_started=running_since.timestamp(),
             now=now.timestamp(),
             partitions=sum(len(p) for p in (kafka.end or {}).values()) if kafka else 0,
             cores=spec.executor.cores,
+            rates={int(count): rate for count, rate in a.rates.items()},
         )
         rec = recommend(samples, job, policy_of(spec))
         _record(a, rec, len(samples), now)
+        if rec.rates is not None and rec.rates.per_executor_rate > 0:
+            a.rates = {**a.rates, str(job.executors): round(rec.rates.per_executor_rate, 1)}
         if rec.action not in ("up", "down"):
             return None
         rescale = Rescale(spec.executor.instances, rec.executors, rec.reason)

@@ -127,8 +127,16 @@ class AutoscalerStatus(StatusModel):
     )
     processing_rate: float | None = Field(
         default=None,
-        description="Records per second of execution time per executor (Spark's addBatch).",
+        description="Records per executor per second of the executors' task time (Spark's "
+        "addBatch where the runner reports no task time).",
     )
+    rates: dict[str, float] = Field(
+        default_factory=dict,
+        description="The processing rate last measured at each executor count this epoch "
+        "ran with: a rescale to such a count plans with its rate (a job's fixed work per "
+        "task, and executors sharing cores, make the rate per executor depend on the count).",
+    )
+    rates_epoch: int = Field(default=0, description="The epoch those rates were measured in.")
     busy_fraction: float | None = Field(
         default=None, description="Seconds of batches per second (against the trigger)."
     )

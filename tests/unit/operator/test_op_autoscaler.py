@@ -220,16 +220,18 @@ def test_a_backlog_drained_within_the_catch_up_time_makes_no_decision():
     )
 
 
-def _paced(executors: int, input_rate: float, with_task_time: bool) -> list[Sample]:
-    """Readings every 5 s of a job whose records each take 20 ms of an executor's task time
-    (50/s per executor) and whose batches (one per 10 s trigger) spend 1 s of addBatch on
-    fixed work: planning the tasks, committing the sink's files."""
+def _paced(
+    executors: int, input_rate: float, with_task_time: bool, per_executor: float = 50
+) -> list[Sample]:
+    """Readings every 5 s of a job whose records each take 1 / per_executor s of an
+    executor's task time (20 ms) and whose batches (one per 10 s trigger) spend 1 s of
+    addBatch on fixed work: planning the tasks, committing the sink's files."""
     samples, rows, tasks, execution = [], 0, 0.0, 0.0
     for t in range(0, 125, 5):
         if t and t % 10 == 0:
             batch = int(input_rate * 10)
-            rows, tasks = rows + batch, tasks + batch / 50
-            execution += 1 + batch / (50 * executors)
+            rows, tasks = rows + batch, tasks + batch / per_executor
+            execution += 1 + batch / (per_executor * executors)
         end = int(input_rate * t)
         sample = Sample(t, end, end - rows, t // 10, rows, execution + t // 10, execution)
         samples.append(replace(sample, task_seconds=tasks) if with_task_time else sample)
@@ -264,3 +266,18 @@ def test_a_window_of_a_few_readings_fills_though_the_newest_is_a_reading_old():
     rec = recommend(samples, Job(1, 0, last + 5.5, partitions=3), policy)
     assert "window not full" not in rec.reason
     assert rec.rates is not None and rec.rates.input_rate == pytest.approx(40)
+
+
+def test_a_scale_down_plans_with_the_rate_measured_at_the_count_it_goes_to():
+    # on kind: 25/s ran at 44/s per executor on one executor, at 30/s on three (each task's
+    # fixed work, executors sharing two cores). With only the current rate the load wants 2
+    # (25 / (0.7 x 30) = 1.2); with the rate one executor had, 1 (25 / (0.7 x 44) = 0.8).
+    samples = _paced(3, 25, with_task_time=True, per_executor=30)
+    policy = Policy(max_executors=3, scale_down_delay_seconds=60, metrics_window_seconds=60)
+    now = samples[-1].time
+    rec = recommend(samples, Job(3, -600, now, partitions=3), policy)
+    assert (rec.action, rec.executors) == ("down", 2)
+    known = Job(3, -600, now, partitions=3, rates={1: 44.0, 3: 20.0})  # 3: the live rate wins
+    rec = recommend(samples, known, policy)
+    assert (rec.action, rec.executors) == ("down", 1)
+    assert rec.rates is not None and rec.rates.per_executor_rate == pytest.approx(30)

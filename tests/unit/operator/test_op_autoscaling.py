@@ -73,6 +73,10 @@ def test_a_sustained_overload_is_a_scale_up_recorded_in_status():
     assert a.last_decision is not None and a.last_decision.to_executors == 3
     assert (a.input_rate, a.processing_rate, a.utilization) == (150.0, 100.0, 1.5)
     assert a.samples == 13  # one per Kafka reading of the run (the window is the last 10 s)
+    assert (a.rates, a.rates_epoch) == ({"1": 100.0}, 1)  # what one executor did, this epoch
+    st = _running(epoch=2, autoscaler=a)
+    scaler.step(KEY, spec, st, _view(14, 2100, 2050), _report(14), T0 + timedelta(seconds=14))
+    assert st.autoscaler is not None and st.autoscaler.rates == {}  # new code, new rates
 
 
 def test_no_decision_before_running_and_a_new_run_starts_a_new_window():
