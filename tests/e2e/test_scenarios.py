@@ -892,6 +892,7 @@ def test_a_warm_redeploy_hands_over_between_two_batches_exactly_once(job: Job) -
         seconds = round(time.monotonic() - started, 2)
     finally:
         job.next_id = producer.stop()
+        job.patch({"handover": {"mode": "cold"}})  # the later scenarios measure cold paths
     gap = round((_batch_time(report["latestBatch"]) - _batch_time(old_last)).total_seconds(), 2)
     assert report["startPath"] == "fresh", report
     handover = job.status().get("handover") or {}
