@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Every test tier, as `make test` (and so CI) runs them:
 #   scripts/test-all.sh <python> [pytest args...]
-# The `alone` tests run first, by themselves. Then three chains side by side:
-#   - the Spark tier (the service tests below, then tests/integration/spark_app: local Spark
-#     JVMs, CPU-bound: the longest chain);
-#   - the rest (unit tests; the operator on a real API server: mostly waiting), then the
-#     typed-records queries (short Spark queries taken out of the Spark tier);
-#   - the kind bed (docker, image pulls), then the e2e tier as soon as it is up: the e2e
-#     scenarios mostly wait on the cluster, so they need not wait for the rest.
+# The `alone` tests run first, by themselves. Then two chains side by side:
+#   - the Spark tier (the service tests below, the operator tests that kill or freeze
+#     operators, then tests/integration/spark_app: local Spark JVMs, CPU-bound);
+#   - the rest (unit tests, the operator on a real API server: mostly waiting) while the kind
+#     bed comes up (docker, image pulls), then the e2e tier, beside the typed-records queries
+#     (short Spark queries taken out of the Spark tier). The e2e tier never runs beside the
+#     rest: the three together overloaded two cores (an operator lost its Lease).
 # `make test-soak` runs the `soak` tests.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -23,6 +23,9 @@ TYPED_GLOB="$SPARK_TIER/test_*_records.py"
 # they open the Spark tier's session, which ends before the e2e tier does, instead of
 # lengthening the rest, after which the kind bed comes up.
 SERVICES_GLOB="tests/integration/test_*.py"
+# Operator tests that kill, freeze or crash operators (long, mostly waiting): in the Spark
+# tier's session too, so that the rest, after which the e2e tier starts, ends sooner.
+OPERATOR_KILLS="tests/integration/operator/test_op_crash.py tests/integration/operator/test_op_leader.py"
 NOT_HERE="not e2e and not soak and not alone"
 
 # First, alone: a replicated Kafka cluster's start and failover within the clients' 60 s
@@ -32,26 +35,34 @@ alone_rc=$?
 # its own --basetemp: two pytest sessions must not clean up each other's tmp_path dirs
 # shellcheck disable=SC2086  # the glob is meant to expand
 "$PY" -m pytest -m "$NOT_HERE" --basetemp="$logs/spark-tmp" --durations=10 "$@" \
-  --ignore-glob="$TYPED_GLOB" $SERVICES_GLOB "$SPARK_TIER" >"$logs/spark.log" 2>&1 &
+  --ignore-glob="$TYPED_GLOB" $SERVICES_GLOB $OPERATOR_KILLS "$SPARK_TIER" >"$logs/spark.log" 2>&1 &
 spark=$!
-(
-  bash scripts/kind/up.sh >"$logs/kubeconfig" 2>"$logs/up.log" || { echo "kind bed failed (exit $?)"; exit 1; }
-  STREAMJOB_E2E_KUBECONFIG=$(cat "$logs/kubeconfig") "$PY" -m pytest -m e2e --durations=10 "$@"
-) >"$logs/e2e.log" 2>&1 &
-e2e=$!
+bash scripts/kind/up.sh >"$logs/kubeconfig" 2>"$logs/up.log" &
+up=$!
+ignored=()
+for f in $OPERATOR_KILLS; do ignored+=(--ignore="$f"); done
 "$PY" -m pytest -m "$NOT_HERE" --basetemp="$logs/rest-tmp" --ignore="$SPARK_TIER" \
-  --ignore-glob="$SERVICES_GLOB" "$@"
+  --ignore-glob="$SERVICES_GLOB" "${ignored[@]}" "$@"
 rc=$?
 [ $rc = 0 ] && rc=$alone_rc
 # shellcheck disable=SC2086  # the glob is meant to expand
-"$PY" -m pytest -m "$NOT_HERE" --basetemp="$logs/typed-tmp" "$@" $TYPED_GLOB
+"$PY" -m pytest -m "$NOT_HERE" --basetemp="$logs/typed-tmp" "$@" $TYPED_GLOB >"$logs/typed.log" 2>&1 &
+typed=$!
+wait $up
+up_rc=$?
+cat "$logs/up.log" >&2
+if [ $up_rc != 0 ]; then
+  echo "kind bed failed (exit $up_rc)" >&2
+  rc=1
+elif [ $rc = 0 ]; then
+  STREAMJOB_E2E_KUBECONFIG=$(cat "$logs/kubeconfig") "$PY" -m pytest -m e2e --durations=10 "$@"
+  rc=$?
+fi
+wait $typed
 typed_rc=$?
+echo "=== $TYPED_GLOB (ran beside the e2e tier) ==="
+cat "$logs/typed.log"
 [ $rc = 0 ] && rc=$typed_rc
-wait $e2e
-e2e_rc=$?
-echo "=== kind bed, then e2e (ran beside the tests above) ==="
-cat "$logs/up.log" "$logs/e2e.log"
-[ $rc = 0 ] && rc=$e2e_rc
 wait $spark
 spark_rc=$?
 echo "=== $SERVICES_GLOB and $SPARK_TIER (ran beside the tests above) ==="
