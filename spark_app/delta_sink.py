@@ -139,7 +139,23 @@ class BatchWriter:
 
     def write(self, rows: Any, batch_id: int) -> bool:
         """Appends `rows` as batch `batch_id` unless the table has it (a replay after a
-        restore). True: written."""
+        restore). True: written.
+
+        A commit that fails for another reason than a conflict is tried once more from a
+        freshly read log: log cleanup may have deleted the entries after our snapshot
+        (a checkpoint made them unneeded for readers), and delta-rs needs them to rebase
+        a commit from that snapshot ("Invalid table version")."""
+        from deltalake.exceptions import CommitFailedError, DeltaError
+
+        try:
+            return self._write_once(rows, batch_id)
+        except CommitFailedError:
+            raise  # another writer of our app id: never hidden (see the class's docstring)
+        except DeltaError as exc:
+            log.warning("batch %d: Delta commit failed (%s); reading the log again", batch_id, exc)
+            return self._write_once(rows, batch_id)
+
+    def _write_once(self, rows: Any, batch_id: int) -> bool:
         if not self._read:
             self._opened = self.table.open()
             opened = self._opened

@@ -73,6 +73,27 @@ def test_maintenance_between_batches_does_not_stop_the_writer(tmp_path):
     assert Table(f"{tmp_path}/t").transaction_version(APP) == 3
 
 
+def test_log_cleanup_past_the_writers_snapshot_does_not_stop_the_writer(tmp_path):
+    """Maintenance commits, checkpoints and cleans the log up (a short log retention) between
+    two batches: the entries after the writer's snapshot are gone, so delta-rs cannot rebase
+    its commit from there; the writer reads the log again and commits once."""
+    table = DeltaTable(
+        f"file://{tmp_path}/t", properties={"delta.logRetentionDuration": "interval 0 seconds"}
+    )
+    writer = BatchWriter(table, APP)
+    for batch_id in range(3):
+        assert writer.write(rows(batch_id), batch_id)
+    other = Table(f"{tmp_path}/t")
+    other.optimize.compact()
+    other.vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
+    other.create_checkpoint()
+    other.cleanup_metadata()
+    assert not (tmp_path / "t" / "_delta_log" / f"{3:020d}.json").exists()  # after the writer's
+    assert writer.write(rows(3), 3)
+    assert batches_in(tmp_path / "t") == sorted([0, 1, 2, 3] * 5)
+    assert Table(f"{tmp_path}/t").transaction_version(APP) == 3
+
+
 def test_another_writer_of_the_app_id_makes_the_commit_fail_never_write_twice(tmp_path):
     """The writer keeps the table's version for its app id in memory. Should a second writer
     commit a batch of that app id all the same (two drivers of one checkpoint), the first
