@@ -11,7 +11,7 @@ venv=${1:?usage: jvm-cds.sh VENV}
 spark_home=$("$venv/bin/python" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')
 warmup="$REPO_ROOT/images/spark/jvm_warmup.py"
 key=$({
-  java -version 2>&1
+  JDK_JAVA_OPTIONS= java -version 2>&1
   ls -l "$spark_home/jars"
   cat "$warmup"
 } | sha256sum | cut -c1-16)

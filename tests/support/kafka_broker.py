@@ -300,7 +300,6 @@ class KafkaBroker:
         command = [
             "java",
             "-Xmx512m",
-            "-XX:+UseG1GC",
             f"-Dlog4j2.configurationFile={self.workdir / 'log4j2.properties'}",
             f"-Dlog4j.configuration=file:{self.workdir / 'log4j.properties'}",
             "-cp",

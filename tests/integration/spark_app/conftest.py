@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[3]
 def _spark_starts_from_a_class_data_sharing_archive() -> Iterator[None]:
     """Every JVM the tests start maps the local Spark's CDS archive (scripts/jvm-cds.sh, as
     the image does): a Spark start costs about 40% less. Other JVMs (the broker) quietly run
-    without it (-Xshare:auto)."""
+    without it (-Xshare:auto). Added to the options every test JVM gets (tests/conftest.py)."""
     archive = subprocess.run(
         ["bash", str(REPO / "scripts" / "jvm-cds.sh"), str(Path(sys.executable).parent.parent)],
         check=True,
@@ -26,8 +26,9 @@ def _spark_starts_from_a_class_data_sharing_archive() -> Iterator[None]:
     ).stdout.strip()
     saved = os.environ.get("JDK_JAVA_OPTIONS")
     os.environ["JDK_JAVA_OPTIONS"] = (
-        f"-XX:SharedArchiveFile={archive} -Xshare:auto -Xlog:cds=off -Xlog:cds+dynamic=off"
-    )
+        f"{saved or ''} -XX:SharedArchiveFile={archive} -Xshare:auto -Xlog:cds=off "
+        "-Xlog:cds+dynamic=off"
+    ).strip()
     yield
     if saved is None:
         os.environ.pop("JDK_JAVA_OPTIONS", None)
