@@ -131,6 +131,7 @@ class KafkaMetadata:
         self._consumer: Consumer | None = None
         self._security = SecurityErrors()
         self._lock = threading.Lock()  # librdkafka handles are shared by two threads here
+        self._stopping = threading.Event()
 
     def _clients(self):
         from confluent_kafka import Consumer
@@ -180,7 +181,7 @@ class KafkaMetadata:
         the next attempt starts from fresh metadata instead of a leader that moved."""
 
         def refresh(failure: BaseException) -> None:
-            if self.security_error() is not None:
+            if self._stopping.is_set() or self.security_error() is not None:
                 raise failure
             error = kafka_error(failure)
             if topics and error is not None and error.code() in _UNKNOWN_TOPIC_CODES:
@@ -194,6 +195,8 @@ class KafkaMetadata:
             unknown = bool(topics) and error is not None and error.code() in _UNKNOWN_TOPIC_CODES
             return unknown or is_transient(failure)
 
+        if self._stopping.is_set():
+            raise KafkaUnavailable(f"{what}: not asked, the client is stopping")
         try:
             deadline = self.timeout_s if deadline_s is None else deadline_s
             return retrying(call, Attempts(deadline_s=deadline), refresh, transient)
@@ -334,6 +337,11 @@ class KafkaMetadata:
         ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS), and the caller says what that means."""
         _, consumer = self._clients()
         commit_retried(consumer, offsets, self.timeout_s)
+
+    def stop(self) -> None:
+        """Ends the calls in flight after their current attempt and refuses new ones: a
+        shutdown waits for one attempt, not for a whole deadline of retries."""
+        self._stopping.set()
 
     def close(self) -> None:
         with self._lock:

@@ -288,10 +288,14 @@ class KafkaMonitor:
         self._close_later(unused)
 
     def close(self) -> None:
-        """Waits for the readings in flight (bounded by their timeouts), then closes every
-        client: none is destroyed under a request."""
+        """Stops the readings in flight after their current attempt and waits for them, then
+        closes every client: none is destroyed under a request, and a shutdown waits for one
+        attempt (the socket timeout), not a reading's whole deadline of retries."""
         with self._lock:
             self._closed = True
+            clients = list(self._clients.values())
+        for client in clients:
+            client.metadata.stop()
         self._pool.shutdown(wait=True, cancel_futures=True)
         with self._lock:
             clients, self._clients = list(self._clients.values()), {}

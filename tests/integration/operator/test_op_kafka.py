@@ -257,6 +257,26 @@ def test_patterns_hide_internal_topics_and_clients_are_shared_per_connection(kaf
         monitor.close()
 
 
+def test_closing_stops_a_reading_of_an_unreachable_cluster_after_its_attempt_in_flight():
+    """A shutdown while a job's brokers do not answer: the reading in flight ends after its
+    current attempt (a 1 s socket timeout), not after its 60 s deadline of retries, and no
+    client is destroyed under it (the monitor waits for it)."""
+    import time
+
+    from spark_app.manifest import SourceSpec
+    from streamingjob_operator.kafka import KafkaMonitor, KafkaTarget
+    from tests.support.kafka_broker import free_port
+
+    monitor = KafkaMonitor(workers=1, timeout=1, max_age=0, deadline=60)
+    nobody = SourceSpec(bootstrap_servers=f"127.0.0.1:{free_port()}", subscribe=["t"], group_id="g")
+    monitor.refresh(("ns", "down"), KafkaTarget.of(nobody, {}))
+    time.sleep(3)  # well into the retries
+    asked = time.monotonic()
+    monitor.close()
+    assert time.monotonic() - asked < 20  # an attempt (first 2 s, then 3 s, ...), not 60 s
+    assert monitor.clients() == 0
+
+
 # --- offsets actions (spec.offsetsAction) ----------------------------------------------------
 
 
