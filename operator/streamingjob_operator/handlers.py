@@ -171,6 +171,7 @@ async def keep_reconciled(
     runtime: Runtime = memo.runtime
     key = (namespace, name)
     wake = runtime.wakeups.setdefault(key, asyncio.Event())
+    runtime.metrics.jobs.track(key)
     loop = asyncio.get_running_loop()
     try:
         # kopf adds its finalizer in the cycle that starts this daemon: the first status write

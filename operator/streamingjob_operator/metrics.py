@@ -71,6 +71,9 @@ class JobMetrics(Collector):
 
     def __init__(self) -> None:
         self._jobs: dict[JobKey, _Job] = {}
+        # deleted jobs: a reconcile still in flight (a thread the daemon's cancellation cannot
+        # stop) must not bring their series back; `track` clears a name created again
+        self._gone: set[JobKey] = set()
         self._lock = threading.Lock()
 
     def update(
@@ -90,6 +93,8 @@ class JobMetrics(Collector):
             status.attempt,
         )
         with self._lock:
+            if key in self._gone:
+                return
             job = self._jobs.setdefault(key, _Job())
             job.phase = status.phase
             job.degraded = degraded
@@ -109,12 +114,21 @@ class JobMetrics(Collector):
 
     def restarted(self, key: JobKey, reason: str) -> None:
         with self._lock:
+            if key in self._gone:
+                return
             job = self._jobs.setdefault(key, _Job())
             job.restarts[reason] = job.restarts.get(reason, 0) + 1
 
+    def track(self, key: JobKey) -> None:
+        """A job of this name exists (again): its series may appear."""
+        with self._lock:
+            self._gone.discard(key)
+
     def forget(self, key: JobKey) -> None:
+        """The job is deleted: its series go, and stay gone until `track`."""
         with self._lock:
             self._jobs.pop(key, None)
+            self._gone.add(key)
 
     def describe(self) -> list[Metric]:
         return []  # series appear and go with jobs

@@ -96,3 +96,10 @@ def test_job_series_from_status_readings_and_report():
 
     metrics.jobs.forget(KEY)
     assert samples(metrics) == {}
+    # a reconcile that was in flight when the job was deleted finishes after the forget
+    metrics.jobs.update(KEY, running(), view, report)
+    metrics.jobs.restarted(KEY, "OOMKilled")
+    assert samples(metrics) == {}
+    metrics.jobs.track(KEY)  # a job of that name again
+    metrics.jobs.update(KEY, running(), view, report)
+    assert ("streamingjob_job_degraded", base) in samples(metrics)
