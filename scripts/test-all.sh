@@ -5,7 +5,8 @@
 #   - the Spark tier (the service tests below, the operator tests that kill or freeze
 #     operators, then tests/integration/spark_app: local Spark JVMs, CPU-bound);
 #   - the rest (unit tests, the operator on a real API server: mostly waiting) while the kind
-#     bed comes up (docker, image pulls), then the e2e tier, beside the typed-records queries
+#     bed and its services come up (docker, image pulls, Kafka), then the e2e tier, beside the
+#     typed-records queries
 #     (short Spark queries taken out of the Spark tier). The e2e tier never runs beside the
 #     rest: the three together overloaded two cores (an operator lost its Lease).
 # `make test-soak` runs the `soak` tests.
@@ -37,7 +38,12 @@ alone_rc=$?
 "$PY" -m pytest -m "$NOT_HERE" --basetemp="$logs/spark-tmp" --durations=10 "$@" \
   --ignore-glob="$TYPED_GLOB" $SERVICES_GLOB $OPERATOR_KILLS "$SPARK_TIER" >"$logs/spark.log" 2>&1 &
 spark=$!
-bash scripts/kind/up.sh >"$logs/kubeconfig" 2>"$logs/up.log" &
+# the bed's services (Kafka, the registry, MinIO) start as soon as the cluster is up: the e2e
+# fixtures then find them running
+{
+  bash scripts/kind/up.sh >"$logs/kubeconfig" &&
+    STREAMJOB_E2E_KUBECONFIG=$(cat "$logs/kubeconfig") "$PY" -m tests.e2e.bed start-services >&2
+} 2>"$logs/up.log" &
 up=$!
 ignored=()
 for f in $OPERATOR_KILLS; do ignored+=(--ignore="$f"); done

@@ -361,7 +361,7 @@ def start_kafka(kube: Kube, workdir: Path) -> str:
     # a kept cluster of an older bed may run the single broker of a Deployment
     kube.run("delete", "deployment", "kafka", "-n", KAFKA_NAMESPACE, "--ignore-not-found")
     existed = bool(kube.run("get", "statefulset", "-n", KAFKA_NAMESPACE, "-o", "name"))
-    kube.run("apply", "-f", str(REPO_ROOT / "examples" / "kind" / "kafka.yaml"))
+    kube.run("apply", "-f", str(KAFKA_MANIFEST))
     if made and existed:  # a kept cluster's brokers started without these Secrets
         kube.run("delete", "pods", "-n", KAFKA_NAMESPACE, "-l", "app=kafka", "--wait=false")
     kube.run(
@@ -369,6 +369,20 @@ def start_kafka(kube: Kube, workdir: Path) -> str:
         timeout=270,
     )  # fmt: skip
     return BOOTSTRAP
+
+
+KAFKA_MANIFEST = REPO_ROOT / "examples" / "kind" / "kafka.yaml"
+MINIO_MANIFEST = REPO_ROOT / "examples" / "kind" / "minio.yaml"
+
+
+def start_services(kube: Kube, workdir: Path) -> None:
+    """Kafka (its Secrets, the brokers, the registry) and MinIO applied, not waited for: CI
+    starts them as soon as the cluster is up, beside the tiers that need no cluster
+    (scripts/test-all.sh); the e2e fixtures (`start_kafka`, `start_object_store`) apply the
+    same manifests again and find them running."""
+    _broker_secrets(kube, workdir)
+    for manifest in (SCHEMA_REGISTRY_MANIFEST, KAFKA_MANIFEST, MINIO_MANIFEST):
+        kube.run("apply", "-f", str(manifest))
 
 
 # examples/kind/schema-registry.yaml: Apicurio Registry (image streamingjob/schema-registry,
@@ -712,7 +726,7 @@ class ObjectStore:
 
 def start_object_store(kube: Kube) -> ObjectStore:
     """MinIO on the control plane, bucket `streamingjob` (examples/kind/minio.yaml)."""
-    kube.run("apply", "-f", str(REPO_ROOT / "examples" / "kind" / "minio.yaml"))
+    kube.run("apply", "-f", str(MINIO_MANIFEST))
     kube.run(
         "rollout", "status", "deployment/minio", "-n", STORAGE_NAMESPACE, "--timeout=240s",
         timeout=270,
@@ -742,3 +756,13 @@ def job_namespace(kube: Kube, store: ObjectStore, login: KafkaLogin, name: str) 
     store.give_secret(name)
     login.give_secrets(kube, name)
     return name
+
+
+if __name__ == "__main__":  # python -m tests.e2e.bed start-services (STREAMJOB_E2E_KUBECONFIG)
+    import sys
+    import tempfile
+
+    if sys.argv[1:] != ["start-services"]:
+        sys.exit("usage: python -m tests.e2e.bed start-services")
+    with tempfile.TemporaryDirectory() as certificates:
+        start_services(kubectl_for(os.environ["STREAMJOB_E2E_KUBECONFIG"]), Path(certificates))
