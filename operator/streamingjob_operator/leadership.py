@@ -173,12 +173,16 @@ class Leadership:
             self._event("Warning", "LeaderLost", f"{self.identity} stopped leading: {reason}")
             self._on_lost(reason)
 
-    def _event(self, type_: str, reason: str, message: str) -> None:
+    def _event(self, type_: str, reason: str, message: str, timeout: float | None = None) -> None:
         """An Event on the Lease, so that a change of leader shows beside the jobs' Events.
-        Bounded by one retry period: the API server may be why the term ended."""
+        Bounded by one retry period unless told (the API server may be why the term ended)."""
         if self._lease is not None:
             self.api.post_lease_event(
-                self._lease, type_, reason, message, timeout=self.timing.retry_period_seconds
+                self._lease,
+                type_,
+                reason,
+                message,
+                timeout=timeout or self.timing.retry_period_seconds,
             )
 
     # --- the loops --------------------------------------------------------------------
@@ -252,4 +256,11 @@ class Leadership:
         else:
             log.info("%s released the Lease", self.identity)
             self._lease = written
-            self._event("Normal", "LeaderReleased", f"{self.identity} released the Lease")
+            # shutting down, with the pod's grace period to spend: a slow API server (a loaded
+            # cluster) still gets the Event within a renew deadline
+            self._event(
+                "Normal",
+                "LeaderReleased",
+                f"{self.identity} released the Lease",
+                timeout=self.timing.renew_deadline_seconds,
+            )

@@ -938,14 +938,18 @@ def _hand_over(job: Job, kube: Kube, caused: set[str]) -> dict:
 
     took_over = wait_for("another replica's first reconcile", first_reconcile, 120, 0.5)
 
-    def release_recorded() -> bool:  # the Event the deleted leader posts on the Lease
+    def lease_events() -> list[str]:
         events = kube.run(
             "get", "events", "-n", OPERATOR_NAMESPACE, "-o", "json", "--field-selector",
-            f"involvedObject.kind=Lease,involvedObject.name={LEASE},reason=LeaderReleased",
+            f"involvedObject.kind=Lease,involvedObject.name={LEASE}",
         )  # fmt: skip
-        return f"{holder} released the Lease" in {e["message"] for e in json.loads(events)["items"]}
+        return [f"{e['reason']}: {e['message']}" for e in json.loads(events)["items"]]
 
-    wait_for("a LeaderReleased Event on the Lease", release_recorded, 30, 1)
+    released = f"LeaderReleased: {holder} released the Lease"
+    try:  # the Event the deleted leader posts on the Lease
+        wait_for("a LeaderReleased Event on the Lease", lambda: released in lease_events(), 30, 1)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; the Lease's Events: {lease_events()}") from None
     return {"seconds": round(took_over - deleted, 2), "from": holder}
 
 
