@@ -4,11 +4,11 @@
 # The `alone` tests run first, by themselves. Then two chains side by side:
 #   - the Spark tier (the service tests below, the operator tests that kill or freeze
 #     operators, then tests/integration/spark_app: local Spark JVMs, CPU-bound);
-#   - the rest (unit tests, the operator on a real API server: mostly waiting) while the kind
-#     bed and its services come up (docker, image pulls, Kafka), then the e2e tier, beside the
-#     typed-records queries
-#     (short Spark queries taken out of the Spark tier). The e2e tier never runs beside the
-#     rest: the three together overloaded two cores (an operator lost its Lease).
+#   - the rest (unit tests, the operator on a real API server: mostly waiting, in two sessions
+#     side by side) while the kind bed and its services come up (docker, image pulls, Kafka),
+#     then the e2e tier, beside the typed-records queries (short Spark queries taken out of
+#     the Spark tier). The e2e tier never runs beside the rest: the three together overloaded
+#     two cores (an operator lost its Lease).
 # `make test-soak` runs the `soak` tests.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -27,6 +27,8 @@ SERVICES_GLOB="tests/integration/test_*.py"
 # Operator tests that kill, freeze or crash operators (long, mostly waiting): in the Spark
 # tier's session too, so that the rest, after which the e2e tier starts, ends sooner.
 OPERATOR_KILLS="tests/integration/operator/test_op_crash.py tests/integration/operator/test_op_leader.py"
+# The rest's second session, beside the first (each waits on its own API server and broker).
+REST_BESIDE="tests/integration/operator/test_op_kafka.py tests/integration/operator/test_op_autoscaler.py tests/integration/operator/test_op_chart_rbac.py"
 NOT_HERE="not e2e and not soak and not alone"
 
 # First, alone: a replicated Kafka cluster's start and failover within the clients' 60 s
@@ -45,11 +47,20 @@ spark=$!
     STREAMJOB_E2E_KUBECONFIG=$(cat "$logs/kubeconfig") "$PY" -m tests.e2e.bed start-services >&2
 } 2>"$logs/up.log" &
 up=$!
+# shellcheck disable=SC2086  # the list is meant to split
+"$PY" -m pytest -m "$NOT_HERE" --basetemp="$logs/beside-tmp" "$@" $REST_BESIDE \
+  >"$logs/beside.log" 2>&1 &
+beside=$!
 ignored=()
-for f in $OPERATOR_KILLS; do ignored+=(--ignore="$f"); done
+for f in $OPERATOR_KILLS $REST_BESIDE; do ignored+=(--ignore="$f"); done
 "$PY" -m pytest -m "$NOT_HERE" --basetemp="$logs/rest-tmp" --ignore="$SPARK_TIER" \
   --ignore-glob="$SERVICES_GLOB" "${ignored[@]}" "$@"
 rc=$?
+wait $beside
+beside_rc=$?
+echo "=== $REST_BESIDE (ran beside the tests above) ==="
+cat "$logs/beside.log"
+[ $rc = 0 ] && rc=$beside_rc
 [ $rc = 0 ] && rc=$alone_rc
 # shellcheck disable=SC2086  # the glob is meant to expand
 "$PY" -m pytest -m "$NOT_HERE" --basetemp="$logs/typed-tmp" "$@" $TYPED_GLOB >"$logs/typed.log" 2>&1 &
