@@ -8,8 +8,10 @@ fail. A watch on pods records every driver's lifetime; two overlapping ones fail
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import random
+import re
 import signal
 import threading
 import time
@@ -324,3 +326,139 @@ def test_graceful_deletions_linger_while_the_operator_is_killed_never_two_driver
     assert len(kubelet.lingered) >= len(jobs)  # deleted pods did linger
     assert max(kubelet.lingered) >= 0.2
     assert len(w.created) > 2 * len(jobs)
+
+
+class ReadingWatch:
+    """Which drivers of each job read, polled: a driver reads from its start unless it waits
+    for a go (a warm hand-over's next driver), and then once go.json names it; it stops
+    reading when its container has ended. The report ConfigMaps are read before the pods: a
+    go seen then was in force when the pods were listed, so two drivers found reading were
+    both reading at that moment."""
+
+    def __init__(self, kube: Kube, ns: str) -> None:
+        self.kube, self.ns = kube, ns
+        self.overlaps: list[tuple[str, list[str]]] = []
+        self.went: set[str] = set()  # drivers a go was seen for
+        self.errors: list[BaseException] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> ReadingWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        if self.errors:
+            raise self.errors[0]
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._look()
+            except Exception as exc:
+                self.errors.append(exc)
+                return
+            self._stop.wait(0.05)
+
+    def _look(self) -> None:
+        gone: dict[str, str] = {}
+        for cm in self.kube.core.list_namespaced_config_map(self.ns).items:
+            go = (cm.data or {}).get("go.json")
+            if go and cm.metadata.name.endswith("-report"):
+                gone[cm.metadata.name.removesuffix("-report")] = json.loads(go)["pod"]
+        self.went.update(gone.values())
+        reading = defaultdict(list)
+        for pod in self.kube.pods(self.ns, "driver"):
+            if pod.status.phase in ("Succeeded", "Failed"):
+                continue
+            job, name = pod.metadata.labels["sparkkafka.dev/job"], pod.metadata.name
+            waits = (pod.spec.containers[0].args or [])[-1:] == ["--wait-for-go"]
+            if not waits or gone.get(job) == name:
+                reading[job].append(name)
+        self.overlaps += [(job, sorted(names)) for job, names in reading.items() if len(names) > 1]
+
+
+def _play_the_waiting_runners(kube: Kube, ns: str, rng: random.Random, ready: set[str]) -> None:
+    """A running waiting driver reports ready (most of them: the others time out)."""
+    for pod in kube.pods(ns, "driver"):
+        name = pod.metadata.name
+        waits = (pod.spec.containers[0].args or [])[-1:] == ["--wait-for-go"]
+        if not waits or name in ready or pod.status.phase != "Running":
+            continue
+        ready.add(name)
+        if rng.random() < 0.2:
+            continue  # never ready: the hand-over falls back to the cold path
+        match = re.fullmatch(r"(.+)-e(\d+)-a(\d+)-driver", name)
+        assert match is not None, name
+        job, epoch, attempt = match[1], int(match[2]), int(match[3])
+        signal_ = {"pod": name, "epoch": epoch, "attempt": attempt, "state": "ready"}
+        with contextlib.suppress(client.ApiException):
+            kube.core.patch_namespaced_config_map(
+                f"{job}-report", ns, {"data": {"handover.json": json.dumps(signal_)}}
+            )
+
+
+def test_warm_hand_overs_while_drivers_and_the_operator_die_never_two_reading(
+    kube: Kube, apiserver
+):
+    """Warm hand-overs (redeploys and restarts by hand) while the running and the waiting
+    drivers fail at random, deleted pods linger, some waiting drivers never report ready,
+    and the operator is SIGKILLed at random moments: at no moment do two drivers of one job
+    read (the waiting one reads only once its go is written, and the go only once the
+    running one has ended)."""
+    ns = kube.namespace()
+    jobs = [f"h{i}" for i in range(3)]
+    rng = random.Random(25)
+    warm = {"mode": "warm", "readyTimeoutSeconds": 3}
+    ready: set[str] = set()
+    with (
+        ReadingWatch(kube, ns) as reads,
+        SlowKubelet(kube, ns, rng, fail_rate=0.01) as kubelet,
+    ):
+        for job in jobs:
+            kube.create_job(ns, job, job_spec(handover=warm))
+        nonces = {(job, kind): 0 for job in jobs for kind in ("redeployNonce", "restartNonce")}
+        for _round in range(5):
+            proc = spawn_operator(apiserver.kubeconfig)
+            try:
+                job, kind = rng.choice(list(nonces))
+                nonces[job, kind] += 1
+                kube.patch_spec(ns, job, {kind: nonces[job, kind]})
+                deadline = time.monotonic() + rng.uniform(3.0, 8.0)
+                while time.monotonic() < deadline:
+                    _play_the_waiting_runners(kube, ns, rng, ready)
+                    if rng.random() < 0.1:
+                        job, kind = rng.choice(list(nonces))
+                        nonces[job, kind] += 1
+                        kube.patch_spec(ns, job, {kind: nonces[job, kind]})
+                    kubelet._stop.wait(0.2)
+            finally:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        proc = spawn_operator(apiserver.kubeconfig)
+        try:
+
+            def settled() -> bool:
+                _play_the_waiting_runners(kube, ns, rng, ready)
+                per_job = defaultdict(list)
+                for pod in kube.pods(ns, "driver"):
+                    per_job[pod.metadata.labels["sparkkafka.dev/job"]].append(pod)
+                return all(
+                    len(per_job[j]) == 1
+                    and per_job[j][0].status.phase == "Running"
+                    and per_job[j][0].metadata.deletion_timestamp is None
+                    and kube.status(ns, j).get("phase") == "Running"
+                    for j in jobs
+                )
+
+            kubelet.fail_rate = 0.0
+            wait_for(settled, 90, "every job with exactly one running driver")
+        finally:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert reads.overlaps == [], reads.overlaps[:5]
+    assert reads.went, "no hand-over reached its go"
+    handed = [kube.status(ns, j).get("handover") or {} for j in jobs]
+    assert any(h.get("phase") in ("Started", "FellBack") for h in handed), handed
