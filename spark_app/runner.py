@@ -416,8 +416,10 @@ def run(
     previous one, the query supervised, then the group's final commit however it ended.
     `warmed`: the session of a driver that waited for its go (--wait-for-go)."""
     spark = warmed.spark if warmed else build_session(manifest, args.master)
+    phases = Phases()
     checkpoint = CheckpointFiles(spark, location)
     start = _start_point(checkpoint, location, manifest)
+    phases.done("start point")
     if warmed:
         start["warmSeconds"] = round(warmed.warm_seconds, 3)
     workdir = Path(tempfile.mkdtemp(prefix="streamingjob-"))
@@ -430,6 +432,7 @@ def run(
         # The transform or SQL query first: one that cannot run fails before the catch-up
         # commits anything or the query reads.
         frame = _job_frame(spark, manifest, args, workdir)
+        phases.done("frame")
         fresh = start["startPath"] == "fresh"
         if (
             args.previous_checkpoint
@@ -437,9 +440,12 @@ def run(
             and not _catch_up(spark, manifest, group, args, reporter)
         ):
             return _not_started(group, EXIT_CATCH_UP_FAILED)
+        phases.done("catch-up")
         signal.signal(signal.SIGTERM, lambda *_: stop_requested.set())
         signal.signal(signal.SIGINT, lambda *_: stop_requested.set())
         query = _start_query(frame, manifest, args, location)
+        phases.done("query start")
+        log.info("query started %s", phases)
     except InvalidJob as exc:
         return _not_started(group, refuse(str(exc), reporter))
     except SourceNotStarted as exc:
@@ -465,6 +471,21 @@ def run(
             result = group_writer.final_commit(checkpoint, group, args.final_commit_timeout)
             reporter.update(finalCommit=result)
             group.close(1.0)
+
+
+class Phases:
+    """Seconds each step of a start took (logged: where a hand-over's go → first batch goes)."""
+
+    def __init__(self) -> None:
+        self._at, self._took = time.monotonic(), dict[str, float]()
+
+    def done(self, step: str) -> None:
+        now = time.monotonic()
+        self._took[step], self._at = now - self._at, now
+
+    def __str__(self) -> str:
+        steps = ", ".join(f"{step} {seconds:.2f}" for step, seconds in self._took.items())
+        return f"in {sum(self._took.values()):.2f} s ({steps})"
 
 
 def _start_point(
