@@ -16,6 +16,7 @@ import signal
 import threading
 import time
 from collections import defaultdict
+from typing import Self
 
 import pytest
 from kubernetes import client
@@ -189,7 +190,39 @@ def test_sigkill_at_random_moments_never_two_drivers(kube: Kube, apiserver):
     assert len(w.created) > len(jobs)  # restarts did happen across the kills
 
 
-class SlowKubelet:
+class Poller:
+    """A thread that calls `poll` every 50 ms while the `with` block runs; the first error it
+    raised is raised when the block ends."""
+
+    def __init__(self) -> None:
+        self.errors: list[BaseException] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        if self.errors:
+            raise self.errors[0]
+
+    def poll(self) -> None:
+        raise NotImplementedError
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.poll()
+            except Exception as exc:
+                self.errors.append(exc)
+                return
+            self._stop.wait(0.05)
+
+
+class SlowKubelet(Poller):
     """Plays a node's kubelet (and the scheduler) for one namespace: binds new pods to a
     node, runs them, fails some drivers, and lets deleted pods linger: a pod being deleted
     stays (its process still running, as far as anyone can tell) for a random part of its
@@ -203,32 +236,14 @@ class SlowKubelet:
         self.deleting_since: dict[str, float] = {}
         self.linger: dict[str, float] = {}
         self.lingered: list[float] = []  # how long each deleted pod stayed
-        self.errors: list[BaseException] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        super().__init__()
         with contextlib.suppress(client.ApiException):
             kube.core.create_node({"metadata": {"name": self.NODE}})
 
-    def __enter__(self) -> SlowKubelet:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(10)
-        if self.errors:
-            raise self.errors[0]
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                for pod in self.kube.pods(self.ns):
-                    with contextlib.suppress(client.ApiException):  # gone meanwhile
-                        self._tend(pod)
-            except Exception as exc:
-                self.errors.append(exc)
-                return
-            self._stop.wait(0.05)
+    def poll(self) -> None:
+        for pod in self.kube.pods(self.ns):
+            with contextlib.suppress(client.ApiException):  # gone meanwhile
+                self._tend(pod)
 
     def _tend(self, pod: client.V1Pod) -> None:
         name = pod.metadata.name
@@ -258,6 +273,34 @@ class SlowKubelet:
             self.kube.set_running(self.ns, name)
         elif pod.status.phase == "Running" and self.rng.random() < self.fail_rate:
             self.kube.set_terminated(self.ns, name, self.rng.choice([1, 137]))
+
+
+def _settle(
+    kube: Kube, apiserver, ns: str, jobs: list[str], kubelet: SlowKubelet, tend=lambda: None
+) -> None:
+    """A last operator, and no more failures: until every job has exactly one driver, running
+    and not being deleted, and says Running (`tend` plays whatever else runs meanwhile)."""
+    proc = spawn_operator(apiserver.kubeconfig)
+    try:
+
+        def settled() -> bool:
+            tend()
+            per_job = defaultdict(list)
+            for pod in kube.pods(ns, "driver"):
+                per_job[pod.metadata.labels["sparkkafka.dev/job"]].append(pod)
+            return all(
+                len(per_job[j]) == 1
+                and per_job[j][0].status.phase == "Running"
+                and per_job[j][0].metadata.deletion_timestamp is None
+                and kube.status(ns, j).get("phase") == "Running"
+                for j in jobs
+            )
+
+        kubelet.fail_rate = 0.0
+        wait_for(settled, 90, "every job with exactly one running driver")
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 def test_graceful_deletions_linger_while_the_operator_is_killed_never_two_drivers(
@@ -303,32 +346,14 @@ def test_graceful_deletions_linger_while_the_operator_is_killed_never_two_driver
             finally:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
-        proc = spawn_operator(apiserver.kubeconfig)
-        try:
-
-            def settled() -> bool:
-                per_job = defaultdict(list)
-                for pod in kube.pods(ns, "driver"):
-                    per_job[pod.metadata.labels["sparkkafka.dev/job"]].append(pod)
-                return all(
-                    len(per_job[j]) == 1
-                    and per_job[j][0].status.phase == "Running"
-                    and per_job[j][0].metadata.deletion_timestamp is None
-                    for j in jobs
-                )
-
-            kubelet.fail_rate = 0.0
-            wait_for(settled, 90, "every job with exactly one running driver")
-        finally:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        _settle(kube, apiserver, ns, jobs, kubelet)
     assert all(w.max_live[j] == 1 for j in jobs), dict(w.max_live)
     assert len(kubelet.lingered) >= len(jobs)  # deleted pods did linger
     assert max(kubelet.lingered) >= 0.2
     assert len(w.created) > 2 * len(jobs)
 
 
-class ReadingWatch:
+class ReadingWatch(Poller):
     """Which drivers of each job read, polled: a driver reads from its start unless it waits
     for a go (a warm hand-over's next driver), and then once go.json names it; it stops
     reading when its container has ended. The report ConfigMaps are read before the pods: a
@@ -339,30 +364,9 @@ class ReadingWatch:
         self.kube, self.ns = kube, ns
         self.overlaps: list[tuple[str, list[str]]] = []
         self.went: set[str] = set()  # drivers a go was seen for
-        self.errors: list[BaseException] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        super().__init__()
 
-    def __enter__(self) -> ReadingWatch:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(10)
-        if self.errors:
-            raise self.errors[0]
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self._look()
-            except Exception as exc:
-                self.errors.append(exc)
-                return
-            self._stop.wait(0.05)
-
-    def _look(self) -> None:
+    def poll(self) -> None:
         gone: dict[str, str] = {}
         for cm in self.kube.core.list_namespaced_config_map(self.ns).items:
             go = (cm.data or {}).get("go.json")
@@ -413,6 +417,7 @@ def test_warm_hand_overs_while_drivers_and_the_operator_die_never_two_reading(
     rng = random.Random(25)
     warm = {"mode": "warm", "readyTimeoutSeconds": 3}
     ready: set[str] = set()
+    runners = (kube, ns, rng, ready)
     with (
         ReadingWatch(kube, ns) as reads,
         SlowKubelet(kube, ns, rng, fail_rate=0.01) as kubelet,
@@ -428,7 +433,7 @@ def test_warm_hand_overs_while_drivers_and_the_operator_die_never_two_reading(
                 kube.patch_spec(ns, job, {kind: nonces[job, kind]})
                 deadline = time.monotonic() + rng.uniform(3.0, 8.0)
                 while time.monotonic() < deadline:
-                    _play_the_waiting_runners(kube, ns, rng, ready)
+                    _play_the_waiting_runners(*runners)
                     if rng.random() < 0.1:
                         job, kind = rng.choice(list(nonces))
                         nonces[job, kind] += 1
@@ -437,27 +442,7 @@ def test_warm_hand_overs_while_drivers_and_the_operator_die_never_two_reading(
             finally:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
-        proc = spawn_operator(apiserver.kubeconfig)
-        try:
-
-            def settled() -> bool:
-                _play_the_waiting_runners(kube, ns, rng, ready)
-                per_job = defaultdict(list)
-                for pod in kube.pods(ns, "driver"):
-                    per_job[pod.metadata.labels["sparkkafka.dev/job"]].append(pod)
-                return all(
-                    len(per_job[j]) == 1
-                    and per_job[j][0].status.phase == "Running"
-                    and per_job[j][0].metadata.deletion_timestamp is None
-                    and kube.status(ns, j).get("phase") == "Running"
-                    for j in jobs
-                )
-
-            kubelet.fail_rate = 0.0
-            wait_for(settled, 90, "every job with exactly one running driver")
-        finally:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        _settle(kube, apiserver, ns, jobs, kubelet, lambda: _play_the_waiting_runners(*runners))
     assert reads.overlaps == [], reads.overlaps[:5]
     assert reads.went, "no hand-over reached its go"
     handed = [kube.status(ns, j).get("handover") or {} for j in jobs]
