@@ -371,6 +371,10 @@ def start_kafka(kube: Kube, workdir: Path) -> str:
     return BOOTSTRAP
 
 
+# examples/kind/schema-registry.yaml: Apicurio Registry (image streamingjob/schema-registry,
+# images/schema-registry) in the Kafka namespace; its Confluent-compatible API
+SCHEMA_REGISTRY_MANIFEST = REPO_ROOT / "examples" / "kind" / "schema-registry.yaml"
+SCHEMA_REGISTRY_URL = "http://schema-registry.kafka.svc.cluster.local:8080/apis/ccompat/v7"
 KAFKA_MANIFEST = REPO_ROOT / "examples" / "kind" / "kafka.yaml"
 MINIO_MANIFEST = REPO_ROOT / "examples" / "kind" / "minio.yaml"
 
@@ -383,12 +387,6 @@ def start_services(kube: Kube, workdir: Path) -> None:
     _broker_secrets(kube, workdir)
     for manifest in (SCHEMA_REGISTRY_MANIFEST, KAFKA_MANIFEST, MINIO_MANIFEST):
         kube.run("apply", "-f", str(manifest))
-
-
-# examples/kind/schema-registry.yaml: Apicurio Registry (image streamingjob/schema-registry,
-# images/schema-registry) in the Kafka namespace; its Confluent-compatible API
-SCHEMA_REGISTRY_MANIFEST = REPO_ROOT / "examples" / "kind" / "schema-registry.yaml"
-SCHEMA_REGISTRY_URL = "http://schema-registry.kafka.svc.cluster.local:8080/apis/ccompat/v7"
 
 
 def wait_schema_registry(kube: Kube) -> str:

@@ -353,6 +353,11 @@ def test_graceful_deletions_linger_while_the_operator_is_killed_never_two_driver
     assert len(w.created) > 2 * len(jobs)
 
 
+def _waits_for_go(pod: client.V1Pod) -> bool:
+    """A warm hand-over's next driver (its runner waits for its go before reading)."""
+    return (pod.spec.containers[0].args or [])[-1:] == ["--wait-for-go"]
+
+
 class ReadingWatch(Poller):
     """Which drivers of each job read, polled: a driver reads from its start unless it waits
     for a go (a warm hand-over's next driver), and then once go.json names it; it stops
@@ -378,8 +383,7 @@ class ReadingWatch(Poller):
             if pod.status.phase in ("Succeeded", "Failed"):
                 continue
             job, name = pod.metadata.labels["sparkkafka.dev/job"], pod.metadata.name
-            waits = (pod.spec.containers[0].args or [])[-1:] == ["--wait-for-go"]
-            if not waits or gone.get(job) == name:
+            if not _waits_for_go(pod) or gone.get(job) == name:
                 reading[job].append(name)
         self.overlaps += [(job, sorted(names)) for job, names in reading.items() if len(names) > 1]
 
@@ -388,8 +392,7 @@ def _play_the_waiting_runners(kube: Kube, ns: str, rng: random.Random, ready: se
     """A running waiting driver reports ready (most of them: the others time out)."""
     for pod in kube.pods(ns, "driver"):
         name = pod.metadata.name
-        waits = (pod.spec.containers[0].args or [])[-1:] == ["--wait-for-go"]
-        if not waits or name in ready or pod.status.phase != "Running":
+        if not _waits_for_go(pod) or name in ready or pod.status.phase != "Running":
             continue
         ready.add(name)
         if rng.random() < 0.2:
