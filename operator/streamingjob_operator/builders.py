@@ -39,6 +39,7 @@ from .naming import (
     ui_service_name,
 )
 from .pod_parts import (
+    apart_from,
     avoiding,
     container_security,
     credential_env,
@@ -437,6 +438,8 @@ def build_driver_pod(job: dict[str, Any], spec: StreamingJobSpec, launch: Launch
     }
     template = {"metadata": spec.pod_template.metadata, "spec": spec.pod_template.spec}
     pod = avoiding(merge(template, ours), list(launch.avoid_nodes))
+    if launch.away_from_drivers:
+        apart_from(pod, {**job_selector(job["metadata"]["name"]), LABEL_ROLE: "driver"})
     pod["apiVersion"], pod["kind"] = "v1", "Pod"
     return pod
 

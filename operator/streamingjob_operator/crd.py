@@ -209,6 +209,7 @@ def _version(root: dict[str, Any]) -> dict[str, Any]:
             {"name": "Start", "type": "string", "jsonPath": ".status.startPath"},
             {"name": "Lag", "type": "integer", "jsonPath": ".status.lag"},
             {"name": "Executors", "type": "integer", "jsonPath": ".status.executors"},
+            {"name": "Standby", "type": "string", "jsonPath": ".status.standby.state"},
             {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
         ],
         "schema": {"openAPIV3Schema": root},

@@ -26,6 +26,8 @@ were deployed, the nonces acted on). The table of the architecture sketch, as im
 | none (suspended)                 | resume after offsets reset  | epoch+1 (fresh, any mode)    |
 | failed past maxRestarts           | -                           | Failed until a nonce/spec    |
 | running, spec.handover warm      | a manual act (not suspend)  | warm hand-over (handover.py) |
+| running, spec.standby on         | same                        | keep a standby (standby.py)  |
+| lost, restartNonce, drain        | a standby is kept           | it takes over (standby.py)   |
 
 A new target makes every other pod of the job stale; stale drivers are deleted, their
 executors removed once their driver is gone or finished, and the launch waits (requeue) until
@@ -34,7 +36,8 @@ all are gone: the old driver and its executors never overlap the new.
 This module composes the rules, each in a short module of its own: `epochs.py` (what makes a
 new epoch and what a restart: field classes, hashes, manual acts, the launch target),
 `fencing.py` (the lost-pod rule, deleting what must be gone before a launch), `handover.py`
-(the warm hand-over: the next driver first, the go once the running one is gone), `restarts.py`
+(the warm hand-over: the next driver first, the go once the running one is gone), `standby.py`
+(a warm driver kept beside the running one, taking over when it is lost), `restarts.py`
 (failure classification, backoff, restartPolicy, drains), `phases.py` (one function per
 phase), `history.py` (the Event vocabulary, status.history) and `step.py` (the Decision,
 its config, the Failed and Invalid endings). The names other modules and tests use are
@@ -43,7 +46,7 @@ re-exported here.
 
 from __future__ import annotations
 
-from . import handover
+from . import handover, standby
 from .epochs import (
     ADDED_SINCE_RELEASE,
     FIELD_CLASSES,
@@ -57,7 +60,7 @@ from .epochs import (
 )
 from .fencing import delete_pods, is_lost, lost_at
 from .history import REASONS, Event
-from .observed import Observed, PodInfo
+from .observed import Observed, of_driver
 from .phases import act_by_hand, apply_report, launched, launching, suspend
 from .restarts import backoff_delay
 from .spec_models import StreamingJobSpec
@@ -137,6 +140,7 @@ def _dispatch(
             return mark_invalid(d, str(observed.invalid), observed.now, cfg)
         return act_by_hand(job, d, *trigger)
     if st.phase in ("Failed", "Completed") and not st.launch_state:
+        standby.remove(st, job, f"the job is {st.phase}")
         if observed.pods:
             return delete_pods(
                 d, observed.pods, st, observed.now, cfg, phase=st.phase, msg=st.message
@@ -150,7 +154,8 @@ def _dispatch(
         apply_report(st, observed, d)  # the running driver's, until the go
         return handover.follow(job, d, running, waiting)
     target = st.driver_pod if st.launch_state else ""
-    current, leftover = _by_target(target, observed.pods)
+    spare, others = standby.split(st, observed.pods)
+    current, leftover = of_driver(target, others)  # the rest is stale
     if leftover:
         return delete_pods(d, leftover, st, observed.now, cfg, phase=None, msg=None)
     driver = next((p for p in current if p.name == target), None)
@@ -158,15 +163,4 @@ def _dispatch(
         return launching(job, d, driver)
     if st.launch_state != "Created":
         return d  # nothing targeted (only reachable with a hand-edited status)
-    return launched(job, d, driver, current)
-
-
-def _by_target(target: str, pods: tuple[PodInfo, ...]) -> tuple[list[PodInfo], list[PodInfo]]:
-    """The pods of the targeted attempt (its driver and that driver's executors), and the
-    others: stale, to be deleted before anything else happens ("" targets nothing)."""
-    current = [
-        p
-        for p in pods
-        if target and (p.name == target or (p.role == "executor" and p.driver_pod == target))
-    ]
-    return current, [p for p in pods if p not in current]
+    return launched(job, d, driver, current, spare)

@@ -52,6 +52,7 @@ FIELD_CLASSES: dict[str, str] = {
     "offsets_action": SEPARATE,  # runs while suspended (offsets_action.py), never relaunches
     "autoscaler": IGNORE,  # read at each reading; its rescales change executor.instances
     "handover": IGNORE,  # read when a redeploy or restart is due (handover.py)
+    "standby": IGNORE,  # read while the job runs and when its driver is lost (standby.py)
 }
 
 # Fields added after a release: hashed only when they differ from their default, so that the
@@ -134,6 +135,14 @@ def manual_trigger(spec: StreamingJobSpec, st: StreamingJobStatus) -> tuple[str,
     if st.deployed_pod_hash and pod_hash(spec) != st.deployed_pod_hash:
         return ("restart", "Restarting", "pod settings changed (restore)")
     return None
+
+
+def next_attempt(st: StreamingJobStatus) -> int:
+    """The epoch's next attempt: above the running one and above the last standby's and
+    waiting driver's, whose pods (named by their attempt) may still exist: a name is never
+    reused."""
+    others = (o for o in (st.standby, st.handover) if o is not None and o.epoch == st.epoch)
+    return max([st.attempt, *(o.attempt for o in others)]) + 1
 
 
 def set_target(

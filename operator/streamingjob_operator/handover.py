@@ -15,6 +15,9 @@ attempt and driverPod stay its own). status.handover is the write-ahead record o
 | Stopping       | none left (the fencing rule)               | write go.json (go)              |
 | Warming/Stopping | go.json names the next pod              | Started: it is the job's driver |
 
+A standby (standby.py) enters this table when it takes over: at Stopping when it is ready,
+at Warming (keeping its deadline) while it still warms up.
+
 FellBack deletes the waiting pod and records the cold path's target: the next attempt after
 the waiting one (its name is never reused), launched once every other pod is gone, as today.
 The go is written only when no pod of the running driver is left: the decision says so from
@@ -22,6 +25,8 @@ the pods observed, and the reconciler lists them again right before writing it.
 """
 
 from __future__ import annotations
+
+from typing import Protocol
 
 from .epochs import set_target
 from .fencing import delete_pods, has_ended, is_lost
@@ -40,8 +45,13 @@ def active(st: StreamingJobStatus) -> HandoverStatus | None:
 
 def eligible(job: Job, st: StreamingJobStatus) -> bool:
     """Whether a redeploy or restart now may hand over warm: asked for, and a driver of
-    the job runs (created, running, not stopping, its node heard from)."""
-    if job.spec.handover.mode != "warm" or st.launch_state != "Created" or st.unknown_since:
+    the job runs."""
+    return job.spec.handover.mode == "warm" and driver_runs(job, st)
+
+
+def driver_runs(job: Job, st: StreamingJobStatus) -> bool:
+    """A driver of the job runs: created, running, not stopping, its node heard from."""
+    if st.launch_state != "Created" or st.unknown_since:
         return False
     driver = next((p for p in job.observed.pods if p.name == st.driver_pod), None)
     return (
@@ -81,10 +91,9 @@ def split(
     waiting: list[PodInfo] = []
     stale: list[PodInfo] = []
     for p in pods:
-        owner = p.name if p.role == "driver" else p.driver_pod
-        if owner and owner == waiting_pod:
+        if p.owner and p.owner == waiting_pod:
             waiting.append(p)
-        elif owner and owner == st.driver_pod and st.launch_state:
+        elif p.owner and p.owner == st.driver_pod and st.launch_state:
             running.append(p)
         else:
             stale.append(p)
@@ -108,10 +117,10 @@ def follow(job: Job, d: Decision, running: list[PodInfo], waiting: list[PodInfo]
             d.requeue_after = 0
             return d
         handover.launch_state = "Created"
-    if why := _waiting_failed(job, st, next_driver):
+    if why := waiting_failed(job, handover, next_driver):
         return fall_back(job, d, "WaitingDriverFailed", why, waiting)
     if handover.phase == "Warming":
-        ready = _own(job.observed.handover, handover)
+        ready = own_signal(job.observed.handover, handover)
         if ready is None or ready.state != "ready":
             return _warming(job, d, handover, waiting)
         handover.phase, handover.since = "Stopping", iso(now)
@@ -122,6 +131,11 @@ def follow(job: Job, d: Decision, running: list[PodInfo], waiting: list[PodInfo]
         d.events.append(Event("Normal", "HandoverReady", st.message))
     if running:  # today's stop and fencing: graceful, force once ended or lost
         return delete_pods(d, running, st, now, job.cfg, phase=None, msg=None)
+    retry_at = parse_time(st.next_retry_time)  # a standby's takeover in a crash loop
+    if retry_at is not None and now < retry_at:
+        d.action = "wait"
+        d.requeue_after = max((retry_at - now).total_seconds(), 0.05)
+        return d
     d.action = "go"
     d.requeue_after = 0
     return d
@@ -131,17 +145,18 @@ def _warming(job: Job, d: Decision, handover: HandoverStatus, waiting: list[PodI
     """Not ready yet: wait until the deadline (then fall back)."""
     if _past_deadline(job, handover):
         return _not_ready(job, d, handover, waiting)
-    left = job.spec.handover.ready_timeout_seconds - _waited(job, handover)
+    left = job.spec.handover.ready_timeout_seconds - waited(job, handover.since)
     d.requeue_after = max(min(job.cfg.fencing_poll_seconds, left), 0.05)
     return d
 
 
-def _waited(job: Job, handover: HandoverStatus) -> float:
-    return (job.now - (parse_time(handover.since) or job.now)).total_seconds()
+def waited(job: Job, since: str) -> float:
+    """Seconds since `since` (RFC 3339; 0 when unset)."""
+    return (job.now - (parse_time(since) or job.now)).total_seconds()
 
 
 def _past_deadline(job: Job, handover: HandoverStatus) -> bool:
-    return _waited(job, handover) >= job.spec.handover.ready_timeout_seconds
+    return waited(job, handover.since) >= job.spec.handover.ready_timeout_seconds
 
 
 def _not_ready(job: Job, d: Decision, handover: HandoverStatus, waiting: list[PodInfo]) -> Decision:
@@ -187,6 +202,7 @@ def _started(job: Job, d: Decision, handover: HandoverStatus) -> Decision:
     st.previous_checkpoint_location = handover.previous_checkpoint_location
     st.launch_state = "Created"
     st.launched_at = iso(now)
+    st.next_retry_time = ""
     st.phase = "Pending"
     handover.phase, handover.since = "Started", iso(now)
     st.message = (
@@ -199,12 +215,18 @@ def _started(job: Job, d: Decision, handover: HandoverStatus) -> Decision:
     return d
 
 
-def _waiting_failed(job: Job, st: StreamingJobStatus, pod: PodInfo | None) -> str:
+class Waiting(Protocol):
+    """A driver started waiting for its go: a hand-over's next one or the standby."""
+
+    pod: str
+    epoch: int
+    attempt: int
+
+
+def waiting_failed(job: Job, waiting: Waiting, pod: PodInfo | None) -> str:
     """Why the waiting driver cannot take over ("": it still can)."""
-    handover = st.handover
-    assert handover is not None
     if pod is None:
-        return f"{handover.pod} is gone"
+        return f"{waiting.pod} is gone"
     if has_ended(pod):
         code = pod.termination.exit_code if pod.termination else None
         return f"{pod.name} ended (exit code {code})" if code is not None else f"{pod.name} ended"
@@ -212,15 +234,15 @@ def _waiting_failed(job: Job, st: StreamingJobStatus, pod: PodInfo | None) -> st
         return f"{pod.name} is being deleted"
     if _lost(job, None, pod):
         return f"{pod.name} is lost (its node silent)"
-    signal = _own(job.observed.handover, handover)
+    signal = own_signal(job.observed.handover, waiting)
     if signal is not None and signal.state == "failed":
         return f"{pod.name} failed to warm up: {signal.error or 'no error given'}"
     return ""
 
 
-def _own(signal: Signal | None, handover: HandoverStatus) -> Signal | None:
+def own_signal(signal: Signal | None, waiting: Waiting) -> Signal | None:
     """The waiting driver's own handover.json (another pod's is ignored)."""
-    if signal is None or not signal.names(handover.pod, handover.epoch, handover.attempt):
+    if signal is None or not signal.names(waiting.pod, waiting.epoch, waiting.attempt):
         return None
     return signal
 

@@ -47,6 +47,9 @@ REASONS = (
     "HandoverReady",  # a warm hand-over's next driver is ready (handover.py)
     "HandedOver",  # ... the running one gone, the next has the go
     "WarmHandoverFailed",  # ... not ready in time or failed: the cold path
+    "StandbyReady",  # the standby driver can take over (standby.py)
+    "StandbyFailed",  # ... it ended, was lost or not ready in time: a new one after a backoff
+    "StandbyTakeover",  # ... the running driver was lost (or a restart asked): it takes over
     "ScaleRefused",  # a foreign change of spec.executor.instances undone (autoscaler on)
     "LeaderElected",  # on the operator's Lease, not a job (leadership.py)
     "LeaderLost",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .status_models import StreamingJobStatus
+from .status_models import StreamingJobStatus, WaitingDriver
 
 
 @dataclass(frozen=True)
@@ -21,6 +21,8 @@ class Launch:
     entrypoint: str = "/opt/streamingjob/run_job.py"
     spark_submit: str = "/opt/spark/bin/spark-submit"
     wait_for_go: bool = False  # a warm hand-over's next driver: waits for go.json (handover.py)
+    # a standby (standby.py): kept off the nodes of the job's other drivers where it can be
+    away_from_drivers: bool = False
 
     @classmethod
     def of(cls, st: StreamingJobStatus, *, entrypoint: str, spark_submit: str) -> Launch:
@@ -39,15 +41,29 @@ class Launch:
     @classmethod
     def waiting(cls, st: StreamingJobStatus, *, entrypoint: str, spark_submit: str) -> Launch:
         """The next driver of the warm hand-over status.handover records."""
-        handover = st.handover
-        assert handover is not None
+        assert st.handover is not None
+        previous = st.handover.previous_checkpoint_location
+        return cls._waits_for_go(st.handover, previous, False, entrypoint, spark_submit)
+
+    @classmethod
+    def standby(cls, st: StreamingJobStatus, *, entrypoint: str, spark_submit: str) -> Launch:
+        """The standby status.standby records: the running epoch's checkpoints."""
+        assert st.standby is not None
+        previous = st.previous_checkpoint_location
+        return cls._waits_for_go(st.standby, previous, True, entrypoint, spark_submit)
+
+    @classmethod
+    def _waits_for_go(
+        cls, w: WaitingDriver, previous: str, away: bool, entrypoint: str, spark_submit: str
+    ) -> Launch:
         return cls(
-            driver_pod=handover.pod,
-            epoch=handover.epoch,
-            attempt=handover.attempt,
-            checkpoint_location=handover.checkpoint_location,
-            previous_checkpoint=handover.previous_checkpoint_location,
+            driver_pod=w.pod,
+            epoch=w.epoch,
+            attempt=w.attempt,
+            checkpoint_location=w.checkpoint_location,
+            previous_checkpoint=previous,
             wait_for_go=True,
+            away_from_drivers=away,
             entrypoint=entrypoint,
             spark_submit=spark_submit,
         )

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -61,6 +62,20 @@ class PodInfo:
     # why a pod that is not running yet cannot start: "<reason>: <message>" of the scheduler
     # (Unschedulable) or of the main container's waiting state (ImagePullBackOff, ...)
     not_starting: str = ""
+
+    @property
+    def owner(self) -> str:
+        """The driver this pod belongs to: itself, or an executor's driver."""
+        return self.name if self.role == "driver" else self.driver_pod
+
+
+def of_driver(driver: str, pods: Iterable[PodInfo]) -> tuple[list[PodInfo], list[PodInfo]]:
+    """A driver's pods (itself and its executors), and the others ("" owns none)."""
+    mine: list[PodInfo] = []
+    others: list[PodInfo] = []
+    for p in pods:
+        (mine if driver and p.owner == driver else others).append(p)
+    return mine, others
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,15 @@ an end, silence, starting, running)."""
 
 from __future__ import annotations
 
-from . import handover
-from .epochs import checkpoint_too_old, mark_deployed, set_target
+from . import handover, standby
+from .epochs import (
+    checkpoint_too_old,
+    job_hash,
+    mark_deployed,
+    next_attempt,
+    pod_hash,
+    set_target,
+)
 from .fencing import delete_pods, has_ended, is_lost, lost_at, silent_since
 from .history import Event, record
 from .observed import Observed, PodInfo, iso, parse_time
@@ -18,6 +25,7 @@ def suspend(job: Job, d: Decision) -> Decision:
     """Stop everything, keep the epoch (and the checkpoint)."""
     st, now, cfg = d.status, job.now, job.cfg
     handover.cancel(st)
+    standby.remove(st, job, "suspended")
     if not st.suspended:
         st.suspended = True
         st.launch_state = ""
@@ -36,6 +44,9 @@ def act_by_hand(job: Job, d: Decision, kind: str, reason: str, message: str) -> 
     """A new target: a new epoch (redeploy, first launch) or the next attempt (restore)."""
     spec, st, now, cfg = job.spec, d.status, job.now, job.cfg
     warm = handover.eligible(job, st)  # the running driver stays until the next is ready
+    if kind == "restart" and handover.driver_runs(job, st) and _standby_fits(job, st):
+        return _restart_by_standby(job, d, reason, message)
+    standby.remove(st, job, message)  # of the spec (or epoch) it replaces
     if kind == "redeploy" or st.epoch == 0:
         epoch, attempt = st.epoch + 1, 1
         path = "fresh start from committed offsets"
@@ -44,7 +55,7 @@ def act_by_hand(job: Job, d: Decision, kind: str, reason: str, message: str) -> 
             mark_deployed(spec, st)
             st.suspended = False
             return fail(d, now, "StaleCheckpoint", stale, cfg)
-        epoch, attempt = st.epoch, st.attempt + 1
+        epoch, attempt = st.epoch, next_attempt(st)
         st.restarts += 1
         st.last_restart_reason, st.last_restart_time = reason, iso(now)
         path = "restore from checkpoint"
@@ -61,6 +72,38 @@ def act_by_hand(job: Job, d: Decision, kind: str, reason: str, message: str) -> 
     st.recent_failures = []
     st.message = f"{message}: epoch {epoch} attempt {attempt} ({path})"
     record(st, now, reason, st.message, cfg.history_limit)
+    d.events.append(Event("Normal", reason, st.message))
+    d.requeue_after = 0
+    return d
+
+
+def _standby_fits(job: Job, st: StreamingJobStatus) -> bool:
+    """A standby can serve a restart by hand when it runs what would launch: only the
+    restartNonce changed (no restart-class field), and its checkpoint is fresh enough."""
+    spec = job.spec
+    return (
+        standby.current(st) is not None
+        and st.deployed_job_hash == job_hash(spec)
+        and st.deployed_pod_hash == pod_hash(spec)
+        and not checkpoint_too_old(spec, st, job.now)
+    )
+
+
+def _restart_by_standby(job: Job, d: Decision, reason: str, message: str) -> Decision:
+    """restartNonce with a standby: it takes over as the epoch's next attempt (restore)."""
+    st = d.status
+    mark_deployed(job.spec, st)
+    st.next_retry_time = ""
+    st.consecutive_failures = 0
+    st.recent_failures = []
+    waiting = standby.promote(job, st)
+    st.restarts += 1
+    st.last_restart_reason, st.last_restart_time = reason, iso(job.now)
+    st.message = (
+        f"{message}: epoch {waiting.epoch} attempt {waiting.attempt} (restore from checkpoint; "
+        f"standby {waiting.pod} takes over)"
+    )
+    record(st, job.now, reason, st.message, job.cfg.history_limit)
     d.events.append(Event("Normal", reason, st.message))
     d.requeue_after = 0
     return d
@@ -95,9 +138,11 @@ def launching(job: Job, d: Decision, driver: PodInfo | None) -> Decision:
     return d
 
 
-def launched(job: Job, d: Decision, driver: PodInfo | None, current: list[PodInfo]) -> Decision:
+def launched(
+    job: Job, d: Decision, driver: PodInfo | None, current: list[PodInfo], spare: list[PodInfo]
+) -> Decision:
     """The driver was created: follow it (moves off cordoned nodes, losses, failures,
-    silence, running, starting)."""
+    silence, running, starting) and, while it runs, its standby (`spare`: its pods)."""
     st, now, cfg = d.status, job.now, job.cfg
     apply_report(st, job.observed, d)
     grace, silent = cfg.node_lost_grace_seconds, cfg.node_silent_seconds
@@ -106,7 +151,7 @@ def launched(job: Job, d: Decision, driver: PodInfo | None, current: list[PodInf
     # A drain's eviction may reach the driver before the operator moved the job: either way
     # the driver stops between batches and the job moves; that is no failure.
     if driver is not None and not lost and (moving := on_cordoned_node(current)):
-        return move_off(job, d, moving)
+        return move_off(job, d, moving, spare)
     if (
         driver is None
         or lost
@@ -124,7 +169,7 @@ def launched(job: Job, d: Decision, driver: PodInfo | None, current: list[PodInf
         return d
     st.unknown_since = ""
     if driver.phase == "Running":
-        return _running(job, d)
+        return standby.keep(job, _running(job, d), spare)
     st.phase = "Pending"  # created, not running yet (scheduling, pulling the image)
     return _while_starting(job, d, driver)
 

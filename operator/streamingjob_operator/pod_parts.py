@@ -295,3 +295,24 @@ def avoiding(pod: dict[str, Any], nodes: list[str]) -> dict[str, Any]:
         term.setdefault("matchExpressions", []).append(dict(away))
     required["nodeSelectorTerms"] = terms
     return pod
+
+
+def apart_from(pod: dict[str, Any], labels: dict[str, str]) -> dict[str, Any]:
+    """`pod` placed, where the scheduler can, on a node without pods of `labels`: a
+    preferred pod anti-affinity term added to the user's."""
+    preferred = (
+        pod.setdefault("spec", {})
+        .setdefault("affinity", {})
+        .setdefault("podAntiAffinity", {})
+        .setdefault("preferredDuringSchedulingIgnoredDuringExecution", [])
+    )
+    preferred.append(
+        {
+            "weight": 100,
+            "podAffinityTerm": {
+                "labelSelector": {"matchLabels": dict(labels)},
+                "topologyKey": "kubernetes.io/hostname",
+            },
+        }
+    )
+    return pod

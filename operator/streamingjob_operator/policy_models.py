@@ -73,6 +73,13 @@ class BackoffSpec(SpecModel):
             raise ValueError("capSeconds must be >= baseSeconds")
         return self
 
+    def delay(self, consecutive_failures: int) -> float:
+        """base * 2^(n-1), capped; n = consecutive failures including this one."""
+        exponent = max(consecutive_failures - 1, 0)
+        if exponent > 60:
+            return self.cap_seconds
+        return min(self.cap_seconds, self.base_seconds * (1 << exponent))
+
 
 class RestartPolicySpec(SpecModel):
     """When the operator relaunches a driver that stopped. A relaunch reuses the epoch's
@@ -139,6 +146,23 @@ class HandoverSpec(SpecModel):
         le=3600,
         description="How long (seconds, 1 to 3600) the waiting driver of a warm hand-over "
         "may take to report ready before it is deleted and the cold path is taken.",
+    )
+
+
+class StandbySpec(SpecModel):
+    """A standby for failover: one more driver, warm and waiting, beside the running one
+    (docs/operator.md, "Standby"). When the running driver is lost it takes over from the
+    checkpoint as soon as the old driver is confirmed gone, and a new standby is started
+    behind it. It costs one more driver pod and its executors (spec.driver and
+    spec.executor requests), placed on another node where one fits."""
+
+    enabled: bool = Field(
+        default=False,
+        description="Keep a warm standby driver (with spec.executor.instances executors) "
+        "beside the running one. A lost driver (crashed, deleted, evicted, its node lost) or a "
+        "restartNonce then hands over to it at once instead of a cold relaunch; its warm-up "
+        "is bounded by spec.handover.readyTimeoutSeconds. `kubectl get sj` shows it in the "
+        "Standby column. Changing it restarts nothing.",
     )
 
 

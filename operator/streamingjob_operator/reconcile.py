@@ -36,7 +36,7 @@ from spark_app.kafka_metadata import KafkaUnavailable, UnknownTopic
 from spark_app.offsets_admin import OffsetsRefused
 from spark_app.options import OptionError
 
-from . import handover, offsets_action
+from . import handover, offsets_action, standby
 from .autoscaling import Autoscaling, Rescale, foreign_scale, note_applied
 from .builders import (
     build_disruption_budget,
@@ -407,7 +407,7 @@ class Reconciler:
         # A launch, a deletion that completed at once, or a recorded transition that asks for
         # an immediate next step continues in this reconcile; deletions still under way are
         # given time (fencingPollSeconds) to complete.
-        if decision.action in ("launch", "launch-waiting"):
+        if decision.action in ("launch", "launch-waiting", "launch-standby"):
             return True, 0.0, known
         if decision.action == "go":  # read the ConfigMap again: the go is part of the state
             return True, 0.0, _Known(job=known.job)
@@ -659,7 +659,7 @@ class Reconciler:
             return [p for p in pods if p["metadata"]["name"] not in removed]
         if decision.action == "launch":
             return self._launch(job, spec, decision)
-        if decision.action == "launch-waiting":
+        if decision.action in ("launch-waiting", "launch-standby"):
             return self._launch_waiting(job, spec, decision, pods)
         if decision.action == "go":
             self._go(job, spec, decision)
@@ -704,9 +704,10 @@ class Reconciler:
     def _role(
         job: dict[str, Any], spec: StreamingJobSpec, st: StreamingJobStatus
     ) -> dict[str, Any]:
-        """The driver Role: this driver's executors, and during a warm hand-over also the
-        next driver's (the running one was launched with st.executors of them)."""
-        waiting = handover.active(st)
+        """The driver Role: this driver's executors, and during a warm hand-over or beside a
+        standby also the waiting driver's (the running one was launched with st.executors
+        of them)."""
+        waiting = handover.active(st) or standby.current(st)
         if waiting is None:
             return build_role(job, st.driver_pod, spec.executor.instances)
         instances = max(spec.executor.instances, st.executors)
@@ -719,14 +720,13 @@ class Reconciler:
         decision: Decision,
         pods: list[dict[str, Any]],
     ) -> list[dict[str, Any]] | None:
-        """A warm hand-over's next driver, started beside the running one: it waits for the
-        go (handover.py), so no fencing list precedes it; the go has its own."""
+        """A warm hand-over's next driver or the standby, started beside the running one: it
+        waits for the go (handover.py), so no fencing list precedes it; the go has its own."""
         st, meta = decision.status, job["metadata"]
         self._apply_children(job, spec, st)
         settings = self.settings
-        launch = Launch.waiting(
-            st, entrypoint=settings.driver_entrypoint, spark_submit=settings.spark_submit
-        )
+        of = Launch.standby if decision.action == "launch-standby" else Launch.waiting
+        launch = of(st, entrypoint=settings.driver_entrypoint, spark_submit=settings.spark_submit)
         created = self._create_driver(job, build_driver_pod(job, spec, launch))
         if created is None:
             return None  # it exists already: the next step lists again and adopts it

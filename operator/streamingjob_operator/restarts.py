@@ -10,7 +10,8 @@ from datetime import timedelta
 
 from spark_app.kafka_config import RUNNER_EXIT_REASONS
 
-from .epochs import checkpoint_too_old, set_target
+from . import standby
+from .epochs import checkpoint_too_old, next_attempt, set_target
 from .history import Event, record
 from .observed import PodInfo, iso, parse_time
 from .policy_models import RestartPolicySpec
@@ -21,11 +22,7 @@ from .step import Decision, Job, fail, mark_invalid
 
 def backoff_delay(spec: StreamingJobSpec, consecutive_failures: int) -> float:
     """base * 2^(n-1), capped; n = consecutive failures including this one."""
-    backoff = spec.restart_policy.backoff
-    exponent = max(consecutive_failures - 1, 0)
-    if exponent > 60:
-        return backoff.cap_seconds
-    return min(backoff.cap_seconds, backoff.base_seconds * (1 << exponent))
+    return spec.restart_policy.backoff.delay(consecutive_failures)
 
 
 def failure_of(pod: PodInfo | None, lost: bool = False) -> tuple[str, str, bool]:
@@ -100,6 +97,11 @@ def on_driver_gone(
         return fail(d, now, *refused, cfg)
     if stale := checkpoint_too_old(spec, d.status, now):
         return fail(d, now, "StaleCheckpoint", stale, cfg)
+    if standby.current(d.status) is not None:
+        # it saves the first delay; a crash loop's later failures still back off
+        n = d.status.consecutive_failures
+        delay = backoff_delay(spec, n - 1) if n > 1 else 0
+        return standby.take_over(job, d, reason, message, delay)
     return _back_off(job, d, pod, reason, message)
 
 
@@ -161,7 +163,7 @@ def _back_off(job: Job, d: Decision, pod: PodInfo | None, reason: str, message: 
     driver lost with its node keeps the next attempt off that node."""
     st, now = d.status, job.now
     delay = backoff_delay(job.spec, st.consecutive_failures)
-    set_target(job.spec, st, job.namespace, job.name, st.epoch, st.attempt + 1)
+    set_target(job.spec, st, job.namespace, job.name, st.epoch, next_attempt(st))
     if reason == "NodeLost" and pod is not None and pod.node:
         st.avoid_nodes = [pod.node]
     st.restarts += 1
@@ -180,22 +182,24 @@ def on_cordoned_node(pods: list[PodInfo]) -> PodInfo | None:
     return next((p for p in pods if p.node_cordoned), None)
 
 
-def move_off(job: Job, d: Decision, pod: PodInfo) -> Decision:
+def move_off(job: Job, d: Decision, pod: PodInfo, spare: list[PodInfo]) -> Decision:
     """A pod of the job runs on a cordoned node: restart in the same epoch now, before the
     drain's eviction comes. The driver stops between batches (its executors, which the job's
     PodDisruptionBudget keeps from eviction, finish the batch with it) and the next attempt,
     scheduled elsewhere, restores from the checkpoint. Not a failure: no backoff, no count
-    towards maxRestarts."""
+    towards maxRestarts. A standby (`spare`: its pods) on no cordoned node takes over
+    instead."""
     st, now = d.status, job.now
-    set_target(job.spec, st, job.namespace, job.name, st.epoch, st.attempt + 1)
+    draining = f"node {pod.node} of {pod.role} pod {pod.name} is cordoned (draining)"
+    if standby.current(st) is not None and not on_cordoned_node(spare):
+        return standby.take_over(job, d, "NodeDrained", draining)
+    standby.remove(st, job, draining)
+    set_target(job.spec, st, job.namespace, job.name, st.epoch, next_attempt(st))
     st.restarts += 1
     st.last_restart_reason, st.last_restart_time = "NodeDrained", iso(now)
     st.next_retry_time = ""
     st.phase = "Restarting"
-    st.message = (
-        f"node {pod.node} of {pod.role} pod {pod.name} is cordoned (draining): relaunching as "
-        f"attempt {st.attempt} on another node (restore)"
-    )
+    st.message = f"{draining}: relaunching as attempt {st.attempt} on another node (restore)"
     record(st, now, "NodeDrained", st.message, job.cfg.history_limit)
     d.events.append(Event("Normal", "NodeDrained", st.message))
     d.restart_reason = "NodeDrained"

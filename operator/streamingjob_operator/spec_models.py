@@ -30,6 +30,7 @@ from .policy_models import (
     HandoverSpec,
     OffsetsActionSpec,
     RestartPolicySpec,
+    StandbySpec,
 )
 
 # Spark memory strings as spark-submit accepts them: 512m, 2g, 1024k, 1t.
@@ -357,6 +358,12 @@ class StreamingJobSpec(SpecModel):
         description="How a redeploy or a restartNonce replaces the running driver: cold "
         "(default; stop, then start) or warm (start the next driver first, waiting, and hand "
         "over once it is ready). Changing it restarts nothing.",
+    )
+    standby: StandbySpec = Field(
+        default_factory=StandbySpec,
+        description="A warm standby driver for failover (off by default): it takes over a "
+        "lost driver from the checkpoint as soon as that one is confirmed gone. Changing it "
+        "restarts nothing.",
     )
 
     @field_validator("spark_conf")

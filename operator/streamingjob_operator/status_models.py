@@ -154,13 +154,25 @@ class AutoscalerStatus(StatusModel):
     conflict_time: str = Field(default="", description="When it was undone.")
 
 
-class HandoverStatus(StatusModel):
-    """The warm hand-over under way, or the last one (spec.handover.mode warm; handover.py).
-    Written before each of its steps, so a restarted operator continues it."""
+class WaitingDriver(StatusModel):
+    """A driver started waiting for its go beside the running one (handover.py, standby.py).
+    Recorded before its pod is created, so a restarted operator adopts it."""
 
-    pod: str = Field(description="The next driver pod, started waiting for the go.")
+    pod: str = Field(description="The waiting driver pod.")
     epoch: int = Field(default=0, description="Its epoch.")
     attempt: int = Field(default=0, description="Its attempt.")
+    since: str = Field(default="", description="When its phase or state began (RFC 3339).")
+    launch_state: str = Field(
+        default="Pending",
+        description="Pending: recorded, its pod may not exist yet. Created: it was created.",
+    )
+    checkpoint_location: str = Field(default="", description="Its checkpoint.")
+
+
+class HandoverStatus(WaitingDriver):
+    """The warm hand-over under way, or the last one (spec.handover.mode warm; handover.py):
+    the next driver. Written before each of its steps, so a restarted operator continues it."""
+
     phase: Literal["Warming", "Stopping", "Started", "FellBack"] = Field(
         default="Warming",
         description="Warming: the next driver is started and warms up. Stopping: it reported "
@@ -168,18 +180,26 @@ class HandoverStatus(StatusModel):
         "was gone, the go was written; the next driver is the job's driver. FellBack: the "
         "next driver was not ready in time or failed; it was deleted and the cold path taken.",
     )
-    since: str = Field(default="", description="When this phase began (RFC 3339).")
-    launch_state: str = Field(
-        default="Pending",
-        description="Pending: recorded, the next driver pod may not exist yet. Created: "
-        "it was created.",
-    )
-    checkpoint_location: str = Field(default="", description="The next driver's checkpoint.")
     previous_checkpoint_location: str = Field(
         default="", description="The checkpoint the next driver catches up from (a new epoch)."
     )
     reason: str = Field(default="", description="FellBack: NotReadyInTime or WaitingDriverFailed.")
     message: str = Field(default="", description="FellBack: why.")
+
+
+class StandbyStatus(WaitingDriver):
+    """The standby driver (spec.standby.enabled; standby.py): the running epoch's next
+    attempt, restoring the running driver's checkpoint when it takes over."""
+
+    state: Literal["Warming", "Ready", "Failed", "Removed"] = Field(
+        default="Warming",
+        description="Warming: started, warming up. Ready: it can take over at once. Failed: it "
+        "ended, was lost or not ready in time (message says why); a new one follows after the "
+        "restart backoff. Removed: no longer wanted (spec.standby off, a redeploy, a suspend); "
+        "its pod is deleted.",
+    )
+    failures: int = Field(default=0, description="Standbys failed in a row (the backoff).")
+    message: str = Field(default="", description="Failed: why.")
 
 
 class StreamingJobStatus(StatusModel):
@@ -336,4 +356,8 @@ class StreamingJobStatus(StatusModel):
     handover: HandoverStatus | None = Field(
         default=None,
         description="The warm hand-over under way, or the last one (spec.handover.mode warm).",
+    )
+    standby: StandbyStatus | None = Field(
+        default=None,
+        description="The standby driver (spec.standby.enabled), or the last one.",
     )

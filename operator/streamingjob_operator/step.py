@@ -14,8 +14,9 @@ from .spec_models import StreamingJobSpec
 from .status_models import StreamingJobStatus
 from .timing import KUBELET_LEASE_RENEW_SECONDS, node_silent_seconds
 
-# launch-waiting: create the next driver of a warm hand-over; go: write its go (handover.py)
-ActionKind = Literal["none", "delete", "launch", "wait", "launch-waiting", "go"]
+# launch-waiting: create the next driver of a warm hand-over; go: write its go (handover.py);
+# launch-standby: create the standby (standby.py)
+ActionKind = Literal["none", "delete", "launch", "wait", "launch-waiting", "launch-standby", "go"]
 
 # A node is silent after two missed kubelet lease renewals (10 s each by default; the
 # operator's setting: timing.node_silent_seconds).

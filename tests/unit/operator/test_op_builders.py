@@ -337,6 +337,9 @@ def test_service_selects_the_current_driver_headless():
     assert {p["port"] for p in svc["spec"]["ports"]} == {7078, 7079, 4040}
 
 
+PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
+
+
 def test_a_waiting_driver_waits_for_the_go_and_knows_its_name():
     """A warm hand-over's next driver (handover.py): --wait-for-go, its pod name from the
     downward API, its own address (the running driver has another)."""
@@ -348,6 +351,28 @@ def test_a_waiting_driver_waits_for_the_go_and_knows_its_name():
     assert env["STREAMJOB_POD_NAME"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}
     running = spark_confs(JOB, SPEC, "orders-e2-a2-driver", 2, 2)["spark.driver.host"]
     assert running.startswith("orders-e2-a2-driver.") and f"{POD_NAME}." not in running
+
+
+def test_a_standby_prefers_a_node_without_another_driver_of_the_job_keeping_the_users_terms():
+    """A standby (standby.py) is kept apart from the running driver where the scheduler can:
+    a node lost takes only one of them. Preferred, not required: a one-node cluster still
+    gets a standby."""
+    user = {"weight": 5, "podAffinityTerm": {"labelSelector": {}, "topologyKey": "zone"}}
+    spec = make_spec(podTemplate={"spec": {"affinity": {"podAntiAffinity": {PREFERRED: [user]}}}})
+    launch = Launch(
+        POD_NAME, 1, 2, checkpoint_location=LOC, wait_for_go=True, away_from_drivers=True
+    )
+    built = build_driver_pod(JOB, spec, launch)
+    terms = built["spec"]["affinity"]["podAntiAffinity"][PREFERRED]
+    apart = {LABEL_JOB: "orders", "spark-role": "driver"}
+    assert terms[0] == user and terms[1]["weight"] == 100
+    assert terms[1]["podAffinityTerm"] == {
+        "labelSelector": {"matchLabels": apart},
+        "topologyKey": "kubernetes.io/hostname",
+    }
+    assert built["spec"]["containers"][0]["args"][-1] == "--wait-for-go"
+    plain = build_driver_pod(JOB, spec, Launch(POD_NAME, 1, 2, checkpoint_location=LOC))
+    assert plain["spec"]["affinity"]["podAntiAffinity"][PREFERRED] == [user]
 
 
 def test_a_dotted_job_name_gives_a_hostname_without_dots():
