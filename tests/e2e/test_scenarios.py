@@ -878,6 +878,67 @@ def test_a_warm_redeploy_hands_over_between_two_batches_exactly_once(job: Job) -
     )
 
 
+STANDBY = "standby_failover_seconds"
+
+
+def _driver_pods(job: Job, driver: str) -> set[str]:
+    """A driver's pod and its executors' (named after it)."""
+    return {n for p in job.pods() if (n := p["metadata"]["name"]).startswith(driver)}
+
+
+def test_a_killed_driver_with_a_ready_standby_restores_in_seconds_exactly_once(
+    job: Job, caused_restarts: set[str]
+) -> None:
+    """Issue 25: spec.standby.enabled keeps a warm driver of the next attempt beside the
+    running one (another node where it can); `kubectl get sj` shows it Ready. A force-deleted
+    driver is replaced by it: the go once the killed driver's pods are gone, then a restore
+    from the checkpoint, and a new standby behind it. Measured: the kill → the standby's first
+    restored batch committed (cold: driver_killed_to_first_restored_batch_committed). Every
+    order exactly once."""
+    job.patch({"standby": {"enabled": True}})  # of no class: restarts nothing
+    producer = ProducerLoop(job.kafka, job.topic, job.next_id, rate=20)
+    try:
+        wait_for("the standby Ready", lambda: _columns(job).get("STANDBY") == "Ready", 300, 1)
+        status = job.status()
+        epoch, attempt, driver = status["epoch"], status["attempt"], status["driverPod"]
+        spare = status["standby"]
+        job.wait_batch(epoch, attempt, 240, "a batch before the kill")
+        nodes = {_node_of(job, driver), _node_of(job, spare["pod"])}
+        caused_restarts.update(_driver_pods(job, driver))
+        started = time.monotonic()
+        _kill(job, driver, "delete")
+        report = job.wait_batch(
+            epoch, spare["attempt"], 120, "the standby's first restored batch committed"
+        )
+        seconds = round(time.monotonic() - started, 2)
+    finally:
+        job.next_id = producer.stop()
+    assert report["startPath"] == "restored", report
+    status = job.status()
+    assert (status["driverPod"], status["lastRestartReason"]) == (spare["pod"], "DriverDeleted")
+    behind = status.get("standby") or {}
+    assert behind.get("attempt", 0) > spare["attempt"], behind  # a new one, a new name
+    job.patch({"standby": {"enabled": False}})
+    wait_for("the standby removed", lambda: _driver_pods(job, behind["pod"]) == set(), 120, 1)
+    job.assert_exactly_once(job.wait_sink_has_all(240))
+    _write_results(
+        STANDBY,
+        "a driver force-deleted (kubectl delete pod --force --grace-period=0) with "
+        "spec.standby.enabled and the standby Ready, while orders arrive at 20/s: seconds "
+        "from the kill until the runner's report shows the standby's first batch committed, "
+        "restored from the checkpoint (s3a:// on the object store)",
+        [
+            {
+                "seconds": seconds,
+                "restoredBatch": report["restoredBatch"],
+                "goToFirstBatchSeconds": report.get("goToFirstBatchSeconds"),
+                "standbyOnAnotherNode": len(nodes) == 2,
+            }
+        ],
+        5,
+    )
+
+
 LEADER_HANDOVERS = 2
 LEASE = f"{RELEASE}-streamingjob-operator"
 

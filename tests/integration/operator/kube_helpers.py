@@ -120,6 +120,20 @@ class Kube:
         selector = f"spark-role={role}" if role else None
         return self.core.list_namespaced_pod(ns, label_selector=selector).items
 
+    def pod(self, ns: str, name: str) -> client.V1Pod | None:
+        return next((p for p in self.pods(ns) if p.metadata.name == name), None)
+
+    def report(self, ns: str, job: str) -> dict[str, str]:
+        """The job's report ConfigMap: what its runners and the operator's signals wrote."""
+        return self.core.read_namespaced_config_map(f"{job}-report", ns).data or {}
+
+    def signal_ready(self, ns: str, job: str, pod: str, epoch: int, attempt: int) -> None:
+        """What a waiting runner writes once warm: handover.json, by a merge patch."""
+        signal = {"pod": pod, "epoch": epoch, "attempt": attempt, "state": "ready"}
+        self.core.patch_namespaced_config_map(
+            f"{job}-report", ns, {"data": {"handover.json": json.dumps(signal)}}
+        )
+
     def driver_names(self, ns: str) -> list[str]:
         return sorted(p.metadata.name for p in self.pods(ns, "driver"))
 

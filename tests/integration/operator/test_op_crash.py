@@ -8,6 +8,7 @@ fail. A watch on pods records every driver's lifetime; two overlapping ones fail
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import random
@@ -276,28 +277,41 @@ class SlowKubelet(Poller):
 
 
 def _settle(
-    kube: Kube, apiserver, ns: str, jobs: list[str], kubelet: SlowKubelet, tend=lambda: None
+    kube: Kube,
+    apiserver,
+    ns: str,
+    jobs: list[str],
+    kubelet: SlowKubelet,
+    tend=lambda: None,
+    standby: tuple[str, ...] = (),
 ) -> None:
-    """A last operator, and no more failures: until every job has exactly one driver, running
-    and not being deleted, and says Running (`tend` plays whatever else runs meanwhile)."""
+    """A last operator, and no more failures: until every job has exactly one driver (two for
+    the jobs in `standby`: the running one and a Ready standby), running and not being
+    deleted, and says Running (`tend` plays whatever else runs meanwhile)."""
     proc = spawn_operator(apiserver.kubeconfig)
     try:
+
+        def settled_job(job: str, pods: list[client.V1Pod]) -> bool:
+            st = kube.status(ns, job)
+            return (
+                len(pods) == (2 if job in standby else 1)
+                and all(
+                    p.status.phase == "Running" and p.metadata.deletion_timestamp is None
+                    for p in pods
+                )
+                and st.get("phase") == "Running"
+                and (job not in standby or (st.get("standby") or {}).get("state") == "Ready")
+            )
 
         def settled() -> bool:
             tend()
             per_job = defaultdict(list)
             for pod in kube.pods(ns, "driver"):
                 per_job[pod.metadata.labels["sparkkafka.dev/job"]].append(pod)
-            return all(
-                len(per_job[j]) == 1
-                and per_job[j][0].status.phase == "Running"
-                and per_job[j][0].metadata.deletion_timestamp is None
-                and kube.status(ns, j).get("phase") == "Running"
-                for j in jobs
-            )
+            return all(settled_job(j, per_job[j]) for j in jobs)
 
         kubelet.fail_rate = 0.0
-        wait_for(settled, 90, "every job with exactly one running driver")
+        wait_for(settled, 90, "every job with exactly one running driver (and its standby)")
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
@@ -400,21 +414,18 @@ def _play_the_waiting_runners(kube: Kube, ns: str, rng: random.Random, ready: se
         match = re.fullmatch(r"(.+)-e(\d+)-a(\d+)-driver", name)
         assert match is not None, name
         job, epoch, attempt = match[1], int(match[2]), int(match[3])
-        signal_ = {"pod": name, "epoch": epoch, "attempt": attempt, "state": "ready"}
         with contextlib.suppress(client.ApiException):
-            kube.core.patch_namespaced_config_map(
-                f"{job}-report", ns, {"data": {"handover.json": json.dumps(signal_)}}
-            )
+            kube.signal_ready(ns, job, name, epoch, attempt)
 
 
 def test_warm_hand_overs_while_drivers_and_the_operator_die_never_two_reading(
     kube: Kube, apiserver
 ):
-    """Warm hand-overs (redeploys and restarts by hand) while the running and the waiting
-    drivers fail at random, deleted pods linger, some waiting drivers never report ready,
-    and the operator is SIGKILLed at random moments: at no moment do two drivers of one job
-    read (the waiting one reads only once its go is written, and the go only once the
-    running one has ended)."""
+    """Warm hand-overs (redeploys and restarts by hand; on h0 with a standby, which also takes
+    over failed drivers) while the running and the waiting drivers fail at random, deleted
+    pods linger, some waiting drivers never report ready, and the operator is SIGKILLed at
+    random moments: at no moment do two drivers of one job read (the waiting one reads only
+    once its go is written, and the go only once the running one has ended)."""
     ns = kube.namespace()
     jobs = [f"h{i}" for i in range(3)]
     rng = random.Random(25)
@@ -426,7 +437,8 @@ def test_warm_hand_overs_while_drivers_and_the_operator_die_never_two_reading(
         SlowKubelet(kube, ns, rng, fail_rate=0.01) as kubelet,
     ):
         for job in jobs:
-            kube.create_job(ns, job, job_spec(handover=warm))
+            spare = {"standby": {"enabled": True}} if job == "h0" else {}
+            kube.create_job(ns, job, job_spec(handover=warm, **spare))
         nonces = {(job, kind): 0 for job in jobs for kind in ("redeployNonce", "restartNonce")}
         for _round in range(5):
             proc = spawn_operator(apiserver.kubeconfig)
@@ -445,8 +457,11 @@ def test_warm_hand_overs_while_drivers_and_the_operator_die_never_two_reading(
             finally:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
-        _settle(kube, apiserver, ns, jobs, kubelet, lambda: _play_the_waiting_runners(*runners))
+        tend = functools.partial(_play_the_waiting_runners, *runners)
+        _settle(kube, apiserver, ns, jobs, kubelet, tend, standby=("h0",))
     assert reads.overlaps == [], reads.overlaps[:5]
+    took_over = [e for e in kube.events(ns) if e.reason == "StandbyTakeover"]
+    assert {e.involved_object.name for e in took_over} == {"h0"}
     assert reads.went, "no hand-over reached its go"
     handed = [kube.status(ns, j).get("handover") or {} for j in jobs]
     assert any(h.get("phase") in ("Started", "FellBack") for h in handed), handed

@@ -8,29 +8,12 @@ import json
 import time
 
 import pytest
-from kubernetes import client
 
 from tests.integration.operator.kube_helpers import Kube, job_spec, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 STOPPING = "test.sparkkafka.dev/stopping"  # holds a deleted driver like a slow graceful stop
-
-
-def _pod(kube: Kube, ns: str, name: str) -> client.V1Pod | None:
-    return next((p for p in kube.pods(ns) if p.metadata.name == name), None)
-
-
-def _report(kube: Kube, ns: str, job: str) -> dict[str, str]:
-    return kube.core.read_namespaced_config_map(f"{job}-report", ns).data or {}
-
-
-def _ready(kube: Kube, ns: str, job: str, pod: str, epoch: int, attempt: int) -> None:
-    """What the waiting runner writes once warm: handover.json, by a merge patch."""
-    signal = {"pod": pod, "epoch": epoch, "attempt": attempt, "state": "ready"}
-    kube.core.patch_namespaced_config_map(
-        f"{job}-report", ns, {"data": {"handover.json": json.dumps(signal)}}
-    )
 
 
 def _handover(kube: Kube, ns: str, job: str) -> dict:
@@ -41,7 +24,7 @@ def _running_job(kube: Kube, ns: str, job: str, timeout_seconds: int) -> str:
     spec = job_spec(handover={"mode": "warm", "readyTimeoutSeconds": timeout_seconds})
     kube.create_job(ns, job, spec)
     old = f"{job}-e1-a1-driver"
-    wait_for(lambda: _pod(kube, ns, old), 30, f"driver {old}")
+    wait_for(lambda: kube.pod(ns, old), 30, f"driver {old}")
     kube.set_running(ns, old)
     wait_for(lambda: kube.status(ns, job).get("phase") == "Running", 20, "Running")
     return old
@@ -55,7 +38,7 @@ def test_a_warm_redeploy_writes_the_go_only_after_the_running_driver_is_gone(
     kube.patch_spec(ns, "orders", {"redeployNonce": 1})
 
     new = "orders-e2-a1-driver"
-    waiting = wait_for(lambda: _pod(kube, ns, new), 30, f"waiting driver {new}")
+    waiting = wait_for(lambda: kube.pod(ns, new), 30, f"waiting driver {new}")
     (container,) = waiting.spec.containers
     assert container.args[-1] == "--wait-for-go"
     assert "STREAMJOB_POD_NAME" in {e.name for e in container.env}
@@ -65,24 +48,24 @@ def test_a_warm_redeploy_writes_the_go_only_after_the_running_driver_is_gone(
     assert f"{old}-exec-1" in names and f"{new}-exec-1" in names  # both drivers' executors
     st = kube.status(ns, "orders")
     assert st["driverPod"] == old and st["handover"]["phase"] == "Warming"
-    assert _pod(kube, ns, old).metadata.deletion_timestamp is None  # not stopped before ready
+    assert kube.pod(ns, old).metadata.deletion_timestamp is None  # not stopped before ready
 
     kube.set_running(ns, new)
-    _ready(kube, ns, "orders", new, 2, 1)
-    wait_for(lambda: _pod(kube, ns, old).metadata.deletion_timestamp, 20, "old driver stopped")
+    kube.signal_ready(ns, "orders", new, 2, 1)
+    wait_for(lambda: kube.pod(ns, old).metadata.deletion_timestamp, 20, "old driver stopped")
     assert _handover(kube, ns, "orders")["phase"] == "Stopping"
     # the running driver still exists (stopping between batches): no go, reconcile after
     # reconcile (fencing polls every 0.2 s here)
     deadline = time.monotonic() + 2
     while time.monotonic() < deadline:
-        assert "go.json" not in _report(kube, ns, "orders")
+        assert "go.json" not in kube.report(ns, "orders")
         time.sleep(0.2)
 
     # the runner's final commit done: the pod goes (a JSON patch: a strategic merge patch
     # merges finalizer lists)
     kube.core.patch_namespaced_pod(old, ns, [{"op": "remove", "path": "/metadata/finalizers"}])
-    wait_for(lambda: _pod(kube, ns, old) is None, 20, "old driver gone")
-    go = json.loads(wait_for(lambda: _report(kube, ns, "orders").get("go.json"), 20, "go"))
+    wait_for(lambda: kube.pod(ns, old) is None, 20, "old driver gone")
+    go = json.loads(wait_for(lambda: kube.report(ns, "orders").get("go.json"), 20, "go"))
     assert (go["pod"], go["epoch"], go["attempt"]) == (new, 2, 1)
     # written under a manager of its own: the operator's apply of the ConfigMap keeps it
     cm = kube.core.read_namespaced_config_map("orders-report", ns)
@@ -106,12 +89,12 @@ def test_a_waiting_driver_not_ready_in_time_falls_back_to_the_cold_path(
     old = _running_job(kube, ns, "clicks", 2)
     kube.patch_spec(ns, "clicks", {"restartNonce": 1})
     waiting = "clicks-e1-a2-driver"
-    wait_for(lambda: _pod(kube, ns, waiting), 30, f"waiting driver {waiting}")
+    wait_for(lambda: kube.pod(ns, waiting), 30, f"waiting driver {waiting}")
     kube.set_running(ns, waiting)  # running, never ready
 
     cold = "clicks-e1-a3-driver"
     wait_for(lambda: kube.driver_names(ns) == [cold], 30, f"{cold} as the only driver")
-    pod = _pod(kube, ns, cold)
+    pod = kube.pod(ns, cold)
     assert "--wait-for-go" not in pod.spec.containers[0].args
     st = kube.status(ns, "clicks")
     assert (st["epoch"], st["attempt"], st["driverPod"]) == (1, 3, cold)

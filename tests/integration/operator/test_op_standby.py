@@ -1,0 +1,105 @@
+"""spec.standby against a real kube-apiserver + etcd: the test plays the kubelet (pod phases;
+a finalizer holds a crashed driver as a slow kubelet would) and the runners (handover.json in
+the report ConfigMap). The standby waits for its go; the go is written only once every pod of
+the lost driver is gone."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from tests.integration.operator.kube_helpers import Kube, job_spec, wait_for
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+HELD = "test.sparkkafka.dev/held"  # keeps a crashed driver's pod while the kubelet cleans up
+
+
+def _standby(kube: Kube, ns: str, job: str) -> dict:
+    return kube.status(ns, job).get("standby") or {}
+
+
+def _ready_standby(kube: Kube, ns: str, job: str, attempt: int) -> str:
+    """The standby of epoch 1's `attempt`, created, running and reported ready."""
+    spare = f"{job}-e1-a{attempt}-driver"
+    wait_for(lambda: kube.pod(ns, spare), 30, f"standby {spare}")
+    kube.set_running(ns, spare)
+    kube.signal_ready(ns, job, spare, 1, attempt)
+    wait_for(lambda: _standby(kube, ns, job).get("state") == "Ready", 20, "standby Ready")
+    return spare
+
+
+def test_a_crashed_driver_hands_over_to_the_ready_standby_only_once_it_is_gone(
+    kube: Kube, ns: str, operator: object
+):
+    spec = job_spec(standby={"enabled": True}, handover={"readyTimeoutSeconds": 60})
+    kube.create_job(ns, "orders", spec)
+    old = "orders-e1-a1-driver"
+    wait_for(lambda: kube.pod(ns, old), 30, f"driver {old}")
+    kube.set_running(ns, old)
+
+    spare = "orders-e1-a2-driver"
+    pod = wait_for(lambda: kube.pod(ns, spare), 30, f"standby {spare}")
+    assert pod.spec.containers[0].args[-1] == "--wait-for-go"
+    (apart,) = (
+        pod.spec.affinity.pod_anti_affinity.preferred_during_scheduling_ignored_during_execution
+    )
+    assert apart.pod_affinity_term.label_selector.match_labels["spark-role"] == "driver"
+    assert _standby(kube, ns, "orders")["state"] == "Warming"
+    role = kube.rbac.read_namespaced_role("orders-driver", ns)
+    names = next(r.resource_names for r in role.rules if "delete" in r.verbs)
+    assert f"{old}-exec-1" in names and f"{spare}-exec-1" in names
+    _ready_standby(kube, ns, "orders", 2)
+    assert kube.status(ns, "orders")["phase"] == "Running"  # the running driver untouched
+
+    kube.core.patch_namespaced_pod(old, ns, {"metadata": {"finalizers": [HELD]}})
+    kube.set_terminated(ns, old, 137)  # killed
+    wait_for(lambda: kube.pod(ns, old).metadata.deletion_timestamp, 20, "crashed driver deleted")
+    st = kube.status(ns, "orders")
+    assert (st["handover"]["pod"], st["handover"]["phase"]) == (spare, "Stopping")
+    assert (st["restarts"], st["lastRestartReason"]) == (1, "DriverFailed")
+    deadline = time.monotonic() + 2  # its pod still exists: no go, reconcile after reconcile
+    while time.monotonic() < deadline:
+        assert "go.json" not in kube.report(ns, "orders")
+        time.sleep(0.2)
+
+    kube.core.patch_namespaced_pod(old, ns, [{"op": "remove", "path": "/metadata/finalizers"}])
+    go = json.loads(wait_for(lambda: kube.report(ns, "orders").get("go.json"), 20, "go"))
+    assert (go["pod"], go["epoch"], go["attempt"]) == (spare, 1, 2)
+    st = wait_for(
+        lambda: (s := kube.status(ns, "orders")).get("driverPod") == spare and s, 20, "switched"
+    )
+    assert (st["epoch"], st["attempt"]) == (1, 2)
+    assert st["checkpointLocation"].endswith("/orders/epoch-1")  # restored, same epoch
+    # a new standby behind it, under a name never used
+    _ready_standby(kube, ns, "orders", 3)
+    assert kube.driver_names(ns) == [spare, "orders-e1-a3-driver"]
+    kube.wait_for_events(ns, "orders", {"StandbyReady", "StandbyTakeover", "HandedOver"})
+
+
+def test_a_failed_standby_is_replaced_and_switching_it_off_removes_it(
+    kube: Kube, ns: str, operator: object
+):
+    spec = job_spec(standby={"enabled": True}, handover={"readyTimeoutSeconds": 60})
+    kube.create_job(ns, "clicks", spec)
+    driver = "clicks-e1-a1-driver"
+    wait_for(lambda: kube.pod(ns, driver), 30, f"driver {driver}")
+    kube.set_running(ns, driver)
+    failed = "clicks-e1-a2-driver"
+    wait_for(lambda: kube.pod(ns, failed), 30, f"standby {failed}")
+    kube.set_terminated(ns, failed, 1, message="OutOfMemory")
+
+    events = kube.wait_for_events(ns, "clicks", {"StandbyFailed"})
+    warning = next(e for e in events if e.reason == "StandbyFailed")
+    assert warning.type == "Warning" and failed in warning.message
+    wait_for(lambda: kube.pod(ns, failed) is None, 20, "failed standby deleted")
+    _ready_standby(kube, ns, "clicks", 3)  # after the backoff (1 s here)
+    st = kube.status(ns, "clicks")
+    assert (st["driverPod"], st["restarts"], st["phase"]) == (driver, 0, "Running")
+
+    kube.patch_spec(ns, "clicks", {"standby": {"enabled": False}})
+    wait_for(lambda: kube.driver_names(ns) == [driver], 20, "standby removed")
+    assert _standby(kube, ns, "clicks")["state"] == "Removed"
+    assert kube.status(ns, "clicks")["restarts"] == 0  # the running driver never stopped
