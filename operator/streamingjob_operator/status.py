@@ -126,7 +126,7 @@ def _optional_conditions(
     st: StreamingJobStatus, prev: dict[str, Condition], generation: int, now: datetime
 ) -> list[Condition]:
     """The conditions shown once there is something to say: OffsetsAction, DataLoss,
-    HandoverFallback, AutoscalerConflict."""
+    HandoverFallback, StandbyReady, AutoscalerConflict."""
     conditions: list[Condition] = []
     if st.offsets_action is not None:  # the last offsets action: True when it went through
         done = st.offsets_action
@@ -167,6 +167,19 @@ def _optional_conditions(
                 fell_back,
                 handover.reason if fell_back else handover.phase,
                 f"warm hand-over to {handover.pod}: {handover.message}" if fell_back else "",
+                generation,
+                now,
+            )
+        )
+    if st.standby is not None:  # True while a standby can take over at once
+        standby = st.standby
+        conditions.append(
+            _condition(
+                prev,
+                "StandbyReady",
+                standby.state == "Ready",
+                standby.state,
+                f"{standby.pod}: {standby.message}" if standby.message else standby.pod,
                 generation,
                 now,
             )

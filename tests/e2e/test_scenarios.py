@@ -309,7 +309,8 @@ def test_executors_on_both_workers_read_partitions(job: Job, kube: Kube) -> None
 
 
 def _columns(job: Job) -> dict[str, str]:
-    """`kubectl get sj <job>` as {column: value} (NAME PHASE EPOCH RESTARTS START LAG AGE)."""
+    """`kubectl get sj <job>` as {column: value} (NAME PHASE EPOCH RESTARTS START LAG EXECUTORS
+    STANDBY AGE; an unset value reads <none>)."""
     out = job.kube.run("get", "sj", job.name, "-n", job.namespace)
     header, row = out.splitlines()[:2]
     return dict(zip(header.split(), row.split(), strict=False))

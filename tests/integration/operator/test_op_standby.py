@@ -28,6 +28,8 @@ def _ready_standby(kube: Kube, ns: str, job: str, attempt: int) -> str:
     kube.set_running(ns, spare)
     kube.signal_ready(ns, job, spare, 1, attempt)
     wait_for(lambda: _standby(kube, ns, job).get("state") == "Ready", 20, "standby Ready")
+    conditions = {c["type"]: c for c in kube.status(ns, job)["conditions"]}
+    assert conditions["StandbyReady"]["status"] == "True", conditions
     return spare
 
 

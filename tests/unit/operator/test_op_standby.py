@@ -10,8 +10,9 @@ import pytest
 from streamingjob_operator.decide import FIELD_CLASSES, IGNORE, REASONS
 from streamingjob_operator.models import StreamingJobStatus
 from streamingjob_operator.observed import Signal, Termination
-from streamingjob_operator.status import status_body
+from streamingjob_operator.status import set_conditions, status_body
 from tests.unit.operator.helpers_operator import (
+    T0,
     driver,
     executor,
     exited,
@@ -57,6 +58,7 @@ def _ready_status(seconds: float = 12) -> StreamingJobStatus:
     d = run(_spec(), _warming(), [driver(OLD), driver(SPARE)], later(seconds), handover=_ready())
     assert d.status.standby is not None and d.status.standby.state == "Ready"
     assert [e.reason for e in d.events] == ["StandbyReady"]
+    assert _condition(d.status) == ("True", "Ready")  # kubectl wait --for=condition=StandbyReady
     return d.status
 
 
@@ -173,6 +175,13 @@ def test_a_standby_not_ready_in_time_fails():
     d = run(_spec(), st, [driver(OLD), driver(SPARE)], later(40))
     assert d.status.standby.state == "Failed"  # type: ignore[union-attr]
     assert "readyTimeoutSeconds=30" in d.status.standby.message  # type: ignore[union-attr]
+    assert _condition(d.status) == ("False", "Failed")
+
+
+def _condition(st: StreamingJobStatus) -> tuple[str, str]:
+    set_conditions(st, 1, T0)
+    condition = next(c for c in st.conditions if c.type == "StandbyReady")
+    return condition.status, condition.reason
 
 
 def test_switching_it_off_removes_the_standby_and_restarts_nothing():
