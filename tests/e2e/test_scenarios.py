@@ -879,67 +879,6 @@ def test_a_warm_redeploy_hands_over_between_two_batches_exactly_once(job: Job) -
     )
 
 
-STANDBY = "standby_failover_seconds"
-
-
-def _driver_pods(job: Job, driver: str) -> set[str]:
-    """A driver's pod and its executors' (named after it)."""
-    return {n for p in job.pods() if (n := p["metadata"]["name"]).startswith(driver)}
-
-
-def test_a_killed_driver_with_a_ready_standby_restores_in_seconds_exactly_once(
-    job: Job, caused_restarts: set[str]
-) -> None:
-    """Issue 25: spec.standby.enabled keeps a warm driver of the next attempt beside the
-    running one (another node where it can); `kubectl get sj` shows it Ready. A force-deleted
-    driver is replaced by it: the go once the killed driver's pods are gone, then a restore
-    from the checkpoint, and a new standby behind it. Measured: the kill → the standby's first
-    restored batch committed (cold: driver_killed_to_first_restored_batch_committed). Every
-    order exactly once."""
-    job.patch({"standby": {"enabled": True}})  # of no class: restarts nothing
-    producer = ProducerLoop(job.kafka, job.topic, job.next_id, rate=20)
-    try:
-        wait_for("the standby Ready", lambda: _columns(job).get("STANDBY") == "Ready", 300, 1)
-        status = job.status()
-        epoch, attempt, driver = status["epoch"], status["attempt"], status["driverPod"]
-        spare = status["standby"]
-        job.wait_batch(epoch, attempt, 240, "a batch before the kill")
-        nodes = {_node_of(job, driver), _node_of(job, spare["pod"])}
-        caused_restarts.update(_driver_pods(job, driver))
-        started = time.monotonic()
-        _kill(job, driver, "delete")
-        report = job.wait_batch(
-            epoch, spare["attempt"], 120, "the standby's first restored batch committed"
-        )
-        seconds = round(time.monotonic() - started, 2)
-    finally:
-        job.next_id = producer.stop()
-    assert report["startPath"] == "restored", report
-    status = job.status()
-    assert (status["driverPod"], status["lastRestartReason"]) == (spare["pod"], "DriverDeleted")
-    behind = status.get("standby") or {}
-    assert behind.get("attempt", 0) > spare["attempt"], behind  # a new one, a new name
-    job.patch({"standby": {"enabled": False}})
-    wait_for("the standby removed", lambda: _driver_pods(job, behind["pod"]) == set(), 120, 1)
-    job.assert_exactly_once(job.wait_sink_has_all(240))
-    _write_results(
-        STANDBY,
-        "a driver force-deleted (kubectl delete pod --force --grace-period=0) with "
-        "spec.standby.enabled and the standby Ready, while orders arrive at 20/s: seconds "
-        "from the kill until the runner's report shows the standby's first batch committed, "
-        "restored from the checkpoint (s3a:// on the object store)",
-        [
-            {
-                "seconds": seconds,
-                "restoredBatch": report["restoredBatch"],
-                "goToFirstBatchSeconds": report.get("goToFirstBatchSeconds"),
-                "standbyOnAnotherNode": len(nodes) == 2,
-            }
-        ],
-        5,
-    )
-
-
 LEADER_HANDOVERS = 2
 LEASE = f"{RELEASE}-streamingjob-operator"
 
@@ -1015,12 +954,15 @@ def _hand_over(job: Job, kube: Kube, caused: set[str]) -> dict:
     return {"seconds": round(took_over - deleted, 2), "from": holder}
 
 
-def test_leader_loss_and_helm_upgrade_mid_stream_keep_the_driver(
+def test_leader_loss_and_helm_upgrade_mid_stream_keep_the_driver_and_its_standby(
     job: Job, kube: Kube, helm: Helm, caused_restarts: set[str]
 ) -> None:
     """Scenario 5: the leading operator pod deleted (LEADER_HANDOVERS times), then an
-    operator upgrade that replaces every replica → the job keeps running, and no second
-    driver ever exists (pods watched throughout)."""
+    operator upgrade that replaces every replica → the job keeps running, with the standby
+    the next test kills its driver with (spec.standby, warming meanwhile): every operator
+    adopts both, and no other driver ever exists (pods watched throughout)."""
+    job.patch({"standby": {"enabled": True}})  # of no class: restarts nothing
+    spare = wait_for("the standby recorded", lambda: job.status().get("standby"), 60, 1)
     status = job.status()
     epoch, attempt, driver = status["epoch"], status["attempt"], status["driverPod"]
     restarts = status["restarts"]
@@ -1080,9 +1022,72 @@ def test_leader_loss_and_helm_upgrade_mid_stream_keep_the_driver(
     assert (status["epoch"], status["attempt"], status["driverPod"]) == (epoch, attempt, driver)
     assert status["restarts"] == restarts and status["phase"] == "Running"
     names = {line.split()[0] for line in seen.splitlines() if line.strip()}
-    assert names == {driver}, f"driver pods seen during the upgrade: {seen}"
-    assert [p["metadata"]["name"] for p in job.pods("spark-role=driver")] == [driver]
+    assert names == {driver, spare["pod"]}, f"driver pods seen during the upgrade: {seen}"
+    drivers = {p["metadata"]["name"] for p in job.pods("spark-role=driver")}
+    assert drivers == {driver, spare["pod"]}
+    assert status["standby"]["pod"] == spare["pod"], status["standby"]  # adopted, not replaced
     job.assert_exactly_once(job.wait_sink_has_all(240))
+
+
+STANDBY = "standby_failover_seconds"
+
+
+def _driver_pods(job: Job, driver: str) -> set[str]:
+    """A driver's pod and its executors' (named after it)."""
+    return {n for p in job.pods() if (n := p["metadata"]["name"]).startswith(driver)}
+
+
+def test_a_killed_driver_with_a_ready_standby_restores_in_seconds_exactly_once(
+    job: Job, caused_restarts: set[str]
+) -> None:
+    """Issue 25: spec.standby.enabled keeps a warm driver of the next attempt beside the
+    running one (another node where it can); `kubectl get sj` shows it Ready. A force-deleted
+    driver is replaced by it: the go once the killed driver's pods are gone, then a restore
+    from the checkpoint, and a new standby behind it. Measured: the kill → the standby's first
+    restored batch committed (cold: driver_killed_to_first_restored_batch_committed). Every
+    order exactly once."""
+    job.patch({"standby": {"enabled": True}})  # on since the test before (warmed there)
+    producer = ProducerLoop(job.kafka, job.topic, job.next_id, rate=20)
+    try:
+        wait_for("the standby Ready", lambda: _columns(job).get("STANDBY") == "Ready", 300, 1)
+        status = job.status()
+        epoch, attempt, driver = status["epoch"], status["attempt"], status["driverPod"]
+        spare = status["standby"]
+        job.wait_batch(epoch, attempt, 240, "a batch before the kill")
+        nodes = {_node_of(job, driver), _node_of(job, spare["pod"])}
+        caused_restarts.update(_driver_pods(job, driver))
+        started = time.monotonic()
+        _kill(job, driver, "delete")
+        report = job.wait_batch(
+            epoch, spare["attempt"], 120, "the standby's first restored batch committed"
+        )
+        seconds = round(time.monotonic() - started, 2)
+    finally:
+        job.next_id = producer.stop()
+    assert report["startPath"] == "restored", report
+    status = job.status()
+    assert (status["driverPod"], status["lastRestartReason"]) == (spare["pod"], "DriverDeleted")
+    behind = status.get("standby") or {}
+    assert behind.get("attempt", 0) > spare["attempt"], behind  # a new one, a new name
+    job.patch({"standby": {"enabled": False}})
+    wait_for("the standby removed", lambda: _driver_pods(job, behind["pod"]) == set(), 120, 1)
+    job.assert_exactly_once(job.wait_sink_has_all(240))
+    _write_results(
+        STANDBY,
+        "a driver force-deleted (kubectl delete pod --force --grace-period=0) with "
+        "spec.standby.enabled and the standby Ready, while orders arrive at 20/s: seconds "
+        "from the kill until the runner's report shows the standby's first batch committed, "
+        "restored from the checkpoint (s3a:// on the object store)",
+        [
+            {
+                "seconds": seconds,
+                "restoredBatch": report["restoredBatch"],
+                "goToFirstBatchSeconds": report.get("goToFirstBatchSeconds"),
+                "standbyOnAnotherNode": len(nodes) == 2,
+            }
+        ],
+        5,
+    )
 
 
 SCALED = "scale_to_first_batch_seconds"
