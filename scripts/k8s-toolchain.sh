@@ -86,7 +86,7 @@ stage_built() {
   while read -r name version; do up_to_date "$name" "$version" || return 1; done < <(wanted "$stage")
 }
 # Built already (a stamp is written only after its binary): answer at once, without waiting
-# for another stage's build (a fresh machine's MinIO build took the API-server tests' 120 s).
+# for another stage's build (on a fresh machine the API-server tests once waited out their 120 s).
 if stage_built; then
   echo "$bin" >&3
   exit 0
