@@ -39,7 +39,7 @@ from .naming import (
     ui_service_name,
 )
 from .pod_parts import (
-    apart_from,
+    apart_from_other_drivers,
     avoiding,
     container_security,
     credential_env,
@@ -120,7 +120,8 @@ def build_executor_template(
         "metadata": spec.pod_template.metadata,
         "spec": spec.pod_template.spec,
     }
-    return avoiding(merge(template, ours), avoid_nodes or [])
+    # a standby's executors stay off the running driver's node too (and its off theirs)
+    return apart_from_other_drivers(avoiding(merge(template, ours), avoid_nodes or []), name)
 
 
 def runner_manifest(job: dict[str, Any]) -> dict[str, Any]:
@@ -439,7 +440,7 @@ def build_driver_pod(job: dict[str, Any], spec: StreamingJobSpec, launch: Launch
     template = {"metadata": spec.pod_template.metadata, "spec": spec.pod_template.spec}
     pod = avoiding(merge(template, ours), list(launch.avoid_nodes))
     if launch.away_from_drivers:
-        apart_from(pod, {**job_selector(job["metadata"]["name"]), LABEL_ROLE: "driver"})
+        apart_from_other_drivers(pod, job["metadata"]["name"])
     pod["apiVersion"], pod["kind"] = "v1", "Pod"
     return pod
 

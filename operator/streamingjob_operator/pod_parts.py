@@ -23,6 +23,7 @@ from spark_app.manifest import S3_ACCESS_KEY_ENV, S3_SECRET_KEY_ENV
 from spark_app.value_spec import RegistryCASecret, RegistryCredentialsSecret
 
 from .models import StreamingJobSpec
+from .naming import LABEL_DRIVER, job_selector
 
 ENV_USERNAME, ENV_PASSWORD = ENV_SASL_USERNAME, ENV_SASL_PASSWORD  # spark_app.kafka_config
 SPARK_UID = 185  # the spark user of Apache Spark images
@@ -297,9 +298,11 @@ def avoiding(pod: dict[str, Any], nodes: list[str]) -> dict[str, Any]:
     return pod
 
 
-def apart_from(pod: dict[str, Any], labels: dict[str, str]) -> dict[str, Any]:
-    """`pod` placed, where the scheduler can, on a node without pods of `labels`: a
-    preferred pod anti-affinity term added to the user's."""
+def apart_from_other_drivers(pod: dict[str, Any], job: str) -> dict[str, Any]:
+    """`pod` placed, where the scheduler can, on a node without the pods of another driver
+    of the job (that driver and its executors): a preferred pod anti-affinity term added to
+    the user's. `mismatchLabelKeys` (Kubernetes 1.33) selects the job's pods whose driver
+    label differs from this pod's; a node lost then takes one driver's pods, not both."""
     preferred = (
         pod.setdefault("spec", {})
         .setdefault("affinity", {})
@@ -310,7 +313,8 @@ def apart_from(pod: dict[str, Any], labels: dict[str, str]) -> dict[str, Any]:
         {
             "weight": 100,
             "podAffinityTerm": {
-                "labelSelector": {"matchLabels": dict(labels)},
+                "labelSelector": {"matchLabels": job_selector(job)},
+                "mismatchLabelKeys": [LABEL_DRIVER],
                 "topologyKey": "kubernetes.io/hostname",
             },
         }

@@ -48,7 +48,14 @@ def test_a_crashed_driver_hands_over_to_the_ready_standby_only_once_it_is_gone(
     (apart,) = (
         pod.spec.affinity.pod_anti_affinity.preferred_during_scheduling_ignored_during_execution
     )
-    assert apart.pod_affinity_term.label_selector.match_labels["spark-role"] == "driver"
+    # kept off the nodes of another driver's pods (the API server merged the key's value in)
+    assert apart.pod_affinity_term.mismatch_label_keys == ["sparkkafka.dev/driver-pod"]
+    (other,) = apart.pod_affinity_term.label_selector.match_expressions
+    assert (other.key, other.operator, other.values) == (
+        "sparkkafka.dev/driver-pod",
+        "NotIn",
+        [spare],
+    )
     assert _standby(kube, ns, "orders")["state"] == "Warming"
     role = kube.rbac.read_namespaced_role("orders-driver", ns)
     names = next(r.resource_names for r in role.rules if "delete" in r.verbs)

@@ -28,6 +28,7 @@ from streamingjob_operator.launch import Launch
 from streamingjob_operator.models import StreamingJobStatus
 from streamingjob_operator.naming import (
     LABEL_ATTEMPT,
+    LABEL_DRIVER,
     LABEL_EPOCH,
     LABEL_JOB,
     driver_host_name,
@@ -353,26 +354,32 @@ def test_a_waiting_driver_waits_for_the_go_and_knows_its_name():
     assert running.startswith("orders-e2-a2-driver.") and f"{POD_NAME}." not in running
 
 
-def test_a_standby_prefers_a_node_without_another_driver_of_the_job_keeping_the_users_terms():
-    """A standby (standby.py) is kept apart from the running driver where the scheduler can:
-    a node lost takes only one of them. Preferred, not required: a one-node cluster still
-    gets a standby."""
+def test_a_standby_and_every_executor_prefer_nodes_without_another_drivers_pods():
+    """A standby (standby.py) and its executors stay apart from the running driver and its
+    executors where the scheduler can: a node lost takes one driver's pods, not both.
+    Preferred, not required (a one-node cluster still gets a standby), beside the user's."""
     user = {"weight": 5, "podAffinityTerm": {"labelSelector": {}, "topologyKey": "zone"}}
     spec = make_spec(podTemplate={"spec": {"affinity": {"podAntiAffinity": {PREFERRED: [user]}}}})
-    launch = Launch(
+    apart = {
+        "weight": 100,
+        "podAffinityTerm": {
+            "labelSelector": {"matchLabels": {LABEL_JOB: "orders"}},
+            "mismatchLabelKeys": [LABEL_DRIVER],  # the job's pods of another driver
+            "topologyKey": "kubernetes.io/hostname",
+        },
+    }
+    standby = Launch(
         POD_NAME, 1, 2, checkpoint_location=LOC, wait_for_go=True, away_from_drivers=True
     )
-    built = build_driver_pod(JOB, spec, launch)
-    terms = built["spec"]["affinity"]["podAntiAffinity"][PREFERRED]
-    apart = {LABEL_JOB: "orders", "spark-role": "driver"}
-    assert terms[0] == user and terms[1]["weight"] == 100
-    assert terms[1]["podAffinityTerm"] == {
-        "labelSelector": {"matchLabels": apart},
-        "topologyKey": "kubernetes.io/hostname",
-    }
-    assert built["spec"]["containers"][0]["args"][-1] == "--wait-for-go"
+    built = build_driver_pod(JOB, spec, standby)
+    assert built["spec"]["affinity"]["podAntiAffinity"][PREFERRED] == [user, apart]
+    assert built["metadata"]["labels"][LABEL_DRIVER] == POD_NAME  # what the others mismatch
     plain = build_driver_pod(JOB, spec, Launch(POD_NAME, 1, 2, checkpoint_location=LOC))
     assert plain["spec"]["affinity"]["podAntiAffinity"][PREFERRED] == [user]
+    template = build_executor_template(spec, "orders")
+    assert template["spec"]["affinity"]["podAntiAffinity"][PREFERRED] == [user, apart]
+    confs = spark_confs(JOB, spec, POD_NAME, 1, 2)
+    assert confs[f"spark.kubernetes.executor.label.{LABEL_DRIVER}"] == POD_NAME
 
 
 def test_a_dotted_job_name_gives_a_hostname_without_dots():
@@ -636,7 +643,7 @@ def test_the_attempt_after_a_node_loss_avoids_that_node_in_every_user_term():
     assert plain["spec"]["affinity"]["nodeAffinity"][
         "requiredDuringSchedulingIgnoredDuringExecution"
     ] == {"nodeSelectorTerms": [{"matchExpressions": [away]}]}
-    assert "affinity" not in build_executor_template(make_spec(), "orders")["spec"]
+    assert "nodeAffinity" not in build_executor_template(make_spec(), "orders")["spec"]["affinity"]
 
 
 def test_the_documented_guardrails_are_the_code_s():
