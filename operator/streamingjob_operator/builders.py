@@ -58,6 +58,9 @@ from .timing import DRIVER_STOP
 CONFIG_DIR = "/etc/streamingjob"
 MANIFEST_PATH = f"{CONFIG_DIR}/job.yaml"
 EXECUTOR_TEMPLATE_PATH = f"{CONFIG_DIR}/executor-template.yaml"
+# A standby's executors: without the nodes the running attempt avoids (it was placed apart
+# from that attempt, which may run on the node left after a loss)
+STANDBY_EXECUTOR_TEMPLATE_PATH = f"{CONFIG_DIR}/standby-executor-template.yaml"
 DRIVER_PORT = 7078
 BLOCK_MANAGER_PORT = 7079
 UI_PORT = 4040
@@ -153,6 +156,9 @@ def build_job_configmap(
             "job.yaml": yaml.safe_dump(runner_manifest(job), sort_keys=False),
             "executor-template.yaml": yaml.safe_dump(
                 build_executor_template(spec, name, avoid_nodes), sort_keys=False
+            ),
+            "standby-executor-template.yaml": yaml.safe_dump(
+                build_executor_template(spec, name), sort_keys=False
             ),
         },
     }
@@ -376,6 +382,8 @@ def driver_args(job: dict[str, Any], spec: StreamingJobSpec, launch: Launch) -> 
     name = job["metadata"]["name"]
     args = ["--master", MASTER, "--deploy-mode", "client", "--name", name]
     confs = spark_confs(job, spec, launch.driver_pod, launch.epoch, launch.attempt)
+    if launch.away_from_drivers:
+        confs["spark.kubernetes.executor.podTemplateFile"] = STANDBY_EXECUTOR_TEMPLATE_PATH
     for key, value in sorted(confs.items()):
         args += ["--conf", f"{key}={value}"]
     args += [

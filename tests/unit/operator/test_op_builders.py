@@ -382,6 +382,27 @@ def test_a_standby_and_every_executor_prefer_nodes_without_another_drivers_pods(
     assert confs[f"spark.kubernetes.executor.label.{LABEL_DRIVER}"] == POD_NAME
 
 
+def test_a_standbys_executors_do_not_inherit_the_nodes_the_running_attempt_avoids():
+    """After a node loss the running attempt avoids that node (required); the standby's
+    executors must not: they would be forced onto the running driver's node (seen on kind:
+    the second node loss then froze the standby's first batch)."""
+    cm = build_job_configmap(JOB, SPEC, avoid_nodes=["w1"])
+    running = yaml.safe_load(cm["data"]["executor-template.yaml"])
+    spare = yaml.safe_load(cm["data"]["standby-executor-template.yaml"])
+    assert "nodeAffinity" in running["spec"]["affinity"]
+    assert "nodeAffinity" not in spare["spec"]["affinity"]
+    assert spare == build_executor_template(SPEC, "orders")
+    standby = Launch(
+        POD_NAME, 1, 2, checkpoint_location=LOC, wait_for_go=True, away_from_drivers=True
+    )
+    for launch, path in (
+        (standby, "standby-executor-template.yaml"),
+        (Launch(POD_NAME, 1, 2, checkpoint_location=LOC), "executor-template.yaml"),
+    ):
+        args = build_driver_pod(JOB, SPEC, launch)["spec"]["containers"][0]["args"]
+        assert f"spark.kubernetes.executor.podTemplateFile=/etc/streamingjob/{path}" in args
+
+
 def test_a_dotted_job_name_gives_a_hostname_without_dots():
     assert driver_host_name("orders.v2-e1-a1-driver") == "orders-v2-e1-a1-driver"
 
