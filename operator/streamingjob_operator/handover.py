@@ -26,13 +26,11 @@ the pods observed, and the reconciler lists them again right before writing it.
 
 from __future__ import annotations
 
-from typing import Protocol
-
 from .epochs import set_target
 from .fencing import delete_pods, has_ended, is_lost
 from .history import Event, record
 from .observed import PodInfo, Signal, iso, parse_time
-from .status_models import HandoverStatus, StreamingJobStatus
+from .status_models import HandoverStatus, StreamingJobStatus, WaitingDriver
 from .step import Decision, Job
 
 ACTIVE = ("Warming", "Stopping")
@@ -111,7 +109,7 @@ def follow(job: Job, d: Decision, running: list[PodInfo], waiting: list[PodInfo]
     next_driver = next((p for p in waiting if p.name == handover.pod), None)
     if handover.launch_state == "Pending":
         if next_driver is None:
-            if _past_deadline(job, handover):  # its creation kept failing
+            if past_deadline(job, handover):  # its creation kept failing
                 return _not_ready(job, d, handover, waiting)
             d.action = "launch-waiting"
             d.requeue_after = 0
@@ -143,7 +141,7 @@ def follow(job: Job, d: Decision, running: list[PodInfo], waiting: list[PodInfo]
 
 def _warming(job: Job, d: Decision, handover: HandoverStatus, waiting: list[PodInfo]) -> Decision:
     """Not ready yet: wait until the deadline (then fall back)."""
-    if _past_deadline(job, handover):
+    if past_deadline(job, handover):
         return _not_ready(job, d, handover, waiting)
     left = job.spec.handover.ready_timeout_seconds - waited(job, handover.since)
     d.requeue_after = max(min(job.cfg.fencing_poll_seconds, left), 0.05)
@@ -155,14 +153,18 @@ def waited(job: Job, since: str) -> float:
     return (job.now - (parse_time(since) or job.now)).total_seconds()
 
 
-def _past_deadline(job: Job, handover: HandoverStatus) -> bool:
-    return waited(job, handover.since) >= job.spec.handover.ready_timeout_seconds
+def past_deadline(job: Job, waiting: WaitingDriver) -> bool:
+    """Its warm-up (since its phase began) took spec.handover.readyTimeoutSeconds."""
+    return waited(job, waiting.since) >= job.spec.handover.ready_timeout_seconds
+
+
+def not_ready(job: Job, waiting: WaitingDriver) -> str:
+    timeout = job.spec.handover.ready_timeout_seconds
+    return f"{waiting.pod} did not report ready within spec.handover.readyTimeoutSeconds={timeout}"
 
 
 def _not_ready(job: Job, d: Decision, handover: HandoverStatus, waiting: list[PodInfo]) -> Decision:
-    timeout = job.spec.handover.ready_timeout_seconds
-    why = f"{handover.pod} did not report ready within spec.handover.readyTimeoutSeconds={timeout}"
-    return fall_back(job, d, "NotReadyInTime", why, waiting)
+    return fall_back(job, d, "NotReadyInTime", not_ready(job, handover), waiting)
 
 
 def fall_back(job: Job, d: Decision, reason: str, why: str, waiting: list[PodInfo]) -> Decision:
@@ -215,15 +217,7 @@ def _started(job: Job, d: Decision, handover: HandoverStatus) -> Decision:
     return d
 
 
-class Waiting(Protocol):
-    """A driver started waiting for its go: a hand-over's next one or the standby."""
-
-    pod: str
-    epoch: int
-    attempt: int
-
-
-def waiting_failed(job: Job, waiting: Waiting, pod: PodInfo | None) -> str:
+def waiting_failed(job: Job, waiting: WaitingDriver, pod: PodInfo | None) -> str:
     """Why the waiting driver cannot take over ("": it still can)."""
     if pod is None:
         return f"{waiting.pod} is gone"
@@ -240,7 +234,7 @@ def waiting_failed(job: Job, waiting: Waiting, pod: PodInfo | None) -> str:
     return ""
 
 
-def own_signal(signal: Signal | None, waiting: Waiting) -> Signal | None:
+def own_signal(signal: Signal | None, waiting: WaitingDriver) -> Signal | None:
     """The waiting driver's own handover.json (another pod's is ignored)."""
     if signal is None or not signal.names(waiting.pod, waiting.epoch, waiting.attempt):
         return None

@@ -24,7 +24,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from .epochs import next_attempt
-from .handover import own_signal, waited, waiting_failed
+from .handover import not_ready, own_signal, past_deadline, waited, waiting_failed
 from .history import Event, record
 from .naming import driver_pod_name
 from .observed import PodInfo, iso, of_driver, parse_time
@@ -64,8 +64,8 @@ def keep(job: Job, d: Decision, pods: list[PodInfo]) -> Decision:
     pod = next((p for p in pods if p.name == standby.pod), None)
     if standby.launch_state == "Pending":
         if pod is None:
-            if _past_deadline(job, standby):  # its creation kept failing
-                return _failed(job, d, standby, _not_ready(job, standby))
+            if past_deadline(job, standby):  # its creation kept failing
+                return _failed(job, d, standby, not_ready(job, standby))
             d.action, d.requeue_after = "launch-standby", 0
             return d
         standby.launch_state = "Created"
@@ -80,8 +80,8 @@ def keep(job: Job, d: Decision, pods: list[PodInfo]) -> Decision:
         record(st, job.now, "StandbyReady", message, job.cfg.history_limit)
         d.events.append(Event("Normal", "StandbyReady", message))
         return d
-    if _past_deadline(job, standby):
-        return _failed(job, d, standby, _not_ready(job, standby))
+    if past_deadline(job, standby):
+        return _failed(job, d, standby, not_ready(job, standby))
     left = job.spec.handover.ready_timeout_seconds - waited(job, standby.since)
     d.requeue_after = max(min(job.cfg.fencing_poll_seconds, left, d.requeue_after or left), 0.05)
     return d
@@ -111,15 +111,6 @@ def _record(job: Job, d: Decision) -> Decision:
     )
     d.action, d.requeue_after = "launch-standby", 0
     return d
-
-
-def _past_deadline(job: Job, standby: StandbyStatus) -> bool:
-    return waited(job, standby.since) >= job.spec.handover.ready_timeout_seconds
-
-
-def _not_ready(job: Job, standby: StandbyStatus) -> str:
-    timeout = job.spec.handover.ready_timeout_seconds
-    return f"{standby.pod} did not report ready within spec.handover.readyTimeoutSeconds={timeout}"
 
 
 def _failed(job: Job, d: Decision, standby: StandbyStatus, why: str) -> Decision:

@@ -33,14 +33,20 @@ def _ready_standby(kube: Kube, ns: str, job: str, attempt: int) -> str:
     return spare
 
 
+def _running_with_standby(kube: Kube, ns: str, job: str) -> str:
+    """A job with spec.standby on, its first driver running; that driver's name."""
+    spec = job_spec(standby={"enabled": True}, handover={"readyTimeoutSeconds": 60})
+    kube.create_job(ns, job, spec)
+    driver = f"{job}-e1-a1-driver"
+    wait_for(lambda: kube.pod(ns, driver), 30, f"driver {driver}")
+    kube.set_running(ns, driver)
+    return driver
+
+
 def test_a_crashed_driver_hands_over_to_the_ready_standby_only_once_it_is_gone(
     kube: Kube, ns: str, operator: object
 ):
-    spec = job_spec(standby={"enabled": True}, handover={"readyTimeoutSeconds": 60})
-    kube.create_job(ns, "orders", spec)
-    old = "orders-e1-a1-driver"
-    wait_for(lambda: kube.pod(ns, old), 30, f"driver {old}")
-    kube.set_running(ns, old)
+    old = _running_with_standby(kube, ns, "orders")
 
     spare = "orders-e1-a2-driver"
     pod = wait_for(lambda: kube.pod(ns, spare), 30, f"standby {spare}")
@@ -91,11 +97,7 @@ def test_a_crashed_driver_hands_over_to_the_ready_standby_only_once_it_is_gone(
 def test_a_failed_standby_is_replaced_and_switching_it_off_removes_it(
     kube: Kube, ns: str, operator: object
 ):
-    spec = job_spec(standby={"enabled": True}, handover={"readyTimeoutSeconds": 60})
-    kube.create_job(ns, "clicks", spec)
-    driver = "clicks-e1-a1-driver"
-    wait_for(lambda: kube.pod(ns, driver), 30, f"driver {driver}")
-    kube.set_running(ns, driver)
+    driver = _running_with_standby(kube, ns, "clicks")
     failed = "clicks-e1-a2-driver"
     wait_for(lambda: kube.pod(ns, failed), 30, f"standby {failed}")
     kube.set_terminated(ns, failed, 1, message="OutOfMemory")
