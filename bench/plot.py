@@ -64,7 +64,7 @@ TABLE_SINKS = (
 # The kind scenarios of bench/results/e2e.json, in the README's order.
 E2E_SCENARIOS = (
     ("driver killed → restored batch", "driver_killed_to_first_restored_batch_committed"),
-    ("driver killed, standby → its restored batch", "standby_failover_seconds"),
+    ("standby: driver killed → restored batch", "standby_failover_seconds"),
     (
         "leader deleted → other replica acts",
         "leader_pod_deleted_to_first_reconcile_by_the_other_replica",
@@ -76,7 +76,7 @@ E2E_SCENARIOS = (
         "node_lost_to_first_restored_batch_committed_default_grace",
     ),
     (
-        "node lost (grace 20 s), standby → its batch",
+        "standby: node lost (20 s) → restored batch",
         "node_lost_to_first_restored_batch_committed_grace_20s_standby",
     ),
 )
