@@ -895,6 +895,13 @@ def test_a_warm_redeploy_hands_over_between_two_batches_exactly_once(job: Job) -
     )
 
 
+def _standby_of(job: Job, epoch: int) -> dict | None:
+    """The standby kept now (Warming or Ready) in `epoch`; status keeps a removed one too."""
+    standby = job.status().get("standby") or {}
+    wanted = standby.get("epoch") == epoch and standby.get("state") in ("Warming", "Ready")
+    return standby if wanted else None
+
+
 LEADER_HANDOVERS = 2
 LEASE = f"{RELEASE}-streamingjob-operator"
 
@@ -977,10 +984,10 @@ def test_leader_loss_and_helm_upgrade_mid_stream_keep_the_driver_and_its_standby
     operator upgrade that replaces every replica → the job keeps running, with the standby
     the next test kills its driver with (spec.standby, warming meanwhile): every operator
     adopts both, and no other driver ever exists (pods watched throughout)."""
-    job.patch({"standby": {"enabled": True}})  # of no class: restarts nothing
-    spare = wait_for("the standby recorded", lambda: job.status().get("standby"), 60, 1)
     status = job.status()
     epoch, attempt, driver = status["epoch"], status["attempt"], status["driverPod"]
+    job.patch({"standby": {"enabled": True}})  # of no class: restarts nothing
+    spare = wait_for("the standby recorded", lambda: _standby_of(job, epoch), 60, 1)
     restarts = status["restarts"]
     producer = ProducerLoop(job.kafka, job.topic, job.next_id, rate=20)
     watch = subprocess.Popen(
@@ -1137,19 +1144,26 @@ def test_kubectl_scale_restarts_in_the_epoch_with_one_more_executor(
         job.kube.run(
             "scale", "streamingjob", job.name, "-n", job.namespace, f"--replicas={replicas + 1}"
         )
+        # the epoch's next attempt: above a standby's too, whose names are never reused
+        following = wait_for(
+            "the next attempt recorded",
+            lambda: (a := job.status()["attempt"]) > attempt and a,
+            60,
+            0.5,
+        )
         executors = wait_for(
-            f"{replicas + 1} executor pods of attempt {attempt + 1} running",
-            lambda: len(names := _running_executors(job, attempt + 1)) == replicas + 1 and names,
+            f"{replicas + 1} executor pods of attempt {following} running",
+            lambda: len(names := _running_executors(job, following)) == replicas + 1 and names,
             240,
             0.5,
         )
         raw = job.kube.get("configmap", f"{job.name}-report", job.namespace)["data"]
-        before = committed_batch(json.loads(raw.get("report.json") or "{}"), epoch, attempt + 1)
+        before = committed_batch(json.loads(raw.get("report.json") or "{}"), epoch, following)
         mark = before["latestBatch"]["batchId"] if before else -1
         report = job.wait_report(
-            f"a batch of attempt {attempt + 1} committed with {replicas + 1} executors",
+            f"a batch of attempt {following} committed with {replicas + 1} executors",
             lambda r: (
-                committed_batch(r, epoch, attempt + 1)
+                committed_batch(r, epoch, following)
                 and r["latestBatch"]["batchId"] > mark
                 and len(r.get("executors") or []) == replicas + 1
                 and r
@@ -1163,7 +1177,7 @@ def test_kubectl_scale_restarts_in_the_epoch_with_one_more_executor(
     status = wait_for(  # the start path reaches status with the operator's next report read
         "status of the scaled attempt with its start path",
         lambda: (
-            (s := job.status()).get("attempt") == attempt + 1
+            (s := job.status()).get("attempt") == following
             and s.get("startPath")
             and s.get("executors")
             and s
@@ -1172,7 +1186,7 @@ def test_kubectl_scale_restarts_in_the_epoch_with_one_more_executor(
     )
     assert (status["epoch"], status["startPath"]) == (epoch, "restored"), status
     assert status["executors"] == replicas + 1, status
-    assert sorted(_running_executors(job, attempt + 1)) == sorted(executors)
+    assert sorted(_running_executors(job, following)) == sorted(executors)
     _write_results(
         SCALED,
         f"kubectl scale streamingjob --replicas={replicas + 1} (from {replicas}) until the "
