@@ -82,4 +82,7 @@ def test_a_query_the_runner_refuses_holds_the_job_until_the_spec_changes(
 
     kube.patch_spec(ns, "filtered", {"job": {"sql": GOOD}})  # fixed: a new generation
     wait_for(lambda: kube.driver_names(ns) == ["filtered-e2-a1-driver"], 30, "the next epoch")
-    wait_for(lambda: _degraded(kube, ns, "filtered").get("reason") == "AsExpected", 30, "clear")
+    # the hold is over (the test's Kafka is unreachable by design: a reading that failed by
+    # then makes Degraded KafkaUnavailable instead of AsExpected, seen under CI's load)
+    wait_for(lambda: _degraded(kube, ns, "filtered").get("reason") != "InvalidSpec", 30, "clear")
+    assert kube.status(ns, "filtered")["phase"] != "Invalid"
