@@ -243,6 +243,10 @@ OPERATOR_VALUES = [
     "--set", "config.kafkaPollSeconds=2",
     "--set", "config.resyncSeconds=5",
     "--set", "config.fencingPollSeconds=1",
+    # a Lease that outlasts the bed's API server under CI's load (2 cores: renewals took over
+    # 10 s and both replicas stopped, CI run 23); a release on SIGTERM still hands it over
+    "--set", "leaderElection.leaseDurationSeconds=30",
+    "--set", "leaderElection.renewDeadlineSeconds=20",
     "--set-json", f"nodeSelector={json.dumps(ON_CONTROL_PLANE['nodeSelector'])}",
     "--set-json", f"tolerations={json.dumps(ON_CONTROL_PLANE['tolerations'])}",
 ]  # fmt: skip

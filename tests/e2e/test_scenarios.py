@@ -1004,7 +1004,7 @@ def test_leader_loss_and_helm_upgrade_mid_stream_keep_the_driver_and_its_standby
         _write_results(
             "leader_pod_deleted_to_first_reconcile_by_the_other_replica",
             "kubectl delete of the pod holding the operator's Lease until the other replica "
-            "logs its first reconcile of the job (chart defaults: Lease 15 s, renew 10 s, "
+            "logs its first reconcile of the job (the bed's Lease 30 s and renew 20 s, "
             "retry 2 s; the leader releases the Lease on SIGTERM)",
             handovers,
             15,
