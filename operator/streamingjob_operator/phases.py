@@ -45,7 +45,8 @@ def act_by_hand(job: Job, d: Decision, kind: str, reason: str, message: str) -> 
     spec, st, now, cfg = job.spec, d.status, job.now, job.cfg
     warm = handover.eligible(job, st)  # the running driver stays until the next is ready
     if kind == "restart" and handover.driver_runs(job, st) and _standby_fits(job, st):
-        return _restart_by_standby(job, d, reason, message)
+        mark_deployed(spec, st)
+        return standby.serve_restart(job, d, reason, message)
     standby.remove(st, job, message)  # of the spec (or epoch) it replaces
     if kind == "redeploy" or st.epoch == 0:
         epoch, attempt = st.epoch + 1, 1
@@ -87,26 +88,6 @@ def _standby_fits(job: Job, st: StreamingJobStatus) -> bool:
         and st.deployed_pod_hash == pod_hash(spec)
         and not checkpoint_too_old(spec, st, job.now)
     )
-
-
-def _restart_by_standby(job: Job, d: Decision, reason: str, message: str) -> Decision:
-    """restartNonce with a standby: it takes over as the epoch's next attempt (restore)."""
-    st = d.status
-    mark_deployed(job.spec, st)
-    st.next_retry_time = ""
-    st.consecutive_failures = 0
-    st.recent_failures = []
-    waiting = standby.promote(job, st)
-    st.restarts += 1
-    st.last_restart_reason, st.last_restart_time = reason, iso(job.now)
-    st.message = (
-        f"{message}: epoch {waiting.epoch} attempt {waiting.attempt} (restore from checkpoint; "
-        f"standby {waiting.pod} takes over)"
-    )
-    record(st, job.now, reason, st.message, job.cfg.history_limit)
-    d.events.append(Event("Normal", reason, st.message))
-    d.requeue_after = 0
-    return d
 
 
 def launching(job: Job, d: Decision, driver: PodInfo | None) -> Decision:

@@ -152,9 +152,7 @@ def take_over(job: Job, d: Decision, reason: str, message: str, delay: float = 0
     """The running driver was lost (or its node drains): the standby takes over, after
     `delay` (a crash loop's backoff), restoring from the checkpoint."""
     st, now = d.status, job.now
-    handover = promote(job, st)
-    st.restarts += 1
-    st.last_restart_reason, st.last_restart_time = reason, iso(now)
+    handover = _promote_as_restart(job, st, reason)
     st.next_retry_time = iso(now + timedelta(seconds=delay)) if delay else ""
     st.phase = "Restarting"
     after = f" in {delay:g}s" if delay else ""
@@ -167,3 +165,29 @@ def take_over(job: Job, d: Decision, reason: str, message: str, delay: float = 0
     d.restart_reason = reason
     d.requeue_after = 0
     return d
+
+
+def serve_restart(job: Job, d: Decision, reason: str, message: str) -> Decision:
+    """A restartNonce the standby can serve: it takes over as the epoch's next attempt
+    (restore), the running driver stopped between batches."""
+    st = d.status
+    st.next_retry_time = ""
+    st.consecutive_failures = 0
+    st.recent_failures = []
+    waiting = _promote_as_restart(job, st, reason)
+    st.message = (
+        f"{message}: epoch {waiting.epoch} attempt {waiting.attempt} (restore from checkpoint; "
+        f"standby {waiting.pod} takes over)"
+    )
+    record(st, job.now, reason, st.message, job.cfg.history_limit)
+    d.events.append(Event("Normal", reason, st.message))
+    d.requeue_after = 0
+    return d
+
+
+def _promote_as_restart(job: Job, st: StreamingJobStatus, reason: str) -> HandoverStatus:
+    """The standby is the hand-over's next driver; the job counts one restart."""
+    handover = promote(job, st)
+    st.restarts += 1
+    st.last_restart_reason, st.last_restart_time = reason, iso(job.now)
+    return handover
