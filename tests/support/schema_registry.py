@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import argparse
 import base64
-import contextlib
+import http.client
 import io
 import json
 import ssl
@@ -66,6 +66,10 @@ def _runner_jar(dist: Path) -> Path:
     return jars[0]
 
 
+class PortTaken(RuntimeError):
+    """The registry's port is another process's (taken between free_port() and its bind)."""
+
+
 class SchemaRegistry:
     """One registry process on 127.0.0.1:`port`; `stop(kill=True)` is a crash. Its storage is
     in memory: a restart forgets every schema."""
@@ -81,10 +85,12 @@ class SchemaRegistry:
     ):
         self.workdir = Path(workdir)
         self.port = port or free_port()
+        self._port_chosen = port is not None  # a restart keeps its port
         self.heap = heap
         self.basic_auth = basic_auth  # (user, password) that every /apis request must carry
         self.tls = tls  # https only, with this certificate (for 127.0.0.1)
         self.process: subprocess.Popen[bytes] | None = None
+        self._log_from = 0
 
     @property
     def base(self) -> str:
@@ -104,6 +110,22 @@ class SchemaRegistry:
         return self.workdir / "registry.log"
 
     def start(self, timeout: float = 120.0) -> SchemaRegistry:
+        """Starts it and waits until ready. A free port another process took before the
+        registry bound it (the services tests start brokers beside it) is given up for a new
+        one, unless the test chose the port."""
+        for tries_left in reversed(range(3)):
+            self._launch()
+            try:
+                self.wait_ready(timeout)
+                return self
+            except PortTaken:
+                self.stop(kill=True)
+                if self._port_chosen or not tries_left:
+                    raise
+                self.port = free_port()
+        raise AssertionError("unreachable")
+
+    def _launch(self) -> None:
         dist = registry_dist()
         self.workdir.mkdir(parents=True, exist_ok=True)
         command = [
@@ -119,13 +141,12 @@ class SchemaRegistry:
             str(_runner_jar(dist)),
         ]
         with open(self.log_file, "ab") as out:
+            self._log_from = out.tell()  # this run's lines
             self.process = subprocess.Popen(
                 command, cwd=self.workdir, stdout=out, stderr=subprocess.STDOUT,
                 start_new_session=True,
             )  # fmt: skip
         (self.workdir / "registry.pid").write_text(str(self.process.pid))
-        self.wait_ready(timeout)
-        return self
 
     def _port_properties(self) -> list[str]:
         """Plain http on `port`; or with `tls` https on `port` and no plain http at all (its
@@ -155,19 +176,28 @@ class SchemaRegistry:
             "-Dquarkus.http.auth.permission.api.policy=authenticated",
         ]
 
+    def _log_of_this_run(self) -> str:
+        with open(self.log_file, "rb") as log:
+            log.seek(self._log_from)
+            return log.read().decode(errors="replace")
+
     def wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         health = f"{self.base}/health/ready"
         context = self._context()
         while time.monotonic() < deadline:
             if self.process is not None and self.process.poll() is not None:
+                if "already in use" in self._log_of_this_run():
+                    raise PortTaken(f"port {self.port} is another process's")
                 raise RuntimeError(f"schema registry exited; see {self.log_file}")
-            with (
-                contextlib.suppress(OSError),
-                urllib.request.urlopen(health, timeout=2, context=context) as answer,
-            ):
-                if answer.status == 200:
-                    return
+            try:
+                with urllib.request.urlopen(health, timeout=2, context=context) as answer:
+                    if answer.status == 200:
+                        return
+            except http.client.HTTPException as exc:  # not HTTP: another server's port
+                raise PortTaken(f"port {self.port} answers as another server: {exc!r}") from None
+            except OSError:
+                pass  # not listening yet
             time.sleep(0.2)
         raise TimeoutError(f"schema registry on port {self.port} not ready after {timeout}s")
 
