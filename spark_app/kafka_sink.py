@@ -5,9 +5,11 @@ success, so a batch is committed only after Kafka acknowledged every record; a r
 a restored batch may write records again (the documented at-least-once of Kafka sinks).
 
 A leader change costs a pause, not a failed batch: librdkafka retries each record (idempotence
-keeps the order and writes it once) until its delivery timeout, `_DELIVERY_TIMEOUT_MS` (2 min,
-twice the driver's look-up deadline of `spark_app.kafka_retry`, which says why that outlasts a
-broker restart), and the flush waits for the last record's answer.
+keeps the order and nearly always writes it once: a leader change that bumps the producer's
+epoch can write one twice, librdkafka's open issue #4953) until its delivery timeout,
+`_DELIVERY_TIMEOUT_MS` (2 min, twice the driver's look-up deadline of `spark_app.kafka_retry`,
+which says why that outlasts a broker restart), and the flush waits for the last record's
+answer.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ import subprocess
 import time
 import tomllib
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -458,8 +459,25 @@ def avro_orders(registry, schema, poison_every):
 def partitions(consumer):
     return sorted(consumer.list_topics(topic, timeout=20).topics[topic].partitions)
 
-def make_producer():  # acks=all (librdkafka's default), no duplicates when a leader moves
+# acks=all (librdkafka's default), idempotent: a retry is written once, nearly always (a leader
+# change that bumps the producer's epoch can write a record twice: librdkafka's issue #4953)
+def make_producer():
     return Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True})
+
+def read_to_end(isolation, timeout):  # every message such a reader sees, from start to end
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-reader",
+                         "enable.auto.commit": False, "isolation.level": isolation})
+    tps = [TopicPartition(topic, p, 0) for p in partitions(consumer)]
+    ends = {tp.partition: consumer.get_watermark_offsets(tp, timeout=20)[1] for tp in tps}
+    consumer.assign([tp for tp in tps if ends[tp.partition] > 0])
+    seen, deadline = [], time.monotonic() + timeout
+    # a read_committed reader passes the transactions' markers too: position reaches the end
+    while any(tp.offset < ends[tp.partition] for tp in consumer.position(consumer.assignment())):
+        if time.monotonic() > deadline:
+            sys.exit(f"{topic} not read to its end {ends} (an open transaction?)")
+        seen += [m for m in consumer.consume(500, 0.5) if m.error() is None]
+    consumer.close()
+    return seen
 
 if command == "create-topic":  # partitions, replication factor
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -479,22 +497,14 @@ elif command == "produce-avro-loop":  # registry URL, schema, poison every, star
     encode = avro_orders(rest[0], rest[1], int(rest[2]))
     produce_loop(int(rest[3]), float(rest[4]), rest[5], encode)
 elif command == "dead-letters":  # what a read_committed reader sees, from the start to the end
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-reader",
-                         "enable.auto.commit": False, "isolation.level": "read_committed"})
-    tps = [TopicPartition(topic, p, 0) for p in partitions(consumer)]
-    ends = {tp.partition: consumer.get_watermark_offsets(tp, timeout=20)[1] for tp in tps}
-    consumer.assign([tp for tp in tps if ends[tp.partition] > 0])
-    seen, deadline = [], time.monotonic() + float(rest[0])
-    # a read_committed reader passes the transactions' markers too: position reaches the end
-    while any(tp.offset < ends[tp.partition] for tp in consumer.position(consumer.assignment())):
-        if time.monotonic() > deadline:
-            sys.exit(f"{topic} not read to its end {ends} (an open transaction?)")
-        for m in consumer.consume(500, 0.5):
-            if m.error() is None:
-                headers = {k: v.decode() for k, v in m.headers() or [] if v is not None}
-                seen.append({"key": m.key().decode(), "value": m.value().hex(), "headers": headers})
-    consumer.close()
-    print(json.dumps(seen))
+    print(json.dumps([
+        {"key": m.key().decode(), "value": m.value().hex(),
+         "headers": {k: v.decode() for k, v in m.headers() or [] if v is not None}}
+        for m in read_to_end("read_committed", float(rest[0]))
+    ]))
+elif command == "keys":  # [[partition, offset, key | null]] of every record, start to end
+    print(json.dumps([[m.partition(), m.offset(), m.key() and m.key().decode()]
+                      for m in read_to_end("read_uncommitted", 60)]))
 elif command == "offsets":  # {"group": {p: o|None}, "end": {p: o}}
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": rest[0]})
     tps = [TopicPartition(topic, p) for p in partitions(consumer)]
@@ -548,6 +558,10 @@ class KafkaClient:
         its log end: [{key, value (hex), headers}]."""
         out = self.run("dead-letters", self.bootstrap, topic, str(timeout), timeout=timeout + 60)
         return json.loads(out)
+
+    def keys_counted(self, topic: str) -> Counter[str | None]:
+        """How often each key is in the topic, from its start to its log end."""
+        return Counter(key for _, _, key in json.loads(self.run("keys", self.bootstrap, topic)))
 
     def offsets(self, topic: str, group: str) -> tuple[dict[int, int | None], dict[int, int]]:
         answer = json.loads(self.run("offsets", self.bootstrap, topic, group))

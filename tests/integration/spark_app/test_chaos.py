@@ -1,19 +1,24 @@
 """Chaos on a replicated cluster (3 KRaft nodes, RF 3, min.insync.replicas 2), on every read
-path: one job per engine (fetch, librdkafka, pure Python) runs as a real runner process side
-by side, under continuous production (acks=all, idempotent), through one scripted sequence of
-events: the node leading most partitions SIGKILLed and gracefully stopped, restarted after
-random outages; a rolling restart of all three nodes; a reassignment moving replicas and
-leaders, then a preferred-leader election; partitions added mid-stream. The pure-Python job
-writes to the Kafka sink (a topic on the same cluster, through the same churn), the others
-to file sinks.
+path: one job per engine (fetch, librdkafka, pure Python) writing a file sink runs as a real
+runner process side by side with a fourth job writing the Kafka sink (a topic on the same
+cluster, through the same churn), under continuous production (acks=all, idempotent), through
+one scripted sequence of events: the node leading most partitions SIGKILLed and gracefully
+stopped, restarted after random outages; a rolling restart of all three nodes; a reassignment
+moving replicas and leaders, then a preferred-leader election; partitions added mid-stream.
 
 A runner that exits fails the test (`RunnerProcess.wait_for`), also where a relaunch would
 have saved the records: a broker restart must cost a job a pause, never its driver. At the end
-every produced id is in each job's sink exactly once and each group's committed offsets equal
-the log ends. Each event's pause (the event to the first batch planned after it committed) is
-printed per engine: docs/source.md ("Kafka as users run it") quotes them.
+every record of the topic (each partition and offset, with the id it holds) is in each job's
+sink exactly once, every produced id is in the topic, and each group's committed offsets equal
+the log ends; the Kafka sink holds every id at least once (its contract, as Spark's). The
+oracle is the topic, not the producer's count: librdkafka's idempotent producer can itself
+write a record twice when a leader moves (its open issue #4953; CI saw it once), and a source
+can only deliver each offset once; such ids are printed. The Kafka sink's own producer is the
+same librdkafka, so its copies are printed, not failed. Each event's
+pause (the event to the first batch planned after it committed) is printed per job:
+docs/source.md ("Kafka as users run it") quotes them.
 
-Cost: one cluster, one sequence, three jobs at once (a runner mostly waits on its trigger).
+Cost: one cluster, one sequence, four jobs at once (a runner mostly waits on its trigger).
 """
 
 from __future__ import annotations
@@ -30,13 +35,13 @@ import pytest
 from confluent_kafka import TopicPartition
 
 from spark_app.options import NATIVE_ENGINE_ENV, READ_PATH_ENV
-from tests.integration.spark_app.test_runner import assert_exactly_once
 from tests.support.file_sink import committed_rows
 from tests.support.kafka_cluster import KafkaCluster
 from tests.support.kafka_tools import (
     DURABLE,
     ContinuousProducer,
     add_partitions,
+    consume_to_end,
     consume_values,
     group_offsets,
     log_end_offsets,
@@ -52,7 +57,7 @@ ENGINES = {
     "librdkafka": {READ_PATH_ENV: "native", NATIVE_ENGINE_ENV: "librdkafka"},
     "python": {READ_PATH_ENV: "python"},
 }
-KAFKA_SINK_ENGINE = "python"  # its job writes to the Kafka sink
+KAFKA_SINK_JOB = "kafka-sink"  # the job writing the Kafka sink (reading with pure Python)
 
 
 @pytest.fixture(scope="module")
@@ -66,25 +71,26 @@ def batch_id(runner: RunnerProcess) -> int:
 
 
 class Jobs:
-    """The three jobs, one per engine, reading the same topic into sinks of their own."""
+    """One job per engine and the Kafka sink's, reading the same topic into sinks of their
+    own."""
 
     def __init__(self, cluster: KafkaCluster, topic: str, workdir: Path, kafka_sink: str):
         self.runners: dict[str, RunnerProcess] = {}
-        for engine, env in ENGINES.items():
-            where = workdir / engine
+        for job, env in {**ENGINES, KAFKA_SINK_JOB: ENGINES["python"]}.items():
+            where = workdir / job
             where.mkdir()
             manifest = job_manifest(
-                f"chaos-{engine}",
+                f"chaos-{job}",
                 cluster.bootstrap,
                 topic,
                 where,
                 partitionDiscoveryIntervalMs=1000,
                 maxOffsetsPerTrigger=3000,  # catches up after a pause in few batches
             )
-            if engine == KAFKA_SINK_ENGINE:
+            if job == KAFKA_SINK_JOB:
                 manifest["spec"]["job"]["sink"] = {"format": "kafka", "topic": kafka_sink}
-            self.runners[engine] = RunnerProcess(manifest, where, env=env)
-        self.pauses: dict[str, dict[str, float]] = {engine: {} for engine in ENGINES}
+            self.runners[job] = RunnerProcess(manifest, where, env=env)
+        self.pauses: dict[str, dict[str, float]] = {job: {} for job in self.runners}
 
     def start(self) -> None:
         for runner in self.runners.values():
@@ -166,23 +172,61 @@ def test_every_engine_rides_out_leader_churn_exactly_once(cluster, tmp_path) -> 
         produced = producer.stop()
     jobs.reach(cluster, topic)
     ends = log_end_offsets(cluster.bootstrap, topic)
-    for engine, runner in jobs.runners.items():
+    in_topic = ids_at_offsets(cluster.bootstrap, topic)
+    assert set(in_topic.values()) == set(range(produced)), "the cluster lost or made up ids"
+    print(f"ids the producer wrote twice: {written_twice(in_topic)}")
+    problems: dict[str, list[str]] = {}
+    for job, runner in jobs.runners.items():  # every job checked before any failure
         runner.wait_for(  # the runner's group commits are asynchronous: poll Kafka itself
-            lambda _r, engine=engine: (
-                group_offsets(cluster.bootstrap, f"chaos-{engine}-group", topic) == ends
+            lambda _r, job=job: (
+                group_offsets(cluster.bootstrap, f"chaos-{job}-group", topic) == ends
             ),
             60,
-            f"{engine}: the group's offsets at the log ends {ends}",
+            f"{job}: the group's offsets at the log ends {ends}",
         )
         assert runner.terminate() == 0, runner.tail()
-        if engine == KAFKA_SINK_ENGINE:  # no restart, no task retry: at-least-once is once
-            values = consume_values(cluster.bootstrap, sink)
-            assert Counter(json.loads(v)["id"] for v in values) == Counter(range(produced))
+        assert "partitions discovered" in runner.output(), job
+        if job == KAFKA_SINK_JOB:
+            got = Counter(json.loads(v)["id"] for v in consume_values(cluster.bootstrap, sink))
+            wanted = Counter(in_topic.values())
+            lost = wanted - got
+            problems[job] = [f"{len(lost)} ids lost, e.g. {sorted(lost)[:10]}"] if lost else []
+            print(f"ids the Kafka sink holds more often than the topic: {got - wanted}")
         else:
-            assert_exactly_once(runner.workdir / "output", range(produced))
-        output = runner.output()
-        assert "partitions discovered" in output, engine
-    print(f"chaos: {time.monotonic() - started:.0f}s; pauses (s) per engine: {jobs.pauses}")
+            problems[job] = not_exactly_once(committed_rows(runner.workdir / "output"), in_topic)
+    assert not any(problems.values()), problems
+    print(f"chaos: {time.monotonic() - started:.0f}s; pauses (s) per job: {jobs.pauses}")
+
+
+def ids_at_offsets(bootstrap: str, topic: str) -> dict[tuple[int, int], int]:
+    """What a source must deliver: the id at each (partition, offset) of the topic."""
+    messages = consume_to_end(bootstrap, topic, "read_uncommitted")
+    return {(m.partition(), m.offset()): json.loads(m.value())["id"] for m in messages}
+
+
+def written_twice(in_topic: dict[tuple[int, int], int]) -> dict[int, list[tuple[int, int]]]:
+    where: dict[int, list[tuple[int, int]]] = {}
+    for at, record_id in sorted(in_topic.items()):
+        where.setdefault(record_id, []).append(at)
+    return {record_id: at for record_id, at in where.items() if len(at) > 1}
+
+
+def not_exactly_once(rows: list[dict], in_topic: dict[tuple[int, int], int]) -> list[str]:
+    """What breaks exactly-once in a file sink's rows: an offset of the topic twice or
+    never, one the topic does not have, or an id that is not the one at its offset."""
+    seen = Counter((row["partition"], row["offset"]) for row in rows)
+    wrong = {
+        (row["partition"], row["offset"]): row["id"]
+        for row in rows
+        if in_topic.get((row["partition"], row["offset"]), row["id"]) != row["id"]
+    }
+    found = {
+        "offsets twice": sorted(at for at, n in seen.items() if n > 1),
+        "offsets missing": sorted(in_topic.keys() - seen.keys()),
+        "offsets not in the topic": sorted(seen.keys() - in_topic.keys()),
+        "ids not the topic's at their offset": sorted(wrong.items()),
+    }
+    return [f"{len(at)} {what}, e.g. {at[:10]}" for what, at in found.items() if at]
 
 
 def offsets_by_partition(runner: RunnerProcess) -> dict[int, list[int]]:
