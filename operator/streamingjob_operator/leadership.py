@@ -170,12 +170,19 @@ class Leadership:
         self.gate.close(0)
         if not self._lost.is_set():
             self._lost.set()
-            self._event("Warning", "LeaderLost", f"{self.identity} stopped leading: {reason}")
+            # the gate is closed and the replica exits next: a loaded API server gets the Event
+            # within a renew deadline (one retry period lost it under CI's load)
+            self._event(
+                "Warning",
+                "LeaderLost",
+                f"{self.identity} stopped leading: {reason}",
+                timeout=self.timing.renew_deadline_seconds,
+            )
             self._on_lost(reason)
 
     def _event(self, type_: str, reason: str, message: str, timeout: float | None = None) -> None:
         """An Event on the Lease, so that a change of leader shows beside the jobs' Events.
-        Bounded by one retry period unless told (the API server may be why the term ended)."""
+        Bounded by one retry period unless told."""
         if self._lease is not None:
             self.api.post_lease_event(
                 self._lease,
