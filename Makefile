@@ -81,8 +81,8 @@ test-versions: native ## The broker-version matrix: every engine and a driver ki
 	STREAMJOB_BROKER_MATRIX=full $(PY) -m pytest -m broker_versions $(PYTEST_ARGS)
 
 .PHONY: test
-test: ## Every test tier: unit, integration, then e2e on kind (what CI runs); lint and the builds first
-	@bash scripts/test-all.sh $(PYTEST_ARGS)
+test: lint native-check toolchain helm native ## Every test tier: unit, integration, then e2e on kind (what CI runs)
+	@bash scripts/test-all.sh $(PY) $(PYTEST_ARGS)
 
 .PHONY: images push
 IMAGE_PREFIX ?= streamingjob

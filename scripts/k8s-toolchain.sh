@@ -10,8 +10,9 @@
 #                                          tests (a test service, AGPLv3: never shipped by the chart)
 #   scripts/k8s-toolchain.sh promtool    promtool only: evaluates the chart's alert rules against
 #                                          the operator's real metrics (tests/integration)
-#   scripts/k8s-toolchain.sh registry    the CNCF Distribution registry only: the kind bed's image
-#                                          registry (scripts/kind/registry.sh; make push's target)
+#   scripts/k8s-toolchain.sh registry    the CNCF Distribution registry only (our main: filesystem
+#                                          storage): the kind bed's image registry
+#                                          (scripts/kind/registry.sh; make push's target)
 #
 # Idempotent: each binary has a stamp recording what it was built from; a binary whose stamp
 # matches is not rebuilt. The wrapper modules are generated under the cache, not kept in the repo.
@@ -29,6 +30,8 @@ MINIO_VERSION=v0.0.0-20260212201848-7aac2a2c5b7c
 # Prometheus 3.x publishes its Go module as v0.3XX.Y (v0.316.0 = Prometheus 3.16.0).
 PROMETHEUS_VERSION=v0.316.0
 REGISTRY_VERSION=v3.1.2
+# The registry is built from our own main (scripts/kind/registry): its stamp records the main too.
+registry_version() { echo "$REGISTRY_VERSION $(sha256sum <"$REPO_ROOT/scripts/kind/registry/main.go" | cut -c1-16)"; }
 
 APISERVER_BINS=(kube-apiserver kubectl)
 ALL_BINS=(kube-controller-manager kube-scheduler kube-proxy kubelet kubeadm)
@@ -78,7 +81,7 @@ wanted() {
     helm) echo "helm $HELM_VERSION" ;;
     minio) echo "minio $MINIO_VERSION" ;;
     promtool) echo "promtool $PROMETHEUS_VERSION" ;;
-    registry) echo "registry $REGISTRY_VERSION" ;;
+    registry) echo "registry $(registry_version)" ;;
   esac
 }
 stage_built() {
@@ -227,12 +230,15 @@ build_promtool() {
   mark_built promtool "$PROMETHEUS_VERSION"
 }
 
+# Our own main (scripts/kind/registry/main.go): the filesystem storage driver only.
 build_registry() {
-  up_to_date registry "$REGISTRY_VERSION" && { log "up to date: registry"; return 0; }
-  log "building registry $REGISTRY_VERSION"
-  GOBIN="$bin" go install -ldflags "-s -w" \
-    "github.com/distribution/distribution/v3/cmd/registry@$REGISTRY_VERSION"
-  mark_built registry "$REGISTRY_VERSION"
+  local version
+  version=$(registry_version)
+  up_to_date registry "$version" && { log "up to date: registry"; return 0; }
+  log "building registry $REGISTRY_VERSION (filesystem storage only)"
+  go_build_main "$REPO_ROOT/scripts/kind/registry" github.com/distribution/distribution/v3 \
+    "$REGISTRY_VERSION" "$bin/registry"
+  mark_built registry "$version"
 }
 
 # Everything runs from main: bash reads scripts lazily, so editing this file while a long build

@@ -1,11 +1,7 @@
 #!/usr/bin/env bash
 # Every test tier, as `make test` (and so CI) runs them:
-#   scripts/test-all.sh [pytest args...]
-# First the preparation: the tools the tests run (kube-apiserver, etcd, MinIO, promtool, helm:
-# Go builds, CPU-bound) build in the background while the venv and the S3A connector download
-# (network-bound), lint runs and the native read path builds. On a fresh machine they took
-# 14.8 min one after the other. Cached, they take seconds either way.
-# The `alone` tests run next, by themselves. Then two chains side by side:
+#   scripts/test-all.sh <python> [pytest args...]
+# The `alone` tests run first, by themselves. Then two chains side by side:
 #   - the Spark tier (the service tests below, the operator tests that kill or freeze
 #     operators, then tests/integration/spark_app: local Spark JVMs, CPU-bound);
 #   - the rest (unit tests, the operator on a real API server: mostly waiting, in two sessions
@@ -16,16 +12,10 @@
 # `make test-soak` runs the `soak` tests.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+PY=$1
+shift
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
-
-{
-  for stage in apiserver minio promtool helm; do bash scripts/k8s-toolchain.sh $stage >/dev/null || exit; done
-} 2>"$logs/toolchain.log" &
-toolchain=$!
-"${MAKE:-make}" --no-print-directory lint native-check native || { kill $toolchain; exit 1; }
-wait $toolchain || { cat "$logs/toolchain.log" >&2; echo "the toolchain build failed" >&2; exit 1; }
-PY=$(bash scripts/venv.sh)/bin/python
 SPARK_TIER=tests/integration/spark_app
 # Local Spark queries too, but short ones (Avro, JSON Schema, Protobuf records): they run
 # after the rest, beside the kind bed's start, so that the Spark tier ends soon after the bed is up.
@@ -47,7 +37,7 @@ NOT_HERE="not e2e and not soak and not alone"
 alone_rc=$?
 # its own --basetemp: two pytest sessions must not clean up each other's tmp_path dirs
 # shellcheck disable=SC2086  # the glob is meant to expand
-"$PY" -m pytest -m "$NOT_HERE" --basetemp="$logs/spark-tmp" --durations=10 "$@" \
+"$PY" -m pytest -m "$NOT_HERE" --basetemp="$logs/spark-tmp" --durations=25 "$@" \
   --ignore-glob="$TYPED_GLOB" $SERVICES_GLOB $OPERATOR_KILLS "$SPARK_TIER" >"$logs/spark.log" 2>&1 &
 spark=$!
 # the bed's services (Kafka, the registry, MinIO) start as soon as the cluster is up: the e2e
@@ -82,7 +72,7 @@ if [ $up_rc != 0 ]; then
   echo "kind bed failed (exit $up_rc)" >&2
   rc=1
 elif [ $rc = 0 ]; then
-  STREAMJOB_E2E_KUBECONFIG=$(cat "$logs/kubeconfig") "$PY" -m pytest -m e2e --durations=10 "$@"
+  STREAMJOB_E2E_KUBECONFIG=$(cat "$logs/kubeconfig") "$PY" -m pytest -m e2e --durations=25 "$@"
   rc=$?
 fi
 wait $typed

@@ -29,22 +29,13 @@ GO_VERSION=$(go env GOVERSION)
 
 fresh() { [ -x "$bin/$1" ] && [ "$(cat "$bin/.$1.stamp" 2>/dev/null)" = "$2" ]; }
 
-# Our own main (scripts/kind/coredns): only the plugins the bed's Corefile uses, in a wrapper
-# module whose go line is CoreDNS's own (it decides the runtime's defaults).
+# Our own main (scripts/kind/coredns): only the plugins the bed's Corefile uses.
 src="$REPO_ROOT/scripts/kind/coredns"
 stamp="coredns $COREDNS_VERSION $(sha256sum <"$src/main.go" | cut -c1-16) $GO_VERSION"
 if ! fresh coredns "$stamp"; then
   log "building coredns $COREDNS_VERSION (the bed's plugins only)"
   start=$SECONDS
-  dir="$STREAMJOB_CACHE/kind/coredns-build"
-  rm -rf "$dir" && mkdir -p "$dir" && cp "$src/main.go" "$dir/"
-  cmod=$(go mod download -json "github.com/coredns/coredns@$COREDNS_VERSION" | jq -r .GoMod)
-  {
-    printf 'module streamingjob.local/corednsbuild\n\n'
-    grep -E '^(go|godebug) ' "$cmod"
-    printf '\nrequire github.com/coredns/coredns %s\n' "$COREDNS_VERSION"
-  } >"$dir/go.mod"
-  (cd "$dir" && go mod tidy && go build -ldflags "-s -w" -o "$bin/coredns" .)
+  go_build_main "$src" github.com/coredns/coredns "$COREDNS_VERSION" "$bin/coredns"
   echo "$stamp" >"$bin/.coredns.stamp"
   log "coredns: built in $((SECONDS - start))s"
 fi
