@@ -47,23 +47,29 @@ def read_over_sasl_ssl(broker: KafkaBroker, topic: str, stop: threading.Event) -
 
 def measure(options: str, seconds: float, rate: int) -> dict[str, float]:
     os.environ["JDK_JAVA_OPTIONS"] = options
-    broker = KafkaBroker(Path(tempfile.mkdtemp(prefix="jit-bench-"))).start()
+    with tempfile.TemporaryDirectory(prefix="jit-bench-") as workdir:
+        broker = KafkaBroker(Path(workdir)).start()
+        try:
+            return _load(broker, seconds, rate)
+        finally:
+            broker.stop()
+
+
+def _load(broker: KafkaBroker, seconds: float, rate: int) -> dict[str, float]:
+    """The broker's CPU until ready, then under the load of `seconds`."""
     assert broker.process is not None
     pid = broker.process.pid
-    try:
-        ready = cpu_seconds(pid)
-        topic = new_topic(broker.bootstrap, 3, prefix="load")
-        stop = threading.Event()
-        reader = threading.Thread(target=read_over_sasl_ssl, args=(broker, topic, stop))
-        reader.start()
-        before = cpu_seconds(pid)
-        with ContinuousProducer(broker.bootstrap, topic, rate=rate):
-            time.sleep(seconds)
-        stop.set()
-        reader.join(30)
-        load = cpu_seconds(pid) - before
-    finally:
-        broker.stop()
+    ready = cpu_seconds(pid)
+    topic = new_topic(broker.bootstrap, 3, prefix="load")
+    stop = threading.Event()
+    reader = threading.Thread(target=read_over_sasl_ssl, args=(broker, topic, stop))
+    reader.start()
+    before = cpu_seconds(pid)
+    with ContinuousProducer(broker.bootstrap, topic, rate=rate):
+        time.sleep(seconds)
+    stop.set()
+    reader.join(30)
+    load = cpu_seconds(pid) - before
     return {"startCpuSeconds": round(ready, 1), "loadCpuSeconds": round(load, 1),
             "loadCpuPercent": round(100 * load / seconds, 1)}  # fmt: skip
 

@@ -22,3 +22,5 @@ go_build_main() {
   } >"$dir/go.mod"
   (cd "$dir" && go mod tidy && go build -ldflags "-s -w" -o "$out" .)
 }
+# main_hash SRC: the hash of SRC/main.go, for the stamp of what go_build_main built from it.
+main_hash() { sha256sum <"$1/main.go" | cut -c1-16; }

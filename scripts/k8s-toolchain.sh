@@ -31,7 +31,7 @@ MINIO_VERSION=v0.0.0-20260212201848-7aac2a2c5b7c
 PROMETHEUS_VERSION=v0.316.0
 REGISTRY_VERSION=v3.1.2
 # The registry is built from our own main (scripts/kind/registry): its stamp records the main too.
-registry_version() { echo "$REGISTRY_VERSION $(sha256sum <"$REPO_ROOT/scripts/kind/registry/main.go" | cut -c1-16)"; }
+registry_version() { echo "$REGISTRY_VERSION $(main_hash "$REPO_ROOT/scripts/kind/registry")"; }
 
 APISERVER_BINS=(kube-apiserver kubectl)
 ALL_BINS=(kube-controller-manager kube-scheduler kube-proxy kubelet kubeadm)

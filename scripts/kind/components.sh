@@ -31,7 +31,7 @@ fresh() { [ -x "$bin/$1" ] && [ "$(cat "$bin/.$1.stamp" 2>/dev/null)" = "$2" ]; 
 
 # Our own main (scripts/kind/coredns): only the plugins the bed's Corefile uses.
 src="$REPO_ROOT/scripts/kind/coredns"
-stamp="coredns $COREDNS_VERSION $(sha256sum <"$src/main.go" | cut -c1-16) $GO_VERSION"
+stamp="coredns $COREDNS_VERSION $(main_hash "$src") $GO_VERSION"
 if ! fresh coredns "$stamp"; then
   log "building coredns $COREDNS_VERSION (the bed's plugins only)"
   start=$SECONDS
