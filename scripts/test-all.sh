@@ -2,8 +2,8 @@
 # Every test tier, as `make test` (and so CI) runs them:
 #   scripts/test-all.sh <python> [pytest args...]
 # The `alone` tests run first, by themselves. Then two chains side by side:
-#   - the Spark tier (the service tests below, the operator tests that kill or freeze
-#     operators, then tests/integration/spark_app: local Spark JVMs, CPU-bound);
+#   - the Spark tier (the service tests below, then tests/integration/spark_app: local Spark
+#     JVMs, CPU-bound), beside the operator tests that kill or freeze operators at its start;
 #   - the rest (unit tests, the operator on a real API server: mostly waiting, in two sessions
 #     side by side) while the kind bed and its services come up (docker, image pulls, Kafka),
 #     then the e2e tier, beside the typed-records queries (short Spark queries taken out of
@@ -24,8 +24,10 @@ TYPED_GLOB="$SPARK_TIER/test_*_records.py"
 # they open the Spark tier's session, which ends before the e2e tier does, instead of
 # lengthening the rest, after which the kind bed comes up.
 SERVICES_GLOB="tests/integration/test_*.py"
-# Operator tests that kill, freeze or crash operators (long, mostly waiting): in the Spark
-# tier's session too, so that the rest, after which the e2e tier starts, ends sooner.
+# Operator tests that kill, freeze or crash operators (minutes, mostly waiting on their
+# operators' restarts and Leases): a session of their own beside the Spark tier's start, so that
+# neither chain waits on them (in the rest they delayed the e2e tier; in the Spark tier's
+# session they lengthened it by their whole time).
 OPERATOR_KILLS="tests/integration/operator/test_op_crash.py tests/integration/operator/test_op_leader.py"
 # The rest's second session, beside the first (each waits on its own API server and broker).
 REST_BESIDE="tests/integration/operator/test_op_kafka.py tests/integration/operator/test_op_autoscaler.py tests/integration/operator/test_op_chart_rbac.py"
@@ -38,8 +40,12 @@ alone_rc=$?
 # its own --basetemp: two pytest sessions must not clean up each other's tmp_path dirs
 # shellcheck disable=SC2086  # the glob is meant to expand
 "$PY" -m pytest -m "$NOT_HERE" --basetemp="$logs/spark-tmp" --durations=25 "$@" \
-  --ignore-glob="$TYPED_GLOB" $SERVICES_GLOB $OPERATOR_KILLS "$SPARK_TIER" >"$logs/spark.log" 2>&1 &
+  --ignore-glob="$TYPED_GLOB" $SERVICES_GLOB "$SPARK_TIER" >"$logs/spark.log" 2>&1 &
 spark=$!
+# shellcheck disable=SC2086  # the list is meant to split
+"$PY" -m pytest -m "$NOT_HERE" --basetemp="$logs/kills-tmp" --durations=5 "$@" $OPERATOR_KILLS \
+  >"$logs/kills.log" 2>&1 &
+kills=$!
 # the bed's services (Kafka, the registry, MinIO) start as soon as the cluster is up: the e2e
 # fixtures then find them running
 {
@@ -80,6 +86,11 @@ typed_rc=$?
 echo "=== $TYPED_GLOB (ran beside the e2e tier) ==="
 cat "$logs/typed.log"
 [ $rc = 0 ] && rc=$typed_rc
+wait $kills
+kills_rc=$?
+echo "=== $OPERATOR_KILLS (ran beside the Spark tier) ==="
+cat "$logs/kills.log"
+[ $rc = 0 ] && rc=$kills_rc
 wait $spark
 spark_rc=$?
 echo "=== $SERVICES_GLOB and $SPARK_TIER (ran beside the tests above) ==="

@@ -20,6 +20,8 @@
 #   KAFKA_DATA_DIR             log directory (default /var/lib/kafka/data); formatted once, so a
 #                              restart with the same volume keeps topics and offsets
 #   KAFKA_HEAP                 JVM heap (default 512m)
+#   KAFKA_GC_OPTS              the JVM's collector flags (default G1, 20 ms pause goal; a small
+#                              test cluster spends less CPU with -XX:+UseSerialGC)
 #   KAFKA_LOG_LEVEL            root log level (default INFO)
 #   KAFKA_CFG_<NAME>           any broker property: KAFKA_CFG_NUM_PARTITIONS=3 -> num.partitions=3
 #   KAFKA_TLS_DIR              directory with tls.crt (chain) and tls.key (PKCS#8, unencrypted),
@@ -103,7 +105,7 @@ while IFS='=' read -r name value; do
 done < <(env | grep -E '^KAFKA_CFG_[A-Z0-9_]+=' | grep -vE '=(tcp|udp|sctp)://' || true)
 
 java=("${JAVA_HOME:+$JAVA_HOME/bin/}java" "-Xms${KAFKA_HEAP:-512m}" "-Xmx${KAFKA_HEAP:-512m}"
-  -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -Djava.awt.headless=true
+  ${KAFKA_GC_OPTS:--XX:+UseG1GC -XX:MaxGCPauseMillis=20} -Djava.awt.headless=true
   "-Dlog4j2.configurationFile=/opt/kafka/log4j2.properties" -cp "/opt/kafka/libs/*")
 
 if [ ! -f "$data_dir/meta.properties" ]; then

@@ -58,6 +58,7 @@ ENGINES = {
     "python": {READ_PATH_ENV: "python"},
 }
 KAFKA_SINK_JOB = "kafka-sink"  # the job writing the Kafka sink (reading with pure Python)
+CHAOS_TRIGGER = "2 seconds"
 
 
 @pytest.fixture(scope="module")
@@ -87,6 +88,10 @@ class Jobs:
                 partitionDiscoveryIntervalMs=1000,
                 maxOffsetsPerTrigger=3000,  # catches up after a pause in few batches
             )
+            # a batch every 2 s, not 500 ms: four jobs' per-batch work (the driver's source
+            # calls, a Python worker per task) was most of the test's CPU; every event
+            # still falls between several batches of each job
+            manifest["spec"]["job"]["trigger"] = {"processingTime": CHAOS_TRIGGER}
             if job == KAFKA_SINK_JOB:
                 manifest["spec"]["job"]["sink"] = {"format": "kafka", "topic": kafka_sink}
             self.runners[job] = RunnerProcess(manifest, where, env=env)
