@@ -64,6 +64,11 @@ toolchain: ## Build (once, cached) kube-apiserver, etcd, kubectl, MinIO and prom
 helm: ## Build (once, cached) helm from Go modules (chart tests)
 	bash scripts/k8s-toolchain.sh helm >/dev/null
 
+.PHONY: kind-node
+kind-node: ## Build (once per recipe, cached) the kind bed's node image: Kubernetes and CoreDNS from Go modules
+	@bash scripts/kind/docker-setup.sh >/dev/null
+	@bash scripts/kind/node-image.sh >/dev/null
+
 .PHONY: test-unit
 test-unit: helm native ## Unit tests (seconds, no services)
 	$(PY) -m pytest -m unit $(PYTEST_ARGS)
@@ -81,7 +86,9 @@ test-versions: native ## The broker-version matrix: every engine and a driver ki
 	STREAMJOB_BROKER_MATRIX=full $(PY) -m pytest -m broker_versions $(PYTEST_ARGS)
 
 .PHONY: test
-test: lint native-check toolchain helm native ## Every test tier: unit, integration, then e2e on kind (what CI runs)
+# kind-node last: on a fresh machine its Go builds get both cores before any test starts,
+# instead of sharing them with the Spark tier while the e2e tier waits for the bed.
+test: lint native-check toolchain helm native kind-node ## Every test tier: unit, integration, then e2e on kind (what CI runs)
 	@bash scripts/test-all.sh $(PY) $(PYTEST_ARGS)
 
 .PHONY: images push
