@@ -48,11 +48,12 @@ session() {
   "$PY" -m pytest -m "$NOT_HERE" --basetemp="$logs/$name-tmp" "$@" >"$logs/$name.log" 2>&1
   echo $? >"$logs/$name.rc"
 }
-# report NAME TITLE: prints a session's output; its exit code (1 if it has none)
+# report NAME TITLE: prints a session's output; a failed session (or one that left no exit
+# code) fails the run
 report() {
   echo "=== $2 ==="
   cat "$logs/$1.log"
-  return "$(cat "$logs/$1.rc" 2>/dev/null || echo 1)"
+  [ "$(cat "$logs/$1.rc" 2>/dev/null)" = 0 ] || [ $rc != 0 ] || rc=1
 }
 
 # First, alone: a replicated Kafka cluster's start and failover within the clients' 60 s
@@ -60,7 +61,7 @@ report() {
 "$PY" -m pytest -m "alone and not soak" --basetemp="$logs/alone-tmp" "$@"
 rc=$?
 services=()
-for f in $SERVICES_GLOB; do [ "$f" = $CLUSTER_TEST ] || services+=("$f"); done
+for f in $SERVICES_GLOB; do [ "$f" = "$CLUSTER_TEST" ] || services+=("$f"); done
 session spark --durations=25 "$@" --ignore-glob="$TYPED_GLOB" "${services[@]}" "$SPARK_TIER" &
 spark=$!
 # the bed's services (Kafka, the registry, MinIO) start as soon as the cluster is up: the e2e
@@ -83,9 +84,9 @@ for f in $SPARK_TIER $SERVICES_GLOB $OPERATOR_KILLS $REST_BESIDE $REST_THIRD; do
 done
 session rest "$@" "${ignored[@]}"
 wait $beside $third
-report rest "unit and operator tests" || { [ $rc != 0 ] || rc=1; }
-report beside "$REST_BESIDE (ran beside them)" || { [ $rc != 0 ] || rc=1; }
-report third "$REST_THIRD (ran beside them)" || { [ $rc != 0 ] || rc=1; }
+report rest "unit and operator tests"
+report beside "$REST_BESIDE (ran beside them)"
+report third "$REST_THIRD (ran beside them)"
 # shellcheck disable=SC2086  # the lists are meant to split
 {
   session typed "$@" $TYPED_GLOB $CLUSTER_TEST
@@ -103,11 +104,9 @@ elif [ $rc = 0 ]; then
   rc=$?
 fi
 wait $after_rest
-report typed "$TYPED_GLOB $CLUSTER_TEST (ran beside the e2e tier)" || { [ $rc != 0 ] || rc=1; }
-report kills "$OPERATOR_KILLS (ran beside the e2e tier, after the typed queries)" ||
-  { [ $rc != 0 ] || rc=1; }
+report typed "$TYPED_GLOB $CLUSTER_TEST (ran beside the e2e tier)"
+report kills "$OPERATOR_KILLS (ran beside the e2e tier, after the typed queries)"
 wait $spark
-report spark "$SERVICES_GLOB and $SPARK_TIER (ran beside the tests above)" ||
-  { [ $rc != 0 ] || rc=1; }
+report spark "$SERVICES_GLOB and $SPARK_TIER (ran beside the tests above)"
 bash scripts/kind/down.sh
 exit $rc
