@@ -67,6 +67,12 @@ _COORDINATOR_NOT_READY = {
 }
 
 
+def commit_may_retry(error: KafkaError) -> bool:
+    """A commit refused for now: retriable, or the group's coordinator still loading (a
+    fresh broker's offsets topic on a busy machine)."""
+    return error.retriable() or error.code() in _COORDINATOR_NOT_READY
+
+
 def commit_offsets(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> None:
     """Commits as a consumer of `group`; a retriable refusal (the group's coordinator still
     loading on a busy broker) is retried for up to 30 s."""
@@ -81,10 +87,7 @@ def commit_offsets(bootstrap: str, group: str, topic: str, offsets: dict[int, in
                 )
                 return
             except KafkaException as exc:
-                error = exc.args[0]
-                if time.monotonic() > deadline or not (
-                    error.retriable() or error.code() in _COORDINATOR_NOT_READY
-                ):
+                if time.monotonic() > deadline or not commit_may_retry(exc.args[0]):
                     raise
                 time.sleep(0.2)
     finally:
