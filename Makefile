@@ -65,9 +65,10 @@ helm: ## Build (once, cached) helm from Go modules (chart tests)
 	bash scripts/k8s-toolchain.sh helm >/dev/null
 
 .PHONY: kind-node
-kind-node: ## Build (once per recipe, cached) the kind bed's node image: Kubernetes and CoreDNS from Go modules
+kind-node: ## Build (once per recipe, cached) the kind bed's node image and its image registry: Kubernetes, CoreDNS and Distribution from Go modules
 	@bash scripts/kind/docker-setup.sh >/dev/null
 	@bash scripts/kind/node-image.sh >/dev/null
+	@bash scripts/k8s-toolchain.sh registry >/dev/null
 
 .PHONY: test-unit
 test-unit: helm native ## Unit tests (seconds, no services)
@@ -86,8 +87,9 @@ test-versions: native ## The broker-version matrix: every engine and a driver ki
 	STREAMJOB_BROKER_MATRIX=full $(PY) -m pytest -m broker_versions $(PYTEST_ARGS)
 
 .PHONY: test
-# kind-node last: on a fresh machine its Go builds get both cores before any test starts,
-# instead of sharing them with the Spark tier while the e2e tier waits for the bed.
+# kind-node last: on a fresh machine its Go builds (the node image's and the bed's registry's)
+# get both cores before any test starts, instead of sharing them with the Spark tier while the
+# e2e tier waits for the bed.
 test: lint native-check toolchain helm native kind-node ## Every test tier: unit, integration, then e2e on kind (what CI runs)
 	@bash scripts/test-all.sh $(PY) $(PYTEST_ARGS)
 

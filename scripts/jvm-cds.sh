@@ -12,7 +12,10 @@ spark_home=$("$venv/bin/python" -c 'import os, pyspark; print(os.path.dirname(py
 warmup="$REPO_ROOT/images/spark/jvm_warmup.py"
 key=$({
   JDK_JAVA_OPTIONS= java -version 2>&1
-  ls -l "$spark_home/jars"
+  # names, sizes and times, not `ls -l`: its link counts change whenever the image build links
+  # the S3A jars (also in the venv's jars) into its context, and a changed key rebuilt the
+  # archive in two test sessions at once under CI's load
+  (cd "$spark_home/jars" && stat -c '%n %s %Y' -- *)
   cat "$warmup"
 } | sha256sum | cut -c1-16)
 archive="$STREAMJOB_CACHE/jvm-cds/$key/spark.jsa"

@@ -72,24 +72,24 @@ spark=$!
 } 2>"$logs/up.log" &
 up=$!
 # shellcheck disable=SC2086  # the list is meant to split
-session beside "$@" $REST_BESIDE &
+session beside --durations=5 "$@" $REST_BESIDE &
 beside=$!
 # shellcheck disable=SC2086  # the list is meant to split
-session third "$@" $REST_THIRD &
+session third --durations=5 "$@" $REST_THIRD &
 third=$!
 ignored=()
 # shellcheck disable=SC2086  # the lists and globs are meant to split and expand
 for f in $SPARK_TIER $SERVICES_GLOB $OPERATOR_KILLS $REST_BESIDE $REST_THIRD; do
   ignored+=(--ignore="$f")
 done
-session rest "$@" "${ignored[@]}"
+session rest --durations=10 "$@" "${ignored[@]}"
 wait $beside $third
 report rest "unit and operator tests"
 report beside "$REST_BESIDE (ran beside them)"
 report third "$REST_THIRD (ran beside them)"
 # shellcheck disable=SC2086  # the lists are meant to split
 {
-  session typed "$@" $TYPED_GLOB $CLUSTER_TEST
+  session typed --durations=5 "$@" $TYPED_GLOB $CLUSTER_TEST
   session kills --durations=5 "$@" $OPERATOR_KILLS
 } &
 after_rest=$!

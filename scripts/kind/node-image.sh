@@ -35,7 +35,12 @@ BASE_IMAGE=$(bash "$REPO_ROOT/images/base/build.sh")
 recipe_hash() {
   {
     echo "$K8S_VERSION $BASE_IMAGE ${KUBEADM_IMAGES[*]} $SANDBOX_IMAGE"
-    cat "$K8S_BIN"/.*.stamp "$COMP_BIN"/.*.stamp
+    # the stamps of what the image holds: the toolchain's directory has other binaries too
+    # (the bed's registry, built after the node image on a fresh machine, changed the hash)
+    for b in kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubelet kubeadm kubectl etcd; do
+      cat "$K8S_BIN/.$b.stamp"
+    done
+    cat "$COMP_BIN"/.*.stamp
     (cd "$HERE" && find node pause node-image.sh -type f -print0 | sort -z | xargs -0 sha256sum)
     (cd "$HERE" && find node -type f -print0 | sort -z | xargs -0 stat -c '%n %a')
   } | sha256sum | cut -c1-12
