@@ -39,8 +39,11 @@ up() {
       -v "$STORE:/var/lib/registry" "$tag" >/dev/null
     log "registry $NAME started ($tag) at $HOST_ADDRESS"
   fi
-  docker network inspect kind --format '{{range .Containers}}{{.Name}} {{end}}' | grep -qw "$NAME" ||
-    docker network connect kind "$NAME"
+  # on the nodes' network once it exists (up.sh pushes to the registry while kind creates it)
+  if docker network inspect kind >/dev/null 2>&1; then
+    docker network inspect kind --format '{{range .Containers}}{{.Name}} {{end}}' | grep -qw "$NAME" ||
+      docker network connect kind "$NAME"
+  fi
   for node in "$@"; do
     docker exec -i "$node" sh -c "mkdir -p '/etc/containerd/certs.d/$HOST_ADDRESS' &&
       cat > '/etc/containerd/certs.d/$HOST_ADDRESS/hosts.toml'" <<TOML

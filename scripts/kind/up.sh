@@ -109,6 +109,20 @@ if "$KIND" get clusters 2>/dev/null | grep -qx "$CLUSTER"; then
     "$KIND" delete cluster --name "$CLUSTER" >&2
   fi
 fi
+# The images are built and pushed to the registry while kind creates the cluster (mostly
+# waiting on kubeadm): the nodes pull them once they are up.
+pushing=
+if [ "${STREAMJOB_KIND_SKIP_IMAGES:-0}" != 1 ]; then
+  pushed_list=$(mktemp)
+  t_push=$SECONDS
+  {
+    registry=$(bash "$HERE/registry.sh" up)
+    STREAMJOB_IMAGE_PREFIX="$registry/streamingjob" bash "$REPO_ROOT/images/push.sh" \
+      spark operator kafka minio schema-registry orders >"$pushed_list"
+    timing images-push $((SECONDS - t_push))
+  } &
+  pushing=$!
+fi
 if ! "$KIND" get clusters 2>/dev/null | grep -qx "$CLUSTER"; then
   t=$SECONDS
   "$KIND" create cluster --name "$CLUSTER" --config "$config" --kubeconfig "$KUBECONFIG_OUT" --wait 240s >&2
@@ -128,10 +142,9 @@ if [ "${STREAMJOB_KIND_SKIP_IMAGES:-0}" != 1 ]; then
   # Job pods run on the workers, from the orders job's own image (examples/user-image: FROM
   # the Spark image). Pulled again after each push (a tag may move) so no test waits for it;
   # the example job's pods find it (IfNotPresent), a smoke test pulls it anew.
-  t=$SECONDS
-  mapfile -t pushed < <(STREAMJOB_IMAGE_PREFIX="$registry/streamingjob" bash "$REPO_ROOT/images/push.sh" \
-    spark operator kafka minio schema-registry orders)
-  timing images-push $((SECONDS - t))
+  wait "$pushing" || die "the images could not be built or pushed to $registry"
+  mapfile -t pushed <"$pushed_list"
+  rm -f "$pushed_list"
   t=$SECONDS
   pull() { # node image [local name]
     docker exec "$1" ctr -n k8s.io images pull --hosts-dir /etc/containerd/certs.d "$2" >/dev/null &&

@@ -54,7 +54,9 @@ class KafkaCluster:
         first = next(iter(self.nodes.values()))
         return first.secured_client(**{"bootstrap.servers": self.secured_bootstrap, **extra})
 
-    def start(self, timeout: float = 120.0) -> KafkaCluster:
+    def start(self, timeout: float = 240.0) -> KafkaCluster:
+        """All nodes side by side, until each answers and all are registered; under CI's load
+        three nodes once took more than 120 s."""
         for node in self.nodes.values():  # a controller needs its quorum: all at once
             node.launch()
         for node in self.nodes.values():
