@@ -11,7 +11,7 @@ lives less than a sampling interval is missed, so the totals are lower bounds. `
 sums them by kind (Kafka, Spark JVMs, PySpark workers, the kind bed's parts, ...) and by the
 test that started them. It also reads the machine's own counters (/proc/stat) at the start and
 the end: the cores' busy share over the run, short-lived processes and the kernel included,
-which the per-process totals miss (CI run 39: 2897 CPU s sampled, 3316 spent: the two cores
+which the per-process totals miss (CI run 39: 2897 CPU s sampled, 3309 spent: the two cores
 89 % busy, not the 78 % the samples add up to).
 """
 
