@@ -21,8 +21,7 @@ OPERATOR=tests/integration/operator
 # e2e tier, so that the Spark tier ends no later than the e2e tier.
 TYPED_GLOB="$SPARK_TIER/test_*_records.py"
 # Tests of real brokers and the real registry without Spark (decoding, dead letters, clusters):
-# they open the Spark tier's session instead of lengthening the rest, after which the e2e tier
-# starts.
+# they open the Spark tier's session instead of lengthening the rest.
 SERVICES_GLOB="tests/integration/test_*.py"
 # ...but the replicated clusters' own tests (three nodes' start, a kill, a stop; every Kafka
 # call outside the reads through leader and coordinator loss): with the typed queries, which
