@@ -137,11 +137,12 @@ if [ "${STREAMJOB_KIND_SKIP_IMAGES:-0}" != 1 ]; then
   # Every image reaches the nodes through the registry, as users ship theirs (make push's
   # script): pushes send only new layers, and the nodes pull in parallel, compressed. (Loading
   # docker-saved tarballs into a node took 87 s of a warm bed's 186 s.) The test services run
-  # on the control plane (with the tests' Kafka client, of the Spark image) under the names
-  # the chart and examples/kind give them (streamingjob/<image>): the pulls are tagged so.
-  # Job pods run on the workers, from the orders job's own image (examples/user-image: FROM
-  # the Spark image). Pulled again after each push (a tag may move) so no test waits for it;
-  # the example job's pods find it (IfNotPresent), a smoke test pulls it anew.
+  # on the control plane (with the tests' Kafka client, of the operator's image) under the
+  # names the chart and examples/kind give them (streamingjob/<image>): the pulls are tagged
+  # so. Job pods run on the workers, from the orders job's own image (examples/user-image:
+  # FROM the Spark image, which no node pulls on its own: 1.6 GB unpacked for nothing). Pulled
+  # again after each push (a tag may move) so no test waits for it; the example job's pods
+  # find it (IfNotPresent), a smoke test pulls it anew.
   wait "$pushing" || die "the images could not be built or pushed to $registry"
   mapfile -t pushed <"$pushed_list"
   rm -f "$pushed_list"
@@ -154,7 +155,9 @@ if [ "${STREAMJOB_KIND_SKIP_IMAGES:-0}" != 1 ]; then
   pullers=("${workers[@]}")
   [ ${#pullers[@]} -gt 0 ] || pullers=("$node")
   for image in "${pushed[@]}"; do
-    if [[ $image == */orders:* ]]; then
+    if [[ $image == */spark:* ]]; then
+      continue
+    elif [[ $image == */orders:* ]]; then
       for n in "${pullers[@]}"; do pull "$n" "$image" & pids+=($!); done
     else
       pull "$node" "$image" "docker.io/streamingjob/${image##*/streamingjob/}" & pids+=($!)

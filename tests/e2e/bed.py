@@ -410,7 +410,29 @@ def read_kafka_login(kube: Kube) -> KafkaLogin:
     return KafkaLogin(scram["username"], scram["password"], tls["ca.crt"])
 
 
-KAFKA_TOOL = r"""
+# Avro's binary encoding of the primitive types an order has (the Avro specification), part
+# of KAFKA_TOOL: the source reads them with fastavro, the tool writes them without it (it runs
+# in the operator's image)
+AVRO_WRITER = r"""
+import struct
+
+def avro_long(n):  # zig-zag, then a varint of 7 bits a byte, the lowest first
+    n, out = (n << 1) ^ (n >> 63), bytearray()
+    while n > 0x7F:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    return bytes(out + bytes([n]))
+
+def avro_string(s):
+    data = s.encode()
+    return avro_long(len(data)) + data
+
+AVRO_WRITERS = {"long": avro_long, "string": avro_string, "double": lambda x: struct.pack("<d", x)}
+"""
+
+KAFKA_TOOL = (
+    AVRO_WRITER
+    + r"""
 import json, os, sys, time
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -437,24 +459,23 @@ def produce_loop(start, rate, stop, encode=lambda n: json.dumps({"id": n}).encod
 # typed_order(n) of tests/e2e/bed.py, or for every poison_every-th id a poison record:
 # alternately truncated (3 bytes, shorter than the header) and a bad magic byte.
 def avro_orders(registry, schema, poison_every):
-    import io, struct, urllib.request
-    import fastavro
+    import urllib.request
     body = json.dumps({"schema": schema, "schemaType": "AVRO"}).encode()
     request = urllib.request.Request(
         f"{registry}/subjects/{topic}-value/versions", data=body, method="POST",
         headers={"Content-Type": "application/vnd.schemaregistry.v1+json"})
     with urllib.request.urlopen(request, timeout=30) as answer:
         schema_id = json.loads(answer.read())["id"]
-    parsed = fastavro.parse_schema(json.loads(schema))
+    fields = [(f["name"], f["type"]) for f in json.loads(schema)["fields"]]
 
     def encode(n):
         if n % poison_every == 0:
             return b"\x00\x00\x00" if (n // poison_every) % 2 == 0 else b"\x01" + bytes(8)
-        out = io.BytesIO()
-        out.write(struct.pack(">bI", 0, schema_id))
-        fastavro.schemaless_writer(out, parsed, {"id": n, "item": f"item-{n % 7}", "amount": n / 4})
-        return out.getvalue()
+        order = {"id": n, "item": f"item-{n % 7}", "amount": n / 4}
+        body = b"".join(AVRO_WRITERS[kind](order[name]) for name, kind in fields)
+        return struct.pack(">bI", 0, schema_id) + body
     return encode
+
 
 def partitions(consumer):
     return sorted(consumer.list_topics(topic, timeout=20).topics[topic].partitions)
@@ -520,11 +541,12 @@ elif command == "cluster":  # {"brokers": [id], "partitions": {p: {leader, repli
                   for p, m in (found.partitions if found and not found.error else {}).items()}
     print(json.dumps({"brokers": sorted(metadata.brokers), "partitions": partitions}))
 """
+)
 
 
 class KafkaClient:
     """Kafka from inside the cluster: `kubectl exec` into a long-running client pod of the
-    Spark image (it has confluent-kafka); the broker advertises its Service name only."""
+    operator's image (it has confluent-kafka); the broker advertises its Service name only."""
 
     POD = "kafka-client"
 
@@ -672,7 +694,7 @@ def start_kafka_client(kube: Kube, bootstrap: str, images: Images) -> KafkaClien
             "containers": [
                 {
                     "name": "client",
-                    "image": images.spark,
+                    "image": images.operator,
                     "imagePullPolicy": "Never",
                     "command": ["sleep", "infinity"],
                 }

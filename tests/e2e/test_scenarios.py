@@ -1459,7 +1459,7 @@ ELASTIC_TRIGGER = 7  # seconds
 
 def _elastic_job(job: Job) -> Job:
     """A third job in the orders job's namespace: the example manifest with the paced
-    transform, one executor to start with and the autoscaler on."""
+    transform, one executor to start with, the autoscaler on and warm hand-overs."""
     suffix = uuid.uuid4().hex[:6]
     elastic = Job(
         job.kube, job.kafka, job.namespace, job.store, name="orders-elastic",
@@ -1476,6 +1476,9 @@ def _elastic_job(job: Job) -> Job:
     spec["job"]["sink"]["path"] = f"s3a://{elastic.sink_path}"
     spec["executor"]["instances"] = 1
     spec["autoscaler"] = ELASTIC_POLICY
+    # each rescale hands over warm: the next driver and its executors start while the
+    # running one keeps reading, so the backlog a step builds up is the decision's alone
+    spec["handover"] = {"mode": "warm"}
     spread = spec["podTemplate"]["spec"]["topologySpreadConstraints"][0]
     spread["labelSelector"]["matchLabels"][JOB_LABEL] = elastic.name
     elastic.manifest = manifest
@@ -1556,9 +1559,9 @@ def test_the_autoscaler_follows_a_step_load_once_per_step_exactly_once(
     """Scenario (issue 24): a job on the bed's replicated brokers whose records each take
     20 ms of an executor (orders_transform:paced), autoscaled within [1, 3] executors. One
     executor keeps up with R; the producer steps to 3R: one ScaledUp 1 -> 3 (a restore in the
-    epoch), the lag back at steady; back to R: one ScaledDown 3 -> 1 after the delay. Every
-    record exactly once over the whole run. Runs after the other jobs are deleted: the workers
-    are its own."""
+    epoch, handed over warm), the lag back at steady; back to R: one ScaledDown 3 -> 1 after
+    the delay. Every record exactly once over the whole run. Runs after the other jobs are
+    deleted: the workers are its own."""
     elastic = _elastic_job(job)
     elastic.kafka.create_topic(elastic.topic, 3)
     producer = ProducerLoop(elastic.kafka, elastic.topic, 0, rate=ELASTIC_RATE)
@@ -1583,6 +1586,8 @@ def test_the_autoscaler_follows_a_step_load_once_per_step_exactly_once(
     elastic.assert_exactly_once(rows)
     status = elastic.status()
     assert (status["epoch"], status["attempt"]) == (1, 3), status  # one rescale per step
+    handover = status.get("handover") or {}
+    assert (handover.get("phase"), handover.get("attempt")) == ("Started", 3), handover
     assert _scaled_events(elastic) == ["ScaledDown", "ScaledUp"]
     elastic.kube.run("delete", "sj", elastic.name, "-n", elastic.namespace, "--wait=false")
     _write_results(
