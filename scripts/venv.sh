@@ -2,7 +2,7 @@
 # Creates (once) the Python environment the project runs in and prints its path.
 # The venv holds exactly requirements/dev.txt (hash-locked, transitive dependencies included:
 # scripts/lock.sh), installed with `pip install --require-hashes`, plus Spark's S3A connector
-# jars beside pyspark's own. It is keyed by that lock and cached, so clones and worktrees share
+# jars and jvm/localfs beside pyspark's own. It is keyed by that lock and cached, so clones and worktrees share
 # it; it does not hold the project itself (tests import the checked-out tree: pytest's
 # `pythonpath`; `pip install .` installs the package, as the images do).
 set -euo pipefail
@@ -34,5 +34,14 @@ if [ ! -f "$s3a_mark" ]; then
   spark_jars=$("$venv/bin/python" -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')
   bash "$REPO_ROOT/scripts/s3a-jars.sh" --into "$spark_jars" >/dev/null
   touch "$s3a_mark"
+fi
+# Hadoop's local file system without child processes (jvm/localfs) beside them: spark_app uses
+# it for file: checkpoints and sinks where Spark's jars have it.
+localfs_mark="$venv/.localfs-$(cat "$REPO_ROOT"/jvm/localfs/*/*/*/*.java | sha256sum | cut -c1-12)"
+if [ ! -f "$localfs_mark" ]; then
+  spark_jars=$("$venv/bin/python" -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')
+  bash "$REPO_ROOT/scripts/localfs-jar.sh" "$spark_jars" --into "$spark_jars" >/dev/null
+  rm -f "$venv"/.localfs-*
+  touch "$localfs_mark"
 fi
 echo "$venv"

@@ -120,6 +120,25 @@ def _to_sink(writer, spark, job: JobSpec, epoch: int, location: str):
     return writer.options(**sink.options)
 
 
+# Hadoop's local file system without child processes (jvm/localfs): without Hadoop's native
+# library, which pyspark does not ship, Hadoop's own runs a chmod process for every file it
+# writes and a readlink for every rename Spark's checkpoint makes, ~30 a micro-batch of a job
+# checkpointing to a local disk: about 40 % of such a driver's CPU. Used where Spark's jars
+# have it (scripts/localfs-jar.sh); a job's sparkConf may still set either key.
+LOCAL_FS_JAR = "streamingjob-localfs.jar"
+LOCAL_FS_CONF = {
+    "spark.hadoop.fs.file.impl": "dev.sparkkafka.localfs.NoForkLocalFileSystem",
+    "spark.hadoop.fs.AbstractFileSystem.file.impl": "dev.sparkkafka.localfs.NoForkLocalFs",
+}
+
+
+def local_file_system_conf() -> dict[str, str]:
+    import pyspark
+
+    spark_home = os.environ.get("SPARK_HOME") or os.path.dirname(pyspark.__file__)
+    return LOCAL_FS_CONF if os.path.isfile(os.path.join(spark_home, "jars", LOCAL_FS_JAR)) else {}
+
+
 def build_session(manifest: RunnerManifest, master: str | None):
     from pyspark.sql import SparkSession
 
@@ -136,7 +155,7 @@ def build_session(manifest: RunnerManifest, master: str | None):
         conf.setdefault("spark.ui.enabled", "false")
         conf.setdefault("spark.ui.showConsoleProgress", "false")
         conf.setdefault("spark.sql.shuffle.partitions", "2")
-    for key, value in conf.items():
+    for key, value in {**local_file_system_conf(), **conf}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
