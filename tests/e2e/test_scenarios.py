@@ -1593,8 +1593,9 @@ def test_the_autoscaler_follows_a_step_load_once_per_step_exactly_once(
     _write_results(
         "autoscaler_step_seconds",
         f"a job of 20 ms per record (orders_transform:paced), autoscaled within [1, 3] "
-        f"executors ({json.dumps(ELASTIC_POLICY)}), the producer stepped from "
-        f"{ELASTIC_RATE}/s to {3 * ELASTIC_RATE}/s and back: seconds from each step to the "
+        f"executors ({json.dumps(ELASTIC_POLICY)}), each rescale a warm hand-over, the "
+        f"producer stepped from {ELASTIC_RATE}/s to {3 * ELASTIC_RATE}/s and back: seconds "
+        "from each step to the "
         "autoscaler's decision (seconds), to the first batch the new executors committed, and "
         f"to the lag back at three trigger intervals ({ELASTIC_TRIGGER} s) of input",
         samples,

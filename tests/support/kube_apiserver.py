@@ -212,10 +212,12 @@ class KubeAPIServer:
         while time.monotonic() < deadline:
             if (code := self._procs[name].poll()) is not None:
                 raise self._failure(name, f"exited with code {code}")
-            # The apiserver writes its certificate only shortly before it starts listening.
+            # The apiserver writes its certificate only shortly before it starts listening, and
+            # not at once: a file read half-written has no certificate yet (ssl.SSLError, an
+            # OSError; CI run 45).
             if ca_file is None or ca_file.exists():
-                context = ssl.create_default_context(cafile=str(ca_file)) if ca_file else None
                 try:
+                    context = ssl.create_default_context(cafile=str(ca_file)) if ca_file else None
                     with urllib.request.urlopen(request, timeout=5, context=context) as resp:
                         if resp.status == 200:
                             return
