@@ -2,9 +2,9 @@
 # Creates (once) the Python environment the project runs in and prints its path.
 # The venv holds exactly requirements/dev.txt (hash-locked, transitive dependencies included:
 # scripts/lock.sh), installed with `pip install --require-hashes`, plus Spark's S3A connector
-# jars and jvm/localfs beside pyspark's own. It is keyed by that lock and cached, so clones and worktrees share
-# it; it does not hold the project itself (tests import the checked-out tree: pytest's
-# `pythonpath`; `pip install .` installs the package, as the images do).
+# jars and jvm/localfs beside pyspark's own. It is keyed by that lock and cached, so clones
+# and worktrees share it; it does not hold the project itself (tests import the checked-out
+# tree: pytest's `pythonpath`; `pip install .` installs the package, as the images do).
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 lock="$REPO_ROOT/requirements/dev.txt"

@@ -123,8 +123,9 @@ def _to_sink(writer, spark, job: JobSpec, epoch: int, location: str):
 # Hadoop's local file system without child processes (jvm/localfs): without Hadoop's native
 # library, which pyspark does not ship, Hadoop's own runs a chmod process for every file it
 # writes and a readlink for every rename Spark's checkpoint makes, ~30 a micro-batch of a job
-# checkpointing to a local disk: about 40 % of such a driver's CPU. Used where Spark's jars
-# have it (scripts/localfs-jar.sh); a job's sparkConf may still set either key.
+# checkpointing to a local disk: 1.44x the CPU per batch (bench/local_fs_bench.py). Used
+# where Spark's jars have it (scripts/localfs-jar.sh); a job's sparkConf may still set either
+# key.
 LOCAL_FS_JAR = "streamingjob-localfs.jar"
 LOCAL_FS_CONF = {
     "spark.hadoop.fs.file.impl": "dev.sparkkafka.localfs.NoForkLocalFileSystem",
