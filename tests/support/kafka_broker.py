@@ -25,6 +25,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.support import broker_jvm
 from tests.support.cache import CACHE, built_once
 from tests.support.process_group import read_pid, stop_group
 
@@ -200,6 +201,7 @@ class KafkaBroker:
         node_id: int = 1,
         controller_port: int | None = None,
         quorum: Quorum | None = None,
+        jvm_options: tuple[str, ...] | None = None,
     ):
         self.workdir = Path(workdir)
         self.port = port or free_port()
@@ -214,6 +216,8 @@ class KafkaBroker:
             secrets=self.workdir / "tls",
             version=version or kafka_version(),
         )
+        # None: the version's class-data-sharing archive (tests/support/broker_jvm.py)
+        self.jvm_options = jvm_options
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -309,31 +313,23 @@ class KafkaBroker:
             (self.workdir / name).write_text(
                 template.format(log_file=self.log_file, level=self.log_level)
             )
-        scram = f"SCRAM-SHA-512=[name={self.SASL_USER},password={self.sasl_password}]"
-        self._java(
-            "kafka.tools.StorageTool", "format", "-t", q.cluster_id, "-c", str(props),
-            "--add-scram", scram, wait=True,
-        )  # fmt: skip
         return props
 
-    def _java(self, main: str, *args: str, wait: bool = False) -> subprocess.Popen[bytes]:
-        command = [
-            "java",
-            "-Xmx512m",
+    def _command(self, props: Path) -> list[str]:
+        """One JVM (tests/support/broker_jvm.py): the storage formatted first when it has
+        none yet (with the SCRAM user), then the broker."""
+        jars = broker_jars(self.version)
+        if self.jvm_options is None:
+            self.jvm_options = broker_jvm.archive_options(self.version, jars)
+        scram = f"SCRAM-SHA-512=[name={self.SASL_USER},password={self.sasl_password}]"
+        return [
+            "java", "-Xmx512m", *self.jvm_options,
             f"-Dlog4j2.configurationFile={self.workdir / 'log4j2.properties'}",
             f"-Dlog4j.configuration=file:{self.workdir / 'log4j.properties'}",
-            "-cp",
-            f"{broker_jars(self.version)}/*",
-            main,
-            *args,
-        ]
-        with open(self.workdir / "java.out", "ab") as out:
-            process = subprocess.Popen(
-                command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-            )
-        if wait and process.wait() != 0:
-            raise RuntimeError(f"{main} failed; see {self.workdir / 'java.out'}")
-        return process
+            "-cp", broker_jvm.classpath(jars), broker_jvm.LAUNCHER, str(props),
+            str(self.workdir / "data"),
+            "format", "-t", self.quorum.cluster_id, "-c", str(props), "--add-scram", scram,
+        ]  # fmt: skip
 
     def start(self, timeout: float = 60.0) -> KafkaBroker:
         self.launch()
@@ -352,8 +348,12 @@ class KafkaBroker:
 
     def launch(self) -> None:
         """Starts the process without waiting: the nodes of a quorum start side by side."""
-        props = self._configure()
-        self.process = self._java("kafka.Kafka", str(props))
+        command = self._command(self._configure())
+        with open(self.workdir / "java.out", "ab") as out:
+            self.process = subprocess.Popen(
+                command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                env=broker_jvm.environment(),
+            )  # fmt: skip
         (self.workdir / "broker.pid").write_text(str(self.process.pid))
 
     def wait_ready(self, timeout: float) -> None:
@@ -363,7 +363,9 @@ class KafkaBroker:
         admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
         while time.monotonic() < deadline:
             if self.process is not None and self.process.poll() is not None:
-                raise RuntimeError(f"broker exited; see {self.log_file}")
+                raise RuntimeError(
+                    f"broker exited; see {self.log_file} and {self.workdir / 'java.out'}"
+                )
             try:
                 if admin.list_topics(timeout=2).brokers:
                     return

@@ -1,0 +1,46 @@
+"""The test brokers start the cheap way (tests/support/broker_jvm.py): one JVM that formats
+its storage and runs the broker, mapping its version's class-data-sharing archive. If the
+archive stopped mapping (a changed classpath, JDK or flag) every broker would still start,
+only slower: this test is what notices."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.support.kafka_broker import KafkaBroker
+
+pytestmark = pytest.mark.integration
+
+
+def java_processes_below(pid: int) -> list[str]:
+    """The command lines of `pid` and its descendants that run java."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError):
+            continue
+        children.setdefault(parent, []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        todo.extend(children.get(current, []))
+        try:
+            command = (Path(f"/proc/{current}/cmdline").read_bytes()).split(b"\0")
+        except OSError:
+            continue
+        if command and command[0].endswith(b"java"):
+            found.append(b" ".join(command).decode())
+    return found
+
+
+def test_a_broker_is_one_jvm_mapping_its_versions_archive(kafka: KafkaBroker) -> None:
+    assert kafka.process is not None and kafka.jvm_options is not None
+    archive = next(o.split("=", 1)[1] for o in kafka.jvm_options if "SharedArchiveFile" in o)
+    maps = Path(f"/proc/{kafka.process.pid}/maps").read_text()
+    assert archive in maps, f"the broker's JVM does not map {archive}"
+    javas = java_processes_below(kafka.process.pid)
+    assert len(javas) == 1 and "FormatAndRun" in javas[0], javas
+    assert (Path(kafka.workdir) / "data" / "meta.properties").is_file()  # formatted in it
