@@ -50,9 +50,10 @@ def test_workers_pull_the_job_image_from_the_beds_registry(
     assert images.orders.startswith(f"{REGISTRY}/")
     script = "import os, orders_transform as t; print('uid', os.getuid(), 'transform', t.typed)"
     check = ["python", "-c", script]
-    for i, worker in enumerate(worker_nodes(kube)):
-        name = f"pull-{i}"
+    pods = {f"pull-{i}": worker for i, worker in enumerate(worker_nodes(kube))}
+    for name, worker in pods.items():  # side by side, then each checked
         kube.apply(_pod(name, images.orders, check, pull="Always", nodeName=worker), namespace)
+    for name in pods:
         assert "uid 185 transform <function typed" in _assert_succeeded(kube, name, namespace)
         pod = kube.get("pod", name, namespace)
         assert pod["status"]["containerStatuses"][0]["imageID"] == _pushed_digest(images.orders)

@@ -5,6 +5,8 @@ The broker's jars come from Maven Central through Maven (scripts/kafka/pom.xml, 
 Kafka release by `version`) and are cached under $STREAMJOB_CACHE per version; nothing is
 downloaded twice. Tests kill, stop and restart brokers through this class to prove the source
 survives it.
+Each broker is one JVM, started from a class-data-sharing archive of its version
+(tests/support/broker_jvm.py).
 
 CLI (used by the Makefile): python -m tests.support.kafka_broker {start,stop} --dir D --port P
 """

@@ -126,6 +126,10 @@ def s3_filesystem(endpoint: str, access_key: str = ACCESS_KEY, secret_key: str =
         region=REGION,
         allow_bucket_creation=True,
         allow_bucket_deletion=True,
+        # The AWS SDK's 3 s for a request are too short through `kubectl port-forward` on a
+        # loaded machine (the kind bed's store: a HEAD timed out three times in CI run 47)
+        request_timeout=30,
+        connect_timeout=10,
     )
 
 
