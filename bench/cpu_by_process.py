@@ -29,7 +29,7 @@ INTERVAL = 2.0
 # (kind, substrings of the command line, any of which marks it), first match wins. A process
 # that execs keeps the command line it had when first seen (bash scripts that exec java).
 KINDS = [
-    ("Kafka broker, local", ["kafka.Kafka /tmp/", "kafkanode.FormatAndRun"]),
+    ("Kafka broker, local", ["kafka.Kafka /tmp/", "/kafka-cds/"]),
     ("Kafka broker, kind bed", ["kafka.Kafka", "start-kafka.sh"]),
     ("Spark JVM, local", ["pyspark/bin/spark-class", "site-packages/pyspark/conf"]),
     ("Spark JVM, kind bed", ["/opt/spark/", "/opt/java/bin/java -Djava.net.prefer"]),
