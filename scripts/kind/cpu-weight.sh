@@ -7,7 +7,7 @@
 # the host's (cpu.shares 1024): three nodes with their drivers, executors, brokers and API
 # server got the share of one local test process while the Spark tier's JVMs ran beside them,
 # so the e2e tier waited on CPU and ended minutes after the Spark tier, the cores idle behind
-# it. `make test` gives the bed the weight of a few processes while the e2e tier runs. Elsewhere
+# it. `make test` gives the bed the weight of two processes while the e2e tier runs. Elsewhere
 # (cgroup v2, the systemd driver, no permission) it says so and changes nothing.
 set -euo pipefail
 source "$(dirname "$0")/../common.sh"
