@@ -95,13 +95,8 @@ if [ $up_rc != 0 ]; then
   echo "kind bed failed (exit $up_rc)" >&2
   rc=1
 else
-  # the bed's containers weigh as one local process by default (cgroup v1): as two while the
-  # e2e tier runs, which otherwise waited on CPU and ended 103 s after the Spark tier (run
-  # 48); as four, the Spark tier ended 212 s after it (run 49)
-  bash scripts/kind/cpu-weight.sh 2048
   STREAMJOB_E2E_KUBECONFIG=$(cat "$logs/kubeconfig") "$PY" -m pytest -m e2e --durations=25 "$@"
   rc=$?
-  bash scripts/kind/cpu-weight.sh 1024
 fi
 wait $others
 report rest "unit and operator tests"
