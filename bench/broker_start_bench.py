@@ -20,6 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.broker_jit_bench import cpu_seconds
 from tests.conftest import TEST_JVM_OPTIONS
 from tests.support import broker_jvm
 from tests.support.kafka_broker import KafkaBroker, broker_jars
@@ -43,11 +44,6 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def process_cpu(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def one_start(kind: type[KafkaBroker]) -> tuple[float, float]:
     """(CPU seconds, seconds) until the broker's first answer."""
     with tempfile.TemporaryDirectory(prefix="start-bench-") as workdir:
@@ -55,7 +51,7 @@ def one_start(kind: type[KafkaBroker]) -> tuple[float, float]:
         broker = kind(Path(workdir)).start()
         seconds = time.monotonic() - began
         assert broker.process is not None
-        cpu = children_cpu() - before + process_cpu(broker.process.pid)
+        cpu = children_cpu() - before + cpu_seconds(broker.process.pid)
         broker.stop(kill=True)
         return cpu, seconds
 

@@ -16,22 +16,16 @@ pytestmark = pytest.mark.integration
 
 def java_processes_below(pid: int) -> list[str]:
     """The command lines of `pid` and its descendants that run java."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError):
-            continue
-        children.setdefault(parent, []).append(int(stat.parent.name))
     found, todo = [], [pid]
     while todo:
         current = todo.pop()
-        todo.extend(children.get(current, []))
         try:
-            command = (Path(f"/proc/{current}/cmdline").read_bytes()).split(b"\0")
+            command = Path(f"/proc/{current}/cmdline").read_bytes().split(b"\0")
+            for task in Path(f"/proc/{current}/task").iterdir():
+                todo += map(int, (task / "children").read_text().split())
         except OSError:
             continue
-        if command and command[0].endswith(b"java"):
+        if command[0].endswith(b"java"):
             found.append(b" ".join(command).decode())
     return found
 
