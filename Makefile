@@ -86,11 +86,19 @@ test-soak: toolchain native ## Cluster scenarios too load-sensitive for CI (an u
 test-versions: native ## The broker-version matrix: every engine and a driver kill on each supported Kafka version
 	STREAMJOB_BROKER_MATRIX=full $(PY) -m pytest -m broker_versions $(PYTEST_ARGS)
 
+.PHONY: prepare
+# Two chains side by side, each step a no-op once cached: Python and Rust (lint, the native
+# crate), Go and docker (the toolchain, the bed's node image and registry). Each leaves a core
+# idle at times (downloads, links, librdkafka's configure, debootstrap) that the other fills.
+# All of it before any test: on a fresh machine the bed's builds get both cores instead of
+# sharing them with the Spark tier while the e2e tier waits for the bed.
+prepare: ## Lint and build everything the tests need (what `make test` does first)
+	@$(MAKE) --no-print-directory lint native-check native & rust=$$!; \
+	$(MAKE) --no-print-directory toolchain helm kind-node; go=$$?; \
+	wait $$rust && exit $$go
+
 .PHONY: test
-# kind-node last: on a fresh machine its Go builds (the node image's and the bed's registry's)
-# get both cores before any test starts, instead of sharing them with the Spark tier while the
-# e2e tier waits for the bed.
-test: lint native-check toolchain helm native kind-node ## Every test tier: unit, integration, then e2e on kind (what CI runs)
+test: prepare ## Every test tier: unit, integration, then e2e on kind (what CI runs)
 	@bash scripts/test-all.sh $(PY) $(PYTEST_ARGS)
 
 .PHONY: images push

@@ -54,7 +54,9 @@ GOPROXY=$(go env GOPROXY | tr ',|' '\n\n' | grep -vx -e direct -e off | paste -s
 export GOPROXY GOTOOLCHAIN=local
 export GOMODCACHE="$STREAMJOB_CACHE/go/mod" GOCACHE="$STREAMJOB_CACHE/go/build"
 # -modcacherw: a read-only module cache cannot be removed by `rm -rf` as a normal user.
-export GOFLAGS="-modcacherw -buildvcs=false -trimpath"
+# -dwarf=false: no debug information, which -ldflags -w drops from the binaries anyway (9 % less
+# CPU per build: helm, 155 -> 140 CPU s from an empty build cache).
+export GOFLAGS="-modcacherw -buildvcs=false -trimpath -gcflags=all=-dwarf=false"
 export CGO_ENABLED=0
 
 root="$STREAMJOB_CACHE/k8s/$K8S_VERSION"

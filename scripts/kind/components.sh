@@ -19,7 +19,9 @@ GOPROXY=$(go env GOPROXY | tr ',|' '\n\n' | grep -vx -e direct -e off | paste -s
 [ -n "$GOPROXY" ] || die "no module proxy configured (GOPROXY=$(go env GOPROXY))"
 export GOPROXY GOTOOLCHAIN=local CGO_ENABLED=0
 export GOMODCACHE="$STREAMJOB_CACHE/go/mod" GOCACHE="$STREAMJOB_CACHE/go/build"
-export GOFLAGS="-modcacherw -buildvcs=false -trimpath"
+# -dwarf=false: no debug information, which -ldflags -w drops from the binaries anyway (9 % less
+# CPU per build: helm, 155 -> 140 CPU s from an empty build cache).
+export GOFLAGS="-modcacherw -buildvcs=false -trimpath -gcflags=all=-dwarf=false"
 
 bin="$STREAMJOB_CACHE/kind/bin"
 mkdir -p "$bin"
