@@ -117,11 +117,12 @@ if [ "${STREAMJOB_KIND_SKIP_IMAGES:-0}" != 1 ]; then
   t_push=$SECONDS
   {
     registry=$(bash "$HERE/registry.sh" up)
-    # A cold build (no Spark image yet: a fresh machine) weighs as eight processes of the
-    # host's until it is pushed; warm rebuilds take seconds and keep the default weight.
+    # A cold build (no Spark image yet: a fresh machine) gets priority until it is pushed:
+    # its containers weigh as eight processes of the host's, the daemon runs at nice -10.
+    # Warm rebuilds take seconds and keep the defaults.
     if [ -z "$(docker images -q "$registry/streamingjob/spark")" ]; then
-      trap 'bash "$HERE/cpu-weight.sh" 1024' EXIT
-      bash "$HERE/cpu-weight.sh" 8192
+      trap 'bash "$HERE/cpu-weight.sh" 1024 0' EXIT
+      bash "$HERE/cpu-weight.sh" 8192 -10
     fi
     STREAMJOB_IMAGE_PREFIX="$registry/streamingjob" bash "$REPO_ROOT/images/push.sh" \
       spark operator kafka minio schema-registry orders >"$pushed_list"
