@@ -88,10 +88,10 @@ test-versions: native ## The broker-version matrix: every engine and a driver ki
 
 .PHONY: prepare
 # Two chains side by side, each step a no-op once cached: Python and Rust (lint, the native
-# crate), Go and docker (the toolchain, the bed's node image and registry). Each leaves a core
-# idle at times (downloads, links, librdkafka's configure, debootstrap) that the other fills.
-# All of it before any test: on a fresh machine the bed's builds get both cores instead of
-# sharing them with the Spark tier while the e2e tier waits for the bed.
+# crate), Go and docker (the toolchain, the bed's node image and registry). A fresh machine's
+# builds keep both cores busy already (98 %), so this fills only their downloads and links:
+# 19.2 -> 18.7 min (docs/ci.md). All of it before any test: the bed's builds get both cores
+# instead of sharing them with the Spark tier while the e2e tier waits for the bed.
 prepare: ## Lint and build everything the tests need (what `make test` does first)
 	@$(MAKE) --no-print-directory lint native-check native & rust=$$!; \
 	$(MAKE) --no-print-directory toolchain helm kind-node; go=$$?; \
