@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import re
 import time
+from collections.abc import Callable
 from typing import Any
 
 from spark_app import offsets as off
@@ -169,21 +170,37 @@ def catch_up_failure(result: dict[str, Any], manifest: RunnerManifest) -> str | 
 
 
 def previous_sink_batch(spark, manifest: RunnerManifest, previous_checkpoint: str) -> int | None:
-    """The newest batch of the previous epoch's query that its sink committed: in the file
-    sink's log (`<sink.path>/epoch-<k>/_spark_metadata`) or in the Delta table's."""
+    """The newest batch of the previous epoch's query that its sink committed (`sink_batch`),
+    read through the session."""
     sink = manifest.spec.job.sink
-    epoch = re.search(r"/epoch-(\d+)/?$", previous_checkpoint)
     try:
-        if sink.format == "delta" and sink.path:
-            table = DeltaTable.for_session(spark, sink.path)
-            return table.committed_batch(app_id(previous_checkpoint))
-        if not sink.path or epoch is None:
-            return None
-        log_dir = f"{epoch_sink_path(sink.path, int(epoch.group(1)))}/_spark_metadata"
-        return CheckpointFiles(spark, log_dir).newest("")
+        return sink_batch(
+            sink.format,
+            sink.path,
+            previous_checkpoint,
+            table_batch=lambda path, app: DeltaTable.for_session(spark, path).committed_batch(app),
+            log_newest=lambda log_dir: CheckpointFiles(spark, log_dir).newest(""),
+        )
     except Exception as exc:  # py4j or delta-rs: an unreachable store, a damaged log
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise CheckpointUnreadable(f"the sink at {sink.path}: {first}") from None
+
+
+def sink_batch(
+    sink_format: str,
+    path: str | None,
+    checkpoint: str,
+    table_batch: Callable[[str, str], int | None],
+    log_newest: Callable[[str], int | None],
+) -> int | None:
+    """The newest batch of `checkpoint`'s query that its sink committed: in the file sink's
+    log (`<sink.path>/epoch-<k>/_spark_metadata`) or in the Delta table's (by app id)."""
+    if sink_format == "delta" and path:
+        return table_batch(path, app_id(checkpoint))
+    epoch = re.search(r"/epoch-(\d+)/?$", checkpoint)
+    if not path or epoch is None:
+        return None
+    return log_newest(f"{epoch_sink_path(path, int(epoch.group(1)))}/_spark_metadata")
 
 
 def final_commit(checkpoint: CheckpointFiles, group: GroupOffsets, timeout: float) -> dict:

@@ -3,6 +3,7 @@ children; checkpoint data only when the spec asks for it (a cleanup Job)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -29,16 +30,21 @@ class Finalizer:
     """Deletion: remove the children, keep checkpoint data unless the spec says otherwise."""
 
     def __init__(
-        self, api: KubeApi, settings: OperatorSettings, nodes: NodeTracker | None = None
+        self,
+        api: KubeApi,
+        settings: OperatorSettings,
+        nodes: NodeTracker | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.api = api
+        self.clock = clock
         self.settings = settings
         self.nodes = nodes
 
     def finalize(self, job: dict[str, Any]) -> None:
         meta = job["metadata"]
         namespace, name = meta["namespace"], meta["name"]
-        now = datetime.now(UTC)
+        now = self.clock()
         pods = with_node_view(self.api.list_job_pods(namespace, name), self.nodes)
         if pods:
             for pod in pods:

@@ -21,6 +21,7 @@ import contextlib
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -112,8 +113,10 @@ class Reconciler:
         metrics: Metrics | None = None,
         seen: Seen | None = None,
         nodes: NodeTracker | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.api = api
+        self.clock = clock  # the simulation's (simulation/) is virtual
         self.nodes = nodes
         self.settings = settings
         self.kafka = kafka
@@ -198,7 +201,7 @@ class Reconciler:
             reason = "ReconcileError"
             message = str(exc) if isinstance(exc, OperatorError) else f"{type(exc).__name__}: {exc}"
             log.exception("reconcile %s/%s failed", namespace, name)
-        now = datetime.now(UTC)
+        now = self.clock()
         previous: ReconcileFailure | None = None
         job: dict[str, Any] | None = {"metadata": {"namespace": namespace, "name": name}}
         try:
@@ -252,7 +255,7 @@ class Reconciler:
         st.reconcile_failure = None
         meta = job["metadata"]
         kafka = self.kafka.view((meta["namespace"], meta["name"])) if self.kafka else None
-        set_conditions(st, int(meta.get("generation") or 0), datetime.now(UTC), kafka)
+        set_conditions(st, int(meta.get("generation") or 0), self.clock(), kafka)
         with contextlib.suppress(ConflictError):  # changed meanwhile: the next one clears it
             self.api.replace_status(job, status_body(st))
 
@@ -265,7 +268,7 @@ class Reconciler:
         to step again at once, when to look again, and what the next step knows first hand."""
         meta = job["metadata"]
         namespace, name = meta["namespace"], meta["name"]
-        now = datetime.now(UTC)
+        now = self.clock()
         old_status = parse_status(job.get("status"))
         spec, problems = parse(job.get("spec") or {})
         if spec is None:  # the schema let it through (an older CRD): the same Invalid path
@@ -438,7 +441,7 @@ class Reconciler:
         the autoscaler's own rescale was interrupted after its status write; completed."""
         meta = job["metadata"]
         if message:
-            now = datetime.now(UTC)
+            now = self.clock()
             st = status.model_copy(deep=True)
             assert st.autoscaler is not None
             st.autoscaler.conflict, st.autoscaler.conflict_time = message, iso(now)
@@ -470,7 +473,7 @@ class Reconciler:
         # Kafka has answered: record it even if the job changed meanwhile (a resume right
         # after the request must still see offsetsActedSinceLaunch), on the job as it is now.
         for _ in range(5):
-            now = datetime.now(UTC)
+            now = self.clock()
             st = parse_status(job.get("status"))
             event = offsets_action.record(
                 st,
@@ -514,7 +517,7 @@ class Reconciler:
                 target, request, settings.kafka_timeout_seconds, settings.kafka_deadline_seconds
             )
             message = result.summary()
-            listing = offsets_action.listing(result, datetime.now(UTC))
+            listing = offsets_action.listing(result, self.clock())
             child = build_offsets_configmap(job, listing.data)
             self.api.apply(child)
             return "Succeeded", message, result, child["metadata"]["name"]
@@ -756,7 +759,7 @@ class Reconciler:
             "pod": waiting.pod,
             "epoch": waiting.epoch,
             "attempt": waiting.attempt,
-            "time": iso(datetime.now(UTC)),
+            "time": iso(self.clock()),
         }
         name = report_configmap_name(meta["name"])
         self.api.set_configmap_key(meta["namespace"], name, GO_KEY, json.dumps(go))
@@ -816,7 +819,7 @@ class Reconciler:
             st.driver_pod,
             st.epoch,
             st.attempt,
-            iso(datetime.now(UTC)),
+            iso(self.clock()),
         )
         return [*pods, created]
 

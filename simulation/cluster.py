@@ -1,0 +1,221 @@
+"""The simulated API server: the operator's `KubeApi` seam (k8s.py) over an in-memory store.
+
+It keeps what the operator's rules depend on: resource versions and conflicts on the job's
+writes, graceful and forced pod deletion, the report ConfigMap's keys written by two writers,
+outages (every call fails as a lost connection does), and an operator crash at any call
+(`Crash`, which no `except Exception` of the operator catches, as a killed process is caught
+by nothing)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from streamingjob_operator.errors import ConflictError, TransientError
+from streamingjob_operator.naming import LABEL_JOB, label_value
+
+from .clock import Clock
+
+
+class Crash(BaseException):  # a killed process: no `except Exception` catches it
+    """The operator process dies inside an API call (before or after it took effect)."""
+
+
+@dataclass
+class Faults:
+    """Which calls fail now: an outage fails every call; `crash_at` kills the operator at
+    that call count (`after`: once the call took effect, else before)."""
+
+    outage_until: float = -1.0
+    crash_at: int = -1
+    crash_after: bool = False
+
+
+@dataclass
+class Server:
+    clock: Clock
+    faults: Faults = field(default_factory=Faults)
+    objects: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
+    version: int = 0
+    calls: int = 0
+    events: list[tuple[str, str, str, str]] = field(default_factory=list)  # uid, type, reason, msg
+    # the kubelets' side of a pod deletion (world.py): True when the pod is gone at once
+    delete_pod: Callable[[str, str, bool], bool] = lambda namespace, name, force: True
+    on_create: Callable[[dict[str, Any]], None] = lambda pod: None
+    created: Counter[tuple[str, str]] = field(default_factory=Counter)  # (owner uid, pod name)
+
+    def down(self) -> bool:
+        return self.clock.t < self.faults.outage_until
+
+    def bump(self, obj: dict[str, Any]) -> None:
+        self.version += 1
+        obj["metadata"]["resourceVersion"] = str(self.version)
+
+    def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.objects.get((kind, namespace, name))
+
+    def put(self, obj: dict[str, Any]) -> dict[str, Any]:
+        meta = obj["metadata"]
+        self.bump(obj)
+        self.objects[(obj["kind"], meta["namespace"], meta["name"])] = obj
+        return obj
+
+    def remove(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.objects.pop((kind, namespace, name), None)
+
+    def of_kind(self, kind: str) -> list[dict[str, Any]]:
+        return [o for (k, _, _), o in sorted(self.objects.items()) if k == kind]
+
+
+class SimApi:
+    """`KubeApi`'s methods as the reconciler, finalizer and handlers call them."""
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+
+    def _enter(self, what: str) -> None:
+        s = self.server
+        s.calls += 1
+        if s.calls == s.faults.crash_at and not s.faults.crash_after:
+            raise Crash(what)
+        if s.down():
+            raise TransientError(f"{what}: ConnectionRefusedError (simulated outage)")
+
+    def _leave(self, what: str) -> None:
+        s = self.server
+        if s.calls == s.faults.crash_at and s.faults.crash_after:
+            raise Crash(what)
+
+    # --- the StreamingJob ------------------------------------------------------------
+
+    def get_job(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self._enter("get job")
+        job = self.server.get("StreamingJob", namespace, name)
+        self._leave("get job")
+        return copy.deepcopy(job)
+
+    def _job_write(self, job: dict[str, Any], change: str, body: Any) -> dict[str, Any]:
+        self._enter(f"{change} job")
+        meta = job["metadata"]
+        stored = self.server.get("StreamingJob", meta["namespace"], meta["name"])
+        if stored is None or stored["metadata"]["uid"] != meta.get("uid"):
+            raise TransientError(f"{change}: the job is gone (404)")
+        if stored["metadata"]["resourceVersion"] != meta.get("resourceVersion"):
+            raise ConflictError(f"{change}: the object has been modified")
+        if change == "status":
+            stored["status"] = copy.deepcopy(body)
+        else:
+            stored["spec"].setdefault("executor", {})["instances"] = body
+            stored["metadata"]["generation"] += 1
+        self.server.bump(stored)
+        self._leave(f"{change} job")
+        return copy.deepcopy(stored)
+
+    def replace_status(self, job: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+        return self._job_write(job, "status", status)
+
+    def set_executor_instances(self, job: dict[str, Any], count: int) -> dict[str, Any]:
+        return self._job_write(job, "scale", count)
+
+    # --- pods ------------------------------------------------------------------------
+
+    def list_job_pods(self, namespace: str, job: str) -> list[dict[str, Any]]:
+        self._enter("list pods")
+        value = label_value(job)
+        pods = [
+            copy.deepcopy(p)
+            for p in self.server.of_kind("Pod")
+            if p["metadata"]["namespace"] == namespace
+            and p["metadata"]["labels"].get(LABEL_JOB) == value
+        ]
+        self._leave("list pods")
+        return pods
+
+    def create_pod(self, pod: dict[str, Any]) -> dict[str, Any] | None:
+        self._enter("create pod")
+        meta = pod["metadata"]
+        if self.server.get("Pod", meta["namespace"], meta["name"]) is not None:
+            self._leave("create pod")
+            return None
+        stored = copy.deepcopy(pod)
+        stored.setdefault("status", {})["phase"] = "Pending"
+        stored["metadata"]["uid"] = f"pod-{self.server.version + 1}"
+        self.server.put(stored)
+        self.server.created[(meta["ownerReferences"][0]["uid"], meta["name"])] += 1
+        self.server.on_create(stored)
+        self._leave("create pod")
+        return copy.deepcopy(stored)
+
+    def delete_pod(self, namespace: str, name: str, *, force: bool = False) -> bool:
+        self._enter("delete pod")
+        gone = self.server.delete_pod(namespace, name, force)
+        self._leave("delete pod")
+        return bool(gone)
+
+    def dry_run_create(self, obj: dict[str, Any]) -> None:
+        self._enter("dry run")
+        self._leave("dry run")
+        return None
+
+    # --- children --------------------------------------------------------------------
+
+    def apply(self, obj: dict[str, Any]) -> None:
+        """Server-side apply: our fields replaced, another writer's ConfigMap keys kept."""
+        self._enter(f"apply {obj['kind']}")
+        meta = obj["metadata"]
+        old = self.server.get(obj["kind"], meta["namespace"], meta["name"])
+        new = copy.deepcopy(obj)
+        if old is not None and obj["kind"] == "ConfigMap":
+            new["data"] = {**(old.get("data") or {}), **(obj.get("data") or {})}
+        self.server.put(new)
+        self._leave(f"apply {obj['kind']}")
+
+    def create_once(self, obj: dict[str, Any]) -> None:
+        self._enter(f"create {obj['kind']}")
+        meta = obj["metadata"]
+        if self.server.get(obj["kind"], meta["namespace"], meta["name"]) is None:
+            self.server.put(copy.deepcopy(obj))
+        self._leave(f"create {obj['kind']}")
+
+    def get_configmap(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self._enter("get configmap")
+        cm = self.server.get("ConfigMap", namespace, name)
+        self._leave("get configmap")
+        return copy.deepcopy(cm)
+
+    def set_configmap_key(self, namespace: str, name: str, key: str, value: str) -> None:
+        self._enter(f"patch configmap key {key}")
+        cm = self.server.get("ConfigMap", namespace, name)
+        if cm is None:
+            raise TransientError(f"patch ConfigMap {name}: not found (404)")
+        cm.setdefault("data", {})[key] = value
+        self.server.bump(cm)
+        self._leave(f"patch configmap key {key}")
+
+    def delete(self, kind: str, namespace: str, name: str) -> None:
+        self._enter(f"delete {kind}")
+        self.server.remove(kind, namespace, name)
+        self._leave(f"delete {kind}")
+
+    def secret_data(self, namespace: str, name: str) -> dict[str, str] | None:
+        self._enter("get secret")
+        self._leave("get secret")
+        return None
+
+    def post_event(self, job: dict[str, Any], type_: str, reason: str, message: str) -> None:
+        if self.server.down():
+            return  # logged, never raised (k8s.py)
+        uid = job.get("metadata", {}).get("uid", "")
+        self.server.events.append((uid, type_, reason, message))
+
+
+def report(cm: dict[str, Any] | None, key: str) -> dict[str, Any] | None:
+    raw = ((cm or {}).get("data") or {}).get(key)
+    try:
+        return json.loads(raw) if raw else None
+    except ValueError:
+        return None

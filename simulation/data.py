@@ -1,0 +1,142 @@
+"""The data the job moves: Kafka partitions of numbered records and the group's committed
+offsets, the file system holding checkpoints and the file sink's output, and a Delta table.
+
+A record is `(topic, partition, offset)`. What a sink's reader sees is `visible()`: the file
+sink's batches listed in its `_spark_metadata` logs, the table's committed rows."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from spark_app import offsets as off
+from spark_app.checkpoint_log import CheckpointFiles
+from spark_app.offsets import Positions
+
+TOPIC = "orders"
+Record = tuple[str, int, int]
+
+
+@dataclass
+class Kafka:
+    partitions: int
+    end: Positions = field(default_factory=dict)
+    groups: dict[str, Positions] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.end = {(TOPIC, p): 0 for p in range(self.partitions)}
+
+    def produce(self, partition: int, count: int) -> None:
+        self.end[(TOPIC, partition)] += count
+
+    def committed(self, group: str) -> Positions:
+        return dict(self.groups.get(group, {}))
+
+    def commit(self, group: str, positions: Positions) -> None:
+        """As Kafka does: any offset is taken, backwards too."""
+        self.groups.setdefault(group, {}).update(positions)
+
+
+class Files:
+    """A file system: paths to text (checkpoint logs, the file sink's logs)."""
+
+    def __init__(self) -> None:
+        self.files: dict[str, str] = {}
+
+    def names(self, directory: str) -> list[str]:
+        prefix = directory.rstrip("/") + "/"
+        return sorted(
+            {p[len(prefix) :].split("/", 1)[0] for p in self.files if p.startswith(prefix)}
+        )
+
+    def delete_tree(self, directory: str) -> None:
+        prefix = directory.rstrip("/") + "/"
+        for path in [p for p in self.files if p.startswith(prefix)]:
+            del self.files[path]
+
+
+class Checkpoint(CheckpointFiles):
+    """The runner's own reader of a checkpoint's logs (`durable_batch`, `newest`) over the
+    simulated file system instead of Hadoop's."""
+
+    def __init__(self, files: Files, location: str) -> None:
+        self.files = files
+        self.location = location.rstrip("/")
+
+    def newest(self, log: str) -> int | None:
+        from spark_app.checkpoint_log import newest_batch
+
+        return newest_batch(self.files.names(f"{self.location}/{log}".rstrip("/")))
+
+    def has(self, log: str, batch_id: int) -> bool:
+        return f"{self.location}/{log}/{batch_id}" in self.files.files
+
+    def read(self, log: str, batch_id: int) -> str:
+        return self.files.files[f"{self.location}/{log}/{batch_id}"]
+
+    def write_offsets(self, batch_id: int, end: Positions, start: Positions | None) -> None:
+        entry = off.batch_offset(end, start)
+        text = "v1\n{}\n" + json.dumps(entry)
+        self.files.files[f"{self.location}/offsets/{batch_id}"] = text
+
+    def write_commit(self, batch_id: int) -> None:
+        self.files.files[f"{self.location}/commits/{batch_id}"] = "v1\n{}"
+
+    def batch_range(self, batch_id: int) -> tuple[Positions, Positions]:
+        """[start, end) of a planned batch: batch 0 pins its start, later ones start where the
+        batch before ended."""
+        end_entry = json.loads(self.read("offsets", batch_id).splitlines()[2])
+        end = off.end_positions(end_entry)
+        if batch_id == 0 or "start" in end_entry:
+            return off.from_json(end_entry["start"]), end
+        before = json.loads(self.read("offsets", batch_id - 1).splitlines()[2])
+        return off.end_positions(before), end
+
+
+@dataclass
+class FileSink:
+    """Spark's file sink: per output directory a log of batches; a batch whose id the log has
+    already is skipped (Spark's FileStreamSink)."""
+
+    files: Files
+    written: dict[str, dict[int, list[Record]]] = field(default_factory=dict)
+
+    def newest(self, directory: str) -> int | None:
+        batches = self.written.get(directory.removesuffix("/_spark_metadata"), {})
+        return max(batches) if batches else None
+
+    def add_batch(self, directory: str, batch_id: int, rows: list[Record]) -> bool:
+        log = self.written.setdefault(directory, {})
+        if log and batch_id <= max(log):
+            return False
+        log[batch_id] = rows
+        return True
+
+    def visible(self) -> list[Record]:
+        return [r for log in self.written.values() for rows in log.values() for r in rows]
+
+
+@dataclass
+class Table:
+    """A Delta table written by delta-rs from the driver: each batch one commit carrying its
+    writer's (app id, batch id); a batch the table has for that app id writes nothing."""
+
+    rows: list[Record] = field(default_factory=list)
+    txns: dict[str, int] = field(default_factory=dict)
+
+    def committed_batch(self, app: str) -> int | None:
+        return self.txns.get(app)
+
+    def add_batch(self, app: str, batch_id: int, rows: list[Record]) -> bool:
+        if self.txns.get(app, -1) >= batch_id:
+            return False
+        self.rows.extend(rows)
+        self.txns[app] = batch_id
+        return True
+
+    def visible(self) -> list[Record]:
+        return list(self.rows)
+
+
+def records(start: Positions, end: Positions) -> list[Record]:
+    return [(t, p, o) for (t, p), e in sorted(end.items()) for o in range(start.get((t, p), 0), e)]

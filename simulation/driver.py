@@ -1,0 +1,285 @@
+"""A driver process as the runner behaves (spark_app/runner.py), one stage per event.
+
+Its arguments are parsed by the runner's own `parse_args` from the pod the operator built;
+its manifest is the job ConfigMap's `job.yaml` as it was when the process started. Where
+the runner's logic decides, this calls it: the start point (`runner._start_point` over the
+simulated checkpoint), the catch-up (`durable_batch` with the sink's own batch by
+`group_offsets.sink_batch`, `ahead_of_group`), the start offsets (`offsets.resolve_start`),
+the final commit's durable batch. What Spark does between them (plan a batch, write the sink,
+write `commits/N`) is modelled, with a crash possible at every stage."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from spark_app import offsets as off
+from spark_app.checkpoint_log import ahead_of_group
+from spark_app.delta_sink import app_id
+from spark_app.group_offsets import sink_batch
+from spark_app.manifest import RunnerManifest, epoch_sink_path, load_manifest
+from spark_app.offsets import Positions
+from spark_app.runner import _start_point, parse_args
+from streamingjob_operator.naming import LABEL_JOB
+
+from .data import Checkpoint, Files, FileSink, Kafka, Record, Table, records
+
+EXIT_FAILED, EXIT_CATCH_UP_FAILED = 1, 5
+
+
+@dataclass
+class Sinks:
+    files: FileSink
+    table: Table
+
+    def newest(self, manifest: RunnerManifest, checkpoint: str) -> int | None:
+        sink = manifest.spec.job.sink
+        return sink_batch(
+            sink.format,
+            sink.path,
+            checkpoint,
+            table_batch=lambda _path, app: self.table.committed_batch(app),
+            log_newest=self.files.newest,
+        )
+
+    def add_batch(
+        self, manifest: RunnerManifest, epoch: int, location: str, batch: int, rows: list[Record]
+    ) -> bool:
+        sink = manifest.spec.job.sink
+        assert sink.path is not None
+        if sink.format == "delta":
+            return self.table.add_batch(app_id(location), batch, rows)
+        return self.files.add_batch(epoch_sink_path(sink.path, epoch), batch, rows)
+
+    def visible(self, sink_format: str) -> list[Record]:
+        return self.table.visible() if sink_format == "delta" else self.files.visible()
+
+
+@dataclass
+class World:
+    """What a driver reads and writes besides its pod."""
+
+    kafka: Kafka
+    files: Files
+    sinks: Sinks
+    report: Callable[[str, str, dict[str, Any]], bool]  # (pod, key, value): written?
+    read_go: Callable[[str], dict[str, Any] | None]  # the job's go.json (None: unreadable)
+    commit_fails: Callable[[], bool]
+    log: Callable[[str], None]
+
+
+@dataclass
+class Driver:
+    pod: str
+    job: str  # the job's name
+    uid: str  # the job's uid (the incarnation this driver belongs to)
+    node: str
+    argv: list[str]
+    manifest_yaml: str
+    stage: str = "init"
+    exit_code: int | None = None
+    stop_requested: bool = False
+    # the query
+    epoch: int = 0
+    attempt: int = 0
+    location: str = ""
+    previous: list[str] = field(default_factory=list)
+    wait_for_go: bool = False
+    manifest: RunnerManifest | None = None
+    start_path: str = ""
+    batch: int = 0  # the batch being run
+    batch_start: Positions = field(default_factory=dict)
+    batch_end: Positions = field(default_factory=dict)
+    pending_commit: Positions | None = None
+    reading: bool = False  # the query runs (reads, writes the sink or commits)
+
+    @classmethod
+    def of_pod(cls, pod: dict[str, Any], job_yaml: str, uid: str, node: str) -> Driver:
+        args: list[str] = pod["spec"]["containers"][0]["args"]
+        parsed = parse_args(args[args.index("--manifest") :])
+        previous = parsed.previous_checkpoint
+        d = cls(
+            pod=pod["metadata"]["name"],
+            job=pod["metadata"]["labels"][LABEL_JOB],
+            uid=uid,
+            node=node,
+            argv=args,
+            manifest_yaml=job_yaml,
+            epoch=parsed.epoch,
+            attempt=parsed.attempt,
+            location=parsed.checkpoint_location,
+            previous=list(previous) if isinstance(previous, list) else [previous] * bool(previous),
+            wait_for_go=parsed.wait_for_go,
+        )
+        d.manifest = load_manifest(yaml.safe_load(job_yaml))
+        return d
+
+    @property
+    def alive(self) -> bool:
+        return self.exit_code is None
+
+    @property
+    def group(self) -> str:
+        assert self.manifest is not None
+        return self.manifest.spec.job.source.group_id or ""
+
+    def identity(self) -> dict[str, Any]:
+        return {"pod": self.pod, "epoch": self.epoch, "attempt": self.attempt}
+
+    # --- one stage ---------------------------------------------------------------------
+
+    def step(self, w: World) -> None:
+        """Runs the next stage; a stage whose write cannot be made yet is tried again."""
+        getattr(self, f"_{self.stage.replace('-', '_')}")(w)
+
+    def exit(self, code: int) -> None:
+        self.exit_code, self.reading, self.stage = code, False, "exited"
+
+    def _init(self, w: World) -> None:
+        if self.stop_requested:
+            return self.exit(0)
+        if self.wait_for_go:
+            if w.report(self.pod, "handover.json", {**self.identity(), "state": "ready"}):
+                self.stage = "waiting"
+            return None
+        self.stage = "start"
+        return None
+
+    def _waiting(self, w: World) -> None:
+        if self.stop_requested:
+            return self.exit(0)
+        go = w.read_go(self.job)
+        if go is not None and (go.get("pod"), go.get("epoch"), go.get("attempt")) == (
+            self.pod,
+            self.epoch,
+            self.attempt,
+        ):
+            self.stage = "start"
+        return None
+
+    def _start(self, w: World) -> None:
+        assert self.manifest is not None
+        checkpoint = Checkpoint(w.files, self.location)
+        start = _start_point(checkpoint, self.location, self.manifest)
+        self.start_path = start["startPath"]
+        self.reading = True  # from here on the driver acts on the job's data
+        w.report(self.pod, "report.json", {**self.identity(), **start})
+        if self.start_path == "restored":
+            self.stage = "restore"
+        elif self.previous and self._catches_up():
+            self.stage = "catch-up"
+        else:
+            self.stage = "resolve"
+
+    def _catches_up(self) -> bool:
+        assert self.manifest is not None
+        source = self.manifest.spec.job.source
+        return source.commit_offsets_on_checkpoints and source.starting_offsets == "committed"
+
+    def _catch_up(self, w: World) -> None:
+        """The previous epochs' last durable batch reaches the group where it is ahead
+        (group_offsets.catch_up); a failure fails the start (exit 5)."""
+        assert self.manifest is not None
+        for previous in self.previous:
+            in_sink = w.sinks.newest(self.manifest, previous)
+            batch = Checkpoint(w.files, previous).durable_batch(in_sink)
+            if batch is not None or Checkpoint(w.files, previous).newest("offsets") is not None:
+                break
+        else:
+            batch = None
+        if batch is not None:
+            if w.commit_fails():
+                w.log(f"{self.pod}: catch-up commit failed: exit 5")
+                return self.exit(EXIT_CATCH_UP_FAILED)
+            ahead = ahead_of_group(batch.end, w.kafka.committed(self.group))
+            w.kafka.commit(self.group, ahead)
+        self.stage = "resolve"
+        return None
+
+    def _resolve(self, w: World) -> None:
+        """A fresh query's start: the group's committed offsets, earliest where none."""
+        assert self.manifest is not None
+        source = self.manifest.spec.job.source
+        mode = off.parse_starting_offsets(source.starting_offsets)
+        committed = w.kafka.committed(self.group)
+        start = {
+            tp: off.resolve_start(
+                tp, mode, source.offset_reset_strategy, 0, high, committed.get(tp), None
+            ).offset
+            for tp, high in sorted(w.kafka.end.items())
+        }
+        self.batch, self.batch_start = 0, start
+        self.stage = "plan"
+
+    def _restore(self, w: World) -> None:
+        """Spark's restore: the newest planned batch is re-run when it has no commit entry,
+        else the next one starts where it ended."""
+        checkpoint = Checkpoint(w.files, self.location)
+        newest = checkpoint.newest("offsets")
+        assert newest is not None
+        start, end = checkpoint.batch_range(newest)
+        if checkpoint.has("commits", newest):
+            self.batch, self.batch_start = newest + 1, end
+            self.stage = "plan"
+        else:
+            self.batch, self.batch_start, self.batch_end = newest, start, end
+            self.stage = "sink"
+
+    def _plan(self, w: World) -> None:
+        """Between batches: a stop request stops here; else the next batch is planned when
+        there is anything to read (offsets/N)."""
+        if self.stop_requested:
+            self.stage = "final-commit"
+            return
+        self._group_commit(w)
+        limit = self.manifest.spec.job.source.max_offsets_per_trigger if self.manifest else None
+        end = off.rate_limit(self.batch_start, w.kafka.end, limit or 1_000_000)
+        if end == self.batch_start:
+            return  # idle
+        checkpoint = Checkpoint(w.files, self.location)
+        checkpoint.write_offsets(self.batch, end, self.batch_start if self.batch == 0 else None)
+        self.batch_end = end
+        self.stage = "sink"
+
+    def _sink(self, w: World) -> None:
+        assert self.manifest is not None
+        rows = records(self.batch_start, self.batch_end)
+        w.sinks.add_batch(self.manifest, self.epoch, self.location, self.batch, rows)
+        self.stage = "commit"
+
+    def _commit(self, w: World) -> None:
+        Checkpoint(w.files, self.location).write_commit(self.batch)
+        self.pending_commit = dict(self.batch_end)  # the committer's, sent asynchronously
+        self.batch, self.batch_start = self.batch + 1, self.batch_end
+        self.stage = "plan"
+
+    def _group_commit(self, w: World) -> None:
+        if self.pending_commit is None:
+            return
+        if self._catches_up_on_checkpoints() and not w.commit_fails():
+            w.kafka.commit(self.group, self.pending_commit)
+        self.pending_commit = None  # a failed commit is counted, never retried: newest wins
+
+    def _catches_up_on_checkpoints(self) -> bool:
+        return bool(self.manifest and self.manifest.spec.job.source.commit_offsets_on_checkpoints)
+
+    def _final_commit(self, w: World) -> None:
+        """After the query stopped: the last durable batch's end where ahead of the group."""
+        assert self.manifest is not None
+        self.pending_commit = None
+        if self._catches_up_on_checkpoints():
+            in_sink = w.sinks.newest(self.manifest, self.location)
+            batch = Checkpoint(w.files, self.location).durable_batch(in_sink)
+            if batch is not None and not w.commit_fails():
+                w.kafka.commit(
+                    self.group, ahead_of_group(batch.end, w.kafka.committed(self.group))
+                )
+        self.exit(0)
+
+
+def report_json(value: dict[str, Any]) -> str:
+    return json.dumps(value, sort_keys=True)

@@ -1,0 +1,160 @@
+"""What must hold after every event of a history (docs/semantics.md, "The simulation"):
+
+- exactly once: each record appears at most once in what the sink's reader sees, and every
+  record below the group's committed offset appears (the group never runs ahead of durable
+  output); across a deletion, only what the deleted job had made durable but not committed
+  may appear again;
+- one reader: never two drivers of the job reading at once;
+- a checkpoint belongs to one epoch of one job: a driver restores only its own epoch's;
+- names are never reused: no pod name of a job is created twice;
+- once faults stop, the job converges: Running (or Suspended), every record read, the group
+  committed to the end.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from streamingjob_operator.naming import LABEL_JOB
+
+from .data import Checkpoint, Record
+from .world import NAMESPACE, World
+
+
+@dataclass(frozen=True)
+class Violation:
+    rule: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.rule}: {self.detail}"
+
+
+class Checker:
+    def __init__(self, world: World, name: str) -> None:
+        self.world = world
+        self.name = name
+        self.seen: Counter[Record] = Counter()
+        self.allowed: set[Record] = set()  # may appear twice: durable, uncommitted, deleted
+        self.visible_count = 0
+        self.owners: dict[str, tuple[str, int]] = {}  # checkpoint location -> (uid, epoch)
+        self.prefix: dict[tuple[str, int], int] = {}  # per partition: all offsets below seen
+        self.sink_format = ""
+        self.quiet_since: float | None = None
+
+    # --- what the history tells it -----------------------------------------------------
+
+    def created(self, job: dict[str, Any]) -> None:
+        self.sink_format = job["spec"]["job"]["sink"]["format"]
+
+    def deleting(self, job: dict[str, Any]) -> None:
+        """Records the deleted job made durable but the group does not have yet may be read
+        again by a job created later under the same name."""
+        group = job["spec"]["job"]["source"]["groupId"]
+        committed = self.world.kafka.committed(group)
+        for record in self.visible():
+            topic, partition, offset = record
+            if offset >= committed.get((topic, partition), 0):
+                self.allowed.add(record)
+
+    def faults_ended(self, t: float) -> None:
+        self.quiet_since = t
+
+    # --- the checks ----------------------------------------------------------------------
+
+    def visible(self) -> list[Record]:
+        return self.world.sinks.visible(self.sink_format) if self.sink_format else []
+
+    def check(self) -> list[Violation]:
+        return self._exactly_once() + self._one_reader() + self._own_checkpoint() + self._names()
+
+    def _exactly_once(self) -> list[Violation]:
+        found = []
+        rows = self.visible()
+        for record in rows[self.visible_count :] if len(rows) >= self.visible_count else rows:
+            self.seen[record] += 1
+            if self.seen[record] > 1 and record not in self.allowed:
+                found.append(Violation("duplicate", f"{record} appears twice in the sink"))
+        self.visible_count = len(rows)
+        for group, committed in self.world.kafka.groups.items():
+            for (topic, partition), offset in sorted(committed.items()):
+                prefix = self.prefix.get((topic, partition), 0)
+                while self.seen[(topic, partition, prefix)]:
+                    prefix += 1
+                self.prefix[(topic, partition)] = prefix
+                if offset > prefix:
+                    missing = [o for o in range(prefix, offset) if not self.seen[(topic, partition, o)]]
+                    found.append(
+                        Violation(
+                            "lost",
+                            f"group {group} committed {topic}-{partition} at {offset} but "
+                            f"offsets {missing[:5]} are not in the sink",
+                        )
+                    )
+        return found
+
+    def _one_reader(self) -> list[Violation]:
+        readers = self.world.readers(self.name)
+        if len(readers) > 1:
+            names = ", ".join(f"{d.pod} ({d.stage})" for d in readers)
+            return [Violation("two readers", f"drivers reading at once: {names}")]
+        return []
+
+    def _own_checkpoint(self) -> list[Violation]:
+        found = []
+        for driver in self.world.readers(self.name):
+            owner = self.owners.setdefault(driver.location, (driver.uid, driver.epoch))
+            if owner != (driver.uid, driver.epoch) and driver.start_path:
+                found.append(
+                    Violation(
+                        "foreign checkpoint",
+                        f"{driver.pod} (job {driver.uid}, epoch {driver.epoch}) runs on "
+                        f"{driver.location}, written by job {owner[0]} epoch {owner[1]}",
+                    )
+                )
+                self.owners[driver.location] = (driver.uid, driver.epoch)
+        for location in list(self.owners):
+            if Checkpoint(self.world.files, location).newest("offsets") is None:
+                del self.owners[location]  # deleted (a cleanup Job): a new owner may come
+        return found
+
+    def _names(self) -> list[Violation]:
+        reused = [key for key, n in self.world.server.created.items() if n > 1]
+        self.world.server.created.clear()  # reported once
+        return [Violation("name reused", f"pod {name} of job {uid} created twice") for uid, name in reused]
+
+    # --- convergence ---------------------------------------------------------------------
+
+    def converged(self) -> list[Violation]:
+        job = self.world.server.get("StreamingJob", NAMESPACE, self.name)
+        if job is None:
+            return []
+        status = job.get("status") or {}
+        phase = status.get("phase")
+        if job["spec"].get("suspend"):
+            return [] if phase == "Suspended" else [self._stuck(phase, status)]
+        if phase != "Running":
+            return [self._stuck(phase, status)]
+        group = job["spec"]["job"]["source"]["groupId"]
+        committed = self.world.kafka.committed(group)
+        behind = {
+            f"{t}-{p}": (committed.get((t, p), 0), end)
+            for (t, p), end in self.world.kafka.end.items()
+            if committed.get((t, p), 0) != end
+        }
+        if behind:
+            return [Violation("no convergence", f"group behind the log end: {behind}")]
+        return []
+
+    def _stuck(self, phase: Any, status: dict[str, Any]) -> Violation:
+        pods = [p["metadata"]["name"] for p in self.world.pods()]
+        job_pods = [
+            p for p in self.world.pods() if p["metadata"]["labels"].get(LABEL_JOB) == self.name
+        ]
+        return Violation(
+            "no convergence",
+            f"phase {phase} ({status.get('message', '')}) after the faults ended; "
+            f"pods {pods} ({len(job_pods)} of the job)",
+        )

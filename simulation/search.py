@@ -1,0 +1,55 @@
+"""Runs histories, shrinks a failing one to a minimal plan and tells it as a story."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TextIO
+
+from .history import FAULTS, Act, History, Outcome, plan
+
+
+def run(seed: int, acts: list[Act] | None = None) -> Outcome:
+    return History(seed, plan(seed) if acts is None else acts).run()
+
+
+def shrink(outcome: Outcome) -> Outcome:
+    """Drops acts one at a time while the same rule still breaks (delta debugging's simplest
+    form: every act is tried once per pass until a pass removes nothing)."""
+    rule = outcome.violations[0].rule
+    best = outcome
+    changed = True
+    while changed:
+        changed = False
+        for i in range(len(best.plan) - 1, -1, -1):
+            candidate = best.plan[:i] + best.plan[i + 1 :]
+            trial = run(best.seed, candidate)
+            if trial.violations and trial.violations[0].rule == rule:
+                best, changed = trial, True
+    return best
+
+
+def story(outcome: Outcome, tail: int = 40) -> str:
+    acts = "\n".join(
+        f"  {'fault' if a.name in FAULTS else 'act  '} {a}" for a in outcome.plan
+    )
+    trace = "\n".join(f"  {line}" for line in outcome.trace[-tail:])
+    broken = "\n".join(f"  {v}" for v in outcome.violations)
+    return (
+        f"seed {outcome.seed}: {len(outcome.plan)} acts\n{acts}\n"
+        f"what happened (last {tail} lines):\n{trace}\nbroken:\n{broken}\n"
+    )
+
+
+def explore(seeds: Iterable[int], out: TextIO | None = None) -> tuple[int, int, list[Outcome]]:
+    histories = steps = 0
+    broken: list[Outcome] = []
+    for seed in seeds:
+        outcome = run(seed)
+        histories += 1
+        steps += outcome.steps
+        if outcome.violations:
+            small = shrink(outcome)
+            broken.append(small)
+            if out is not None:
+                out.write(story(small) + "\n")
+    return histories, steps, broken

@@ -1,0 +1,280 @@
+"""The simulated cluster around the operator: nodes whose kubelets renew their leases and run
+pods, driver processes (driver.py), the job's data (data.py), a cleanup Job runner, and the
+API server (cluster.py) they all go through. One discrete-event queue orders everything;
+every delay comes from the history's seeded random stream, so a seed replays exactly."""
+
+from __future__ import annotations
+
+import heapq
+import json
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from streamingjob_operator.naming import (
+    LABEL_JOB,
+    LABEL_ROLE,
+    job_configmap_name,
+    report_configmap_name,
+)
+from streamingjob_operator.observed import iso
+
+from .cluster import Server, SimApi
+from .clock import Clock
+from .data import Files, FileSink, Kafka, Table
+from .driver import Driver, Sinks
+from .driver import World as DriverWorld
+
+NAMESPACE = "team"
+LEASE_RENEW_SECONDS = 10.0
+
+
+@dataclass
+class Node:
+    name: str
+    alive: bool = True
+    phase: float = 0.0  # when in each renewal interval its kubelet renews
+
+
+@dataclass(order=True)
+class Event:
+    at: float
+    seq: int
+    kind: str = field(compare=False)
+    arg: Any = field(compare=False, default=None)
+
+
+class World:
+    def __init__(self, seed: int, partitions: int = 2) -> None:
+        self.rng = random.Random(seed)
+        self.clock = Clock()
+        self.server = Server(self.clock)
+        self.server.delete_pod = self._delete_pod
+        self.api = SimApi(self.server)
+        self.kafka = Kafka(partitions)
+        self.files = Files()
+        self.sinks = Sinks(FileSink(self.files), Table())
+        self.nodes: dict[str, Node] = {}
+        self.drivers: dict[str, Driver] = {}  # by pod name: every process ever started
+        self.pull_fails: int = 0  # the next pods created never pull their image
+        self.commit_fail_until = -1.0
+        self.watch_stalled_until = -1.0
+        self.queue: list[Event] = []
+        self.seq = 0
+        self.trace: list[str] = []
+        self.on_pod_change: Callable[[str], None] = lambda job: None
+        self.on_lease: Callable[[dict[str, Any]], None] = lambda lease: None
+        for _ in range(3):
+            self.add_node()
+
+    # --- the event queue ---------------------------------------------------------------
+
+    def at(self, delay: float, kind: str, arg: Any = None) -> None:
+        self.seq += 1
+        heapq.heappush(self.queue, Event(self.clock.t + max(delay, 0.0), self.seq, kind, arg))
+
+    def pop(self) -> Event:
+        event = heapq.heappop(self.queue)
+        self.clock.t = max(self.clock.t, event.at)
+        return event
+
+    def log(self, line: str) -> None:
+        self.trace.append(f"{self.clock.t:8.1f}s {line}")
+
+    def delay(self, low: float, high: float) -> float:
+        return round(self.rng.uniform(low, high), 1)
+
+    # --- nodes and their leases ------------------------------------------------------------
+
+    def add_node(self) -> Node:
+        node = Node(f"node-{len(self.nodes) + 1}", phase=self.delay(0, LEASE_RENEW_SECONDS))
+        self.nodes[node.name] = node
+        self.at(node.phase, "renew", node.name)
+        return node
+
+    def renew(self, name: str) -> None:
+        node = self.nodes[name]
+        if not node.alive:
+            return
+        self.at(LEASE_RENEW_SECONDS, "renew", name)
+        if self.server.down():
+            return  # the kubelet cannot reach the API server: no renewal
+        lease = {"metadata": {"name": name}, "spec": {"renewTime": iso(self.clock())}}
+        lease["spec"]["renewTime"] += f"#{self.clock.t}"  # distinct even within a second
+        self.at(max(self.watch_stalled_until - self.clock.t, 0) + self.delay(0, 1), "lease", lease)
+
+    def kill_node(self, name: str) -> None:
+        node = self.nodes[name]
+        node.alive = False
+        for driver in self.drivers.values():
+            if driver.node == name and driver.alive:
+                driver.exit(137)  # gone with the node; its pod object stays as it was
+        self.log(f"node {name} lost")
+        self.add_node()  # the cluster autoscaler's replacement
+
+    # --- pods: scheduling, starting, deleting ----------------------------------------------
+
+    def pods(self) -> list[dict[str, Any]]:
+        return self.server.of_kind("Pod")
+
+    def pod(self, name: str) -> dict[str, Any] | None:
+        return self.server.get("Pod", NAMESPACE, name)
+
+    def pod_changed(self, pod: dict[str, Any]) -> None:
+        self.server.bump(pod)
+        self.at(self.delay(0.1, 1.0), "wake", pod["metadata"]["labels"].get(LABEL_JOB, ""))
+
+    def kubelet(self, name: str) -> None:
+        """The next step of a pod's life on its node: scheduled, started, or its process's
+        exit recorded."""
+        pod = self.pod(name)
+        if pod is None:
+            return
+        node_name = pod["spec"].get("nodeName")
+        if not node_name:
+            alive = [n for n in self.nodes.values() if n.alive]
+            pod["spec"]["nodeName"] = self.rng.choice(alive).name
+            self.pod_changed(pod)
+            self.at(self.delay(1, 4), "kubelet", name)
+            return
+        if not self.nodes[node_name].alive or self.server.down():
+            if self.nodes[node_name].alive:
+                self.at(1.0, "kubelet", name)  # the status update waits for the API server
+            return
+        if pod["metadata"].get("pull-fails"):
+            if not pod["status"].get("containerStatuses"):
+                waiting = {"reason": "ImagePullBackOff", "message": "Back-off pulling image"}
+                pod["status"]["containerStatuses"] = [{"name": "driver", "state": {"waiting": waiting}}]
+                self.pod_changed(pod)
+            return
+        driver = self.drivers.get(name)
+        if driver is None:
+            self.start_process(pod, node_name)
+        elif not driver.alive:
+            self.record_exit(pod, driver)
+
+    def start_process(self, pod: dict[str, Any], node: str) -> None:
+        job = pod["metadata"]["labels"][LABEL_JOB]
+        cm = self.server.get("ConfigMap", NAMESPACE, job_configmap_name(job))
+        owner = pod["metadata"]["ownerReferences"][0]["uid"]
+        driver = Driver.of_pod(pod, (cm or {}).get("data", {}).get("job.yaml", ""), owner, node)
+        driver.job = job
+        if pod["metadata"].get("deletionTimestamp"):
+            driver.stop_requested = True
+        self.drivers[driver.pod] = driver
+        pod["status"]["phase"] = "Running"
+        pod["status"]["containerStatuses"] = [{"name": "driver", "state": {"running": {}}}]
+        self.pod_changed(pod)
+        self.log(f"{driver.pod} started on {node} ({' '.join(driver.argv[driver.argv.index('--epoch'):])})")
+        self.at(self.delay(0.5, 3), "driver", driver.pod)
+
+    def record_exit(self, pod: dict[str, Any], driver: Driver) -> None:
+        code = driver.exit_code or 0
+        pod["status"]["phase"] = "Succeeded" if code == 0 else "Failed"
+        term = {"exitCode": code, "reason": "Completed" if code == 0 else "Error"}
+        pod["status"]["containerStatuses"] = [{"name": "driver", "state": {"terminated": term}}]
+        if pod["metadata"].get("deletionTimestamp"):
+            self.server.remove("Pod", NAMESPACE, driver.pod)  # the graceful deletion completes
+            self.at(self.delay(0.1, 1.0), "wake", driver.job)
+            return
+        self.pod_changed(pod)
+
+    def _delete_pod(self, namespace: str, name: str, force: bool) -> bool:
+        """The API server's side of a pod deletion, with its kubelet's to follow."""
+        pod = self.pod(name)
+        if pod is None:
+            return True
+        driver = self.drivers.get(name)
+        node = self.nodes.get(pod["spec"].get("nodeName") or "")
+        started = driver is not None and driver.alive
+        if force or node is None or (node.alive and not started):
+            self.server.remove("Pod", namespace, name)
+            if driver is not None and driver.alive:
+                self.at(self.delay(0.5, 3), "kill", name)  # the kubelet's next sync
+            self.at(self.delay(0.1, 1.0), "wake", pod["metadata"]["labels"].get(LABEL_JOB, ""))
+            return True
+        if not pod["metadata"].get("deletionTimestamp"):
+            pod["metadata"]["deletionTimestamp"] = iso(self.clock())
+            grace = pod["spec"].get("terminationGracePeriodSeconds", 30)
+            self.pod_changed(pod)
+            self.at(self.delay(0.1, 1), "sigterm", name)
+            self.at(grace, "grace-over", name)
+        return False
+
+    def sigterm(self, name: str) -> None:
+        driver = self.drivers.get(name)
+        if driver is not None and driver.alive and self.nodes[driver.node].alive:
+            driver.stop_requested = True
+
+    def grace_over(self, name: str) -> None:
+        if self.pod(name) is not None:
+            self.kill(name)  # the kubelet's SIGKILL after the termination grace period
+
+    def kill(self, name: str) -> None:
+        driver = self.drivers.get(name)
+        if driver is not None and driver.alive and self.nodes[driver.node].alive:
+            driver.exit(137)
+            self.log(f"{name} killed")
+            if self.pod(name) is not None:
+                self.at(0.5, "kubelet", name)
+
+    # --- drivers ---------------------------------------------------------------------------
+
+    def driver_world(self) -> DriverWorld:
+        return DriverWorld(
+            kafka=self.kafka,
+            files=self.files,
+            sinks=self.sinks,
+            report=self._report,
+            read_go=self._read_go,
+            commit_fails=lambda: self.clock.t < self.commit_fail_until,
+            log=self.log,
+        )
+
+    def driver(self, name: str) -> None:
+        driver = self.drivers[name]
+        if not driver.alive:
+            return
+        before = driver.stage
+        driver.step(self.driver_world())
+        if driver.stage != before:
+            self.log(f"{name}: {before} -> {driver.stage}")
+        if driver.alive:
+            self.at(self.delay(0.3, 2.5), "driver", name)
+        elif self.pod(name) is not None:
+            self.at(self.delay(0.2, 1), "kubelet", name)
+
+    def _report(self, pod: str, key: str, value: dict[str, Any]) -> bool:
+        driver = self.drivers[pod]
+        cm = self.server.get("ConfigMap", NAMESPACE, report_configmap_name(driver.job))
+        if cm is None or self.server.down():
+            return False
+        cm.setdefault("data", {})[key] = json.dumps(value)
+        self.server.bump(cm)
+        self.at(self.delay(0.1, 1.0), "wake", driver.job)
+        return True
+
+    def _read_go(self, job: str) -> dict[str, Any] | None:
+        if self.server.down():
+            return None
+        cm = self.server.get("ConfigMap", NAMESPACE, report_configmap_name(job))
+        raw = ((cm or {}).get("data") or {}).get("go.json")
+        return json.loads(raw) if raw else None
+
+    def readers(self, job: str) -> list[Driver]:
+        return [d for d in self.drivers.values() if d.job == job and d.alive and d.reading]
+
+    # --- the cleanup Job (deleteOnJobDeletion) -------------------------------------------
+
+    def run_cleanup_jobs(self) -> None:
+        for job in self.server.of_kind("Job"):
+            command = job["spec"]["template"]["spec"]["containers"][0]["command"]
+            path = next(a for a in reversed(command) if "://" in a)
+            self.files.delete_tree(path)
+            self.log(f"cleanup Job deleted {path}")
+            self.server.remove("Job", NAMESPACE, job["metadata"]["name"])
+
+
+def is_driver(pod: dict[str, Any]) -> bool:
+    return pod["metadata"]["labels"].get(LABEL_ROLE) == "driver"
