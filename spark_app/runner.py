@@ -51,6 +51,7 @@ from spark_app.kafka_config import (
     EXIT_KAFKA_AUTH,
     EXIT_KAFKA_TLS,
     EXIT_KAFKA_UNAVAILABLE,
+    REFUSED_MARK,
     job_options,
 )
 from spark_app.manifest import (
@@ -389,9 +390,10 @@ def failure_cause(text: str) -> str:
 
 def refuse(message: str, reporter: Reporter | None = None) -> int:
     """EXIT_INVALID for input that cannot run: the log, the termination message (the
-    operator's InvalidSpec) and the report say why."""
+    operator's InvalidSpec: REFUSED_MARK tells it from any other program's exit 2) and the
+    report say why."""
     log.error("invalid job: %s", message)
-    _termination_message(message)
+    _termination_message(REFUSED_MARK + message)
     if reporter is not None:
         reporter.update(state="failed", error=message)
     return EXIT_INVALID
