@@ -76,9 +76,7 @@ def test_the_refusal_without_a_message_still_says_where_to_look():
     assert d.status.phase == "Invalid" and "the runner refused spec.job" in d.status.message
 
 
-def test_the_runners_refusal_writes_the_mark_the_operator_holds_as_invalid(
-    tmp_path, monkeypatch
-):
+def test_the_runners_refusal_writes_the_mark_the_operator_holds_as_invalid(tmp_path, monkeypatch):
     log = tmp_path / "termination-log"
     log.touch()  # the kubelet creates it
     monkeypatch.setattr(runner, "TERMINATION_LOG", log)
