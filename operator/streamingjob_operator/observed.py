@@ -90,6 +90,7 @@ class Report:
     latest_batch: dict[str, Any] = field(default_factory=dict)
     last_progress_time: str = ""
     commit_failures: int | None = None  # offset commits that failed in this run
+    commit_successes: int | None = None  # ... and that succeeded
     data_loss_skipped_offsets: int = 0  # offsets this run skipped (failOnDataLoss=false)
     dead_letter_records: dict[str, int] = field(default_factory=dict)  # this run's, by reason
     # the run's batch totals (batches, rows, busyMs, executionMs) and, from a runner that
@@ -215,6 +216,7 @@ def parse_report(configmap: dict[str, Any] | None) -> Report | None:
     latest = data.get("latestBatch") or {}
     latest_view = {k: latest[k] for k in ("batchId", "numInputRows", "timestamp") if k in latest}
     restored = data.get("restoredBatch")
+    commits = data.get("commits") if isinstance(data.get("commits"), dict) else {}
     return Report(
         epoch=epoch,
         attempt=attempt,
@@ -223,7 +225,8 @@ def parse_report(configmap: dict[str, Any] | None) -> Report | None:
         start_detail=_describe_start(data),
         latest_batch=latest_view,
         last_progress_time=str(latest.get("timestamp") or ""),
-        commit_failures=_int_or_none((data.get("commits") or {}).get("failed")),
+        commit_failures=_int_or_none(commits.get("failed")),
+        commit_successes=_int_or_none(commits.get("succeeded")),
         data_loss_skipped_offsets=max(_int_or_none(data.get("dataLossSkippedOffsets")) or 0, 0),
         dead_letter_records=_dead_letter_records(data.get("deadLetterRecords")),
         throughput=_throughput(data.get("throughput")),
