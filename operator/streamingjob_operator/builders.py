@@ -186,24 +186,31 @@ def build_offsets_configmap(job: dict[str, Any], data: dict[str, str]) -> dict[s
     }
 
 
-def build_disruption_budget(job: dict[str, Any], spec: StreamingJobSpec) -> dict[str, Any]:
-    """No voluntary eviction of the job's executors (kubectl drain, the cluster autoscaler):
-    they go with their driver, which may need them to finish the batch in flight. A drain
-    therefore waits until the operator has moved the job off the cordoned node (the driver
-    stops between batches and removes its executors; restarts.move_off). The driver itself is
-    not covered: its eviction is a graceful stop between batches.
+def build_disruption_budget(job: dict[str, Any], driver_pod: str, executors: int) -> dict[str, Any]:
+    """No voluntary eviction of the running driver's executors (kubectl drain, the cluster
+    autoscaler): they go with their driver, which may need them to finish the batch in
+    flight. A drain therefore waits until the operator has moved the job off the cordoned node
+    (the driver stops between batches and removes its executors; restarts.move_off). The
+    driver itself is not covered: its eviction is a graceful stop between batches.
+
+    Only `driver_pod`'s executors are selected: beside a standby or during a warm hand-over a
+    second driver has executors too, and a budget over both would let a drain evict as many
+    as that driver has, the running driver's included. The waiting driver's run no task until
+    its go; before the go the budget moves to it (reconcile._go).
 
     Executors are pods of a pod, not of a controller with a scale: Kubernetes then honours
-    only an integer minAvailable (maxUnavailable cannot be computed and evictions pass). An
-    executor that is not Ready may go (it holds up no batch)."""
+    only an integer minAvailable (maxUnavailable cannot be computed and evictions pass),
+    here every executor the driver runs (`executors`). An executor that is not Ready may go
+    (it holds up no batch)."""
     name = job["metadata"]["name"]
+    selector = {**job_selector(name), LABEL_ROLE: "executor", LABEL_DRIVER: driver_pod}
     return {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
         "metadata": _meta(job, disruption_budget_name(name)),
         "spec": {
-            "minAvailable": spec.executor.instances,
-            "selector": {"matchLabels": {**job_selector(name), LABEL_ROLE: "executor"}},
+            "minAvailable": executors,
+            "selector": {"matchLabels": selector},
             "unhealthyPodEvictionPolicy": "AlwaysAllow",
         },
     }

@@ -690,7 +690,7 @@ class Reconciler:
         """The launch's children besides the driver, each one server-side apply: one call
         whether it exists or not, no write where nothing changed."""
         children = [build_service(job), build_report_configmap(job)]
-        children.append(build_disruption_budget(job, spec))
+        children.append(self._disruption_budget(job, spec, st))
         if spec.service_account_name is None:
             children += [build_service_account(job), self._role(job, spec, st)]
             children.append(build_role_binding(job))
@@ -699,6 +699,16 @@ class Reconciler:
         children.append(build_job_configmap(job, spec, st.avoid_nodes))  # this launch's
         for child in children:
             self.api.apply(child)
+
+    @staticmethod
+    def _disruption_budget(
+        job: dict[str, Any], spec: StreamingJobSpec, st: StreamingJobStatus
+    ) -> dict[str, Any]:
+        """The budget of the job's driver: st.driver_pod, the running one while another
+        waits beside it (launched with st.executors of them: more than the spec's after a
+        scale-down that hands over warm), else the one launched now (st.executors is 0)."""
+        executors = max(spec.executor.instances, st.executors)
+        return build_disruption_budget(job, st.driver_pod, executors)
 
     @staticmethod
     def _role(
@@ -752,6 +762,9 @@ class Reconciler:
                 f"no go for {waiting.pod}: pods still present: {', '.join(others)}",
                 delay=self.settings.fencing_poll_seconds,
             )
+        # the budget moves to the next driver before its go (none of the old one's pods is
+        # left): a crash after the go cannot leave the running driver's executors uncovered
+        self.api.apply(build_disruption_budget(job, waiting.pod, spec.executor.instances))
         go = {
             "pod": waiting.pod,
             "epoch": waiting.epoch,

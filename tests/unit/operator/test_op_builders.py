@@ -615,8 +615,9 @@ def test_every_secret_the_pods_read_is_checked_before_a_launch():
     ]
 
 
-def test_disruption_budget_keeps_the_jobs_executors_from_eviction():
-    pdb = build_disruption_budget(JOB, make_spec(executor={"instances": 3}))
+def test_disruption_budget_keeps_the_running_drivers_executors_from_eviction():
+    running = driver_pod_name("orders", 1, 1)
+    pdb = build_disruption_budget(JOB, running, 3)
     assert pdb["kind"] == "PodDisruptionBudget" and pdb["metadata"]["name"] == "orders-executors"
     # pods of a pod: only an integer minAvailable works (maxUnavailable lets evictions pass)
     assert pdb["spec"]["minAvailable"] == 3 and "maxUnavailable" not in pdb["spec"]
@@ -624,8 +625,36 @@ def test_disruption_budget_keeps_the_jobs_executors_from_eviction():
     assert pdb["spec"]["selector"]["matchLabels"] == {
         "sparkkafka.dev/job": "orders",
         "spark-role": "executor",
+        LABEL_DRIVER: running,
     }
     assert pdb["metadata"]["ownerReferences"][0]["kind"] == "StreamingJob"
+
+
+def _executor_labels(driver_pod: str, epoch: int, attempt: int) -> dict[str, str]:
+    """An executor's labels as Spark sets them from the driver's confs (and its role)."""
+    prefix = "spark.kubernetes.executor.label."
+    confs = spark_confs(JOB, SPEC, driver_pod, epoch, attempt)
+    return {
+        "spark-role": "executor",
+        **{k.removeprefix(prefix): v for k, v in confs.items() if k.startswith(prefix)},
+    }
+
+
+def test_with_a_standby_the_budget_counts_only_the_running_drivers_executors():
+    """Beside a standby (or a warm hand-over's next driver) two drivers have executors: a
+    budget over both would let a drain evict as many as the other driver has, the running
+    one's included. It selects the running driver's only; the waiting one's run no task."""
+    running, standby = driver_pod_name("orders", 1, 1), driver_pod_name("orders", 1, 2)
+    selector = build_disruption_budget(JOB, running, 2)["spec"]["selector"]["matchLabels"]
+    pods = {
+        (driver, i): _executor_labels(driver, 1, attempt)
+        for driver, attempt in ((running, 1), (standby, 2))
+        for i in (1, 2)
+    }
+    covered = {key for key, labels in pods.items() if selector.items() <= labels.items()}
+    assert covered == {(running, 1), (running, 2)}
+    # minAvailable = every executor the running driver has: no voluntary eviction of one
+    assert len(covered) - build_disruption_budget(JOB, running, 2)["spec"]["minAvailable"] == 0
 
 
 def test_the_attempt_after_a_node_loss_avoids_that_node_in_every_user_term():
