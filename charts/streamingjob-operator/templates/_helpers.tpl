@@ -138,10 +138,7 @@ tests/unit/test_chart.py asserts the union is exactly the expected set.
 - apiGroups: ["rbac.authorization.k8s.io"]
   resources: ["roles", "rolebindings"]
   verbs: ["create", "patch", "delete"]
-# Kafka credentials are checked (never stored); Events on jobs; the checkpoint cleanup Job.
-- apiGroups: [""]
-  resources: ["secrets"]
-  verbs: ["get"]
+# Events on jobs; the checkpoint cleanup Job.
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create"]
@@ -161,6 +158,16 @@ tests/unit/test_chart.py asserts the union is exactly the expected set.
 - apiGroups: [""]
   resources: ["configmaps"]
   verbs: ["get", "patch", "update"]
+{{- end }}
+
+{{/* Reading the Secrets jobs name (Kafka and object-store credentials: checked, never
+stored; the lag reader's SASL and CA). Granted only where jobs run: the watched namespaces,
+or rbac.secretNamespaces when all are watched; cluster-wide only with rbac.clusterWideSecrets
+(it would read every Secret of the cluster). */}}
+{{- define "streamingjob-operator.secretRules" -}}
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get"]
 {{- end }}
 
 {{/* The Lease the replicas compete for: one per release. */}}

@@ -183,13 +183,17 @@ def _exercise(kube: Kube, ns: str, name: str) -> None:
 def test_operator_runs_with_the_cluster_wide_chart_rbac(
     apiserver: KubeAPIServer, kube: Kube, tmp_path: Path
 ):
-    health = _free_port()
-    docs = render("--set", f"health.port={health}", "--set", "metrics.enabled=false")
+    health, ns = _free_port(), kube.namespace()
+    docs = render(
+        "--set", f"health.port={health}",
+        "--set", "metrics.enabled=false",
+        "--set-json", f'rbac.secretNamespaces=["{ns}"]',  # the job's Secret: here only
+    )  # fmt: skip
     main = [d for d in docs if not d["metadata"]["name"].endswith(NODE_VIEW + LEADER)]
-    assert of_kind(main, "ClusterRole") and not of_kind(main, "Role")
+    assert of_kind(main, "ClusterRole")
+    assert [r["metadata"]["namespace"] for r in of_kind(main, "Role")] == [ns]
     account = _install_chart_rbac(kube, docs)
     kubeconfig = _kubeconfig_as(apiserver, kube, account)
-    ns = kube.namespace()
     with _operator_as_deployed(docs, kubeconfig, tmp_path / "operator.log"):
         wait_for(lambda: _healthz(health), HEALTHZ_SECONDS, "/healthz on the chart's health port")
         _exercise(kube, ns, "orders")
