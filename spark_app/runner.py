@@ -240,6 +240,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "go.json names this driver (pod, epoch, attempt)",
     )
     parser.add_argument(
+        "--go-configmap",
+        help="with --wait-for-go and --report-configmap: the ConfigMap to read go.json from "
+        "(the operator's; default: the report ConfigMap)",
+    )
+    parser.add_argument(
         "--handover-dir",
         type=Path,
         help="with --wait-for-go and no --report-configmap: the directory of handover.json "
@@ -317,7 +322,7 @@ def wait_then_run(
     EXIT_FAILED, handover.json "failed" and the termination message say why."""
     me = handover.Identity.of_this_pod(args.epoch, args.attempt)
     signals = handover.signals_for(
-        args.report_configmap, args.handover_dir, manifest.metadata.namespace
+        args.report_configmap, args.handover_dir, manifest.metadata.namespace, args.go_configmap
     )
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

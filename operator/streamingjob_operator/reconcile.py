@@ -41,6 +41,7 @@ from .autoscaling import Autoscaling, Rescale, foreign_scale, note_applied
 from .builders import (
     build_disruption_budget,
     build_driver_pod,
+    build_go_configmap,
     build_job_configmap,
     build_offsets_configmap,
     build_report_configmap,
@@ -63,7 +64,7 @@ from .models import (
     StreamingJobStatus,
     parse_status,
 )
-from .naming import LABEL_DRIVER, report_configmap_name
+from .naming import LABEL_DRIVER, go_configmap_name, report_configmap_name
 from .nodes import NodeTracker, with_node_view
 from .observed import (
     GO_KEY,
@@ -333,9 +334,17 @@ class Reconciler:
             report=parse_report(report),
             invalid=self._invalid(job, spec, old_status),
             handover=parse_signal(report, HANDOVER_KEY),
-            go=parse_signal(report, GO_KEY),
+            go=parse_signal(self._go_configmap(job, old_status), GO_KEY),
         )
         return pods, report, observed
+
+    def _go_configmap(self, job: dict[str, Any], status: StreamingJobStatus) -> Any:
+        """The go ConfigMap, read only while a warm hand-over is under way (only then does
+        its go.json decide anything); read afresh: the go step before wrote it."""
+        if handover.active(status) is None:
+            return None
+        meta = job["metadata"]
+        return self.api.get_configmap(meta["namespace"], go_configmap_name(meta["name"]))
 
     def _gate_offsets_action(
         self, job: dict[str, Any], spec: StreamingJobSpec, decision: Decision, observed: Observed
@@ -734,6 +743,7 @@ class Reconciler:
         waits for the go (handover.py), so no fencing list precedes it; the go has its own."""
         st, meta = decision.status, job["metadata"]
         self._apply_children(job, spec, st)
+        self.api.apply(build_go_configmap(job))  # where its go will be (only a waiting one's)
         settings = self.settings
         of = Launch.standby if decision.action == "launch-standby" else Launch.waiting
         launch = of(st, entrypoint=settings.driver_entrypoint, spark_submit=settings.spark_submit)
@@ -771,7 +781,10 @@ class Reconciler:
             "attempt": waiting.attempt,
             "time": iso(datetime.now(UTC)),
         }
-        name = report_configmap_name(meta["name"])
+        # its own ConfigMap, which no driver may write (builders.build_role); applied again
+        # for a hand-over an older operator started, before that ConfigMap existed
+        self.api.apply(build_go_configmap(job))
+        name = go_configmap_name(meta["name"])
         self.api.set_configmap_key(meta["namespace"], name, GO_KEY, json.dumps(go))
         log.info("go written for %s/%s", meta["namespace"], waiting.pod)
         if spec.service_account_name is None:  # the Role names the one driver left

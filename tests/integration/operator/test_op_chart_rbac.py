@@ -243,8 +243,9 @@ def _can_i(apiserver: KubeAPIServer, account: str, ns: str, verb: str, what: str
 
 def test_a_job_cannot_touch_another_jobs_children(apiserver: KubeAPIServer, kube: Kube):
     """Each job's driver account (builders.build_role) may manage only what is its own: the
-    executors its driver names and its report ConfigMap. Pod `create` (and reading pods,
-    which Spark watches by label) cannot be limited by name: the documented residual."""
+    executors its driver names and its report ConfigMap, and only read its go ConfigMap. Pod
+    `create` (and listing and watching pods, which Spark does by label) cannot be limited by
+    name: the documented residual."""
     ns = kube.namespace()
     drivers = {}
     for job in ("a", "b"):
@@ -267,6 +268,11 @@ def test_a_job_cannot_touch_another_jobs_children(apiserver: KubeAPIServer, kube
     assert can("delete", f"pods/{drivers['a']}-exec-1")
     assert can("patch", f"pods/{drivers['a']}-exec-2")
     assert can("patch", "configmaps/a-report")
+    # its go: read only (the go fences the running driver; only the operator gives it)
+    assert can("get", "configmaps/a-go")
+    for verb in ("patch", "update", "delete"):
+        assert not can(verb, "configmaps/a-go")
+    assert not can("get", f"pods/{b_driver}")  # pods are read by name only its own
     # another job's pods and ConfigMaps, and anything of the namespace at once: no
     for verb in ("delete", "patch", "update"):
         assert not can(verb, f"pods/{b_driver}")

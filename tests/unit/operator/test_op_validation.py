@@ -18,6 +18,7 @@ from spark_app.options import RESERVED_CLIENT_KEYS
 from streamingjob_operator.builders import (
     build_disruption_budget,
     build_driver_pod,
+    build_go_configmap,
     build_job_configmap,
     build_report_configmap,
     build_role,
@@ -288,6 +289,7 @@ def test_every_valid_job_name_gives_valid_child_names(name):
         build_service(job),
         build_job_configmap(job, spec),
         build_report_configmap(job),
+        build_go_configmap(job),
         build_disruption_budget(job, driver_pod_name(name, 1, 1), 2),
         build_service_account(job),
         build_role(job, driver_pod_name(name, 1, 1), 2),
