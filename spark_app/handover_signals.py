@@ -1,11 +1,14 @@
 """The driver side of the warm hand-over (issue 25): the waiting runner's two signals.
 
 A runner started with `--wait-for-go` warms up, says so in `handover.json` and then waits for
-a `go.json` naming its own pod, epoch and attempt before it reads anything. The two keys live
-in the job's report ConfigMap (`--report-configmap`: a JSON merge patch of `handover.json`
-only, since the running driver keeps writing `report.json`; GET to poll `go.json`) or, for
-local runs and tests, as two files in `--handover-dir`. docs/source.md "Warm hand-over (driver
-side)" describes the protocol from the runner's side.
+a `go.json` naming its own pod, epoch and attempt before it reads anything. `handover.json`
+goes to the job's report ConfigMap (`--report-configmap`: a JSON merge patch of that key
+only, since the running driver keeps writing `report.json`); `go.json` is polled (GET) from
+the job's go ConfigMap (`--go-configmap`), which the operator writes and drivers may only
+read: the go fences the running driver, so no driver can give one. Without
+`--go-configmap` (an operator of an earlier release) the go is in the report ConfigMap. For
+local runs and tests the two keys are files in `--handover-dir`. docs/source.md "Warm
+hand-over (driver side)" describes the protocol from the runner's side.
 """
 
 from __future__ import annotations
@@ -109,11 +112,19 @@ class FileSignals:
 
 
 class ConfigMapSignals:
-    """The job's report ConfigMap: PATCH of handover.json only, GET for go.json."""
+    """PATCH of handover.json only into the job's report ConfigMap, GET of go.json from its
+    go ConfigMap (`go_configmap`; None: the report ConfigMap, as earlier operators wrote)."""
 
-    def __init__(self, name: str, namespace: str, access: ApiAccess | None = None):
+    def __init__(
+        self,
+        name: str,
+        namespace: str,
+        access: ApiAccess | None = None,
+        go_configmap: str | None = None,
+    ):
         self.access = access or ApiAccess.in_cluster()
         self.url = self.access.configmap_url(namespace, name)
+        self.go_url = self.access.configmap_url(namespace, go_configmap or name)
         self.publisher = ConfigMapPublisher(name, namespace, self.access, key=HANDOVER_KEY)
         self._last_error = ""
 
@@ -122,21 +133,23 @@ class ConfigMapSignals:
 
     def go_text(self) -> str | None:
         try:
-            configmap = json.loads(self.access.call("GET", self.url))
+            configmap = json.loads(self.access.call("GET", self.go_url))
         except Exception as exc:  # the API away for a moment: the next poll asks again
             if str(exc) != self._last_error:  # one line per kind of failure, not per poll
                 self._last_error = str(exc)
-                log.warning("cannot read %s from %s: %s", GO_KEY, self.url, exc)
+                log.warning("cannot read %s from %s: %s", GO_KEY, self.go_url, exc)
             return None
         self._last_error = ""
         text = (configmap.get("data") or {}).get(GO_KEY)
         return text if isinstance(text, str) else None
 
 
-def signals_for(configmap: str | None, directory: Path | None, namespace: str) -> Signals:
-    """The ConfigMap when the runner reports to one (in a pod), else the directory."""
+def signals_for(
+    configmap: str | None, directory: Path | None, namespace: str, go_configmap: str | None = None
+) -> Signals:
+    """The ConfigMaps when the runner reports to one (in a pod), else the directory."""
     if configmap:
-        return ConfigMapSignals(configmap, namespace)
+        return ConfigMapSignals(configmap, namespace, go_configmap=go_configmap)
     if directory is None:
         raise ValueError("--wait-for-go needs --report-configmap or --handover-dir")
     return FileSignals(directory)

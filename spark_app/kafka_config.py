@@ -53,6 +53,10 @@ EXIT_KAFKA_UNAVAILABLE = 6
 # committed, and a restart would fail the same way, so the operator holds the job (phase
 # Invalid, reason InvalidSpec) until the spec changes.
 EXIT_INVALID = 2
+# ... and only with this mark at the start of its termination message: exit 2 alone is any
+# program's (Python's own for a missing file, argparse's for an unknown option of an older
+# runner), which is an ordinary failure, restarted with backoff.
+REFUSED_MARK = "the runner refused the job: "
 RUNNER_EXIT_REASONS = {
     **KAFKA_EXIT_REASONS,
     EXIT_CATCH_UP_FAILED: "CatchUpFailed",

@@ -51,6 +51,7 @@ from spark_app.kafka_config import (
     EXIT_KAFKA_AUTH,
     EXIT_KAFKA_TLS,
     EXIT_KAFKA_UNAVAILABLE,
+    REFUSED_MARK,
     job_options,
 )
 from spark_app.manifest import (
@@ -239,6 +240,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "go.json names this driver (pod, epoch, attempt)",
     )
     parser.add_argument(
+        "--go-configmap",
+        help="with --wait-for-go and --report-configmap: the ConfigMap to read go.json from "
+        "(the operator's; default: the report ConfigMap)",
+    )
+    parser.add_argument(
         "--handover-dir",
         type=Path,
         help="with --wait-for-go and no --report-configmap: the directory of handover.json "
@@ -316,7 +322,7 @@ def wait_then_run(
     EXIT_FAILED, handover.json "failed" and the termination message say why."""
     me = handover.Identity.of_this_pod(args.epoch, args.attempt)
     signals = handover.signals_for(
-        args.report_configmap, args.handover_dir, manifest.metadata.namespace
+        args.report_configmap, args.handover_dir, manifest.metadata.namespace, args.go_configmap
     )
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -389,9 +395,10 @@ def failure_cause(text: str) -> str:
 
 def refuse(message: str, reporter: Reporter | None = None) -> int:
     """EXIT_INVALID for input that cannot run: the log, the termination message (the
-    operator's InvalidSpec) and the report say why."""
+    operator's InvalidSpec: REFUSED_MARK tells it from any other program's exit 2) and the
+    report say why."""
     log.error("invalid job: %s", message)
-    _termination_message(message)
+    _termination_message(REFUSED_MARK + message)
     if reporter is not None:
         reporter.update(state="failed", error=message)
     return EXIT_INVALID

@@ -26,7 +26,7 @@ from typing import Any
 
 from .autoscaler import Job, Policy, Recommendation, Sample, recommend
 from .models import AutoscalerDecisionStatus, AutoscalerStatus, StreamingJobSpec, StreamingJobStatus
-from .observed import Report, iso, parse_time
+from .observed import TASK_MS_KEY, Report, iso, parse_time
 from .status import KafkaView, compute_lag
 
 JobKey = tuple[str, str]
@@ -215,7 +215,7 @@ def _reading(kafka: KafkaView, report: Report | None) -> Sample:
         rows=totals.get("rows"),
         busy_seconds=totals["busyMs"] / 1000 if totals else None,
         execution_seconds=totals["executionMs"] / 1000 if totals else None,
-        task_seconds=totals["taskMs"] / 1000 if "taskMs" in totals else None,
+        task_seconds=totals[TASK_MS_KEY] / 1000 if TASK_MS_KEY in totals else None,
     )
 
 

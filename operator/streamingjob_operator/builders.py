@@ -30,6 +30,7 @@ from .naming import (
     driver_address,
     driver_host_name,
     executor_pod_names,
+    go_configmap_name,
     job_configmap_name,
     job_selector,
     label_value,
@@ -175,6 +176,18 @@ def build_report_configmap(job: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def build_go_configmap(job: dict[str, Any]) -> dict[str, Any]:
+    """Where the operator writes the go of a warm hand-over (go.json, a merge patch of its
+    own field manager: never in the applied fields). Apart from the report ConfigMap, which
+    the drivers write: the go fences the running driver, so no driver may write it."""
+    name = job["metadata"]["name"]
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _meta(job, go_configmap_name(name)),
+    }
+
+
 def build_offsets_configmap(job: dict[str, Any], data: dict[str, str]) -> dict[str, Any]:
     """The full result of the last offsets action (spec.offsetsAction), owned by the job."""
     name = job["metadata"]["name"]
@@ -186,24 +199,31 @@ def build_offsets_configmap(job: dict[str, Any], data: dict[str, str]) -> dict[s
     }
 
 
-def build_disruption_budget(job: dict[str, Any], spec: StreamingJobSpec) -> dict[str, Any]:
-    """No voluntary eviction of the job's executors (kubectl drain, the cluster autoscaler):
-    they go with their driver, which may need them to finish the batch in flight. A drain
-    therefore waits until the operator has moved the job off the cordoned node (the driver
-    stops between batches and removes its executors; restarts.move_off). The driver itself is
-    not covered: its eviction is a graceful stop between batches.
+def build_disruption_budget(job: dict[str, Any], driver_pod: str, executors: int) -> dict[str, Any]:
+    """No voluntary eviction of the running driver's executors (kubectl drain, the cluster
+    autoscaler): they go with their driver, which may need them to finish the batch in
+    flight. A drain therefore waits until the operator has moved the job off the cordoned node
+    (the driver stops between batches and removes its executors; restarts.move_off). The
+    driver itself is not covered: its eviction is a graceful stop between batches.
+
+    Only `driver_pod`'s executors are selected: beside a standby or during a warm hand-over a
+    second driver has executors too, and a budget over both would let a drain evict as many
+    as that driver has, the running driver's included. The waiting driver's run no task until
+    its go; before the go the budget moves to it (reconcile._go).
 
     Executors are pods of a pod, not of a controller with a scale: Kubernetes then honours
-    only an integer minAvailable (maxUnavailable cannot be computed and evictions pass). An
-    executor that is not Ready may go (it holds up no batch)."""
+    only an integer minAvailable (maxUnavailable cannot be computed and evictions pass),
+    here every executor the driver runs (`executors`). An executor that is not Ready may go
+    (it holds up no batch)."""
     name = job["metadata"]["name"]
+    selector = {**job_selector(name), LABEL_ROLE: "executor", LABEL_DRIVER: driver_pod}
     return {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
         "metadata": _meta(job, disruption_budget_name(name)),
         "spec": {
-            "minAvailable": spec.executor.instances,
-            "selector": {"matchLabels": {**job_selector(name), LABEL_ROLE: "executor"}},
+            "minAvailable": executors,
+            "selector": {"matchLabels": selector},
             "unhealthyPodEvictionPolicy": "AlwaysAllow",
         },
     }
@@ -270,18 +290,23 @@ def executor_name_budget(instances: int) -> int:
 def build_role(
     job: dict[str, Any], driver_pod: str, instances: int, *, handing_over_to: str = ""
 ) -> dict[str, Any]:
-    """The least the driver needs (docs/operator.md, "RBAC"): create its executor pods, read
-    pods (Spark watches and lists its executors by label, which RBAC cannot express), delete
-    and patch only the executor pods this driver will name, and write only its own report
-    ConfigMap. No Secrets, Services, PVCs or other ConfigMaps; no `deletecollection` (it
-    would reach every pod of the namespace). Pod `create` cannot be limited by name: that is
-    the residual (a driver could create pods, not touch existing ones). During a warm
-    hand-over both drivers run: the Role names the executors of both."""
+    """The least the driver needs (docs/operator.md, "RBAC"): create its executor pods, list
+    and watch pods (Spark follows its executors by label), read by name only its own pod and
+    the executor pods it will name, delete and patch only those executors, read and patch its
+    own report ConfigMap (report.json, handover.json: merge patches) and only read its go
+    ConfigMap (the go fences it: a driver that could write it could start itself beside the
+    running one). No Secrets, Services, PVCs or other ConfigMaps; no `update`, no
+    `deletecollection` (it would reach every pod of the namespace).
+
+    What RBAC cannot narrow, the residual: pod `create` (no name to check before a pod
+    exists: a driver could create pods, not touch existing ones) and `list`/`watch` (RBAC
+    has no label selector: a driver sees the namespace's pods). During a warm hand-over or
+    beside a standby both drivers run: the Role names both drivers' pods."""
     name = job["metadata"]["name"]
+    drivers = [driver for driver in (driver_pod, handing_over_to) if driver]
     executors = [
         pod
-        for driver in (driver_pod, handing_over_to)
-        if driver
+        for driver in drivers
         for pod in executor_pod_names(driver, executor_name_budget(instances))
     ]
     return {
@@ -289,21 +314,17 @@ def build_role(
         "kind": "Role",
         "metadata": _meta(job, driver_account_name(name)),
         "rules": [
-            {"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "get", "list", "watch"]},
-            {
-                "apiGroups": [""],
-                "resources": ["pods"],
-                "resourceNames": executors,
-                "verbs": ["delete", "patch"],
-            },
-            {
-                "apiGroups": [""],
-                "resources": ["configmaps"],
-                "resourceNames": [report_configmap_name(name)],
-                "verbs": ["get", "patch", "update"],
-            },
+            {"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "list", "watch"]},
+            _named("pods", [*drivers, *executors], "get"),
+            _named("pods", executors, "delete", "patch"),
+            _named("configmaps", [report_configmap_name(name)], "get", "patch"),
+            _named("configmaps", [go_configmap_name(name)], "get"),
         ],
     }
+
+
+def _named(resource: str, names: list[str], *verbs: str) -> dict[str, Any]:
+    return {"apiGroups": [""], "resources": [resource], "resourceNames": names, "verbs": [*verbs]}
 
 
 def build_role_binding(job: dict[str, Any]) -> dict[str, Any]:
@@ -401,8 +422,8 @@ def driver_args(job: dict[str, Any], spec: StreamingJobSpec, launch: Launch) -> 
     ]  # the runner's stop timings are its defaults: timing.DRIVER_STOP (a unit test checks)
     if launch.previous_checkpoint:  # empty when an offsets action set the group (it wins)
         args += ["--previous-checkpoint", launch.previous_checkpoint]
-    if launch.wait_for_go:  # a warm hand-over's next driver (handover.py)
-        args.append("--wait-for-go")
+    if launch.wait_for_go:  # a warm hand-over's next driver (handover.py): its go, apart
+        args += ["--go-configmap", go_configmap_name(name), "--wait-for-go"]
     return args
 
 

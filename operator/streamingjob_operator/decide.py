@@ -12,8 +12,8 @@ were deployed, the nonces acted on). The table of the architecture sketch, as im
 |----------------------------------|-----------------------------|------------------------------|
 | none, never launched (epoch 0)    | -                           | target epoch 1 (fresh)       |
 | running                          | same                        | nothing (stable-run reset)   |
-| terminated (any exit code but 2) | same                        | attempt+1 after backoff      |
-| terminated, exit 2 (bad input)   | same                        | Invalid until a spec change  |
+| terminated (but refused, below)  | same                        | attempt+1 after backoff      |
+| exit 2, the runner's refusal     | same                        | Invalid until a spec change  |
 | deleted / evicted / node lost    | same                        | attempt+1 after backoff      |
 | any                              | restartNonce changed        | attempt+1 now (restore)      |
 | any                              | restart-class field changed | attempt+1 now (restore)      |

@@ -7,11 +7,12 @@ this replica's own monotonic clock. A released Lease (no holder) is free at once
 
 The leader renews every retry period. It may act only until `renew_sent + renew_deadline`
 of its latest successful renewal (the time the request left, so the server's answer can
-only shorten the window); a write that passed its gate just before may land up to one
-request timeout later. A candidate's clock for a version starts when the read that showed it
-returned (as client-go's observedTime). With lease_duration ≥ renew_deadline + the request
-timeout (timing.check_election), the leader has stopped, and its last write landed, before
-anyone else can see the Lease expire.
+only shorten the window); a write that passed its gate is waited for only until then
+(timing.gated_write_timeout), and one request timeout of the Lease client past it is the
+margin for a request the server took in just before. A candidate's clock for a version
+starts when the read that showed it returned (as client-go's observedTime). With
+lease_duration ≥ renew_deadline + the request timeout (timing.check_election), the leader
+has stopped, and its last write landed, before anyone else can see the Lease expire.
 """
 
 from __future__ import annotations

@@ -180,6 +180,8 @@ def set_target(
     st.restored_batch = None
     st.data_loss_skipped_offsets = 0  # per run, as the driver counts them
     st.dead_letter_records = {}
+    if st.group_commits is not None:  # counted per run; failing until a commit succeeds
+        st.group_commits = st.group_commits.model_copy(update={"failed": 0, "succeeded": 0})
 
 
 def checkpoint_too_old(spec: StreamingJobSpec, st: StreamingJobStatus, now: datetime) -> str | None:

@@ -15,6 +15,7 @@ from .naming import (
     cleanup_job_name,
     disruption_budget_name,
     driver_account_name,
+    go_configmap_name,
     job_configmap_name,
     offsets_configmap_name,
     report_configmap_name,
@@ -62,6 +63,7 @@ class Finalizer:
         self.api.delete("PodDisruptionBudget", namespace, disruption_budget_name(name))
         self.api.delete("ConfigMap", namespace, job_configmap_name(name))
         self.api.delete("ConfigMap", namespace, report_configmap_name(name))
+        self.api.delete("ConfigMap", namespace, go_configmap_name(name))
         self.api.delete("ConfigMap", namespace, offsets_configmap_name(name))
         for kind in ("RoleBinding", "Role", "ServiceAccount"):
             self.api.delete(kind, namespace, driver_account_name(name))

@@ -33,6 +33,8 @@ REASONS = (
     "CatchUpFailed",  # a fresh epoch could not commit the previous epoch's durable offsets
     "DataLossSkipped",  # the run skipped deleted or truncated offsets (failOnDataLoss=false)
     "DeadLettered",  # records that could not be decoded went to the dead-letter topic
+    "GroupCommitFailing",  # more offset commits to the group failed (group_commits.py)
+    "GroupCommitsRecovered",  # ... and a commit succeeded again
     "CheckpointKept",
     "CheckpointDeleted",
     "ApiRejected",  # a reconcile failed: the API server refused a request (reconcile.py)

@@ -24,6 +24,7 @@ from pydantic import ValidationError
 from .errors import ConflictError, FatalError, NotFoundError, TransientError
 from .models import API_GROUP, API_VERSION, KIND, PLURAL
 from .naming import LABEL_JOB, MANAGED_BY, job_selector, label_value, selector_string
+from .timing import gated_write_timeout
 from .validation import Rejection
 
 log = logging.getLogger(__name__)
@@ -123,9 +124,10 @@ WRITE_VERBS = ("create_", "replace_", "patch_", "delete_")
 
 
 class WriteGate(Protocol):
-    """Lets a write through only while this replica leads (leadership.Gate)."""
+    """Lets a write through only while this replica leads (leadership.Gate), telling it the
+    seconds left before the leader's renew deadline."""
 
-    def writing(self, what: str) -> AbstractContextManager[None]: ...
+    def writing(self, what: str) -> AbstractContextManager[float]: ...
 
 
 class KubeApi:
@@ -160,7 +162,10 @@ class KubeApi:
 
     def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         if self.write_gate is not None and fn.__name__.startswith(WRITE_VERBS):
-            with self.write_gate.writing(what):
+            with self.write_gate.writing(what) as left:
+                # never waited for past the renew deadline, when another replica may lead
+                asked = kwargs.get("_request_timeout", self.timeout)
+                kwargs["_request_timeout"] = gated_write_timeout(asked, left)
                 return self._attempt(what, fn, *args, **kwargs)
         return self._attempt(what, fn, *args, **kwargs)
 

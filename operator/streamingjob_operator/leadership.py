@@ -35,7 +35,8 @@ class NotLeading(OperatorError):
 
 class Gate:
     """Open until a deadline on the monotonic clock; counts writes in flight so that a
-    release waits for them."""
+    release waits for them. A write let through is told the seconds left before the deadline
+    (its request timeout is cut to them: timing.gated_write_timeout)."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
@@ -45,13 +46,15 @@ class Gate:
         self._changed = threading.Condition()
 
     @contextlib.contextmanager
-    def writing(self, what: str) -> Iterator[None]:
+    def writing(self, what: str) -> Iterator[float]:
         with self._changed:
-            if self._closed or self._clock() >= self._until:
+            now = self._clock()
+            if self._closed or now >= self._until:
                 raise NotLeading(f"{what}: refused, this replica does not lead")
             self._in_flight += 1
+            left = self._until - now
         try:
-            yield
+            yield left
         finally:
             with self._changed:
                 self._in_flight -= 1

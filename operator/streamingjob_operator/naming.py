@@ -71,6 +71,11 @@ def report_configmap_name(job: str) -> str:
     return _fit(job, "-report", 253)
 
 
+def go_configmap_name(job: str) -> str:
+    """The go of a warm hand-over (go.json): the operator's alone, drivers only read it."""
+    return _fit(job, "-go", 253)
+
+
 def offsets_configmap_name(job: str) -> str:
     return _fit(job, "-offsets", 253)
 

@@ -90,9 +90,11 @@ class Report:
     latest_batch: dict[str, Any] = field(default_factory=dict)
     last_progress_time: str = ""
     commit_failures: int | None = None  # offset commits that failed in this run
+    commit_successes: int | None = None  # ... and that succeeded
     data_loss_skipped_offsets: int = 0  # offsets this run skipped (failOnDataLoss=false)
     dead_letter_records: dict[str, int] = field(default_factory=dict)  # this run's, by reason
-    # the run's batch totals (batches, rows, busyMs, executionMs): the autoscaler's samples
+    # the run's batch totals (batches, rows, busyMs, executionMs) and, from a runner that
+    # measures it, the executors' task time (taskMs): the autoscaler's samples
     throughput: dict[str, int] = field(default_factory=dict)
 
 
@@ -214,6 +216,7 @@ def parse_report(configmap: dict[str, Any] | None) -> Report | None:
     latest = data.get("latestBatch") or {}
     latest_view = {k: latest[k] for k in ("batchId", "numInputRows", "timestamp") if k in latest}
     restored = data.get("restoredBatch")
+    commits = data.get("commits") if isinstance(data.get("commits"), dict) else {}
     return Report(
         epoch=epoch,
         attempt=attempt,
@@ -222,7 +225,8 @@ def parse_report(configmap: dict[str, Any] | None) -> Report | None:
         start_detail=_describe_start(data),
         latest_batch=latest_view,
         last_progress_time=str(latest.get("timestamp") or ""),
-        commit_failures=_int_or_none((data.get("commits") or {}).get("failed")),
+        commit_failures=_int_or_none(commits.get("failed")),
+        commit_successes=_int_or_none(commits.get("succeeded")),
         data_loss_skipped_offsets=max(_int_or_none(data.get("dataLossSkippedOffsets")) or 0, 0),
         dead_letter_records=_dead_letter_records(data.get("deadLetterRecords")),
         throughput=_throughput(data.get("throughput")),
@@ -230,6 +234,10 @@ def parse_report(configmap: dict[str, Any] | None) -> Report | None:
 
 
 THROUGHPUT_KEYS = ("batches", "rows", "busyMs", "executionMs")
+# The executors' time in tasks (spark_app/runner.py executor_task_ms): the autoscaler's
+# processing rate per executor. Optional: a runner that cannot read it (or an older one)
+# leaves it out, and the autoscaler falls back to addBatch time.
+TASK_MS_KEY = "taskMs"
 # a reason of the source's decoder (spark_app/decoding.py); a few at most: metric labels
 _REASON = re.compile(r"^[a-z][a-z-]{0,39}$")
 _MAX_REASONS = 8
@@ -245,13 +253,18 @@ def _dead_letter_records(raw: Any) -> dict[str, int]:
 
 
 def _throughput(raw: Any) -> dict[str, int]:
-    """All four totals as non-negative integers, or nothing (a driver may write garbage)."""
+    """All four totals as non-negative integers, or nothing (a driver may write garbage);
+    taskMs beside them when it is one too."""
     if not isinstance(raw, dict):
         return {}
     values = {k: _int_or_none(raw.get(k)) for k in THROUGHPUT_KEYS}
     if any(v is None or v < 0 for v in values.values()):
         return {}
-    return {k: v for k, v in values.items() if v is not None}
+    totals = {k: v for k, v in values.items() if v is not None}
+    task_ms = _int_or_none(raw.get(TASK_MS_KEY))
+    if task_ms is not None and task_ms >= 0:
+        totals[TASK_MS_KEY] = task_ms
+    return totals
 
 
 def _int_or_none(value: Any) -> int | None:

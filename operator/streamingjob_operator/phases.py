@@ -4,7 +4,7 @@ an end, silence, starting, running)."""
 
 from __future__ import annotations
 
-from . import handover, standby
+from . import group_commits, handover, standby
 from .epochs import (
     checkpoint_too_old,
     job_hash,
@@ -260,6 +260,7 @@ def apply_report(st: StreamingJobStatus, observed: Observed, d: Decision) -> Non
         d.events.append(Event("Warning", "DataLossSkipped", message))
     st.data_loss_skipped_offsets = skipped
     _record_dead_letters(st, report.dead_letter_records, d)
+    d.events += group_commits.apply(st, report, observed.now)
     st.start_path = report.start_path
     st.start_detail = report.start_detail
     st.restored_batch = report.restored_batch

@@ -42,6 +42,7 @@ from .autoscaling import Autoscaling, Rescale, foreign_scale, note_applied
 from .builders import (
     build_disruption_budget,
     build_driver_pod,
+    build_go_configmap,
     build_job_configmap,
     build_offsets_configmap,
     build_report_configmap,
@@ -64,7 +65,7 @@ from .models import (
     StreamingJobStatus,
     parse_status,
 )
-from .naming import LABEL_DRIVER, report_configmap_name
+from .naming import LABEL_DRIVER, go_configmap_name, report_configmap_name
 from .nodes import NodeTracker, with_node_view
 from .observed import (
     GO_KEY,
@@ -336,9 +337,17 @@ class Reconciler:
             report=parse_report(report),
             invalid=self._invalid(job, spec, old_status),
             handover=parse_signal(report, HANDOVER_KEY),
-            go=parse_signal(report, GO_KEY),
+            go=parse_signal(self._go_configmap(job, old_status), GO_KEY),
         )
         return pods, report, observed
+
+    def _go_configmap(self, job: dict[str, Any], status: StreamingJobStatus) -> Any:
+        """The go ConfigMap, read only while a warm hand-over is under way (only then does
+        its go.json decide anything); read afresh: the go step before wrote it."""
+        if handover.active(status) is None:
+            return None
+        meta = job["metadata"]
+        return self.api.get_configmap(meta["namespace"], go_configmap_name(meta["name"]))
 
     def _gate_offsets_action(
         self, job: dict[str, Any], spec: StreamingJobSpec, decision: Decision, observed: Observed
@@ -693,7 +702,7 @@ class Reconciler:
         """The launch's children besides the driver, each one server-side apply: one call
         whether it exists or not, no write where nothing changed."""
         children = [build_service(job), build_report_configmap(job)]
-        children.append(build_disruption_budget(job, spec))
+        children.append(self._disruption_budget(job, spec, st))
         if spec.service_account_name is None:
             children += [build_service_account(job), self._role(job, spec, st)]
             children.append(build_role_binding(job))
@@ -702,6 +711,16 @@ class Reconciler:
         children.append(build_job_configmap(job, spec, st.avoid_nodes))  # this launch's
         for child in children:
             self.api.apply(child)
+
+    @staticmethod
+    def _disruption_budget(
+        job: dict[str, Any], spec: StreamingJobSpec, st: StreamingJobStatus
+    ) -> dict[str, Any]:
+        """The budget of the job's driver: st.driver_pod, the running one while another
+        waits beside it (launched with st.executors of them: more than the spec's after a
+        scale-down that hands over warm), else the one launched now (st.executors is 0)."""
+        executors = max(spec.executor.instances, st.executors)
+        return build_disruption_budget(job, st.driver_pod, executors)
 
     @staticmethod
     def _role(
@@ -727,6 +746,7 @@ class Reconciler:
         waits for the go (handover.py), so no fencing list precedes it; the go has its own."""
         st, meta = decision.status, job["metadata"]
         self._apply_children(job, spec, st)
+        self.api.apply(build_go_configmap(job))  # where its go will be (only a waiting one's)
         settings = self.settings
         of = Launch.standby if decision.action == "launch-standby" else Launch.waiting
         launch = of(st, entrypoint=settings.driver_entrypoint, spark_submit=settings.spark_submit)
@@ -755,13 +775,19 @@ class Reconciler:
                 f"no go for {waiting.pod}: pods still present: {', '.join(others)}",
                 delay=self.settings.fencing_poll_seconds,
             )
+        # the budget moves to the next driver before its go (none of the old one's pods is
+        # left): a crash after the go cannot leave the running driver's executors uncovered
+        self.api.apply(build_disruption_budget(job, waiting.pod, spec.executor.instances))
         go = {
             "pod": waiting.pod,
             "epoch": waiting.epoch,
             "attempt": waiting.attempt,
             "time": iso(self.clock()),
         }
-        name = report_configmap_name(meta["name"])
+        # its own ConfigMap, which no driver may write (builders.build_role); applied again
+        # for a hand-over an older operator started, before that ConfigMap existed
+        self.api.apply(build_go_configmap(job))
+        name = go_configmap_name(meta["name"])
         self.api.set_configmap_key(meta["namespace"], name, GO_KEY, json.dumps(go))
         log.info("go written for %s/%s", meta["namespace"], waiting.pod)
         if spec.service_account_name is None:  # the Role names the one driver left

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from spark_app.kafka_config import RUNNER_EXIT_REASONS
+from spark_app.kafka_config import EXIT_INVALID, REFUSED_MARK, RUNNER_EXIT_REASONS
 
 from . import standby
 from .epochs import checkpoint_too_old, next_attempt, set_target
 from .history import Event, record
-from .observed import PodInfo, iso, parse_time
+from .observed import PodInfo, Termination, iso, parse_time
 from .policy_models import RestartPolicySpec
 from .spec_models import StreamingJobSpec
 from .status_models import StreamingJobStatus
@@ -52,13 +52,30 @@ def failure_of(pod: PodInfo | None, lost: bool = False) -> tuple[str, str, bool]
         return ("OOMKilled", f"driver pod {pod.name} was OOM-killed", False)
     if term.exit_code == 0:
         return ("DriverExited", f"driver pod {pod.name} exited 0: the stream stopped", True)
+    if term.exit_code == EXIT_INVALID:
+        return _exit_2(pod.name, term)
     if term.exit_code in RUNNER_EXIT_REASONS:  # the runner's own causes, before any read
         reason = RUNNER_EXIT_REASONS[term.exit_code]
         cause = term.message or _EXIT_CAUSES[reason]
         return (reason, f"driver pod {pod.name} exited {term.exit_code}: {cause}", False)
+    return _driver_failed(pod.name, term)
+
+
+def _driver_failed(pod: str, term: Termination, why: str = "") -> tuple[str, str, bool]:
     detail = f" ({term.reason})" if term.reason else ""
     cause = f": {term.message}" if term.message else ""  # the runner's: why the query failed
-    return ("DriverFailed", f"driver pod {pod.name} exited {term.exit_code}{detail}{cause}", False)
+    return ("DriverFailed", f"driver pod {pod} exited {term.exit_code}{detail}{why}{cause}", False)
+
+
+def _exit_2(pod: str, term: Termination) -> tuple[str, str, bool]:
+    """InvalidSpec only for the runner's refusal (its mark leads the termination message):
+    any program exits 2 (Python for a missing script, argparse for an option an older
+    runner does not know), and holding the job for those would wait for a spec change that
+    fixes nothing. Those restart with backoff, as any failure does."""
+    if term.message.startswith(REFUSED_MARK):
+        cause = term.message.removeprefix(REFUSED_MARK) or _EXIT_CAUSES["InvalidSpec"]
+        return ("InvalidSpec", f"driver pod {pod} exited {term.exit_code}: {cause}", False)
+    return _driver_failed(pod, term, ", not the runner's refusal of the spec")
 
 
 _EXIT_CAUSES = {  # when the pod carries no termination message

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from . import group_commits
 from .models import Condition, StreamingJobStatus
 from .observed import iso
 
@@ -126,7 +127,7 @@ def _optional_conditions(
     st: StreamingJobStatus, prev: dict[str, Condition], generation: int, now: datetime
 ) -> list[Condition]:
     """The conditions shown once there is something to say: OffsetsAction, DataLoss,
-    HandoverFallback, StandbyReady, AutoscalerConflict."""
+    GroupCommitFailing, HandoverFallback, StandbyReady, AutoscalerConflict."""
     conditions: list[Condition] = []
     if st.offsets_action is not None:  # the last offsets action: True when it went through
         done = st.offsets_action
@@ -153,6 +154,19 @@ def _optional_conditions(
                 "(failOnDataLoss=false); the driver's log names the partitions and ranges"
                 if skipped
                 else "",
+                generation,
+                now,
+            )
+        )
+    if st.group_commits is not None and (st.group_commits.failing or "GroupCommitFailing" in prev):
+        gc = st.group_commits  # once shown, it stays (False) like DataLoss
+        conditions.append(
+            _condition(
+                prev,
+                "GroupCommitFailing",
+                gc.failing,
+                "GroupCommitFailing" if gc.failing else "CommitsSucceeded",
+                group_commits.failing_message(gc) if gc.failing else "",
                 generation,
                 now,
             )
@@ -227,6 +241,8 @@ def status_body(st: StreamingJobStatus) -> dict[str, Any]:
         body.pop("autoscaler", None)
     else:
         body["autoscaler"] = {k: v for k, v in body["autoscaler"].items() if v is not None}
+    if body.get("groupCommits") is None:
+        body.pop("groupCommits", None)
     if body.get("handover") is None:
         body.pop("handover", None)
     else:

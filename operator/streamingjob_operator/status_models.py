@@ -202,6 +202,22 @@ class StandbyStatus(WaitingDriver):
     message: str = Field(default="", description="Failed: why.")
 
 
+class GroupCommitsStatus(StatusModel):
+    """The runner's commits of durable offsets to the consumer group (its report's
+    `commits`): failing ones never fail the job (semantics rule 3); they show here, in
+    condition GroupCommitFailing and in a Warning Event each time more fail."""
+
+    group: str = Field(default="", description="The consumer group (spec.job.source.groupId).")
+    failed: int = Field(default=0, description="Commits that failed in the current run.")
+    succeeded: int = Field(default=0, description="Commits that succeeded in the current run.")
+    failing: bool = Field(
+        default=False,
+        description="More commits failed and none succeeded since (a relaunch keeps it until "
+        "a commit of the new run succeeds).",
+    )
+    since: str = Field(default="", description="When the commits started failing.")
+
+
 class StreamingJobStatus(StatusModel):
     """Observed state of the job. The launch fields are written before the driver pod is
     created (a write-ahead log), so a restarted operator knows what it was doing."""
@@ -321,6 +337,10 @@ class StreamingJobStatus(StatusModel):
         description="Records of the current run that could not be decoded and went to the "
         "dead-letter topic, by reason (bad-magic-byte, truncated, unknown-schema-id, "
         "unresolvable-schema, malformed-payload), as the driver counted them.",
+    )
+    group_commits: GroupCommitsStatus | None = Field(
+        default=None,
+        description="The runner's offset commits to the consumer group, once it reported any.",
     )
     latest_batch: dict[str, Any] = Field(
         default_factory=dict,

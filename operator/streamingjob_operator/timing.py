@@ -7,9 +7,14 @@ The rules:
 - nodeLostGraceSeconds >= 2 * kubeletLeaseRenewSeconds: a pod is lost only once its node has
   been silent (two missed lease renewals); a shorter grace declares healthy drivers lost
   between renewals.
+- a job write through the leader's gate waits at most until the renew deadline of the latest
+  renewal (`gated_write_timeout`: apiTimeoutSeconds, cut to the time left): the operator's
+  API timeout (30 s) would let a write that passed the gate just before the deadline land
+  long after another replica could lead.
 - leaseDurationSeconds >= renewDeadlineSeconds + the Lease client's request timeout: a
-  leader's last write through the gate may land up to one request timeout after its
-  deadline, and no other replica may act before that.
+  candidate acts only after the Lease's duration, which covers the leader's term up to its
+  deadline and, beyond it, one request timeout of margin for a request the API server took
+  in just before its client gave up.
 - renewDeadlineSeconds > retryPeriodSeconds: a leader retries its renewal before it gives up.
 - the runner's stop deadline + its final commit + its exit <= the driver pod's termination
   grace (derived from them: `DriverStop`), so the kubelet's SIGKILL never cuts the commit.
@@ -58,6 +63,13 @@ def lease_client_timeout(api_timeout_seconds: float, renew_deadline_seconds: flo
     """The request timeout of the Lease's own client: a renewal must answer well within the
     deadline, or it is no renewal."""
     return min(api_timeout_seconds, renew_deadline_seconds / 2)
+
+
+def gated_write_timeout(api_timeout_seconds: float, left_seconds: float) -> float:
+    """The request timeout of a write through the leader's gate that opened `left_seconds`
+    before the renew deadline: never past the deadline, when leadership may move (the gate
+    refuses writes from the deadline on; this bounds those already through it)."""
+    return max(min(api_timeout_seconds, left_seconds), 0.0)
 
 
 def lease_seconds(lease_duration_seconds: float) -> int:

@@ -1,7 +1,8 @@
 """The warm hand-over's ConfigMap transport (spark_app/handover_signals.py) against a real
 kube-apiserver, as the driver's service account with the driver Role's rights on the job's
-report ConfigMap (get, patch): handover.json published next to the running driver's
-report.json, go.json read, another driver's go ignored. No Spark here."""
+report ConfigMap (get, patch) and go ConfigMap (get): handover.json published next to the
+running driver's report.json, go.json read from the go ConfigMap (which the driver cannot
+write), another driver's go ignored. No Spark here."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from tests.support.polling import wait_for
 pytestmark = pytest.mark.integration
 
 DRIVER, DRIVERS = "driver", "streamingjob:drivers"
-REPORT = "orders-report"
+REPORT, GO = "orders-report", "orders-go"
 ME = Identity("orders-driver-2-1", 2, 1)
 
 
@@ -43,14 +44,14 @@ def namespace(apiserver: KubeAPIServer) -> str:
     api.create_namespaced_config_map(
         name, {"metadata": {"name": REPORT}, "data": {"report.json": '{"state": "running"}'}}
     )
+    api.create_namespaced_config_map(name, {"metadata": {"name": GO}})
     rbac = client.RbacAuthorizationV1Api(api.api_client)
-    rule = {
-        "apiGroups": [""],
-        "resources": ["configmaps"],
-        "resourceNames": [REPORT],
-        "verbs": ["get", "patch"],
-    }
-    rbac.create_namespaced_role(name, {"metadata": {"name": DRIVER}, "rules": [rule]})
+    rules = [
+        {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [REPORT],
+         "verbs": ["get", "patch"]},
+        {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [GO], "verbs": ["get"]},
+    ]  # fmt: skip
+    rbac.create_namespaced_role(name, {"metadata": {"name": DRIVER}, "rules": rules})
     ref = {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": DRIVER}
     subject = {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": DRIVERS}
     rbac.create_namespaced_role_binding(
@@ -77,10 +78,10 @@ def data(server: KubeAPIServer, namespace: str) -> dict[str, str]:
 
 
 def write_go(server: KubeAPIServer, namespace: str, pod: str) -> None:
-    """What the operator does: a merge patch of go.json only."""
+    """What the operator does: a merge patch of go.json only, into the go ConfigMap."""
     go = {"pod": pod, "epoch": ME.epoch, "attempt": ME.attempt, "time": "2026-11-25T10:00:00Z"}
     body = {"data": {GO_KEY: json.dumps(go)}}
-    admin(server).patch_namespaced_config_map(REPORT, namespace, body)
+    admin(server).patch_namespaced_config_map(GO, namespace, body)
 
 
 def signals_once_rbac_allows(access: ApiAccess, namespace: str) -> ConfigMapSignals:
@@ -96,7 +97,7 @@ def signals_once_rbac_allows(access: ApiAccess, namespace: str) -> ConfigMapSign
             return False
 
     wait_for(allowed, 15, "the driver Role to apply")
-    return ConfigMapSignals(REPORT, namespace, access)
+    return ConfigMapSignals(REPORT, namespace, access, go_configmap=GO)
 
 
 def test_ready_is_published_and_only_this_drivers_go_is_taken(
@@ -128,6 +129,10 @@ def test_ready_is_published_and_only_this_drivers_go_is_taken(
         write_go(apiserver, namespace, ME.pod)
         waiting.join(10)
         assert outcome == [True]
+        # the driver cannot give itself a go: the go ConfigMap is read only to it
+        forged = {"data": {GO_KEY: "{}"}}
+        with pytest.raises(OSError, match="403"):
+            access.call("PATCH", access.configmap_url(namespace, GO), forged)
     finally:
         stop.set()
         waiting.join(10)

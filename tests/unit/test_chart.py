@@ -40,7 +40,6 @@ OPERATOR_CALLS = {
     *(("", "configmaps", v) for v in ("get", "create", "patch", "delete")),
     *(("", r, v) for r in ("services", "serviceaccounts") for v in APPLY_VERBS),
     *(("rbac.authorization.k8s.io", r, v) for r in ("roles", "rolebindings") for v in APPLY_VERBS),
-    ("", "secrets", "get"),
     ("", "events", "create"),
     ("batch", "jobs", "create"),  # the checkpoint cleanup Job, create-only
     *(("policy", "poddisruptionbudgets", v) for v in APPLY_VERBS),
@@ -65,6 +64,9 @@ def _driver_grants() -> set[tuple[str, str, str]]:
 
 
 EXPECTED_RULES = OPERATOR_CALLS | _driver_grants()
+# The credential Secrets jobs name (checked, and read by the lag reader): only where jobs run,
+# never cluster-wide unless asked (rbac.clusterWideSecrets).
+SECRET_RULES = {("", "secrets", "get")}
 
 
 @functools.cache
@@ -115,11 +117,11 @@ def rule_set(rules: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
     }
 
 
-def assert_least_privilege(rules: list[dict[str, Any]]) -> None:
+def assert_least_privilege(rules: list[dict[str, Any]], expected=EXPECTED_RULES) -> None:
     got = rule_set(rules)
-    assert got == EXPECTED_RULES, (
+    assert got == expected, (
         f"RBAC rules differ from the operator's calls + driver grants; "
-        f"extra: {sorted(got - EXPECTED_RULES)}; missing: {sorted(EXPECTED_RULES - got)}"
+        f"extra: {sorted(got - expected)}; missing: {sorted(expected - got)}"
     )
 
 
@@ -335,12 +337,24 @@ def assert_node_view(cluster: list[dict], leases: list[dict]) -> None:
             assert binding["subjects"][0]["namespace"] == RELEASE_NS
 
 
+def _secret_grants(docs: list[dict[str, Any]]) -> dict[str, set[tuple[str, str, str]]]:
+    """Where the rendered RBAC lets the operator read Secrets: namespace ("*": cluster-wide)
+    → the rules granting it there."""
+    found: dict[str, set[tuple[str, str, str]]] = {}
+    for role in [*of_kind(docs, "ClusterRole"), *of_kind(docs, "Role")]:
+        if any("secrets" in rule["resources"] for rule in role["rules"]):
+            where = role["metadata"]["namespace"] if role["kind"] == "Role" else "*"
+            found[where] = found.get(where, set()) | rule_set(role["rules"])
+    return found
+
+
 def test_cluster_rbac_is_exactly_the_least_privilege_set():
     docs = render()
     assert_node_view(*node_view(docs))
     assert leader_lease_rules(docs) == LEADER_RULES
     role = one(docs, "ClusterRole")
     assert_least_privilege(role["rules"])
+    assert _secret_grants(docs) == {}  # no Secret anywhere unless asked for
     binding = one(docs, "ClusterRoleBinding")
     assert binding["roleRef"] == {
         "apiGroup": "rbac.authorization.k8s.io",
@@ -368,13 +382,45 @@ def test_watch_namespaces_gives_namespaced_roles_only():
     assert sorted(roles) == sorted(bindings) == sorted(watched)
     account = one(docs, "ServiceAccount")["metadata"]["name"]
     for ns in watched:
-        assert_least_privilege(roles[ns]["rules"])
+        assert_least_privilege(roles[ns]["rules"], EXPECTED_RULES | SECRET_RULES)
         assert bindings[ns]["roleRef"]["kind"] == "Role"
         assert bindings[ns]["roleRef"]["name"] == roles[ns]["metadata"]["name"]
         assert bindings[ns]["subjects"] == [
             {"kind": "ServiceAccount", "name": account, "namespace": RELEASE_NS}
         ]
     assert env_of(docs)["STREAMINGJOB_NAMESPACES"] == ",".join(watched)
+
+
+def test_watching_all_namespaces_reads_secrets_only_where_asked():
+    """Watching every namespace, `get secrets` cluster-wide would read every Secret of the
+    cluster: it is granted per namespace (rbac.secretNamespaces), or cluster-wide only when
+    asked for by name (rbac.clusterWideSecrets)."""
+    docs = render("--set-json", 'rbac.secretNamespaces=["team-a","team-b"]')
+    assert _secret_grants(docs) == {"team-a": SECRET_RULES, "team-b": SECRET_RULES}
+    bindings = {
+        b["metadata"]["namespace"]: b
+        for b in of_kind(docs, "RoleBinding")
+        if b["metadata"]["name"].endswith("-secrets")
+    }
+    account = one(docs, "ServiceAccount")["metadata"]["name"]
+    for ns in ("team-a", "team-b"):
+        assert bindings[ns]["roleRef"]["kind"] == "Role"
+        assert bindings[ns]["subjects"] == [
+            {"kind": "ServiceAccount", "name": account, "namespace": RELEASE_NS}
+        ]
+    wide = render("--set", "rbac.clusterWideSecrets=true")
+    assert _secret_grants(wide) == {"*": SECRET_RULES}  # a ClusterRole of its own
+    (binding,) = [
+        b for b in of_kind(wide, "ClusterRoleBinding") if b["metadata"]["name"].endswith("-secrets")
+    ]
+    assert binding["roleRef"]["kind"] == "ClusterRole"
+    # watching a list, the watched namespaces' Roles carry it and nothing else does
+    namespaced = render(
+        "--set-json", 'watchNamespaces=["team-a"]',
+        "--set-json", 'rbac.secretNamespaces=["team-b"]',
+        "--set", "rbac.clusterWideSecrets=true",
+    )  # fmt: skip
+    assert set(_secret_grants(namespaced)) == {"team-a"}
 
 
 def test_rbac_and_service_account_can_be_left_to_the_user():

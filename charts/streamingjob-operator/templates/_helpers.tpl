@@ -138,10 +138,7 @@ tests/unit/test_chart.py asserts the union is exactly the expected set.
 - apiGroups: ["rbac.authorization.k8s.io"]
   resources: ["roles", "rolebindings"]
   verbs: ["create", "patch", "delete"]
-# Kafka credentials are checked (never stored); Events on jobs; the checkpoint cleanup Job.
-- apiGroups: [""]
-  resources: ["secrets"]
-  verbs: ["get"]
+# Events on jobs; the checkpoint cleanup Job.
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create"]
@@ -153,14 +150,25 @@ tests/unit/test_chart.py asserts the union is exactly the expected set.
   resources: ["poddisruptionbudgets"]
   verbs: ["create", "patch", "delete"]
 # 2. Granted to drivers for their executors (the driver Role, builders.build_role), beyond
-# the above: reading a pod (Spark reads its own driver pod), patching executor pods (by name,
-# Spark marks them), its own report ConfigMap patched (by name).
+# the above: reading a pod (by name: Spark reads its own driver pod and its executors),
+# patching executor pods (by name, Spark marks them), its own report ConfigMap read and
+# patched and its go ConfigMap read (by name).
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["create", "get", "list", "watch", "delete", "patch"]
 - apiGroups: [""]
   resources: ["configmaps"]
-  verbs: ["get", "patch", "update"]
+  verbs: ["get", "patch"]
+{{- end }}
+
+{{/* Reading the Secrets jobs name (Kafka and object-store credentials: checked, never
+stored; the lag reader's SASL and CA). Granted only where jobs run: the watched namespaces,
+or rbac.secretNamespaces when all are watched; cluster-wide only with rbac.clusterWideSecrets
+(it would read every Secret of the cluster). */}}
+{{- define "streamingjob-operator.secretRules" -}}
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get"]
 {{- end }}
 
 {{/* The Lease the replicas compete for: one per release. */}}

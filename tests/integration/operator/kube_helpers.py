@@ -127,6 +127,17 @@ class Kube:
         """The job's report ConfigMap: what its runners and the operator's signals wrote."""
         return self.core.read_namespaced_config_map(f"{job}-report", ns).data or {}
 
+    def go(self, ns: str, job: str) -> str | None:
+        """The go of a warm hand-over: go.json of the job's go ConfigMap (the operator's;
+        drivers may only read it), None while there is none."""
+        try:
+            cm = self.core.read_namespaced_config_map(f"{job}-go", ns)
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return (cm.data or {}).get("go.json")
+
     def signal_ready(self, ns: str, job: str, pod: str, epoch: int, attempt: int) -> None:
         """What a waiting runner writes once warm: handover.json, by a merge patch."""
         signal = {"pod": pod, "epoch": epoch, "attempt": attempt, "state": "ready"}

@@ -183,13 +183,17 @@ def _exercise(kube: Kube, ns: str, name: str) -> None:
 def test_operator_runs_with_the_cluster_wide_chart_rbac(
     apiserver: KubeAPIServer, kube: Kube, tmp_path: Path
 ):
-    health = _free_port()
-    docs = render("--set", f"health.port={health}", "--set", "metrics.enabled=false")
+    health, ns = _free_port(), kube.namespace()
+    docs = render(
+        "--set", f"health.port={health}",
+        "--set", "metrics.enabled=false",
+        "--set-json", f'rbac.secretNamespaces=["{ns}"]',  # the job's Secret: here only
+    )  # fmt: skip
     main = [d for d in docs if not d["metadata"]["name"].endswith(NODE_VIEW + LEADER)]
-    assert of_kind(main, "ClusterRole") and not of_kind(main, "Role")
+    assert of_kind(main, "ClusterRole")
+    assert [r["metadata"]["namespace"] for r in of_kind(main, "Role")] == [ns]
     account = _install_chart_rbac(kube, docs)
     kubeconfig = _kubeconfig_as(apiserver, kube, account)
-    ns = kube.namespace()
     with _operator_as_deployed(docs, kubeconfig, tmp_path / "operator.log"):
         wait_for(lambda: _healthz(health), HEALTHZ_SECONDS, "/healthz on the chart's health port")
         _exercise(kube, ns, "orders")
@@ -239,8 +243,9 @@ def _can_i(apiserver: KubeAPIServer, account: str, ns: str, verb: str, what: str
 
 def test_a_job_cannot_touch_another_jobs_children(apiserver: KubeAPIServer, kube: Kube):
     """Each job's driver account (builders.build_role) may manage only what is its own: the
-    executors its driver names and its report ConfigMap. Pod `create` (and reading pods,
-    which Spark watches by label) cannot be limited by name: the documented residual."""
+    executors its driver names and its report ConfigMap, and only read its go ConfigMap. Pod
+    `create` (and listing and watching pods, which Spark does by label) cannot be limited by
+    name: the documented residual."""
     ns = kube.namespace()
     drivers = {}
     for job in ("a", "b"):
@@ -263,6 +268,11 @@ def test_a_job_cannot_touch_another_jobs_children(apiserver: KubeAPIServer, kube
     assert can("delete", f"pods/{drivers['a']}-exec-1")
     assert can("patch", f"pods/{drivers['a']}-exec-2")
     assert can("patch", "configmaps/a-report")
+    # its go: read only (the go fences the running driver; only the operator gives it)
+    assert can("get", "configmaps/a-go")
+    for verb in ("patch", "update", "delete"):
+        assert not can(verb, "configmaps/a-go")
+    assert not can("get", f"pods/{b_driver}")  # pods are read by name only its own
     # another job's pods and ConfigMaps, and anything of the namespace at once: no
     for verb in ("delete", "patch", "update"):
         assert not can(verb, f"pods/{b_driver}")

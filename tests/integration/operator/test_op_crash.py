@@ -389,8 +389,8 @@ class ReadingWatch(Poller):
         gone: dict[str, str] = {}
         for cm in self.kube.core.list_namespaced_config_map(self.ns).items:
             go = (cm.data or {}).get("go.json")
-            if go and cm.metadata.name.endswith("-report"):
-                gone[cm.metadata.name.removesuffix("-report")] = json.loads(go)["pod"]
+            if go and cm.metadata.name.endswith("-go"):  # the operator's go ConfigMap
+                gone[cm.metadata.name.removesuffix("-go")] = json.loads(go)["pod"]
         self.went.update(gone.values())
         reading = defaultdict(list)
         for pod in self.kube.pods(self.ns, "driver"):

@@ -58,17 +58,18 @@ def test_a_warm_redeploy_writes_the_go_only_after_the_running_driver_is_gone(
     # reconcile (fencing polls every 0.2 s here)
     deadline = time.monotonic() + 2
     while time.monotonic() < deadline:
-        assert "go.json" not in kube.report(ns, "orders")
+        assert kube.go(ns, "orders") is None and "go.json" not in kube.report(ns, "orders")
         time.sleep(0.2)
 
     # the runner's final commit done: the pod goes (a JSON patch: a strategic merge patch
     # merges finalizer lists)
     kube.core.patch_namespaced_pod(old, ns, [{"op": "remove", "path": "/metadata/finalizers"}])
     wait_for(lambda: kube.pod(ns, old) is None, 20, "old driver gone")
-    go = json.loads(wait_for(lambda: kube.report(ns, "orders").get("go.json"), 20, "go"))
+    go = json.loads(wait_for(lambda: kube.go(ns, "orders"), 20, "go"))
     assert (go["pod"], go["epoch"], go["attempt"]) == (new, 2, 1)
+    assert "go.json" not in kube.report(ns, "orders")  # in the ConfigMap drivers cannot write
     # written under a manager of its own: the operator's apply of the ConfigMap keeps it
-    cm = kube.core.read_namespaced_config_map("orders-report", ns)
+    cm = kube.core.read_namespaced_config_map("orders-go", ns)
     writers = {m.manager for m in cm.metadata.managed_fields if "f:go.json" in str(m.fields_v1)}
     assert writers == {"streamingjob-operator-signals"}
 

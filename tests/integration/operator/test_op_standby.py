@@ -77,11 +77,11 @@ def test_a_crashed_driver_hands_over_to_the_ready_standby_only_once_it_is_gone(
     assert (st["restarts"], st["lastRestartReason"]) == (1, "DriverFailed")
     deadline = time.monotonic() + 2  # its pod still exists: no go, reconcile after reconcile
     while time.monotonic() < deadline:
-        assert "go.json" not in kube.report(ns, "orders")
+        assert kube.go(ns, "orders") is None
         time.sleep(0.2)
 
     kube.core.patch_namespaced_pod(old, ns, [{"op": "remove", "path": "/metadata/finalizers"}])
-    go = json.loads(wait_for(lambda: kube.report(ns, "orders").get("go.json"), 20, "go"))
+    go = json.loads(wait_for(lambda: kube.go(ns, "orders"), 20, "go"))
     assert (go["pod"], go["epoch"], go["attempt"]) == (spare, 1, 2)
     st = wait_for(
         lambda: (s := kube.status(ns, "orders")).get("driverPod") == spare and s, 20, "switched"

@@ -22,6 +22,7 @@ from spark_app.kafka_config import (
     ENV_SASL_USERNAME,
     ENV_SECURITY_PROTOCOL,
     ENV_SSL_CA_LOCATION,
+    REFUSED_MARK,
 )
 from spark_app.options import READ_PATH_ENV
 from tests.support.file_sink import committed_rows
@@ -378,7 +379,9 @@ def test_bad_input_exits_naming_the_field_and_commits_nothing(
     runner = RunnerProcess(manifest, tmp_path, env=env).start("--preflight-timeout", "3")
     assert runner.wait(60) == code
     assert message.format(closed=closed) in runner.output()
-    assert message.format(closed=closed) in termination.read_text()
+    said = termination.read_text()
+    assert message.format(closed=closed) in said
+    assert said.startswith(REFUSED_MARK) == (code == 2)  # only a refusal is held InvalidSpec
     assert group_offsets(kafka.bootstrap, "bad-group", topic) == {0: None}
     assert not (tmp_path / "checkpoints").exists()
 

@@ -18,6 +18,7 @@ import pytest
 import yaml
 from pyspark.sql import SparkSession
 
+from spark_app.kafka_config import REFUSED_MARK
 from spark_app.sql_transform import SqlRefused, apply_sql
 from tests.support.file_sink import committed_files
 from tests.support.kafka_broker import free_port
@@ -165,8 +166,9 @@ def test_an_invalid_query_exits_2_naming_the_field_and_reads_nothing(kafka, tmp_
     runner = RunnerProcess(manifest, tmp_path, env=env).start()
     assert runner.wait(180) == 2, runner.tail()
 
-    message = termination.read_text()
-    assert message.startswith("spec.job.sql: [")
+    marked = termination.read_text()  # the mark: the runner's refusal, not any exit 2
+    assert marked.startswith(REFUSED_MARK + "spec.job.sql: [")
+    message = marked.removeprefix(REFUSED_MARK)
     for part in said:
         assert part in message, message
     assert "'Project" not in message  # Spark's plan is left out

@@ -5,6 +5,7 @@ broker: tests/integration/operator/test_op_autoscaler.py."""
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 import pytest
@@ -17,7 +18,7 @@ from streamingjob_operator.models import (
     InvalidSpecError,
     StreamingJobStatus,
 )
-from streamingjob_operator.observed import Report, iso
+from streamingjob_operator.observed import Report, iso, parse_report
 from streamingjob_operator.status import KafkaView, set_conditions, status_body
 from tests.unit.operator.helpers_operator import T0, make_spec
 from tests.unit.operator.test_op_metrics import samples
@@ -77,6 +78,43 @@ def test_a_sustained_overload_is_a_scale_up_recorded_in_status():
     st = _running(epoch=2, autoscaler=a)
     scaler.step(KEY, spec, st, _view(14, 2100, 2050), _report(14), T0 + timedelta(seconds=14))
     assert st.autoscaler is not None and st.autoscaler.rates == {}  # new code, new rates
+
+
+def _report_configmap(second: int, task_ms_per_row: int) -> dict:
+    """The runner's report ConfigMap as it writes it (spark_app/report.py Throughput): the
+    batches' totals, and the executors' task time (taskMs)."""
+    rows = 150 * second
+    throughput = {
+        "batches": second,
+        "rows": rows,
+        "busyMs": rows * 5,
+        "executionMs": rows * 10,
+        "taskMs": rows * task_ms_per_row,
+    }
+    report = {"epoch": 1, "attempt": 1, "throughput": throughput}
+    return {"data": {"report.json": json.dumps(report)}}
+
+
+@pytest.mark.parametrize(
+    ("task_ms_per_row", "action", "executors"),
+    [(20, "up", 4), (1, "hold", 2)],  # busy: 50 rows/s per executor; idle: 1000
+)
+def test_the_task_time_of_the_report_reaches_the_autoscalers_decision(
+    task_ms_per_row, action, executors
+):
+    """From the report ConfigMap's JSON to the decision: the same batches (addBatch alone
+    says 50 rows/s per executor, too slow for an input of 150/s) decide differently when
+    the executors' task time says they are busy or idle (docs/operator.md, "Autoscaler")."""
+    spec = make_spec(**ENABLED, executor__instances=2)
+    scaler, rescale, st = Autoscaling(), None, _running()
+    for second in range(0, 13):
+        view = _view(second, 150 * second, 150 * second - 50)
+        report = parse_report(_report_configmap(second, task_ms_per_row))
+        now = T0 + timedelta(seconds=second)
+        rescale = scaler.step(KEY, spec, st, view, report, now) or rescale
+    a = st.autoscaler
+    assert a is not None and (a.action, a.executors) == (action, executors)
+    assert (rescale is not None) == (action == "up")
 
 
 def test_no_decision_before_running_and_a_new_run_starts_a_new_window():

@@ -16,6 +16,7 @@ from streamingjob_operator.builders import (
     build_disruption_budget,
     build_driver_pod,
     build_executor_template,
+    build_go_configmap,
     build_job_configmap,
     build_report_configmap,
     build_role,
@@ -33,6 +34,8 @@ from streamingjob_operator.naming import (
     LABEL_JOB,
     driver_host_name,
     driver_pod_name,
+    go_configmap_name,
+    report_configmap_name,
     service_name,
 )
 from streamingjob_operator.pod_parts import (
@@ -409,20 +412,30 @@ def test_a_dotted_job_name_gives_a_hostname_without_dots():
 
 def test_role_names_both_drivers_executors_during_a_hand_over():
     role = build_role(JOB, POD_NAME, 2, handing_over_to="orders-e3-a1-driver")
-    names = role["rules"][1]["resourceNames"]
+    names = role["rules"][2]["resourceNames"]  # delete, patch
     assert f"{POD_NAME}-exec-1" in names and "orders-e3-a1-driver-exec-14" in names
     assert len(names) == 2 * (2 + 4 + 8)
+    assert role["rules"][1]["resourceNames"] == [POD_NAME, "orders-e3-a1-driver", *names]
 
 
 def test_role_is_the_least_a_driver_needs():
-    """Least privilege (docs/operator.md, "RBAC"): pods created and read; deleted and
-    patched only by this driver's executor names; only its own report ConfigMap; nothing
-    else (no Secrets, Services, PVCs, other ConfigMaps, no deletecollection)."""
+    """Least privilege (docs/operator.md, "RBAC"): pods created, listed and watched (RBAC
+    has no name for a pod not yet created, and Spark lists and watches its executors by
+    label); read, deleted and patched only by this driver's names; its own report ConfigMap
+    read and patched (the runner's merge patches of report.json and handover.json), its go
+    ConfigMap only read; nothing else (no Secrets, Services, PVCs, other ConfigMaps, no
+    deletecollection, no update)."""
     role = build_role(JOB, POD_NAME, 2)
     _owned(role)
     executors = [f"{POD_NAME}-exec-{i}" for i in range(1, 2 + 4 + 8 + 1)]
     assert role["rules"] == [
-        {"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "get", "list", "watch"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "list", "watch"]},
+        {
+            "apiGroups": [""],
+            "resources": ["pods"],
+            "resourceNames": [POD_NAME, *executors],
+            "verbs": ["get"],
+        },
         {
             "apiGroups": [""],
             "resources": ["pods"],
@@ -433,9 +446,51 @@ def test_role_is_the_least_a_driver_needs():
             "apiGroups": [""],
             "resources": ["configmaps"],
             "resourceNames": ["orders-report"],
-            "verbs": ["get", "patch", "update"],
+            "verbs": ["get", "patch"],
+        },
+        {
+            "apiGroups": [""],
+            "resources": ["configmaps"],
+            "resourceNames": ["orders-go"],
+            "verbs": ["get"],
         },
     ]
+
+
+def _grants(role: dict, verb: str, resource: str, name: str) -> bool:
+    """Whether the Role lets `verb` reach `resource` `name`, as the API server decides."""
+    return any(
+        resource in rule["resources"]
+        and verb in rule["verbs"]
+        and ("resourceNames" not in rule or name in rule["resourceNames"])
+        for rule in role["rules"]
+    )
+
+
+def test_a_driver_cannot_write_the_go_that_fences_it():
+    """The go of a warm hand-over is the operator's word that the running driver's pods are
+    gone: in a ConfigMap of its own, which the drivers may read but never write."""
+    role = build_role(JOB, POD_NAME, 2, handing_over_to="orders-e3-a1-driver")
+    go = go_configmap_name("orders")
+    assert go != report_configmap_name("orders")
+    assert _grants(role, "get", "configmaps", go)
+    for verb in ("create", "update", "patch", "delete"):
+        assert not _grants(role, verb, "configmaps", go), verb
+    built = build_go_configmap(JOB)
+    assert built["metadata"]["name"] == go and "data" not in built  # go.json: the signal's
+    # the waiting driver reads its go there; the running one is told nothing of it
+    waiting = Launch(POD_NAME, 2, 3, checkpoint_location=LOC, wait_for_go=True)
+    args = build_driver_pod(JOB, SPEC, waiting)["spec"]["containers"][0]["args"]
+    assert args[args.index("--go-configmap") + 1] == go
+    plain = build_driver_pod(JOB, SPEC, Launch(POD_NAME, 2, 3, checkpoint_location=LOC))
+    assert "--go-configmap" not in plain["spec"]["containers"][0]["args"]
+    # reading pods by name: its own and its executors, both drivers' during a hand-over
+    assert _grants(role, "get", "pods", "orders-e3-a1-driver")
+    assert _grants(role, "get", "pods", f"{POD_NAME}-exec-3")
+    assert not _grants(role, "get", "pods", "other-e1-a1-driver")
+
+
+def test_what_the_role_leaves_out_spark_does_not_try():
     # Spark's own names for the executors of this driver
     confs = spark_confs(JOB, SPEC, POD_NAME, 1, 1)
     assert confs["spark.kubernetes.executor.podNamePrefix"] == POD_NAME
@@ -615,8 +670,9 @@ def test_every_secret_the_pods_read_is_checked_before_a_launch():
     ]
 
 
-def test_disruption_budget_keeps_the_jobs_executors_from_eviction():
-    pdb = build_disruption_budget(JOB, make_spec(executor={"instances": 3}))
+def test_disruption_budget_keeps_the_running_drivers_executors_from_eviction():
+    running = driver_pod_name("orders", 1, 1)
+    pdb = build_disruption_budget(JOB, running, 3)
     assert pdb["kind"] == "PodDisruptionBudget" and pdb["metadata"]["name"] == "orders-executors"
     # pods of a pod: only an integer minAvailable works (maxUnavailable lets evictions pass)
     assert pdb["spec"]["minAvailable"] == 3 and "maxUnavailable" not in pdb["spec"]
@@ -624,8 +680,36 @@ def test_disruption_budget_keeps_the_jobs_executors_from_eviction():
     assert pdb["spec"]["selector"]["matchLabels"] == {
         "sparkkafka.dev/job": "orders",
         "spark-role": "executor",
+        LABEL_DRIVER: running,
     }
     assert pdb["metadata"]["ownerReferences"][0]["kind"] == "StreamingJob"
+
+
+def _executor_labels(driver_pod: str, epoch: int, attempt: int) -> dict[str, str]:
+    """An executor's labels as Spark sets them from the driver's confs (and its role)."""
+    prefix = "spark.kubernetes.executor.label."
+    confs = spark_confs(JOB, SPEC, driver_pod, epoch, attempt)
+    return {
+        "spark-role": "executor",
+        **{k.removeprefix(prefix): v for k, v in confs.items() if k.startswith(prefix)},
+    }
+
+
+def test_with_a_standby_the_budget_counts_only_the_running_drivers_executors():
+    """Beside a standby (or a warm hand-over's next driver) two drivers have executors: a
+    budget over both would let a drain evict as many as the other driver has, the running
+    one's included. It selects the running driver's only; the waiting one's run no task."""
+    running, standby = driver_pod_name("orders", 1, 1), driver_pod_name("orders", 1, 2)
+    selector = build_disruption_budget(JOB, running, 2)["spec"]["selector"]["matchLabels"]
+    pods = {
+        (driver, i): _executor_labels(driver, 1, attempt)
+        for driver, attempt in ((running, 1), (standby, 2))
+        for i in (1, 2)
+    }
+    covered = {key for key, labels in pods.items() if selector.items() <= labels.items()}
+    assert covered == {(running, 1), (running, 2)}
+    # minAvailable = every executor the running driver has: no voluntary eviction of one
+    assert len(covered) - build_disruption_budget(JOB, running, 2)["spec"]["minAvailable"] == 0
 
 
 def test_the_attempt_after_a_node_loss_avoids_that_node_in_every_user_term():

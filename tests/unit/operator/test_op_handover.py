@@ -276,6 +276,51 @@ def test_signals_are_read_from_the_report_configmap_and_garbage_is_ignored():
     assert parse_signal(None, "go.json") is None
 
 
+class _Api:
+    """The calls the go makes: the job's pods, the applies, the go's ConfigMap key."""
+
+    def __init__(self, pods: list[str]) -> None:
+        self.pods = [{"metadata": {"name": p, "labels": {}}} for p in pods]
+        self.applied: list[tuple[str, str]] = []
+        self.keys: dict[tuple[str, str], str] = {}
+
+    def list_job_pods(self, namespace, name):
+        return self.pods
+
+    def apply(self, obj):
+        self.applied.append((obj["kind"], obj["metadata"]["name"]))
+
+    def set_configmap_key(self, namespace, name, key, value):
+        self.keys[(name, key)] = value
+
+    def get_configmap(self, namespace, name):
+        data = {k: v for (cm, k), v in self.keys.items() if cm == name}
+        return {"data": data} if data else None
+
+
+def test_the_go_is_written_where_no_driver_may_write_and_read_back_from_there():
+    """The go fences the running driver: the operator writes it to the job's go ConfigMap
+    (readable, never writable by drivers: builders.build_role), not to the report ConfigMap
+    the drivers patch; the next step reads it back from there."""
+    from streamingjob_operator.decide import Decision
+    from streamingjob_operator.reconcile import Reconciler
+    from streamingjob_operator.settings import OperatorSettings
+
+    st = _warming()
+    st.handover.phase = "Stopping"  # type: ignore[union-attr]
+    api = _Api([NEW])
+    reconciler = Reconciler(api, OperatorSettings())  # type: ignore[arg-type]
+    job = {"metadata": {"name": "orders", "namespace": "ns", "uid": "u"}}
+    reconciler._go(job, _spec(redeployNonce=1), Decision(action="go", status=st))
+    assert set(api.keys) == {("orders-go", "go.json")}
+    assert ("ConfigMap", "orders-go") in api.applied
+    assert ("PodDisruptionBudget", "orders-executors") in api.applied  # moved to the next
+    go = parse_signal(reconciler._go_configmap(job, st), "go.json")
+    assert go is not None and go.names(NEW, 2, 1)
+    # outside a hand-over the go decides nothing: not read
+    assert reconciler._go_configmap(job, StreamingJobStatus()) is None
+
+
 def test_the_hand_over_reasons_are_in_the_vocabulary():
     assert {"HandoverReady", "HandedOver", "WarmHandoverFailed"} <= set(REASONS)
 

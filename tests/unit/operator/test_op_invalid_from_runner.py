@@ -1,12 +1,17 @@
-"""The runner's exit 2 (it refused the job's input: spec.job.sql, spec.job.transform) holds the
-job, as the operator's own InvalidSpec does: phase Invalid with the runner's message, an Event,
-the ended driver removed and none relaunched, no failure counted; a spec change launches
-again. Exit 6 (Kafka away, a topic missing at the start) is a restart with backoff instead."""
+"""The runner's refusal (it refused the job's input: spec.job.sql, spec.job.transform): exit 2
+and a termination message the runner marks as its refusal (runner.refuse). It holds the job, as
+the operator's own InvalidSpec does: phase Invalid with the runner's message, an Event, the
+ended driver removed and none relaunched, no failure counted; a spec change launches again.
+Any other exit 2 (a wrong image's Python, an older runner's argparse error) is an ordinary
+failure, restarted with backoff. Exit 6 (Kafka away, a topic missing at the start) is a
+restart with backoff too."""
 
 from __future__ import annotations
 
 import pytest
 
+from spark_app import runner
+from spark_app.kafka_config import REFUSED_MARK
 from streamingjob_operator.observed import Termination
 from streamingjob_operator.status import set_conditions
 from tests.unit.operator.helpers_operator import driver, later, launched, make_spec, run
@@ -18,6 +23,7 @@ SAID = (
     "parameter with name `valu` cannot be resolved. SQLSTATE: 42703; line 1 pos 26"
 )
 BAD, GOOD = "SELECT * FROM source WHERE valu > 1", "SELECT * FROM source WHERE value > 1"
+REFUSED = REFUSED_MARK + SAID  # the termination message of runner.refuse
 
 
 def _degraded(status):
@@ -28,10 +34,11 @@ def _degraded(status):
 def test_exit_2_is_invalid_spec_with_the_runners_message_and_no_relaunch():
     spec = make_spec(job__sql=BAD)
     st = launched(spec)
-    ended = driver(st.driver_pod, "Failed", termination=Termination(2, "Error", SAID))
+    ended = driver(st.driver_pod, "Failed", termination=Termination(2, "Error", REFUSED))
     d = run(spec, st, [ended], later(1))
     assert d.status.phase == "Invalid" and d.action == "none" and d.restart_reason is None
     assert SAID in d.status.message and st.driver_pod in d.status.message
+    assert REFUSED_MARK not in d.status.message  # the mark is for the operator, not people
     assert [(e.type, e.reason) for e in d.events] == [("Warning", "InvalidSpec")]
     assert SAID in d.events[0].message
     assert d.status.history[-1].reason == "InvalidSpec"
@@ -52,7 +59,7 @@ def test_exit_2_is_invalid_spec_with_the_runners_message_and_no_relaunch():
 def test_a_spec_change_launches_again(mode, target):
     spec = make_spec(job__sql=BAD, upgradeMode=mode)
     st = launched(spec)
-    ended = driver(st.driver_pod, "Failed", termination=Termination(2, "Error", SAID))
+    ended = driver(st.driver_pod, "Failed", termination=Termination(2, "Error", REFUSED))
     held = run(spec, run(spec, st, [ended], later(1)).status, [], later(2)).status
     fixed = make_spec(job__sql=GOOD, upgradeMode=mode)
     d = run(fixed, held, [], later(3))
@@ -61,12 +68,45 @@ def test_a_spec_change_launches_again(mode, target):
     assert run(fixed, d.status, [], later(3)).action == "launch"
 
 
-def test_exit_2_without_a_message_still_says_where_to_look():
+def test_the_refusal_without_a_message_still_says_where_to_look():
     spec = make_spec(job__sql=BAD)
     st = launched(spec)
-    ended = driver(st.driver_pod, "Failed", termination=Termination(2, "Error", ""))
+    ended = driver(st.driver_pod, "Failed", termination=Termination(2, "Error", REFUSED_MARK))
     d = run(spec, st, [ended], later(1))
     assert d.status.phase == "Invalid" and "the runner refused spec.job" in d.status.message
+
+
+def test_the_runners_refusal_writes_the_mark_the_operator_holds_as_invalid(tmp_path, monkeypatch):
+    log = tmp_path / "termination-log"
+    log.touch()  # the kubelet creates it
+    monkeypatch.setattr(runner, "TERMINATION_LOG", log)
+    assert runner.refuse(SAID) == 2
+    spec = make_spec(job__sql=BAD)
+    st = launched(spec)
+    ended = driver(st.driver_pod, "Failed", termination=Termination(2, "Error", log.read_text()))
+    d = run(spec, st, [ended], later(1))
+    assert d.status.phase == "Invalid" and SAID in d.status.message
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        "",  # a wrong image's Python: nothing in the termination log
+        "usage: run_job.py [-h] --manifest MANIFEST\n"
+        "run_job.py: error: unrecognized arguments: --go-configmap",  # an older runner
+        SAID,  # the runner's words without its mark: not its refusal
+    ],
+)
+def test_another_exit_2_is_an_ordinary_failure_restarted_with_backoff(said):
+    spec = make_spec(job__sql=GOOD, restartPolicy__maxRestarts=10)
+    st = launched(spec)
+    ended = driver(st.driver_pod, "Failed", termination=Termination(2, "Error", said))
+    d = run(spec, st, [ended], later(1))
+    assert d.status.phase == "Restarting" and d.restart_reason == "DriverFailed"
+    assert (d.status.epoch, d.status.attempt) == (1, 2) and d.requeue_after == 10
+    assert ("Warning", "DriverFailed") in [(e.type, e.reason) for e in d.events]
+    assert "exited 2" in d.status.message and "not the runner's refusal" in d.status.message
+    assert _degraded(d.status).reason == "DriverFailed"
 
 
 def test_exit_6_kafka_away_at_the_start_restarts_with_backoff():

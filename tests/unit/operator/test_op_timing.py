@@ -80,3 +80,38 @@ def test_the_runners_stop_timings_are_the_ones_the_pods_grace_is_made_of():
     defaults = runner.parse_args(["--manifest", "m"])
     assert defaults.stop_timeout == timing.DRIVER_STOP.stop_deadline_seconds
     assert defaults.final_commit_timeout == timing.DRIVER_STOP.final_commit_seconds
+
+
+@pytest.mark.parametrize(("left", "expected"), [(3.0, 3.0), (29.5, 29.5), (100.0, 30.0)])
+def test_a_gated_write_times_out_no_later_than_the_renew_deadline(left, expected):
+    """A job write that passed the gate with `left` seconds before the leader's renew deadline
+    waits at most that long: never past the instant leadership could have moved."""
+    assert timing.gated_write_timeout(30.0, left) == expected
+
+
+def test_the_api_clients_gated_writes_get_the_time_left_of_the_leaders_term():
+    from kubernetes import client
+
+    from streamingjob_operator.k8s import KubeApi
+    from streamingjob_operator.leadership import Gate
+
+    now = [1000.0]
+    gate = Gate(lambda: now[0])
+    gate.open_until(1010.0)  # the renew deadline of the latest renewal
+    api = KubeApi(client.Configuration(), timeout=30, write_gate=gate)
+    seen: dict[str, float] = {}
+
+    def create_namespaced_pod(*_args, _request_timeout: float, **_kw) -> None:
+        seen["write"] = _request_timeout
+
+    def read_namespaced_pod(*_args, _request_timeout: float, **_kw) -> None:
+        seen["read"] = _request_timeout
+
+    now[0] = 1007.0
+    api._call("create pod ns/p", create_namespaced_pod)
+    api._call("get pod ns/p", read_namespaced_pod)
+    assert seen == {"write": pytest.approx(3.0), "read": 30}  # reads pass no gate
+    now[0] = 970.0  # 40 s left
+    api._call("create pod ns/p", create_namespaced_pod)
+    assert seen["write"] == 30  # the API timeout when the deadline is further
+    api.close()

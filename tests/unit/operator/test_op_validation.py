@@ -18,6 +18,7 @@ from spark_app.options import RESERVED_CLIENT_KEYS
 from streamingjob_operator.builders import (
     build_disruption_budget,
     build_driver_pod,
+    build_go_configmap,
     build_job_configmap,
     build_report_configmap,
     build_role,
@@ -288,14 +289,19 @@ def test_every_valid_job_name_gives_valid_child_names(name):
         build_service(job),
         build_job_configmap(job, spec),
         build_report_configmap(job),
-        build_disruption_budget(job, spec),
+        build_go_configmap(job),
+        build_disruption_budget(job, driver_pod_name(name, 1, 1), 2),
         build_service_account(job),
         build_role(job, driver_pod_name(name, 1, 1), 2),
     ]
     for child in children:
         child_name = child["metadata"]["name"]
         assert DNS1123_SUBDOMAIN.fullmatch(child_name) and len(child_name) <= 253, child_name
-        for value in child["metadata"]["labels"].values():
+        selected = (child.get("spec") or {}).get("selector") or {}
+        for value in [
+            *child["metadata"]["labels"].values(),
+            *selected.get("matchLabels", {}).values(),
+        ]:
             assert LABEL_VALUE.fullmatch(value) and len(value) <= 63, value
     assert len(pod["metadata"]["name"]) <= 63
     assert child["metadata"]["labels"][LABEL_JOB] == label_value(name)

@@ -163,3 +163,46 @@ def test_a_go_file_that_is_not_text_is_ignored(tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="spark_app.handover_signals")
     assert not GoWatcher(ME).is_mine(signals.go_text())
     assert "is not JSON" in caplog.records[0].message
+
+
+class _Access:
+    """The API as the driver calls it (report.ApiAccess): ConfigMaps by URL, in memory."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, dict[str, str]] = {}
+        self.calls: list[tuple[str, str]] = []
+
+    def configmap_url(self, namespace: str, name: str) -> str:
+        return f"/api/v1/namespaces/{namespace}/configmaps/{name}"
+
+    def call(self, method: str, url: str, merge_patch=None) -> bytes:
+        self.calls.append((method, url.rsplit("/", 1)[1]))
+        if method == "PATCH":
+            self.data.setdefault(url, {}).update(merge_patch["data"])
+            return b"{}"
+        return json.dumps({"data": self.data.get(url, {})}).encode()
+
+
+def test_the_go_is_read_from_its_own_configmap_and_readiness_written_to_the_report():
+    """The operator writes the go to `--go-configmap`, which drivers may read but not write
+    (builders.build_role): a go.json in the report ConfigMap, which they do write, is none."""
+    access = _Access()
+    signals = handover.ConfigMapSignals("orders-report", "ns", access, go_configmap="orders-go")
+    assert signals.publish(readiness(ME, "ready"))
+    assert access.calls == [("PATCH", "orders-report")]
+    forged = access.configmap_url("ns", "orders-report")
+    access.data[forged][GO_KEY] = json.dumps(GO)  # a driver's own "go": not read
+    assert signals.go_text() is None
+    access.data[access.configmap_url("ns", "orders-go")] = {GO_KEY: json.dumps(GO)}
+    assert GoWatcher(ME).is_mine(signals.go_text())
+    assert access.calls[-1] == ("GET", "orders-go")
+
+
+def test_the_go_configmap_is_an_option_of_the_waiting_runner():
+    args = parse_args(
+        ["--manifest", "m", "--report-configmap", "r", "--go-configmap", "g", "--wait-for-go"]
+    )
+    assert (args.report_configmap, args.go_configmap) == ("r", "g")
+    # an operator of an earlier release names no go ConfigMap: the go is in the report's
+    older = handover.ConfigMapSignals("orders-report", "ns", _Access())
+    assert older.go_url == older.url
