@@ -98,6 +98,27 @@ def start_query(frame, job: JobSpec, name: str, epoch: int, location: str):
     return writer.start()
 
 
+def check_sink(spark, job: JobSpec, schema) -> None:
+    """The sink's checks of the query's columns (`schema`, Spark's), before it starts:
+    InvalidJob naming what does not fit. The Kafka sink writes `value` (and `key`), strings
+    or bytes."""
+    from pyspark.sql.types import BinaryType, StringType
+
+    if job.sink.format == "kafka":
+        fields = {field.name: field.dataType for field in schema.fields}
+        for column in ("value", "key"):
+            kind = fields.get(column)
+            if (column == "value" and kind is None) or (
+                kind is not None and not isinstance(kind, (BinaryType, StringType))
+            ):
+                raise InvalidJob(
+                    f"spec.job.sink: the kafka sink writes a column {column} of type string "
+                    f"or binary{' (key is optional)' if column == 'key' else ''}; the query "
+                    f"gives {kind.simpleString() if kind else 'none'} (columns: "
+                    f"{', '.join(fields)}): cast or rename it in spec.job.sql or the transform"
+                )
+
+
 def _to_sink(writer, spark, job: JobSpec, epoch: int, location: str):
     """`writer` aimed at the job's sink: a Delta table (one commit per batch, keyed by this
     checkpoint), our Kafka writer, or a Spark sink (files: one directory per epoch)."""

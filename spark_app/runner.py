@@ -64,6 +64,7 @@ from spark_app.query import (
     SOURCE_REPORT,
     InvalidJob,
     build_session,
+    check_sink,
     load_transform,
     source_frame,
     start_query,
@@ -296,6 +297,15 @@ def check_start(
 
 
 @dataclass(frozen=True)
+class JobFrame:
+    """The job's DataFrame, analysed (source columns, transform or SQL, sink checks), not
+    started; `workdir`: the run's work directory its source reports to."""
+
+    frame: Any
+    workdir: Path
+
+
+@dataclass(frozen=True)
 class Warmed:
     """What a driver that waited for its go hands to run()."""
 
@@ -303,6 +313,7 @@ class Warmed:
     stop: threading.Event  # set by SIGTERM/SIGINT since the wait began
     go_seen: float  # time.time() when the go was seen
     warm_seconds: float
+    job: JobFrame | None = None  # analysed before ready: run() starts this very frame
 
 
 def wait_then_run(
@@ -324,14 +335,14 @@ def wait_then_run(
     began = time.monotonic()
     signals.publish(handover.readiness(me, "warming"))
     try:
-        spark = warm(manifest, args, location, credentials, stop)
+        spark, job = warm(manifest, args, location, credentials, stop)
     except Exception as exc:  # any step: the hand-over falls back to a cold start
         return _warming_failed(signals, me, exc)
     warm_seconds = time.monotonic() - began
     if stop.is_set() or not handover.await_go(signals, me, warm_seconds, stop):
         log.info("stopped while waiting for the go: nothing was read or committed")
         return EXIT_OK
-    return run(manifest, args, location, Warmed(spark, stop, time.time(), warm_seconds))
+    return run(manifest, args, location, Warmed(spark, stop, time.time(), warm_seconds, job))
 
 
 def warm(
@@ -341,21 +352,26 @@ def warm(
     credentials: dict[str, Any] | None,
     stop: threading.Event,
 ):
-    """The warm-up of a waiting driver (nothing read, nothing written); its session."""
+    """The warm-up of a waiting driver (nothing read, nothing written): its session and the
+    job's frame, analysed as a start without the go analyses it (the source's columns, the
+    registry's subject, the transform or SQL, the sink's checks), so that a job that cannot
+    start fails here, before it says ready, and the running driver is kept."""
     check_start(manifest, args, credentials)
     spark = build_session(manifest, args.master)
+    job = _analysed_job(spark, manifest, args)
     registered = warmup.wait_for_executors(spark, args.executor_timeout, stop)
     hosts = [] if stop.is_set() else warmup.warm_python_workers(spark)
     if not stop.is_set():
         warmup.warm_streaming_engine(spark, manifest.spec.job.sink.format)
     base = warmup.checkpoint_base_reachable(spark, location)
     log.info(
-        "warmed: %d executors, Python workers on %s, checkpoint storage %s reachable",
+        "warmed: the query analysed, %d executors, Python workers on %s, checkpoint storage "
+        "%s reachable",
         registered,
         ", ".join(hosts) or "none (stopped)",
         base,
     )
-    return spark
+    return spark, job
 
 
 def _warming_failed(signals: handover.Signals, me: handover.Identity, exc: Exception) -> int:
@@ -422,7 +438,8 @@ def run(
     phases.done("start point")
     if warmed:
         start["warmSeconds"] = round(warmed.warm_seconds, 3)
-    workdir = Path(tempfile.mkdtemp(prefix="streamingjob-"))
+    analysed = warmed.job if warmed else None
+    workdir = analysed.workdir if analysed else Path(tempfile.mkdtemp(prefix="streamingjob-"))
     reporter = _reporter(manifest, args, location, start, workdir)
     group = group_writer.for_manifest(manifest)
     if group is not None:
@@ -431,7 +448,7 @@ def run(
     try:
         # The transform or SQL query first: one that cannot run fails before the catch-up
         # commits anything or the query reads.
-        frame = _job_frame(spark, manifest, args, workdir)
+        frame = (analysed or _analysed_job(spark, manifest, args, workdir)).frame
         phases.done("frame")
         fresh = start["startPath"] == "fresh"
         if (
@@ -574,6 +591,18 @@ def _catch_up(
     return True
 
 
+def _analysed_job(
+    spark, manifest: RunnerManifest, args: argparse.Namespace, workdir: Path | None = None
+) -> JobFrame:
+    """Everything the query needs before it starts, checked without reading a record:
+    the job's frame (`_job_frame`) and the sink's checks on its columns (`check_sink`).
+    `workdir`: the run's (a new one when None)."""
+    workdir = workdir or Path(tempfile.mkdtemp(prefix="streamingjob-"))
+    frame = _job_frame(spark, manifest, args, workdir)
+    check_sink(spark, manifest.spec.job, frame.schema)
+    return JobFrame(frame, workdir)
+
+
 def _job_frame(spark, manifest: RunnerManifest, args: argparse.Namespace, workdir: Path):
     """The job's DataFrame, analysed. SourceNotStarted when the source cannot resolve its
     columns (a registry away, a subject not registered yet: a later start may succeed);
@@ -586,7 +615,9 @@ def _job_frame(spark, manifest: RunnerManifest, args: argparse.Namespace, workdi
     except (AnalysisException, IllegalArgumentException) as exc:
         raise SourceNotStarted(f"the source could not start: {failure_cause(str(exc))}") from None
     try:
-        return transformed(spark, job, frame)
+        frame = transformed(spark, job, frame)
+        frame.schema  # noqa: B018 - analysis forced (a transform's plan too), nothing run
+        return frame
     except (AnalysisException, IllegalArgumentException) as exc:
         raise InvalidJob(f"spec.job: Spark rejected the query: {spark_message(str(exc))}") from None
 
