@@ -95,6 +95,29 @@ class CheckpointFiles:
         finally:
             stream.close()
 
+    def read_text(self, relative: str) -> str | None:
+        """A file of ours in the checkpoint location (UTF-8); None: there is none."""
+        path = self._path(relative)
+        if not path.getFileSystem(self._conf).exists(path):
+            return None
+        stream = path.getFileSystem(self._conf).open(path)
+        try:
+            return str(self._jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))
+        finally:
+            stream.close()
+
+    def write_text(self, relative: str, text: str) -> None:
+        """Writes (or replaces) a file of ours in the checkpoint location, which it creates
+        if need be (Spark's own files beside it are not touched)."""
+        path = self._path(relative)
+        store = path.getFileSystem(self._conf)
+        store.mkdirs(path.getParent())
+        stream = store.create(path, True)
+        try:
+            stream.write(bytearray(text.encode()))
+        finally:
+            stream.close()
+
     def durable_batch(self, in_sink: int | None = None) -> DurableBatch | None:
         """The newest batch in the commit log and its end offsets; None: nothing durable.
 

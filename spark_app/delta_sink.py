@@ -94,16 +94,37 @@ class DeltaTable:
         table = self.open()
         return None if table is None else table.transaction_version(app_id)
 
-    def append(self, opened: Any, rows: Any, app_id: str, batch_id: int) -> None:
+    def check(self, schema: Any) -> None:
+        """The query's columns (Spark's `schema`) against the table's, before the query
+        starts: SchemaIncompatible naming each column the table cannot take (no table yet:
+        nothing to check)."""
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        opened = self.open()
+        if opened is None:
+            return
+        change = schema_change(table_schema(opened), to_arrow_schema(schema, timezone="UTC"))
+        if change.problems:
+            raise incompatible(self.path, change.problems)
+        for warning in change.warnings:
+            log.warning("Delta table %s: %s", self.path, warning)
+        if change.merge:
+            log.info("Delta table %s: the query's columns merge into the table's", self.path)
+
+    def append(
+        self, opened: Any, rows: Any, app_id: str, batch_id: int, merge: bool = False
+    ) -> None:
         """Appends `rows` (Arrow) as batch `batch_id` of `app_id` in one commit: through
         `opened` (the table from `open`; the commit moves its snapshot on) or, with None,
-        at the path (a new table, with the spec's partitioning and properties)."""
+        at the path (a new table, with the spec's partitioning and properties). `merge`:
+        the table takes the rows' new columns (a compatible change, `schema_change`)."""
         from deltalake import CommitProperties, Transaction, write_deltalake
 
         write_deltalake(
             opened if opened is not None else table_uri(self.path),
             rows,
             mode="append",
+            schema_mode="merge" if merge else None,
             partition_by=list(self.partition_by) or None,
             configuration=dict(self.properties) or None,
             storage_options=self.options,
@@ -168,8 +189,14 @@ class BatchWriter:
                 self._done,
             )
             return False
+        merge = False
+        if self._opened is not None:
+            change = schema_change(table_schema(self._opened), rows.schema)
+            if change.problems:
+                raise incompatible(self.table.path, change.problems)
+            merge = change.merge
         try:
-            self.table.append(self._opened, rows, self.app_id, batch_id)
+            self.table.append(self._opened, rows, self.app_id, batch_id, merge)
         except BaseException:
             self._read = False  # the commit may have landed all the same: read it again
             raise
@@ -177,6 +204,133 @@ class BatchWriter:
             self._opened = self.table.open()
         self._done = batch_id
         return True
+
+
+# -- the table's schema against the query's columns ------------------------------------------
+# Types a column may arrive in while the table keeps its own (a lossless cast up: the table's
+# type holds every value): data type -> the table types that take it.
+_CASTS_UP = {
+    "int8": {"int16", "int32", "int64"},
+    "int16": {"int32", "int64"},
+    "int32": {"int64"},
+    "float": {"double"},
+}
+_SAME = {  # Arrow's spellings of one Delta type
+    "large_string": "string",
+    "string_view": "string",
+    "large_binary": "binary",
+    "binary_view": "binary",
+    "large_list": "list",
+    "list_view": "list",
+    "large_list_view": "list",
+    "halffloat": "float",
+}
+FIX = (
+    "a Delta table takes a new nullable column (merged) and a narrower type it can cast up; "
+    "for any other change write to a new table (spec.job.sink.path) or keep the column as "
+    "it was (pin spec.job.source.value.version, or cast it in spec.job.sql)"
+)
+
+
+class SchemaIncompatible(ValueError):
+    """The query's columns do not fit the table's; the message names each column and what
+    to do."""
+
+
+@dataclass(frozen=True)
+class SchemaChange:
+    """The query's columns against the table's: `merge` when the table takes new columns
+    (delta-rs's schema_mode="merge"), `problems` naming what it cannot take."""
+
+    merge: bool = False
+    problems: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+
+def _kind(data_type: Any) -> str:
+    import pyarrow as pa
+
+    if pa.types.is_struct(data_type):
+        return "struct"
+    if pa.types.is_decimal(data_type):
+        return f"decimal({data_type.precision},{data_type.scale})"
+    if pa.types.is_timestamp(data_type):
+        return f"timestamp[{'tz' if data_type.tz else 'ntz'}]"  # the unit: delta-rs casts
+    name = str(data_type).split("<")[0].split("[")[0]
+    return _SAME.get(name, name)
+
+
+def schema_change(table: Any, data: Any) -> SchemaChange:
+    """`data` (the query's Arrow schema) against `table` (the table's), column by column,
+    structs and lists inside them too."""
+    merge, problems, warnings = _compare(list(table), list(data), "")
+    return SchemaChange(merge, tuple(problems), tuple(warnings))
+
+
+def _compare(table: list, data: list, prefix: str) -> tuple[bool, list[str], list[str]]:
+    import pyarrow as pa
+
+    merge, problems, warnings = False, [], []
+    has = {column.name: column for column in table}
+    given = {column.name for column in data}
+    for column in data:
+        name = f"{prefix}{column.name}"
+        old = has.get(column.name)
+        if old is None:
+            merge = True  # a new column: nullable in the table (the rows before have none)
+            continue
+        if old.nullable is False and column.nullable:
+            warnings.append(
+                f"column {name} may now be null and the table's is not null: a null fails "
+                "that batch"
+            )
+        a, b = old.type, column.type
+        if pa.types.is_struct(a) and pa.types.is_struct(b):
+            more = _compare(list(a), list(b), f"{name}.")
+        elif _kind(a) == _kind(b) in ("list", "map"):
+            inner = ("key_field", "item_field") if _kind(a) == "map" else ("value_field",)
+            more = _compare(
+                [getattr(a, part).with_name(part[:-6]) for part in inner],
+                [getattr(b, part).with_name(part[:-6]) for part in inner],
+                f"{name}.",
+            )
+        else:
+            ka, kb = _kind(a), _kind(b)
+            if ka != kb and ka not in _CASTS_UP.get(kb, ()):
+                widened = kb in _CASTS_UP.get(ka, ())
+                problems.append(
+                    f"column {name} is {kb} in the query and {ka} in the table"
+                    + (
+                        " (a widened type: delta-rs cannot widen a Delta column's type)"
+                        if widened
+                        else ""
+                    )
+                )
+            continue
+        merge, problems, warnings = merge or more[0], problems + more[1], warnings + more[2]
+    for column in table:
+        if column.name not in given:
+            if column.nullable:
+                merge = True  # left out: null in the new rows
+            else:
+                problems.append(
+                    f"column {prefix}{column.name} is required (not null) in the table and "
+                    "the query no longer gives it"
+                )
+    return merge, problems, warnings
+
+
+def table_schema(opened: Any) -> Any:
+    """A table's (deltalake.DeltaTable's) schema as a pyarrow schema."""
+    import pyarrow as pa
+
+    return pa.schema(opened.schema().to_arrow())
+
+
+def incompatible(path: str, problems: tuple[str, ...]) -> SchemaIncompatible:
+    return SchemaIncompatible(
+        f"the Delta table {path} cannot take the query's columns: {'; '.join(problems)}. {FIX}"
+    )
 
 
 def batch_writer(table: DeltaTable, app_id: str) -> BatchWriter:

@@ -4,14 +4,18 @@ registered) and the query (source → optional transform or SQL query → sink, 
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from spark_app.delta_sink import DeltaTable, app_id, batch_writer
 from spark_app.kafka_config import credential_options, job_options
 from spark_app.manifest import JobSpec, RunnerManifest, epoch_sink_path
 from spark_app.sql_transform import SqlRefused, apply_sql
+
+log = logging.getLogger(__name__)
 
 SOURCE_REPORT, DRAIN_FILE = "source-report.json", "drain"  # in the run's work directory
 
@@ -34,9 +38,12 @@ def load_transform(reference: str):
     return function
 
 
-def query_options(job: JobSpec, name: str, epoch: int, workdir: Path) -> dict[str, str]:
-    """The source's options; it reports to and takes drain requests from files in `workdir`."""
-    options = job_options(job)
+def query_options(
+    job: JobSpec, name: str, epoch: int, workdir: Path, pinned: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The source's options; it reports to and takes drain requests from files in `workdir`.
+    `pinned`: the epoch's reader schema versions (valueSchemaVersion, keySchemaVersion)."""
+    options = {**job_options(job), **(pinned or {})}
     # The runner commits the group's offsets itself (GroupOffsets): as soon as a batch is
     # durable, at a graceful stop and for the previous epoch. One writer, no race.
     options["commitOffsetsOnCheckpoints"] = "false"
@@ -46,11 +53,18 @@ def query_options(job: JobSpec, name: str, epoch: int, workdir: Path) -> dict[st
     return options
 
 
-def source_frame(spark, job: JobSpec, name: str, epoch: int, workdir: Path):
+def source_frame(
+    spark,
+    job: JobSpec,
+    name: str,
+    epoch: int,
+    workdir: Path,
+    pinned: Mapping[str, str] | None = None,
+):
     """The source's DataFrame (load() resolves its columns: a reader schema at the registry)."""
     from spark_app.source import FORMAT
 
-    options = query_options(job, name, epoch, workdir)
+    options = query_options(job, name, epoch, workdir, pinned)
     return spark.readStream.format(FORMAT).options(**options).load()
 
 
@@ -96,6 +110,38 @@ def start_query(frame, job: JobSpec, name: str, epoch: int, location: str):
     elif job.trigger.available_now:
         writer = writer.trigger(availableNow=True)
     return writer.start()
+
+
+def check_sink(spark, job: JobSpec, schema) -> None:
+    """The sink's checks of the query's columns (`schema`, Spark's), before it starts:
+    InvalidJob naming what does not fit. The Kafka sink writes `value` (and `key`), strings
+    or bytes; a Delta table that exists takes the columns it has and compatible changes
+    (`delta_sink.schema_change`)."""
+    from pyspark.sql.types import BinaryType, StringType
+
+    if job.sink.format == "kafka":
+        fields = {field.name: field.dataType for field in schema.fields}
+        for column in ("value", "key"):
+            kind = fields.get(column)
+            if (column == "value" and kind is None) or (
+                kind is not None and not isinstance(kind, (BinaryType, StringType))
+            ):
+                raise InvalidJob(
+                    f"spec.job.sink: the kafka sink writes a column {column} of type string "
+                    f"or binary{' (key is optional)' if column == 'key' else ''}; the query "
+                    f"gives {kind.simpleString() if kind else 'none'} (columns: "
+                    f"{', '.join(fields)}): cast or rename it in spec.job.sql or the transform"
+                )
+    if job.sink.format == "delta":
+        from spark_app.delta_sink import SchemaIncompatible
+
+        table = DeltaTable.for_session(spark, job.sink.path or "", job.sink.partition_by)
+        try:
+            table.check(schema)
+        except SchemaIncompatible as exc:
+            raise InvalidJob(f"spec.job.sink: {exc}") from None
+        except Exception as exc:  # the table unreadable now: each batch checks it again
+            log.warning("cannot check the Delta table's schema before the start: %s", exc)
 
 
 def _to_sink(writer, spark, job: JobSpec, epoch: int, location: str):

@@ -42,7 +42,7 @@ import yaml
 from spark_app import group_offsets as group_writer
 from spark_app import handover_signals as handover
 from spark_app import offsets as off
-from spark_app import warmup
+from spark_app import schema_pin, warmup
 from spark_app.checkpoint_log import CheckpointFiles
 from spark_app.group_offsets import GroupOffsets
 from spark_app.kafka_config import (
@@ -65,6 +65,7 @@ from spark_app.query import (
     SOURCE_REPORT,
     InvalidJob,
     build_session,
+    check_sink,
     load_transform,
     source_frame,
     start_query,
@@ -302,6 +303,16 @@ def check_start(
 
 
 @dataclass(frozen=True)
+class JobFrame:
+    """The job's DataFrame, analysed (source columns, transform or SQL, sink checks), not
+    started; `workdir`: the run's work directory its source reports to."""
+
+    frame: Any
+    workdir: Path
+    pins: dict[str, schema_pin.Pin]  # the reader schema versions the frame reads with
+
+
+@dataclass(frozen=True)
 class Warmed:
     """What a driver that waited for its go hands to run()."""
 
@@ -309,6 +320,7 @@ class Warmed:
     stop: threading.Event  # set by SIGTERM/SIGINT since the wait began
     go_seen: float  # time.time() when the go was seen
     warm_seconds: float
+    job: JobFrame | None = None  # analysed before ready: run() starts this very frame
 
 
 def wait_then_run(
@@ -330,14 +342,14 @@ def wait_then_run(
     began = time.monotonic()
     signals.publish(handover.readiness(me, "warming"))
     try:
-        spark = warm(manifest, args, location, credentials, stop)
+        spark, job = warm(manifest, args, location, credentials, stop)
     except Exception as exc:  # any step: the hand-over falls back to a cold start
         return _warming_failed(signals, me, exc)
     warm_seconds = time.monotonic() - began
     if stop.is_set() or not handover.await_go(signals, me, warm_seconds, stop):
         log.info("stopped while waiting for the go: nothing was read or committed")
         return EXIT_OK
-    return run(manifest, args, location, Warmed(spark, stop, time.time(), warm_seconds))
+    return run(manifest, args, location, Warmed(spark, stop, time.time(), warm_seconds, job))
 
 
 def warm(
@@ -347,21 +359,26 @@ def warm(
     credentials: dict[str, Any] | None,
     stop: threading.Event,
 ):
-    """The warm-up of a waiting driver (nothing read, nothing written); its session."""
+    """The warm-up of a waiting driver (nothing read, nothing written): its session and the
+    job's frame, analysed as a start without the go analyses it (the source's columns, the
+    registry's subject, the transform or SQL, the sink's checks), so that a job that cannot
+    start fails here, before it says ready, and the running driver is kept."""
     check_start(manifest, args, credentials)
     spark = build_session(manifest, args.master)
+    job = _analysed_job(spark, manifest, args, location)
     registered = warmup.wait_for_executors(spark, args.executor_timeout, stop)
     hosts = [] if stop.is_set() else warmup.warm_python_workers(spark)
     if not stop.is_set():
         warmup.warm_streaming_engine(spark, manifest.spec.job.sink.format)
     base = warmup.checkpoint_base_reachable(spark, location)
     log.info(
-        "warmed: %d executors, Python workers on %s, checkpoint storage %s reachable",
+        "warmed: the query analysed, %d executors, Python workers on %s, checkpoint storage "
+        "%s reachable",
         registered,
         ", ".join(hosts) or "none (stopped)",
         base,
     )
-    return spark
+    return spark, job
 
 
 def _warming_failed(signals: handover.Signals, me: handover.Identity, exc: Exception) -> int:
@@ -429,7 +446,8 @@ def run(
     phases.done("start point")
     if warmed:
         start["warmSeconds"] = round(warmed.warm_seconds, 3)
-    workdir = Path(tempfile.mkdtemp(prefix="streamingjob-"))
+    analysed = warmed.job if warmed else None
+    workdir = analysed.workdir if analysed else Path(tempfile.mkdtemp(prefix="streamingjob-"))
     reporter = _reporter(manifest, args, location, start, workdir)
     group = group_writer.for_manifest(manifest)
     if group is not None:
@@ -438,7 +456,12 @@ def run(
     try:
         # The transform or SQL query first: one that cannot run fails before the catch-up
         # commits anything or the query reads.
-        frame = _job_frame(spark, manifest, args, workdir)
+        analysed = analysed or _analysed_job(spark, manifest, args, location, workdir)
+        frame = analysed.frame
+        if analysed.pins:
+            pins = {column: pin.report() for column, pin in analysed.pins.items()}
+            reporter.update(readerSchemas=pins)
+            log.info("reader schemas: %s", json.dumps(pins, sort_keys=True))
         phases.done("frame")
         fresh = start["startPath"] == "fresh"
         if (
@@ -450,6 +473,8 @@ def run(
         phases.done("catch-up")
         signal.signal(signal.SIGTERM, lambda *_: stop_requested.set())
         signal.signal(signal.SIGINT, lambda *_: stop_requested.set())
+        if schema_pin.needs_writing(analysed.pins):  # kept for this epoch's restores
+            _write_pins(checkpoint, analysed.pins)
         query = _start_query(frame, manifest, args, location)
         phases.done("query start")
         log.info("query started %s", phases)
@@ -581,19 +606,107 @@ def _catch_up(
     return True
 
 
-def _job_frame(spark, manifest: RunnerManifest, args: argparse.Namespace, workdir: Path):
+def _analysed_job(
+    spark,
+    manifest: RunnerManifest,
+    args: argparse.Namespace,
+    location: str,
+    workdir: Path | None = None,
+) -> JobFrame:
+    """Everything the query needs before it starts, checked without reading a record or
+    writing a file: the epoch's reader schema versions (`_reader_pins`), the job's frame
+    (`_job_frame`) and the sink's checks on its columns (`check_sink`). `workdir`: the
+    run's (a new one when None)."""
+    workdir = workdir or Path(tempfile.mkdtemp(prefix="streamingjob-"))
+    pins = _reader_pins(spark, manifest, location)
+    versions = {f"{column}SchemaVersion": str(pin.version) for column, pin in pins.items()}
+    frame = _job_frame(spark, manifest, args, workdir, versions)
+    check_sink(spark, manifest.spec.job, frame.schema)
+    return JobFrame(frame, workdir, pins)
+
+
+def _reader_pins(spark, manifest: RunnerManifest, location: str) -> dict[str, schema_pin.Pin]:
+    """The reader schema version of each decoded column read from a subject, for this
+    epoch (`spark_app/schema_pin.py`): the spec's version, the one the epoch's checkpoint
+    pinned (a restore), or the subject's latest now (a fresh epoch; written by run() before
+    the query starts). Reads only."""
+    from spark_app.decoding import ReaderSchemaError
+    from spark_app.options import OptionError, SourceOptions
+    from spark_app.typed_values import at_query_start
+
+    try:
+        parsed = SourceOptions.parse(job_options(manifest.spec.job))
+    except OptionError as exc:
+        raise InvalidJob(f"spec.job.source: {exc}") from None
+    decodings = {
+        d.column: d
+        for d in (parsed.value_decoding, parsed.key_decoding)
+        if d is not None and d.reader_schema is None and d.subject is not None
+    }
+    if not decodings:
+        return {}
+    where = f"{location.rstrip('/')}/{schema_pin.PIN_FILE}"
+    try:
+        text = CheckpointFiles(spark, location).read_text(schema_pin.PIN_FILE)
+        stored = None if text is None else schema_pin.from_json(text)
+    except schema_pin.PinUnreadable as exc:
+        raise SourceNotStarted(
+            f"{where}: {exc}; delete it to read the subjects' latest versions again"
+        ) from None
+    except Exception as exc:  # py4j: denied, the store away
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise SourceNotStarted(
+            f"cannot read the epoch's reader schema pins {where}: {first}"
+        ) from None
+    requested = {column: (str(d.subject), d.version) for column, d in decodings.items()}
+    pins = {}
+    for column, (version, how) in schema_pin.versions(requested, stored).items():
+        decoding = decodings[column]
+        if version is None:  # the subject's latest, now: pinned for the epoch
+            try:
+                version = at_query_start(decoding).reader.version
+            except ReaderSchemaError as exc:
+                raise SourceNotStarted(f"the source could not start: {exc}") from None
+            assert version is not None  # a subject's schema has one
+        pins[column] = schema_pin.Pin(column, str(decoding.subject), version, how)
+    return pins
+
+
+def _write_pins(checkpoint: CheckpointFiles, pins: dict[str, schema_pin.Pin]) -> None:
+    """The epoch's pins into its checkpoint; SourceNotStarted when they cannot be written
+    (nothing was read)."""
+    try:
+        checkpoint.write_text(schema_pin.PIN_FILE, schema_pin.to_json(pins))
+    except Exception as exc:  # py4j: denied, the store away
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise SourceNotStarted(
+            f"cannot write the epoch's reader schema pins to {checkpoint.location}: {first}"
+        ) from None
+    log.info("reader schema versions pinned for this epoch in %s", checkpoint.location)
+
+
+def _job_frame(
+    spark,
+    manifest: RunnerManifest,
+    args: argparse.Namespace,
+    workdir: Path,
+    versions: dict[str, str] | None = None,
+):
     """The job's DataFrame, analysed. SourceNotStarted when the source cannot resolve its
     columns (a registry away, a subject not registered yet: a later start may succeed);
-    InvalidJob when the SQL query or transform cannot run."""
+    InvalidJob when the SQL query or transform cannot run. `versions`: the pinned reader
+    schema versions (valueSchemaVersion, keySchemaVersion)."""
     from pyspark.errors import AnalysisException, IllegalArgumentException
 
     job, name = manifest.spec.job, manifest.metadata.name
     try:
-        frame = source_frame(spark, job, name, args.epoch, workdir)
+        frame = source_frame(spark, job, name, args.epoch, workdir, versions)
     except (AnalysisException, IllegalArgumentException) as exc:
         raise SourceNotStarted(f"the source could not start: {failure_cause(str(exc))}") from None
     try:
-        return transformed(spark, job, frame)
+        frame = transformed(spark, job, frame)
+        frame.schema  # noqa: B018 - analysis forced (a transform's plan too), nothing run
+        return frame
     except (AnalysisException, IllegalArgumentException) as exc:
         raise InvalidJob(f"spec.job: Spark rejected the query: {spark_message(str(exc))}") from None
 

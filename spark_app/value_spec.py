@@ -61,7 +61,8 @@ def version_field(of: str) -> Any:
         ge=1,
         le=2**31 - 1,
         description=f"Version of the {of} in its subject. Unset: the subject's latest when "
-        "the query starts (again at every restart).",
+        "the epoch starts, pinned in its checkpoint (a restore keeps it; a redeploy, a new "
+        "epoch, takes the latest again).",
     )
 
 

@@ -4,12 +4,20 @@ it keeps in memory never turning into a batch written twice."""
 
 from __future__ import annotations
 
+import re
+
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable as Table
 from deltalake.exceptions import CommitFailedError
 
-from spark_app.delta_sink import BatchWriter, DeltaTable
+from spark_app.delta_sink import (
+    BatchWriter,
+    DeltaTable,
+    SchemaIncompatible,
+    schema_change,
+    table_schema,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -108,3 +116,58 @@ def test_another_writer_of_the_app_id_makes_the_commit_fail_never_write_twice(tm
     assert not writer.write(rows(1), 1)  # read again: the table has it
     assert writer.write(rows(2), 2)
     assert batches_in(tmp_path / "t") == [0] * 5 + [1] * 5 + [2] * 5
+
+
+def orders(batch_id: int, fields: list[pa.Field], values: dict) -> pa.Table:
+    """One row of `value` (a struct of `fields`) and its offset, as a decoded query gives it."""
+    value_type = pa.struct(fields)
+    return pa.table(
+        {"value": pa.array([values], value_type), "offset": pa.array([batch_id], pa.int64())}
+    )
+
+
+ID = pa.field("id", pa.int64(), nullable=False)
+QTY = pa.field("qty", pa.int32())
+NOTE = pa.field("note", pa.string())
+
+
+def test_a_compatible_change_merges_the_schema_and_an_incompatible_one_names_the_column(
+    tmp_path,
+):
+    table = DeltaTable(f"file://{tmp_path}/t")
+    writer = BatchWriter(table, APP)
+    assert writer.write(orders(0, [ID, QTY], {"id": 0, "qty": 1}), 0)
+    # a new nullable field: merged on purpose, the rows before it null
+    assert writer.write(orders(1, [ID, QTY, NOTE], {"id": 1, "qty": 2, "note": "n"}), 1)
+    # a field left out (nullable in the table): null; a narrower type: cast up
+    small = pa.field("qty", pa.int8())
+    assert writer.write(orders(2, [ID, small], {"id": 2, "qty": 3}), 2)
+    values = Table(f"{tmp_path}/t").to_pyarrow_table().sort_by("offset").column("value")
+    assert values.to_pylist() == [
+        {"id": 0, "qty": 1, "note": None},
+        {"id": 1, "qty": 2, "note": "n"},
+        {"id": 2, "qty": 3, "note": None},
+    ]
+    # incompatible: a widened type (delta-rs keeps int32), a changed type, a required
+    # column left out; each named, nothing written, before the start too
+    wide = pa.field("qty", pa.int64())
+    changed = pa.field("note", pa.int64())
+    for fields, named in (
+        ([ID, wide, NOTE], "column value.qty is int64 in the query and int32 in the table (a "
+         "widened type"),
+        ([ID, QTY, changed], "column value.note is int64 in the query and string in the table"),
+        ([QTY, NOTE], "column value.id is required (not null) in the table"),
+    ):  # fmt: skip
+        values = {f.name: "x" if pa.types.is_string(f.type) else 1 for f in fields}
+        with pytest.raises(SchemaIncompatible, match=re.escape(named)) as raised:
+            writer.write(orders(3, fields, values), 3)
+        assert "spec.job.sink.path" in str(raised.value)
+        change = schema_change(
+            table_schema(table.open()), pa.schema(orders(3, fields, values).schema)
+        )
+        assert named in "; ".join(change.problems)
+    assert batches_in_offsets(tmp_path) == [0, 1, 2]
+
+
+def batches_in_offsets(path) -> list[int]:
+    return sorted(Table(f"{path}/t").to_pyarrow_table(columns=["offset"]).column(0).to_pylist())
