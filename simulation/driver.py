@@ -66,8 +66,8 @@ class World:
     kafka: Kafka
     files: Files
     sinks: Sinks
-    report: Callable[[str, str, dict[str, Any]], bool]  # (pod, key, value): written?
-    read_go: Callable[[str], dict[str, Any] | None]  # the job's go.json (None: unreadable)
+    report: Callable[[str, str, dict[str, Any]], bool]  # (job, key, value): written?
+    read_go: Callable[[str], dict[str, Any] | None]  # a ConfigMap's go.json (None: none)
     commit_fails: Callable[[], bool]
     log: Callable[[str], None]
 
@@ -75,6 +75,7 @@ class World:
 @dataclass
 class Driver:
     pod: str
+    uid_of_pod: str
     job: str  # the job's name
     uid: str  # the job's uid (the incarnation this driver belongs to)
     node: str
@@ -89,6 +90,7 @@ class Driver:
     location: str = ""
     previous: list[str] = field(default_factory=list)
     wait_for_go: bool = False
+    go_configmap: str = ""  # where the go is read (the report ConfigMap without it)
     manifest: RunnerManifest | None = None
     start_path: str = ""
     batch: int = 0  # the batch being run
@@ -104,6 +106,7 @@ class Driver:
         previous = parsed.previous_checkpoint
         d = cls(
             pod=pod["metadata"]["name"],
+            uid_of_pod=pod["metadata"]["uid"],
             job=pod["metadata"]["labels"][LABEL_JOB],
             uid=uid,
             node=node,
@@ -114,6 +117,7 @@ class Driver:
             location=parsed.checkpoint_location,
             previous=list(previous) if isinstance(previous, list) else [previous] * bool(previous),
             wait_for_go=parsed.wait_for_go,
+            go_configmap=parsed.go_configmap or parsed.report_configmap or "",
         )
         d.manifest = load_manifest(yaml.safe_load(job_yaml))
         return d
@@ -143,7 +147,7 @@ class Driver:
         if self.stop_requested:
             return self.exit(0)
         if self.wait_for_go:
-            if w.report(self.pod, "handover.json", {**self.identity(), "state": "ready"}):
+            if w.report(self.job, "handover.json", {**self.identity(), "state": "ready"}):
                 self.stage = "waiting"
             return None
         self.stage = "start"
@@ -152,7 +156,7 @@ class Driver:
     def _waiting(self, w: World) -> None:
         if self.stop_requested:
             return self.exit(0)
-        go = w.read_go(self.job)
+        go = w.read_go(self.go_configmap)
         if go is not None and (go.get("pod"), go.get("epoch"), go.get("attempt")) == (
             self.pod,
             self.epoch,
@@ -167,7 +171,7 @@ class Driver:
         start = _start_point(checkpoint, self.location, self.manifest)
         self.start_path = start["startPath"]
         self.reading = True  # from here on the driver acts on the job's data
-        w.report(self.pod, "report.json", {**self.identity(), **start})
+        w.report(self.job, "report.json", {**self.identity(), **start})
         if self.start_path == "restored":
             self.stage = "restore"
         elif self.previous and self._catches_up():
@@ -275,9 +279,7 @@ class Driver:
             in_sink = w.sinks.newest(self.manifest, self.location)
             batch = Checkpoint(w.files, self.location).durable_batch(in_sink)
             if batch is not None and not w.commit_fails():
-                w.kafka.commit(
-                    self.group, ahead_of_group(batch.end, w.kafka.committed(self.group))
-                )
+                w.kafka.commit(self.group, ahead_of_group(batch.end, w.kafka.committed(self.group)))
         self.exit(0)
 
 

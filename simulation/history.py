@@ -16,7 +16,7 @@ from streamingjob_operator.naming import FINALIZER
 from .cluster import Crash
 from .invariants import Checker, Violation
 from .operator import Operator, settings
-from .world import NAMESPACE, World, is_driver
+from .world import NAMESPACE, World
 
 NAME = "orders"
 GRACE = 40.0
@@ -71,7 +71,13 @@ def plan(seed: int, acts: int = 24, span: float = 600.0) -> list[Act]:
     names = [n for n in ACTS for _ in range(WEIGHTS.get(n, 1))]
     drawn = [Act(0.0, "create", rng.randrange(2))]
     for _ in range(acts):
-        drawn.append(Act(round(rng.uniform(1, span), 1), rng.choice(names), rng.randrange(1000)))
+        # a third of the acts close behind another one: races of two acts
+        at = (
+            rng.uniform(1, span)
+            if rng.random() < 0.67
+            else rng.choice(drawn).at + rng.uniform(0.1, 5)
+        )
+        drawn.append(Act(round(at, 1), rng.choice(names), rng.randrange(1000)))
     return sorted(drawn, key=lambda a: a.at)
 
 
@@ -107,7 +113,9 @@ class History:
         self.world = World(seed)
         self.rng = random.Random(f"acts-{seed}")
         self.config = settings(GRACE)
-        pull_fault_hook(self.world)
+        self.world.server.on_create = lambda pod: self.world.at(
+            self.world.delay(0.2, 2), "kubelet", pod["metadata"]["name"]
+        )
         self.operator: Operator | None = Operator(self.world, self.config)
         self.checker = Checker(self.world, NAME)
         self.uids = 0
@@ -231,7 +239,7 @@ class History:
         elif act.name == "commit-fails":
             w.commit_fail_until = w.clock.t + 5 + arg % 60
         elif act.name == "pull-fails":
-            w.pull_fails += 1
+            w.pull_fail_until = w.clock.t + 10 + arg % 300
         elif act.name == "node-lost":
             busy = sorted({d.node for d in w.drivers.values() if d.alive})
             if busy:
@@ -273,17 +281,4 @@ class History:
             return
         job["metadata"]["deletionTimestamp"] = "deleting"
         w.server.bump(job)
-        self.checker.deleting(job)
         w.at(w.delay(0.1, 1), "wake", NAME)
-
-
-def pull_fault_hook(world: World) -> None:
-    """New driver pods never pull their image while `pull_fails` says so."""
-
-    def created(pod: dict[str, Any]) -> None:
-        if world.pull_fails and is_driver(pod):
-            world.pull_fails -= 1
-            pod["metadata"]["pull-fails"] = True
-        world.at(world.delay(0.2, 2), "kubelet", pod["metadata"]["name"])
-
-    world.server.on_create = created

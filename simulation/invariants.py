@@ -4,7 +4,8 @@
   record below the group's committed offset appears (the group never runs ahead of durable
   output); across a deletion, only what the deleted job had made durable but not committed
   may appear again;
-- one reader: never two drivers of the job reading at once;
+- one reader: never two drivers of the job reading at once, and no reading driver on a live
+  node forced out (it would go on writing beside the next);
 - a checkpoint belongs to one epoch of one job: a driver restores only its own epoch's;
 - names are never reused: no pod name of a job is created twice;
 - once faults stop, the job converges: Running (or Suspended), every record read, the group
@@ -42,17 +43,20 @@ class Checker:
         self.owners: dict[str, tuple[str, int]] = {}  # checkpoint location -> (uid, epoch)
         self.prefix: dict[tuple[str, int], int] = {}  # per partition: all offsets below seen
         self.sink_format = ""
+        self.group = ""
+        self.exists = False
         self.quiet_since: float | None = None
 
     # --- what the history tells it -----------------------------------------------------
 
     def created(self, job: dict[str, Any]) -> None:
         self.sink_format = job["spec"]["job"]["sink"]["format"]
+        self.group = job["spec"]["job"]["source"]["groupId"]
+        self.exists = True
 
-    def deleting(self, job: dict[str, Any]) -> None:
-        """Records the deleted job made durable but the group does not have yet may be read
-        again by a job created later under the same name."""
-        group = job["spec"]["job"]["source"]["groupId"]
+    def _gone(self, group: str) -> None:
+        """The job was deleted: what it made durable but the group does not have yet may be
+        read again by a job created later under the same name (nothing carries it over)."""
         committed = self.world.kafka.committed(group)
         for record in self.visible():
             topic, partition, offset = record
@@ -68,7 +72,18 @@ class Checker:
         return self.world.sinks.visible(self.sink_format) if self.sink_format else []
 
     def check(self) -> list[Violation]:
-        return self._exactly_once() + self._one_reader() + self._own_checkpoint() + self._names()
+        if self.exists and self.world.server.get("StreamingJob", NAMESPACE, self.name) is None:
+            self.exists = False
+            self._gone(self.group)
+        found = self._exactly_once() + self._one_reader() + self._own_checkpoint()
+        return found + self._names() + self._fenced()
+
+    def _fenced(self) -> list[Violation]:
+        """A reading driver stops between batches (its final commit) unless its node is lost:
+        forcing a live one out lets the next driver start while it still writes."""
+        found = [Violation("unfenced", what) for what in self.world.unfenced]
+        self.world.unfenced.clear()
+        return found
 
     def _exactly_once(self) -> list[Violation]:
         found = []
@@ -85,7 +100,9 @@ class Checker:
                     prefix += 1
                 self.prefix[(topic, partition)] = prefix
                 if offset > prefix:
-                    missing = [o for o in range(prefix, offset) if not self.seen[(topic, partition, o)]]
+                    missing = [
+                        o for o in range(prefix, offset) if not self.seen[(topic, partition, o)]
+                    ]
                     found.append(
                         Violation(
                             "lost",
@@ -123,7 +140,10 @@ class Checker:
     def _names(self) -> list[Violation]:
         reused = [key for key, n in self.world.server.created.items() if n > 1]
         self.world.server.created.clear()  # reported once
-        return [Violation("name reused", f"pod {name} of job {uid} created twice") for uid, name in reused]
+        return [
+            Violation("name reused", f"pod {name} of job {uid} created twice")
+            for uid, name in reused
+        ]
 
     # --- convergence ---------------------------------------------------------------------
 

@@ -1,7 +1,10 @@
-"""Runs histories, shrinks a failing one to a minimal plan and tells it as a story."""
+"""Runs histories (side by side on every core), shrinks a failing one to a minimal plan and
+tells it as a story."""
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 from collections.abc import Iterable
 from typing import TextIO
 
@@ -29,9 +32,7 @@ def shrink(outcome: Outcome) -> Outcome:
 
 
 def story(outcome: Outcome, tail: int = 40) -> str:
-    acts = "\n".join(
-        f"  {'fault' if a.name in FAULTS else 'act  '} {a}" for a in outcome.plan
-    )
+    acts = "\n".join(f"  {'fault' if a.name in FAULTS else 'act  '} {a}" for a in outcome.plan)
     trace = "\n".join(f"  {line}" for line in outcome.trace[-tail:])
     broken = "\n".join(f"  {v}" for v in outcome.violations)
     return (
@@ -40,16 +41,29 @@ def story(outcome: Outcome, tail: int = 40) -> str:
     )
 
 
-def explore(seeds: Iterable[int], out: TextIO | None = None) -> tuple[int, int, list[Outcome]]:
+def _one(seed: int) -> Outcome:
+    outcome = run(seed)
+    if not outcome.violations:
+        return outcome
+    small = shrink(outcome)
+    small.steps = outcome.steps  # the history's, not the shrinking's
+    return small
+
+
+def explore(
+    seeds: Iterable[int], out: TextIO | None = None, jobs: int = 0
+) -> tuple[int, int, list[Outcome]]:
+    """(histories, steps, the shrunk failing ones); `jobs` processes (0: one per core)."""
     histories = steps = 0
     broken: list[Outcome] = []
-    for seed in seeds:
-        outcome = run(seed)
-        histories += 1
-        steps += outcome.steps
-        if outcome.violations:
-            small = shrink(outcome)
-            broken.append(small)
-            if out is not None:
-                out.write(story(small) + "\n")
+    jobs = jobs or os.cpu_count() or 1
+    with multiprocessing.get_context("fork").Pool(jobs) as pool:
+        for outcome in pool.imap_unordered(_one, seeds, chunksize=4):
+            histories += 1
+            steps += outcome.steps
+            if outcome.violations:
+                broken.append(outcome)
+                if out is not None:
+                    out.write(story(outcome) + "\n")
+                    out.flush()
     return histories, steps, broken

@@ -56,8 +56,8 @@ class World:
         self.files = Files()
         self.sinks = Sinks(FileSink(self.files), Table())
         self.nodes: dict[str, Node] = {}
-        self.drivers: dict[str, Driver] = {}  # by pod name: every process ever started
-        self.pull_fails: int = 0  # the next pods created never pull their image
+        self.drivers: dict[str, Driver] = {}  # by pod uid: every process ever started
+        self.pull_fail_until = -1.0  # image pulls fail until then (a registry outage)
         self.commit_fail_until = -1.0
         self.watch_stalled_until = -1.0
         self.queue: list[Event] = []
@@ -65,6 +65,7 @@ class World:
         self.trace: list[str] = []
         self.on_pod_change: Callable[[str], None] = lambda job: None
         self.on_lease: Callable[[dict[str, Any]], None] = lambda lease: None
+        self.unfenced: list[str] = []  # reading drivers on live nodes force-deleted
         for _ in range(3):
             self.add_node()
 
@@ -142,13 +143,16 @@ class World:
             if self.nodes[node_name].alive:
                 self.at(1.0, "kubelet", name)  # the status update waits for the API server
             return
-        if pod["metadata"].get("pull-fails"):
+        if self.clock.t < self.pull_fail_until and pod["metadata"]["uid"] not in self.drivers:
             if not pod["status"].get("containerStatuses"):
                 waiting = {"reason": "ImagePullBackOff", "message": "Back-off pulling image"}
-                pod["status"]["containerStatuses"] = [{"name": "driver", "state": {"waiting": waiting}}]
+                pod["status"]["containerStatuses"] = [
+                    {"name": "driver", "state": {"waiting": waiting}}
+                ]
                 self.pod_changed(pod)
+            self.at(10.0, "kubelet", name)  # the kubelet's next pull
             return
-        driver = self.drivers.get(name)
+        driver = self.drivers.get(pod["metadata"]["uid"])
         if driver is None:
             self.start_process(pod, node_name)
         elif not driver.alive:
@@ -162,12 +166,14 @@ class World:
         driver.job = job
         if pod["metadata"].get("deletionTimestamp"):
             driver.stop_requested = True
-        self.drivers[driver.pod] = driver
+        self.drivers[driver.uid_of_pod] = driver
         pod["status"]["phase"] = "Running"
         pod["status"]["containerStatuses"] = [{"name": "driver", "state": {"running": {}}}]
         self.pod_changed(pod)
-        self.log(f"{driver.pod} started on {node} ({' '.join(driver.argv[driver.argv.index('--epoch'):])})")
-        self.at(self.delay(0.5, 3), "driver", driver.pod)
+        self.log(
+            f"{driver.pod} started on {node} ({' '.join(driver.argv[driver.argv.index('--epoch') :])})"
+        )
+        self.at(self.delay(0.5, 3), "driver", driver.uid_of_pod)
 
     def record_exit(self, pod: dict[str, Any], driver: Driver) -> None:
         code = driver.exit_code or 0
@@ -185,39 +191,41 @@ class World:
         pod = self.pod(name)
         if pod is None:
             return True
-        driver = self.drivers.get(name)
+        uid = pod["metadata"]["uid"]
+        driver = self.drivers.get(uid)
         node = self.nodes.get(pod["spec"].get("nodeName") or "")
         started = driver is not None and driver.alive
+        grace = pod["spec"].get("terminationGracePeriodSeconds", 30)
         if force or node is None or (node.alive and not started):
             self.server.remove("Pod", namespace, name)
-            if driver is not None and driver.alive:
-                self.at(self.delay(0.5, 3), "kill", name)  # the kubelet's next sync
+            if force and started and node is not None and node.alive and driver.reading:
+                self.unfenced.append(f"{name} force-deleted while reading on live {node.name}")
+            if started:
+                # its kubelet (if alive) stops the container as for any deletion: SIGTERM at
+                # its next sync, SIGKILL after the pod's grace period
+                self.at(self.delay(0.5, 3), "sigterm", uid)
+                self.at(grace, "kill", uid)
             self.at(self.delay(0.1, 1.0), "wake", pod["metadata"]["labels"].get(LABEL_JOB, ""))
             return True
         if not pod["metadata"].get("deletionTimestamp"):
             pod["metadata"]["deletionTimestamp"] = iso(self.clock())
-            grace = pod["spec"].get("terminationGracePeriodSeconds", 30)
             self.pod_changed(pod)
-            self.at(self.delay(0.1, 1), "sigterm", name)
-            self.at(grace, "grace-over", name)
+            self.at(self.delay(0.1, 1), "sigterm", uid)
+            self.at(grace, "kill", uid)  # the kubelet's SIGKILL after the grace period
         return False
 
-    def sigterm(self, name: str) -> None:
-        driver = self.drivers.get(name)
+    def sigterm(self, uid: str) -> None:
+        driver = self.drivers.get(uid)
         if driver is not None and driver.alive and self.nodes[driver.node].alive:
             driver.stop_requested = True
 
-    def grace_over(self, name: str) -> None:
-        if self.pod(name) is not None:
-            self.kill(name)  # the kubelet's SIGKILL after the termination grace period
-
-    def kill(self, name: str) -> None:
-        driver = self.drivers.get(name)
+    def kill(self, uid: str) -> None:
+        driver = self.drivers.get(uid)
         if driver is not None and driver.alive and self.nodes[driver.node].alive:
             driver.exit(137)
-            self.log(f"{name} killed")
-            if self.pod(name) is not None:
-                self.at(0.5, "kubelet", name)
+            self.log(f"{driver.pod} killed")
+            if self.pod(driver.pod) is not None:
+                self.at(0.5, "kubelet", driver.pod)
 
     # --- drivers ---------------------------------------------------------------------------
 
@@ -232,8 +240,9 @@ class World:
             log=self.log,
         )
 
-    def driver(self, name: str) -> None:
-        driver = self.drivers[name]
+    def driver(self, uid: str) -> None:
+        driver = self.drivers[uid]
+        name = driver.pod
         if not driver.alive:
             return
         before = driver.stage
@@ -241,24 +250,22 @@ class World:
         if driver.stage != before:
             self.log(f"{name}: {before} -> {driver.stage}")
         if driver.alive:
-            self.at(self.delay(0.3, 2.5), "driver", name)
+            self.at(self.delay(0.3, 2.5), "driver", uid)
         elif self.pod(name) is not None:
             self.at(self.delay(0.2, 1), "kubelet", name)
 
-    def _report(self, pod: str, key: str, value: dict[str, Any]) -> bool:
-        driver = self.drivers[pod]
-        cm = self.server.get("ConfigMap", NAMESPACE, report_configmap_name(driver.job))
+    def _report(self, job: str, key: str, value: dict[str, Any]) -> bool:
+        cm = self.server.get("ConfigMap", NAMESPACE, report_configmap_name(job))
         if cm is None or self.server.down():
             return False
         cm.setdefault("data", {})[key] = json.dumps(value)
-        self.server.bump(cm)
-        self.at(self.delay(0.1, 1.0), "wake", driver.job)
+        self.server.bump(cm)  # no wake: the operator reads the report when it looks
         return True
 
-    def _read_go(self, job: str) -> dict[str, Any] | None:
+    def _read_go(self, configmap: str) -> dict[str, Any] | None:
         if self.server.down():
             return None
-        cm = self.server.get("ConfigMap", NAMESPACE, report_configmap_name(job))
+        cm = self.server.get("ConfigMap", NAMESPACE, configmap)
         raw = ((cm or {}).get("data") or {}).get("go.json")
         return json.loads(raw) if raw else None
 
