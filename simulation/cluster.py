@@ -27,11 +27,11 @@ class Crash(BaseException):  # a killed process: no `except Exception` catches i
 
 @dataclass
 class Faults:
-    """Which calls fail now: an outage fails every call; `crash_at` kills the operator at
-    that call count (`after`: once the call took effect, else before)."""
+    """Which calls fail now: an outage fails every call; `crash_in` kills the operator in the
+    next call of that kind (`after`: once the call took effect, else before)."""
 
     outage_until: float = -1.0
-    crash_at: int = -1
+    crash_in: str = ""
     crash_after: bool = False
 
 
@@ -80,14 +80,16 @@ class SimApi:
     def _enter(self, what: str) -> None:
         s = self.server
         s.calls += 1
-        if s.calls == s.faults.crash_at and not s.faults.crash_after:
+        if s.faults.crash_in and what.startswith(s.faults.crash_in) and not s.faults.crash_after:
+            s.faults.crash_in = ""
             raise Crash(what)
         if s.down():
             raise TransientError(f"{what}: ConnectionRefusedError (simulated outage)")
 
     def _leave(self, what: str) -> None:
         s = self.server
-        if s.calls == s.faults.crash_at and s.faults.crash_after:
+        if s.faults.crash_in and what.startswith(s.faults.crash_in) and s.faults.crash_after:
+            s.faults.crash_in = ""
             raise Crash(what)
 
     # --- the StreamingJob ------------------------------------------------------------

@@ -20,7 +20,7 @@ import yaml
 from spark_app import offsets as off
 from spark_app.checkpoint_log import ahead_of_group
 from spark_app.delta_sink import app_id
-from spark_app.group_offsets import sink_batch
+from spark_app.group_offsets import newest_durable, sink_batch
 from spark_app.manifest import RunnerManifest, epoch_sink_path, load_manifest
 from spark_app.offsets import Positions
 from spark_app.runner import _start_point, parse_args
@@ -53,7 +53,8 @@ class Sinks:
         assert sink.path is not None
         if sink.format == "delta":
             return self.table.add_batch(app_id(location), batch, rows)
-        return self.files.add_batch(epoch_sink_path(sink.path, epoch), batch, rows)
+        directory = epoch_sink_path(sink.path, location) or f"{sink.path}/epoch-{epoch}"
+        return self.files.add_batch(directory, batch, rows)
 
     def visible(self, sink_format: str) -> list[Record]:
         return self.table.visible() if sink_format == "delta" else self.files.visible()
@@ -103,7 +104,6 @@ class Driver:
     def of_pod(cls, pod: dict[str, Any], job_yaml: str, uid: str, node: str) -> Driver:
         args: list[str] = pod["spec"]["containers"][0]["args"]
         parsed = parse_args(args[args.index("--manifest") :])
-        previous = parsed.previous_checkpoint
         d = cls(
             pod=pod["metadata"]["name"],
             uid_of_pod=pod["metadata"]["uid"],
@@ -115,7 +115,7 @@ class Driver:
             epoch=parsed.epoch,
             attempt=parsed.attempt,
             location=parsed.checkpoint_location,
-            previous=list(previous) if isinstance(previous, list) else [previous] * bool(previous),
+            previous=list(parsed.previous_checkpoint),
             wait_for_go=parsed.wait_for_go,
             go_configmap=parsed.go_configmap or parsed.report_configmap or "",
         )
@@ -174,6 +174,7 @@ class Driver:
         w.report(self.job, "report.json", {**self.identity(), **start})
         if self.start_path == "restored":
             self.stage = "restore"
+            self._commit_durable(w)  # the restored batch's end, where the group is behind
         elif self.previous and self._catches_up():
             self.stage = "catch-up"
         else:
@@ -187,14 +188,13 @@ class Driver:
     def _catch_up(self, w: World) -> None:
         """The previous epochs' last durable batch reaches the group where it is ahead
         (group_offsets.catch_up); a failure fails the start (exit 5)."""
-        assert self.manifest is not None
-        for previous in self.previous:
-            in_sink = w.sinks.newest(self.manifest, previous)
-            batch = Checkpoint(w.files, previous).durable_batch(in_sink)
-            if batch is not None or Checkpoint(w.files, previous).newest("offsets") is not None:
-                break
-        else:
-            batch = None
+        manifest = self.manifest
+        assert manifest is not None
+        _location, batch = newest_durable(
+            self.previous,
+            lambda at: Checkpoint(w.files, at),
+            lambda at: w.sinks.newest(manifest, at),
+        )
         if batch is not None:
             if w.commit_fails():
                 w.log(f"{self.pod}: catch-up commit failed: exit 5")
@@ -273,14 +273,18 @@ class Driver:
 
     def _final_commit(self, w: World) -> None:
         """After the query stopped: the last durable batch's end where ahead of the group."""
-        assert self.manifest is not None
         self.pending_commit = None
-        if self._catches_up_on_checkpoints():
-            in_sink = w.sinks.newest(self.manifest, self.location)
-            batch = Checkpoint(w.files, self.location).durable_batch(in_sink)
-            if batch is not None and not w.commit_fails():
-                w.kafka.commit(self.group, ahead_of_group(batch.end, w.kafka.committed(self.group)))
+        self._commit_durable(w)
         self.exit(0)
+
+    def _commit_durable(self, w: World) -> None:
+        """The checkpoint's last durable batch where ahead of the group
+        (group_offsets.commit_durable); a failed commit is logged, never fatal."""
+        if not self._catches_up_on_checkpoints():
+            return
+        batch = Checkpoint(w.files, self.location).durable_batch()
+        if batch is not None and not w.commit_fails():
+            w.kafka.commit(self.group, ahead_of_group(batch.end, w.kafka.committed(self.group)))
 
 
 def report_json(value: dict[str, Any]) -> str:

@@ -43,6 +43,11 @@ FAULTS = frozenset(
     {"crash-driver", "commit-fails", "pull-fails", "node-lost", "api-outage", "watch-stall"}
     | {"operator-crash"}
 )
+# Where an armed driver crash strikes: the stage it is about to run ("plan": after the
+# commit-log entry, before the batch's group commit)
+CRASH_STAGES = ("sink", "commit", "plan", "start", "catch-up", "resolve", "restore", "final-commit")
+# In which API call an operator crash strikes (cluster.SimApi's names)
+CRASH_CALLS = ("status job", "create pod", "delete pod", "patch configmap key go.json", "apply")
 # How often each act is drawn (the rest: 1)
 WEIGHTS = {"produce": 6, "crash-driver": 2, "redeploy": 2, "create": 2}
 
@@ -182,7 +187,7 @@ class History:
         except Crash as crash:
             w.log(f"operator crashed in: {crash}")
             self.operator = None
-            w.server.faults.crash_at = -1
+            w.server.faults.crash_in = ""
             w.at(w.delay(2, 15), "operator-start")
             return
         if delay is not None:
@@ -228,16 +233,10 @@ class History:
             self.delete()
         elif act.name == "produce":
             w.kafka.produce(arg % w.kafka.partitions, 1 + arg % 20)
-        elif act.name == "crash-driver":
-            running = [d for d in w.drivers.values() if d.alive and w.nodes[d.node].alive]
-            if running:
-                victim = running[arg % len(running)]
-                victim.exit(1)
-                w.log(f"{victim.pod} crashed at {victim.stage}")
-                if w.pod(victim.pod) is not None:
-                    w.at(w.delay(0.2, 1), "kubelet", victim.pod)
+        elif act.name == "crash-driver":  # at the next driver's arrival at a stage
+            w.crash_at_stage = CRASH_STAGES[arg % len(CRASH_STAGES)]
         elif act.name == "commit-fails":
-            w.commit_fail_until = w.clock.t + 5 + arg % 60
+            w.commit_failures = 1 + arg % 3
         elif act.name == "pull-fails":
             w.pull_fail_until = w.clock.t + 10 + arg % 300
         elif act.name == "node-lost":
@@ -248,8 +247,8 @@ class History:
             w.server.faults.outage_until = w.clock.t + 5 + arg % 120
         elif act.name == "watch-stall":
             w.watch_stalled_until = w.clock.t + 5 + arg % 60
-        elif act.name == "operator-crash":
-            w.server.faults.crash_at = w.server.calls + 1 + arg % 12
+        elif act.name == "operator-crash":  # in the next call of a kind, before or after it
+            w.server.faults.crash_in = CRASH_CALLS[arg % len(CRASH_CALLS)]
             w.server.faults.crash_after = arg % 2 == 0
 
     def create(self) -> None:

@@ -13,6 +13,7 @@ from streamingjob_operator.naming import FINALIZER
 from streamingjob_operator.nodes import NodeTracker
 from streamingjob_operator.reconcile import Reconciler
 from streamingjob_operator.settings import OperatorSettings
+from streamingjob_operator.timing import watch_quiet_seconds
 
 from .cluster import Crash
 from .world import NAMESPACE, World
@@ -38,6 +39,9 @@ class Operator:
             list_nodes=lambda: ([], ""),
             watch_nodes=lambda version, timeout: iter(()),
             grace_seconds=config.node_lost_grace_seconds,
+            quiet_seconds=watch_quiet_seconds(
+                config.node_lost_grace_seconds, config.kubelet_lease_renew_seconds
+            ),
             wake=lambda namespace, name: self.world.at(0.1, "reconcile", name),
             clock=world.clock,
         )

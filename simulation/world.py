@@ -20,8 +20,8 @@ from streamingjob_operator.naming import (
 )
 from streamingjob_operator.observed import iso
 
-from .cluster import Server, SimApi
 from .clock import Clock
+from .cluster import Server, SimApi
 from .data import Files, FileSink, Kafka, Table
 from .driver import Driver, Sinks
 from .driver import World as DriverWorld
@@ -58,7 +58,8 @@ class World:
         self.nodes: dict[str, Node] = {}
         self.drivers: dict[str, Driver] = {}  # by pod uid: every process ever started
         self.pull_fail_until = -1.0  # image pulls fail until then (a registry outage)
-        self.commit_fail_until = -1.0
+        self.commit_failures = 0  # the next group commits that fail (a coordinator away)
+        self.crash_at_stage = ""  # the next driver to reach this stage crashes there
         self.watch_stalled_until = -1.0
         self.queue: list[Event] = []
         self.seq = 0
@@ -170,9 +171,8 @@ class World:
         pod["status"]["phase"] = "Running"
         pod["status"]["containerStatuses"] = [{"name": "driver", "state": {"running": {}}}]
         self.pod_changed(pod)
-        self.log(
-            f"{driver.pod} started on {node} ({' '.join(driver.argv[driver.argv.index('--epoch') :])})"
-        )
+        launch = " ".join(driver.argv[driver.argv.index("--epoch") :])
+        self.log(f"{driver.pod} started on {node} ({launch})")
         self.at(self.delay(0.5, 3), "driver", driver.uid_of_pod)
 
     def record_exit(self, pod: dict[str, Any], driver: Driver) -> None:
@@ -216,8 +216,15 @@ class World:
 
     def sigterm(self, uid: str) -> None:
         driver = self.drivers.get(uid)
-        if driver is not None and driver.alive and self.nodes[driver.node].alive:
-            driver.stop_requested = True
+        if driver is None or not driver.alive or not self.nodes[driver.node].alive:
+            return
+        if driver.stage in ("start", "catch-up", "resolve", "restore"):
+            driver.exit(143)  # the runner's SIGTERM handler comes with the query (runner.run)
+            self.log(f"{driver.pod} terminated at its start")
+            if self.pod(driver.pod) is not None:
+                self.at(0.5, "kubelet", driver.pod)
+            return
+        driver.stop_requested = True
 
     def kill(self, uid: str) -> None:
         driver = self.drivers.get(uid)
@@ -236,14 +243,26 @@ class World:
             sinks=self.sinks,
             report=self._report,
             read_go=self._read_go,
-            commit_fails=lambda: self.clock.t < self.commit_fail_until,
+            commit_fails=self._commit_fails,
             log=self.log,
         )
+
+    def _commit_fails(self) -> bool:
+        if self.commit_failures:
+            self.commit_failures -= 1
+            return True
+        return False
 
     def driver(self, uid: str) -> None:
         driver = self.drivers[uid]
         name = driver.pod
         if not driver.alive:
+            return
+        if driver.stage == self.crash_at_stage and self.nodes[driver.node].alive:
+            self.crash_at_stage = ""
+            driver.exit(1)
+            self.log(f"{name} crashed at {driver.stage} (armed)")
+            self.at(self.delay(0.2, 1), "kubelet", name)
             return
         before = driver.stage
         driver.step(self.driver_world())

@@ -16,9 +16,8 @@ backwards through them.
 from __future__ import annotations
 
 import logging
-import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from spark_app import offsets as off
@@ -127,28 +126,53 @@ def for_manifest(manifest: RunnerManifest) -> GroupOffsets | None:
 
 
 def catch_up(
-    spark, manifest: RunnerManifest, group: GroupOffsets | None, previous: str, timeout: float
+    spark,
+    manifest: RunnerManifest,
+    group: GroupOffsets | None,
+    previous: Sequence[str],
+    timeout: float,
 ) -> dict:
-    """Before a fresh epoch resolves committed offsets: the previous epoch's last durable
-    batch reaches the group where it is ahead, so nothing it made durable is read again,
-    whether the old driver stopped or crashed. When that fails, `catch_up_failure` says why
-    and the runner fails the start (nothing has been read yet)."""
+    """Before a fresh epoch resolves committed offsets: the earlier epochs' last durable
+    batch (`newest_durable`) reaches the group where it is ahead, so nothing they made
+    durable is read again, whether the old driver stopped or crashed. When that fails,
+    `catch_up_failure` says why and the runner fails the start (nothing has been read yet)."""
     starting = manifest.spec.job.source.starting_offsets
+    location = previous[0] if previous else ""
     if group is None:
         result = {"outcome": "skipped", "reason": "commitOffsetsOnCheckpoints is false"}
     elif starting != "committed":
         result = {"outcome": "skipped", "reason": f"startingOffsets is {starting}"}
     else:
         try:
-            in_sink = previous_sink_batch(spark, manifest, previous)
-            batch = CheckpointFiles(spark, previous).durable_batch(in_sink)
+            location, batch = newest_durable(
+                previous,
+                lambda at: CheckpointFiles(spark, at),
+                lambda at: previous_sink_batch(spark, manifest, at),
+            )
         except CheckpointUnreadable as exc:
             log.warning("previous checkpoint unreadable, its offsets are not caught up: %s", exc)
-            return {"location": previous, "outcome": "unreadable", "error": str(exc)}
+            return {"location": location, "outcome": "unreadable", "error": str(exc)}
         result = {"outcome": "nothing durable"} if batch is None else group.catch_up(batch, timeout)
     line = describe(result) if "partitions" in result else result["outcome"]
-    log.info("previous epoch's checkpoint %s: %s", previous, line)
-    return {"location": previous, **result}
+    log.info("previous epoch's checkpoint %s: %s", location, line)
+    return {"location": location, **result}
+
+
+def newest_durable(
+    previous: Sequence[str],
+    checkpoint: Callable[[str], CheckpointFiles],
+    in_sink: Callable[[str], int | None],
+) -> tuple[str, DurableBatch | None]:
+    """The checkpoint to catch up from among the earlier epochs' (newest first) and its last
+    durable batch: the newest whose query started (its offset log exists). An epoch whose
+    start failed before its query (a failed catch-up, a refusal, a driver that never ran)
+    made nothing durable and caught nothing up: the one before it still has to be."""
+    for location in previous:
+        files = checkpoint(location)
+        batch = files.durable_batch(in_sink(location))
+        if batch is not None or files.newest("offsets") is not None:
+            return location, batch
+    return (previous[0] if previous else ""), None
 
 
 CATCH_UP_FAILED = ("failed", "timed out", "unreadable")
@@ -194,27 +218,30 @@ def sink_batch(
     log_newest: Callable[[str], int | None],
 ) -> int | None:
     """The newest batch of `checkpoint`'s query that its sink committed: in the file sink's
-    log (`<sink.path>/epoch-<k>/_spark_metadata`) or in the Delta table's (by app id)."""
+    log (`manifest.epoch_sink_path`'s `_spark_metadata`) or in the Delta table's (by app id)."""
     if sink_format == "delta" and path:
         return table_batch(path, app_id(checkpoint))
-    epoch = re.search(r"/epoch-(\d+)/?$", checkpoint)
-    if not path or epoch is None:
-        return None
-    return log_newest(f"{epoch_sink_path(path, int(epoch.group(1)))}/_spark_metadata")
+    directory = epoch_sink_path(path, checkpoint) if path else None
+    return log_newest(f"{directory}/_spark_metadata") if directory else None
 
 
-def final_commit(checkpoint: CheckpointFiles, group: GroupOffsets, timeout: float) -> dict:
-    """After the query stopped: the last durable batch's end offsets reach the group,
-    synchronously and within `timeout` (its last batch may have ended after the last poll)."""
+def commit_durable(
+    checkpoint: CheckpointFiles, group: GroupOffsets, timeout: float, moment: str
+) -> dict:
+    """The checkpoint's last durable batch's end offsets reach the group where it is behind,
+    synchronously and within `timeout`; a failure is logged and returned, never raised. Two
+    moments: the final commit after the query stopped (its last batch may have ended after
+    the last poll), and a restore (the driver before may have died between a batch's
+    commit-log entry and its group commit: an idle stream would leave the group behind)."""
     try:
         batch = checkpoint.durable_batch()
     except CheckpointUnreadable as exc:
-        log.warning("final commit: checkpoint unreadable: %s", exc)
+        log.warning("%s: checkpoint unreadable: %s", moment, exc)
         return {"outcome": "unreadable", "error": str(exc)}
     if batch is None:
         return {"outcome": "nothing durable"}
     result = group.catch_up(batch, timeout)
     (log.info if result["outcome"] in ("committed", "nothing ahead") else log.warning)(
-        "final commit of the last durable batch: %s", describe(result)
+        "%s of the last durable batch: %s", moment, describe(result)
     )
     return result

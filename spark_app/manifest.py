@@ -817,15 +817,33 @@ def describe_validation_error(exc: ValidationError) -> str:
     return "invalid StreamingJob manifest:\n  " + "\n  ".join(lines)
 
 
-def checkpoint_location(base: str, namespace: str, name: str, epoch: int) -> str:
+def job_checkpoints(base: str, namespace: str, name: str, uid: str = "") -> str:
+    """Where one job keeps its epochs' checkpoints: `<base>/<namespace>/<name>/<uid>`. The
+    uid keeps a job deleted and created again under the same name apart from the old one
+    (its checkpoints, its file sink's directories, its Delta app ids). Without a uid (a
+    local run, a job launched by an operator before this layout): `<base>/<namespace>/<name>`."""
+    root = f"{base.rstrip('/')}/{namespace}/{name}"
+    return f"{root}/{uid}" if uid else root
+
+
+def checkpoint_location(base: str, namespace: str, name: str, epoch: int, uid: str = "") -> str:
     """The checkpoint directory of one deployment epoch (same epoch = restore)."""
-    return f"{base.rstrip('/')}/{namespace}/{name}/epoch-{epoch}"
+    return f"{job_checkpoints(base, namespace, name, uid)}/epoch-{epoch}"
 
 
-def epoch_sink_path(path: str, epoch: int) -> str:
-    """A file sink's directory for one deployment epoch.
+_EPOCH_TAIL = re.compile(
+    r"(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})?/epoch-\d+/?$"
+)
 
-    Spark's file sink records committed batches by batch id in `<path>/_spark_metadata` and
+
+def epoch_sink_path(path: str, checkpoint: str) -> str | None:
+    """A file sink's directory for the query at `checkpoint`: `<path>/<uid>/epoch-<n>`, the
+    checkpoint location's own tail (`<path>/epoch-<n>` for a location without uid); None
+    for a location that names no epoch.
+
+    Spark's file sink records committed batches by batch id in `<dir>/_spark_metadata` and
     skips any batch id it has seen. A redeploy starts a new checkpoint at batch 0, so in the
-    same directory its batches would be silently dropped; each epoch writes its own."""
-    return f"{path.rstrip('/')}/epoch-{epoch}"
+    same directory its batches would be silently dropped; each epoch of each job (uid)
+    writes its own."""
+    tail = _EPOCH_TAIL.search(checkpoint)
+    return f"{path.rstrip('/')}{tail.group(0).rstrip('/')}" if tail else None

@@ -162,7 +162,9 @@ def _to_sink(writer, spark, job: JobSpec, epoch: int, location: str):
     else:
         writer = writer.format(sink.format)
         if sink.path:
-            writer = writer.option("path", epoch_sink_path(sink.path, epoch))
+            # a location the operator did not lay out (a local run's override): per epoch
+            directory = epoch_sink_path(sink.path, location)
+            writer = writer.option("path", directory or f"{sink.path.rstrip('/')}/epoch-{epoch}")
     return writer.options(**sink.options)
 
 

@@ -213,8 +213,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--report-configmap", help="publish the report to this ConfigMap")
     parser.add_argument(
         "--previous-checkpoint",
-        help="the previous epoch's checkpoint: a fresh start first commits its last durable "
-        "batch's end offsets where they are ahead of the group",
+        action="append",
+        default=[],
+        help="an earlier epoch's checkpoint, newest first (repeated): a fresh start first "
+        "commits the last durable batch of the newest whose query started, where it is ahead "
+        "of the group",
     )
     parser.add_argument(
         "--final-commit-timeout",
@@ -470,6 +473,11 @@ def run(
             and not _catch_up(spark, manifest, group, args, reporter)
         ):
             return _not_started(group, EXIT_CATCH_UP_FAILED)
+        if group is not None and not fresh:
+            restored = group_writer.commit_durable(
+                checkpoint, group, args.final_commit_timeout, "restore"
+            )
+            reporter.update(restoredCommit=restored)
         phases.done("catch-up")
         signal.signal(signal.SIGTERM, lambda *_: stop_requested.set())
         signal.signal(signal.SIGINT, lambda *_: stop_requested.set())
@@ -500,7 +508,9 @@ def run(
         )
     finally:
         if group is not None:
-            result = group_writer.final_commit(checkpoint, group, args.final_commit_timeout)
+            result = group_writer.commit_durable(
+                checkpoint, group, args.final_commit_timeout, "final commit"
+            )
             reporter.update(finalCommit=result)
             group.close(1.0)
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from spark_app.manifest import CheckpointSpec
+from spark_app.manifest import CheckpointSpec, job_checkpoints
 
 from .launch import Launch
 from .models import API_GROUP, API_VERSION, KIND, StreamingJobSpec
@@ -420,8 +420,8 @@ def driver_args(job: dict[str, Any], spec: StreamingJobSpec, launch: Launch) -> 
         "--report-configmap",
         report_configmap_name(name),
     ]  # the runner's stop timings are its defaults: timing.DRIVER_STOP (a unit test checks)
-    if launch.previous_checkpoint:  # empty when an offsets action set the group (it wins)
-        args += ["--previous-checkpoint", launch.previous_checkpoint]
+    for previous in launch.previous_checkpoints:  # none when an offsets action set the group
+        args += ["--previous-checkpoint", previous]
     if launch.wait_for_go:  # a warm hand-over's next driver (handover.py): its go, apart
         args += ["--go-configmap", go_configmap_name(name), "--wait-for-go"]
     return args
@@ -531,21 +531,32 @@ def _waiting_env(launch: Launch) -> list[dict[str, Any]]:
     ]
 
 
-def checkpoint_cleanup_path(spec: StreamingJobSpec, namespace: str, name: str) -> str | None:
-    """What a cleanup Job deletes: <location>/<namespace>/<name> for an s3a:// location, or
-    that local path when a file:// location lies on one of the job's volumeMounts; None when
-    the operator cannot reach the data (a node-local path, another scheme)."""
+def checkpoint_cleanup_paths(
+    spec: StreamingJobSpec, namespace: str, name: str, uid: str, recorded: list[str]
+) -> list[str] | None:
+    """What a cleanup Job deletes: this job's own directory (`manifest.job_checkpoints`:
+    <location>/<namespace>/<name>/<uid>), never another job's of the same name, and the
+    `recorded` locations outside it (epochs an earlier operator laid out without the uid).
+    For an s3a:// location, or a file:// one on one of the job's volumeMounts; None when the
+    operator cannot reach the data (a node-local path, another scheme)."""
     location = spec.checkpoint.location
+    own = job_checkpoints(location, namespace, name, uid)
+    paths = [own, *sorted({p for p in recorded if p and not p.startswith(own + "/")})]
     if location.startswith("s3a://"):
-        return f"{location.rstrip('/')}/{namespace}/{name}"
+        return paths
+    local = [_mounted(spec, path) for path in paths]
+    return [p for p in local if p is not None] if local[0] is not None else None
+
+
+def _mounted(spec: StreamingJobSpec, location: str) -> str | None:
+    """A file:// (or absolute) location as a path inside one of the job's volumeMounts."""
     if location.startswith("file://"):
         path = location[len("file://") :]
     elif location.startswith("/"):
         path = location
     else:
         return None
-    path = "/" + path.lstrip("/")
-    target = f"{path.rstrip('/')}/{namespace}/{name}"
+    target = "/" + path.lstrip("/").rstrip("/")
     for mount in spec.volume_mounts:
         mount_path = str(mount.get("mountPath", "")).rstrip("/")
         if mount_path and (target + "/").startswith(mount_path + "/") and target != mount_path:
@@ -553,10 +564,10 @@ def checkpoint_cleanup_path(spec: StreamingJobSpec, namespace: str, name: str) -
     return None
 
 
-def cleanup_command(spec: StreamingJobSpec, path: str) -> list[str]:
-    """rm for a mounted path; Hadoop's FsShell (in the Spark image, with S3A) for s3a://."""
-    if not path.startswith("s3a://"):
-        return ["rm", "-rf", "--", path]
+def cleanup_command(spec: StreamingJobSpec, paths: list[str]) -> list[str]:
+    """rm for mounted paths; Hadoop's FsShell (in the Spark image, with S3A) for s3a://."""
+    if not paths[0].startswith("s3a://"):
+        return ["rm", "-rf", "--", *paths]
     confs = spec.s3.hadoop_conf() if spec.s3 else {}
     defines = [
         arg
@@ -573,14 +584,14 @@ def cleanup_command(spec: StreamingJobSpec, path: str) -> list[str]:
         "-r",
         "-f",
         "-skipTrash",
-        path,
+        *paths,
     ]
 
 
 def build_cleanup_job(
-    job: dict[str, Any], spec: StreamingJobSpec, path: str, job_name: str
+    job: dict[str, Any], spec: StreamingJobSpec, paths: list[str], job_name: str
 ) -> dict[str, Any]:
-    """A short-lived Job that deletes the job's checkpoint data (checkpoint_cleanup_path). It
+    """A short-lived Job that deletes the job's checkpoint data (checkpoint_cleanup_paths). It
     is not owned by the StreamingJob (which is going away); it deletes itself after it
     finished."""
     meta = job["metadata"]
@@ -608,7 +619,7 @@ def build_cleanup_job(
                             "name": "cleanup",
                             "image": spec.image,
                             "imagePullPolicy": spec.image_pull_policy,
-                            "command": cleanup_command(spec, path),
+                            "command": cleanup_command(spec, paths),
                             "env": s3_env(spec),
                             "volumeMounts": [
                                 *scratch_mounts(),

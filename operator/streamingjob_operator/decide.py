@@ -108,10 +108,11 @@ def decide(
     namespace: str,
     name: str,
     cfg: DecideConfig | None = None,
+    uid: str = "",
 ) -> Decision:
     """The one decision of a reconcile step, by what the job is doing: suspended, acted on by
     hand (first launch, resume, nonce, spec change), ended, launching, or launched."""
-    d = _dispatch(spec, status, observed, namespace=namespace, name=name, cfg=cfg)
+    d = _dispatch(spec, status, observed, namespace=namespace, name=name, cfg=cfg, uid=uid)
     if d.status.phase != "Running":
         d.status.executors = 0  # the scale's status replicas: only a running job has any
     return d
@@ -125,11 +126,12 @@ def _dispatch(
     namespace: str,
     name: str,
     cfg: DecideConfig | None,
+    uid: str,
 ) -> Decision:
     cfg = cfg or DecideConfig()
     st = status.model_copy(deep=True)
     d = Decision(action="none", status=st, requeue_after=cfg.resync_seconds)
-    job = Job(spec, namespace, name, observed, cfg)
+    job = Job(spec, namespace, name, observed, cfg, uid)
 
     if spec.suspend:
         return suspend(job, d)

@@ -19,6 +19,7 @@ from .naming import driver_pod_name, executor_selector, ui_service_name
 from .observed import iso, parse_time
 from .spec_models import StreamingJobSpec
 from .status_models import StreamingJobStatus
+from .step import Job
 
 # How each spec field is treated when it changes (tested to cover every field).
 REDEPLOY = "redeploy"  # new epoch (stateless) or relaunch (last-state)
@@ -145,33 +146,42 @@ def next_attempt(st: StreamingJobStatus) -> int:
     return max([st.attempt, *(o.attempt for o in others)]) + 1
 
 
-def set_target(
-    spec: StreamingJobSpec,
-    st: StreamingJobStatus,
-    namespace: str,
-    name: str,
-    epoch: int,
-    attempt: int,
-) -> None:
+def next_epoch(st: StreamingJobStatus) -> int:
+    """A new epoch: above the job's and above the last hand-over's, whose driver (named by
+    its epoch) was started for an epoch that may never have become the job's (Cancelled,
+    FellBack): a name and a checkpoint location are never handed out again."""
+    handover = st.handover.epoch if st.handover is not None else 0
+    return max(st.epoch, handover) + 1
+
+
+def set_target(job: Job, st: StreamingJobStatus, epoch: int, attempt: int) -> None:
+    """The next launch's target in status: a new epoch gets a new, empty checkpoint location
+    of this job's own (its uid); the next attempt of an epoch restores the location the
+    epoch was given (as recorded, whatever layout it was given under)."""
+    spec, name = job.spec, job.name
     group = spec.job.source.group_id or ""
-    if epoch != st.epoch:
-        # A new epoch: the one before it is where its offsets catch up from, for the same
+    new_epoch = epoch != st.epoch
+    if new_epoch:
+        # A new epoch: the ones before it are where its offsets catch up from, for the same
         # group only (a new group starts where the user asked: its own offsets or the reset
         # strategy). "": recorded by an operator that kept no group (treated as the same).
         same_group = st.checkpoint_group_id in ("", group)
-        st.previous_checkpoint_location = st.checkpoint_location if same_group else ""
+        chain = [st.checkpoint_location, st.previous_checkpoint_location]
+        _catch_up_from(st, [*chain, *st.older_checkpoint_locations] if same_group else [])
     st.checkpoint_group_id = group
     if st.offsets_acted_since_launch:
         # The user set the group's offsets after the last driver stopped: they win over the
-        # previous epoch's checkpoint, for this launch and every later one of the epoch.
-        st.previous_checkpoint_location = ""
+        # earlier epochs' checkpoints, for this launch and every later one of the epoch.
+        _catch_up_from(st, [])
         st.offsets_acted_since_launch = False
     st.epoch, st.attempt = epoch, attempt
     st.avoid_nodes = []  # a lost node is avoided by the attempt after the loss only
     st.driver_pod = driver_pod_name(name, epoch, attempt)
     st.spark_ui_service = ui_service_name(name) if spec.spark_ui.enabled else ""
     st.selector = executor_selector(name)
-    st.checkpoint_location = checkpoint_location(spec.checkpoint.location, namespace, name, epoch)
+    if new_epoch or not st.checkpoint_location:
+        base = spec.checkpoint.location
+        st.checkpoint_location = checkpoint_location(base, job.namespace, name, epoch, job.uid)
     st.launch_state = "Pending"
     # unknown_since stays: the old driver may still be silent and is fenced by it
     # (fencing.delete_pods)
@@ -182,6 +192,22 @@ def set_target(
     st.dead_letter_records = {}
     if st.group_commits is not None:  # counted per run; failing until a commit succeeds
         st.group_commits = st.group_commits.model_copy(update={"failed": 0, "succeeded": 0})
+
+
+# Epochs a catch-up reaches back over (the newest whose query started wins): a chain of
+# starts that all failed before their query longer than this re-reads from the group.
+CATCH_UP_EPOCHS = 8
+
+
+def _catch_up_from(st: StreamingJobStatus, locations: list[str]) -> None:
+    chain = [location for location in locations if location][:CATCH_UP_EPOCHS]
+    st.previous_checkpoint_location = chain[0] if chain else ""
+    st.older_checkpoint_locations = chain[1:]
+
+
+def catch_up_chain(previous: str, older: list[str]) -> tuple[str, ...]:
+    """The checkpoints a fresh start catches up from, newest first (launch.py)."""
+    return tuple(location for location in (previous, *older) if location)
 
 
 def checkpoint_too_old(spec: StreamingJobSpec, st: StreamingJobStatus, now: datetime) -> str | None:

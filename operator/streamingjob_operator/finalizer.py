@@ -7,10 +7,11 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from .builders import build_cleanup_job, checkpoint_cleanup_path
+from .builders import build_cleanup_job, checkpoint_cleanup_paths
 from .errors import TransientError
 from .fencing import is_lost
 from .k8s import KubeApi
+from .models import parse_status
 from .naming import (
     cleanup_job_name,
     disruption_budget_name,
@@ -72,8 +73,11 @@ class Finalizer:
             return
         if not spec.checkpoint.delete_on_job_deletion:
             return
-        path = checkpoint_cleanup_path(spec, namespace, name)
-        if path is None:
+        st = parse_status(job.get("status"))
+        recorded = [st.checkpoint_location, st.previous_checkpoint_location]
+        recorded += st.older_checkpoint_locations
+        paths = checkpoint_cleanup_paths(spec, namespace, name, meta.get("uid", ""), recorded)
+        if paths is None:
             self.api.post_event(
                 job,
                 "Normal",
@@ -83,5 +87,6 @@ class Finalizer:
                 "the store's lifecycle rules for others",
             )
             return
-        self.api.create_once(build_cleanup_job(job, spec, path, cleanup_job_name(name)))
-        self.api.post_event(job, "Normal", "CheckpointDeleted", f"cleanup Job deletes {path}")
+        self.api.create_once(build_cleanup_job(job, spec, paths, cleanup_job_name(name)))
+        deleted = ", ".join(paths)
+        self.api.post_event(job, "Normal", "CheckpointDeleted", f"cleanup Job deletes {deleted}")

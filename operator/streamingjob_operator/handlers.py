@@ -32,6 +32,7 @@ from .nodes import NodeTracker
 from .reconcile import Reconciler
 from .seen import Seen
 from .settings import OperatorSettings
+from .timing import watch_quiet_seconds
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +67,9 @@ class Runtime:
             list_nodes=api.list_nodes,
             watch_nodes=api.watch_nodes,
             grace_seconds=config.node_lost_grace_seconds,
+            quiet_seconds=watch_quiet_seconds(
+                config.node_lost_grace_seconds, config.kubelet_lease_renew_seconds
+            ),
             wake=lambda namespace, name: loop.call_soon_threadsafe(self.poke, namespace, name),
         ).start()
         self.reconciler = Reconciler(

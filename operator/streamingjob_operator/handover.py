@@ -65,7 +65,7 @@ def start(job: Job, st: StreamingJobStatus, epoch: int, attempt: int) -> Handove
     """Records the next driver's target in status.handover; the running driver stays the
     job's driver (epoch, attempt, driverPod) until the go."""
     target = st.model_copy(deep=True)
-    set_target(job.spec, target, job.namespace, job.name, epoch, attempt)
+    set_target(job, target, epoch, attempt)
     st.handover = HandoverStatus(
         pod=target.driver_pod,
         epoch=epoch,
@@ -75,6 +75,7 @@ def start(job: Job, st: StreamingJobStatus, epoch: int, attempt: int) -> Handove
         launch_state="Pending",
         checkpoint_location=target.checkpoint_location,
         previous_checkpoint_location=target.previous_checkpoint_location,
+        older_checkpoint_locations=list(target.older_checkpoint_locations),
     )
     return st.handover
 
@@ -175,9 +176,8 @@ def fall_back(job: Job, d: Decision, reason: str, why: str, waiting: list[PodInf
     assert handover is not None
     handover.phase, handover.since = "FellBack", iso(now)
     handover.reason, handover.message = reason, why
-    set_target(job.spec, st, job.namespace, job.name, handover.epoch, handover.attempt + 1)
-    st.checkpoint_location = handover.checkpoint_location
-    st.previous_checkpoint_location = handover.previous_checkpoint_location
+    set_target(job, st, handover.epoch, handover.attempt + 1)
+    _adopt_locations(st, handover)
     st.phase = "Launching"
     st.message = f"warm hand-over failed ({why}): cold path, epoch {st.epoch} attempt {st.attempt}"
     record(st, now, "WarmHandoverFailed", st.message, job.cfg.history_limit)
@@ -189,19 +189,34 @@ def fall_back(job: Job, d: Decision, reason: str, why: str, waiting: list[PodInf
     return d
 
 
-def cancel(st: StreamingJobStatus) -> None:
-    """A suspend ends a hand-over under way: its waiting pod goes with the job's others."""
-    if active(st) is not None:
-        st.handover = None
+def _adopt_locations(st: StreamingJobStatus, handover: HandoverStatus) -> None:
+    """The hand-over's checkpoint and catch-up chain are the job's from now on."""
+    st.checkpoint_location = handover.checkpoint_location
+    st.previous_checkpoint_location = handover.previous_checkpoint_location
+    st.older_checkpoint_locations = list(handover.older_checkpoint_locations)
+
+
+def end_for_suspend(job: Job, d: Decision) -> None:
+    """A suspend ends a hand-over under way. Once the go names the next driver, it may have
+    read and committed: it is the job's driver (its epoch and checkpoint are what a resume
+    restores), as after any go. Before the go it read nothing: Cancelled, its pod goes with
+    the job's others, its record kept so that its name and epoch are never handed out again."""
+    handover = active(d.status)
+    if handover is None:
+        return
+    go = job.observed.go
+    if go is not None and go.names(handover.pod, handover.epoch, handover.attempt):
+        _started(job, d, handover)
+        return
+    handover.phase, handover.since = "Cancelled", iso(job.now)
 
 
 def _started(job: Job, d: Decision, handover: HandoverStatus) -> Decision:
     """The go was written: the next driver is the job's driver, as after a launch."""
     st, now = d.status, job.now
     old = st.driver_pod
-    set_target(job.spec, st, job.namespace, job.name, handover.epoch, handover.attempt)
-    st.checkpoint_location = handover.checkpoint_location
-    st.previous_checkpoint_location = handover.previous_checkpoint_location
+    set_target(job, st, handover.epoch, handover.attempt)
+    _adopt_locations(st, handover)
     st.launch_state = "Created"
     st.launched_at = iso(now)
     st.next_retry_time = ""

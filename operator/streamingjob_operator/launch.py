@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .epochs import catch_up_chain
 from .status_models import StreamingJobStatus, WaitingDriver
 
 
@@ -15,8 +16,9 @@ class Launch:
     epoch: int
     attempt: int
     checkpoint_location: str
-    # the previous epoch's checkpoint a fresh start catches up from ("": none)
-    previous_checkpoint: str = ""
+    # the earlier epochs' checkpoints a fresh start catches up from, newest first (none: no
+    # catch-up)
+    previous_checkpoints: tuple[str, ...] = ()
     avoid_nodes: tuple[str, ...] = ()  # a lost node, kept off by the attempt after the loss
     entrypoint: str = "/opt/streamingjob/run_job.py"
     spark_submit: str = "/opt/spark/bin/spark-submit"
@@ -32,7 +34,9 @@ class Launch:
             epoch=st.epoch,
             attempt=st.attempt,
             checkpoint_location=st.checkpoint_location,
-            previous_checkpoint=st.previous_checkpoint_location,
+            previous_checkpoints=catch_up_chain(
+                st.previous_checkpoint_location, st.older_checkpoint_locations
+            ),
             avoid_nodes=tuple(st.avoid_nodes),
             entrypoint=entrypoint,
             spark_submit=spark_submit,
@@ -42,26 +46,32 @@ class Launch:
     def waiting(cls, st: StreamingJobStatus, *, entrypoint: str, spark_submit: str) -> Launch:
         """The next driver of the warm hand-over status.handover records."""
         assert st.handover is not None
-        previous = st.handover.previous_checkpoint_location
-        return cls._waits_for_go(st.handover, previous, False, entrypoint, spark_submit)
+        h = st.handover
+        previous = catch_up_chain(h.previous_checkpoint_location, h.older_checkpoint_locations)
+        return cls._waits_for_go(h, previous, False, entrypoint, spark_submit)
 
     @classmethod
     def standby(cls, st: StreamingJobStatus, *, entrypoint: str, spark_submit: str) -> Launch:
         """The standby status.standby records: the running epoch's checkpoints."""
         assert st.standby is not None
-        previous = st.previous_checkpoint_location
+        previous = catch_up_chain(st.previous_checkpoint_location, st.older_checkpoint_locations)
         return cls._waits_for_go(st.standby, previous, True, entrypoint, spark_submit)
 
     @classmethod
     def _waits_for_go(
-        cls, w: WaitingDriver, previous: str, away: bool, entrypoint: str, spark_submit: str
+        cls,
+        w: WaitingDriver,
+        previous: tuple[str, ...],
+        away: bool,
+        entrypoint: str,
+        spark_submit: str,
     ) -> Launch:
         return cls(
             driver_pod=w.pod,
             epoch=w.epoch,
             attempt=w.attempt,
             checkpoint_location=w.checkpoint_location,
-            previous_checkpoint=previous,
+            previous_checkpoints=previous,
             wait_for_go=True,
             away_from_drivers=away,
             entrypoint=entrypoint,

@@ -6,8 +6,10 @@
   from its own start (later, never earlier). A node not heard from for `grace` seconds is
   lost (`fencing.is_lost`), with no wait for the node lifecycle controller (which marks pods
   only after its own node-monitor grace, 50 s by default). The view is trusted only while
-  the watch itself is alive: when no renewal of any node arrives for a while, every answer is
-  "unknown" and the operator falls back to the API server's view.
+  the watch itself is alive: when no renewal of any node arrives for the quiet window
+  (`timing.watch_quiet_seconds`: the grace less one renewal interval), every answer is
+  "unknown" and the operator falls back to the API server's view; when renewals come back,
+  every node counts from that moment, as at the operator's start.
 * **Cordons.** `kubectl drain` first cordons the node: the jobs with pods there are moved
   before the evictions come (`restarts.move_off`), their PodDisruptionBudget holds the
   evictions until then.
@@ -31,8 +33,6 @@ from .observed import PodInfo, pod_info
 
 log = logging.getLogger(__name__)
 
-# No renewal of any node for this long: the watch, not the nodes, is suspect.
-WATCH_QUIET_SECONDS = 30.0
 CHECK_INTERVAL_SECONDS = 1.0
 RETRY_SECONDS = 2.0
 
@@ -51,6 +51,7 @@ class NodeTracker:
         list_nodes: Lister,
         watch_nodes: Watcher,
         grace_seconds: float,
+        quiet_seconds: float,  # timing.watch_quiet_seconds
         wake: Callable[[str, str], object],  # its result is ignored
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
@@ -59,6 +60,7 @@ class NodeTracker:
             "nodes": (list_nodes, watch_nodes, self._on_node),
         }
         self._grace = timedelta(seconds=grace_seconds)
+        self._quiet = timedelta(seconds=quiet_seconds)
         self._wake = wake
         self._clock = clock
         self._lock = threading.Lock()
@@ -79,10 +81,13 @@ class NodeTracker:
         if not node:
             return None
         with self._lock:
-            last = self._last_renewal_seen
-            if last is None or self._clock() - last > timedelta(seconds=WATCH_QUIET_SECONDS):
+            if self._quiet_at(self._clock()):
                 return None
             return self._heard.get(node)
+
+    def _quiet_at(self, now: datetime) -> bool:
+        last = self._last_renewal_seen
+        return last is None or now - last >= self._quiet
 
     def cordoned(self, node: str) -> bool:
         with self._lock:
@@ -148,6 +153,12 @@ class NodeTracker:
                 self._heard.pop(node, None)
                 return
             if self._renewals.get(node) != renewed:
+                if self._last_renewal_seen is not None and self._quiet_at(now):
+                    # The view comes back after a silence of every node (an outage of the
+                    # API server or of this watch): the other kubelets renew within one
+                    # interval from now; counting their silence from before it would declare
+                    # healthy drivers lost. From now, as at this operator's start.
+                    self._heard = dict.fromkeys(self._heard, now)
                 self._renewals[node] = renewed
                 self._heard[node] = now
                 self._last_renewal_seen = now

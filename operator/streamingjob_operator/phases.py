@@ -10,6 +10,7 @@ from .epochs import (
     job_hash,
     mark_deployed,
     next_attempt,
+    next_epoch,
     pod_hash,
     set_target,
 )
@@ -24,7 +25,7 @@ from .step import Decision, Job, fail, mark_invalid
 def suspend(job: Job, d: Decision) -> Decision:
     """Stop everything, keep the epoch (and the checkpoint)."""
     st, now, cfg = d.status, job.now, job.cfg
-    handover.cancel(st)
+    handover.end_for_suspend(job, d)
     standby.remove(st, job, "suspended")
     if not st.suspended:
         st.suspended = True
@@ -49,7 +50,7 @@ def act_by_hand(job: Job, d: Decision, kind: str, reason: str, message: str) -> 
         return standby.serve_restart(job, d, reason, message)
     standby.remove(st, job, message)  # of the spec (or epoch) it replaces
     if kind == "redeploy" or st.epoch == 0:
-        epoch, attempt = st.epoch + 1, 1
+        epoch, attempt = next_epoch(st), 1
         path = "fresh start from committed offsets"
     else:
         if stale := checkpoint_too_old(spec, st, now):
@@ -64,7 +65,7 @@ def act_by_hand(job: Job, d: Decision, kind: str, reason: str, message: str) -> 
         waiting = handover.start(job, st, epoch, attempt)
         path += f"; warm hand-over: {waiting.pod} starts waiting for the go"
     else:
-        set_target(spec, st, job.namespace, job.name, epoch, attempt)
+        set_target(job, st, epoch, attempt)
         st.phase = "Launching"
     mark_deployed(spec, st)
     st.suspended = False

@@ -279,7 +279,15 @@ class Reconciler:
             self._undo_scale(job, old_status, foreign.owned, foreign.message, events)
             return True, 0.0, _Known()
         pods, report, observed = self._observe(job, spec, old_status, known, now)
-        decision = decide(spec, old_status, observed, namespace=namespace, name=name, cfg=self.cfg)
+        decision = decide(
+            spec,
+            old_status,
+            observed,
+            namespace=namespace,
+            name=name,
+            cfg=self.cfg,
+            uid=meta.get("uid", ""),
+        )
         new_status = decision.status
         note_applied(spec, new_status)
         offsets_gate = self._gate_offsets_action(job, spec, decision, observed)

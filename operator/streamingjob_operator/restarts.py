@@ -180,7 +180,7 @@ def _back_off(job: Job, d: Decision, pod: PodInfo | None, reason: str, message: 
     driver lost with its node keeps the next attempt off that node."""
     st, now = d.status, job.now
     delay = backoff_delay(job.spec, st.consecutive_failures)
-    set_target(job.spec, st, job.namespace, job.name, st.epoch, next_attempt(st))
+    set_target(job, st, st.epoch, next_attempt(st))
     if reason == "NodeLost" and pod is not None and pod.node:
         st.avoid_nodes = [pod.node]
     st.restarts += 1
@@ -211,7 +211,7 @@ def move_off(job: Job, d: Decision, pod: PodInfo, spare: list[PodInfo]) -> Decis
     if standby.current(st) is not None and not on_cordoned_node(spare):
         return standby.take_over(job, d, "NodeDrained", draining)
     standby.remove(st, job, draining)
-    set_target(job.spec, st, job.namespace, job.name, st.epoch, next_attempt(st))
+    set_target(job, st, st.epoch, next_attempt(st))
     st.restarts += 1
     st.last_restart_reason, st.last_restart_time = "NodeDrained", iso(now)
     st.next_retry_time = ""

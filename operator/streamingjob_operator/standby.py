@@ -143,6 +143,7 @@ def promote(job: Job, st: StreamingJobStatus) -> HandoverStatus:
         launch_state=standby.launch_state,
         checkpoint_location=standby.checkpoint_location,
         previous_checkpoint_location=st.previous_checkpoint_location,
+        older_checkpoint_locations=list(st.older_checkpoint_locations),
     )
     st.standby = None
     return st.handover

@@ -173,15 +173,22 @@ class HandoverStatus(WaitingDriver):
     """The warm hand-over under way, or the last one (spec.handover.mode warm; handover.py):
     the next driver. Written before each of its steps, so a restarted operator continues it."""
 
-    phase: Literal["Warming", "Stopping", "Started", "FellBack"] = Field(
+    phase: Literal["Warming", "Stopping", "Started", "FellBack", "Cancelled"] = Field(
         default="Warming",
         description="Warming: the next driver is started and warms up. Stopping: it reported "
         "ready; the running driver is stopped between batches. Started: the running driver "
         "was gone, the go was written; the next driver is the job's driver. FellBack: the "
-        "next driver was not ready in time or failed; it was deleted and the cold path taken.",
+        "next driver was not ready in time or failed; it was deleted and the cold path taken. "
+        "Cancelled: a suspend came before the go; the next driver was deleted (its name and "
+        "epoch are not handed out again).",
     )
     previous_checkpoint_location: str = Field(
         default="", description="The checkpoint the next driver catches up from (a new epoch)."
+    )
+    older_checkpoint_locations: list[str] = Field(
+        default_factory=list,
+        description="Earlier epochs' checkpoints, newest first, caught up from when the "
+        "newer ones never started a query.",
     )
     reason: str = Field(default="", description="FellBack: NotReadyInTime or WaitingDriverFailed.")
     message: str = Field(default="", description="FellBack: why.")
@@ -260,6 +267,12 @@ class StreamingJobStatus(StatusModel):
         description="The previous epoch's checkpoint. A fresh start of this epoch first "
         "commits its last durable batch's end offsets where they are ahead of the group "
         "(nothing it made durable is read again). Empty: no catch-up.",
+    )
+    older_checkpoint_locations: list[str] = Field(
+        default_factory=list,
+        description="Earlier epochs' checkpoints, newest first (at most 7): where the previous "
+        "epoch never started its query (its start failed, was refused or never ran), the "
+        "catch-up reaches back to the newest epoch whose query started.",
     )
     checkpoint_group_id: str = Field(
         default="",

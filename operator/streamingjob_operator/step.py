@@ -52,6 +52,7 @@ class Job:
     name: str
     observed: Observed
     cfg: DecideConfig
+    uid: str = ""  # metadata.uid: this job's own checkpoints (manifest.job_checkpoints)
 
     @property
     def now(self) -> datetime:

@@ -7,6 +7,10 @@ The rules:
 - nodeLostGraceSeconds >= 2 * kubeletLeaseRenewSeconds: a pod is lost only once its node has
   been silent (two missed lease renewals); a shorter grace declares healthy drivers lost
   between renewals.
+- the node view's quiet window (`watch_quiet_seconds`) = nodeLostGraceSeconds -
+  kubeletLeaseRenewSeconds: when no kubelet renews for that long (a control-plane outage, a
+  stalled watch) the view is distrusted before any node's last renewal is a grace old, so no
+  node counts as lost for a silence that was the control plane's.
 - a job write through the leader's gate waits at most until the renew deadline of the latest
   renewal (`gated_write_timeout`: apiTimeoutSeconds, cut to the time left): the operator's
   API timeout (30 s) would let a write that passed the gate just before the deadline land
@@ -54,6 +58,15 @@ def check_node_grace(node_lost_grace_seconds: float, kubelet_lease_renew_seconds
             "(semantics rule 10); set nodeLostGraceSeconds to at least "
             f"{silent:g}"
         )
+
+
+def watch_quiet_seconds(
+    node_lost_grace_seconds: float, kubelet_lease_renew_seconds: float
+) -> float:
+    """No renewal of any node for this long: the watch (or the API server), not the nodes, is
+    suspect (nodes.NodeTracker). Every node renewed within one interval before the last
+    renewal seen, so none reaches the grace before the view is distrusted."""
+    return node_lost_grace_seconds - kubelet_lease_renew_seconds
 
 
 # --- leader election ------------------------------------------------------------------------

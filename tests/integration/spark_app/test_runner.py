@@ -256,11 +256,42 @@ def test_a_catch_up_that_cannot_commit_fails_the_start_and_its_retry_reads_nothi
     assert batch_ends(storage, "catchup", 2) == (None, {})  # no batch planned, nothing read
     assert group_offsets(kafka.bootstrap, "catchup-group", topic) == {0: 0, 1: 0}
 
-    report = second.start("--previous-checkpoint", previous).wait_for_batch(0)  # the retry
+    # A redeploy now (epoch 3, as the Failed message advises): epoch 2 never started its
+    # query, so the catch-up reaches back past it to epoch 1 (issue 41, finding 2)
+    third = RunnerProcess(manifest, tmp_path, epoch=3)
+    chain = ("--previous-checkpoint", f"{storage.checkpoints}/test/catchup/epoch-2")
+    report = third.start(*chain, "--previous-checkpoint", previous).wait_for_batch(0)
     assert report["previousCheckpoint"]["outcome"] == "committed"
+    assert report["previousCheckpoint"]["location"] == previous
     starts = {int(p): d["offset"] for p, d in report["startOffsets"][topic].items()}
     assert starts == ends1[durable1]
-    assert second.terminate() == 0
+    assert third.terminate() == 0
+
+
+def test_a_restore_commits_its_last_durable_batch_where_the_group_was_left_behind(kafka, tmp_path):
+    """Rule 3 after a crash between a batch's commit-log entry and its group commit (found by
+    the simulation, issue 41): the restored driver commits the restored batch's end where the
+    group is behind, so an idle stream's group does not stay behind its output."""
+    topic = new_topic(kafka.bootstrap, partitions=2)
+    storage = Storage(tmp_path)
+    manifest = job_manifest("restorecommit", kafka.bootstrap, topic, tmp_path)
+    produce(kafka.bootstrap, topic, range(1000))
+    first = RunnerProcess(manifest, tmp_path, epoch=1).start()
+    wait_for_all(first, kafka.bootstrap, topic)
+    first.kill()
+    commit_offsets(kafka.bootstrap, "restorecommit-group", topic, {0: 0, 1: 0})  # lost
+    durable, ends = batch_ends(storage, "restorecommit", 1)
+    assert durable is not None
+    restored = RunnerProcess(manifest, tmp_path, epoch=1).start()
+    wait_for(
+        lambda: group_offsets(kafka.bootstrap, "restorecommit-group", topic) == ends[durable],
+        120,
+        "the restored batch's end offsets in the group (no new record arrives)",
+    )
+    report = restored.report()
+    assert report["startPath"] == "restored"
+    assert report["restoredCommit"]["outcome"] == "committed"
+    assert restored.terminate() == 0
 
 
 def test_commit_offsets_on_checkpoints_false_leaves_the_group_untouched(kafka, tmp_path):

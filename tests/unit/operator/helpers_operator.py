@@ -64,6 +64,7 @@ def run(
     pods: tuple[PodInfo, ...] | list[PodInfo] = (),
     now: datetime = T0,
     cfg: DecideConfig = CFG,
+    uid: str = "",
     **observed: Any,
 ) -> Decision:
     return decide(
@@ -73,6 +74,7 @@ def run(
         namespace=NS,
         name=NAME,
         cfg=cfg,
+        uid=uid,
     )
 
 

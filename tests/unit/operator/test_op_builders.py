@@ -22,7 +22,7 @@ from streamingjob_operator.builders import (
     build_role,
     build_role_binding,
     build_service,
-    checkpoint_cleanup_path,
+    checkpoint_cleanup_paths,
     spark_confs,
 )
 from streamingjob_operator.launch import Launch
@@ -48,6 +48,7 @@ from tests.unit.operator.helpers_operator import BASE_SPEC, make_spec
 
 pytestmark = pytest.mark.unit
 
+UID = "0f1e2d3c-0000-4000-8000-00000000000a"
 JOB = {
     "apiVersion": "sparkkafka.dev/v1alpha1",
     "kind": "StreamingJob",
@@ -159,20 +160,20 @@ def test_a_launch_carries_what_status_targets_and_where_the_image_keeps_the_runn
     )
     launch = Launch.of(st, entrypoint="/app/run.py", spark_submit="/spark/bin/spark-submit")
     assert launch == Launch(
-        POD_NAME, 2, 3, LOC, "s3a://ckpt/base/team/orders/epoch-1", ("w1",),
+        POD_NAME, 2, 3, LOC, ("s3a://ckpt/base/team/orders/epoch-1",), ("w1",),
         "/app/run.py", "/spark/bin/spark-submit",
     )  # fmt: skip
     args = build_driver_pod(JOB, SPEC, launch)["spec"]["containers"][0]["args"]
     assert args[:2] == ["submit", "/spark/bin/spark-submit"] and "/app/run.py" in args
 
 
-def test_the_previous_epochs_checkpoint_is_passed_only_when_given():
-    previous = "s3a://ckpt/base/team/orders/epoch-1"
+def test_the_earlier_epochs_checkpoints_are_passed_newest_first_only_when_given():
+    previous = ("s3a://ckpt/base/team/orders/epoch-2", "s3a://ckpt/base/team/orders/epoch-1")
     launch = Launch(
-        POD_NAME, epoch=2, attempt=3, checkpoint_location=LOC, previous_checkpoint=previous
+        POD_NAME, epoch=3, attempt=1, checkpoint_location=LOC, previous_checkpoints=previous
     )
     args = build_driver_pod(JOB, SPEC, launch)["spec"]["containers"][0]["args"]
-    assert args[-2:] == ["--previous-checkpoint", previous]
+    assert args[-4:] == ["--previous-checkpoint", previous[0], "--previous-checkpoint", previous[1]]
     assert "--previous-checkpoint" not in pod()["spec"]["containers"][0]["args"]
 
 
@@ -294,7 +295,7 @@ def test_every_pod_meets_the_restricted_pod_security_standard():
     """Non-root uid 185, RuntimeDefault seccomp, no capabilities, no privilege escalation,
     read-only root filesystem with emptyDirs where Spark, Python and the runner write."""
     template = build_executor_template(SPEC, "orders")
-    cleanup = build_cleanup_job(JOB, SPEC, "s3a://ckpt/base/ns/orders", "orders-cleanup")
+    cleanup = build_cleanup_job(JOB, SPEC, ["s3a://ckpt/base/ns/orders"], "orders-cleanup")
     for spec in (pod()["spec"], template["spec"], cleanup["spec"]["template"]["spec"]):
         assert spec["securityContext"]["runAsNonRoot"] is True
         assert spec["securityContext"]["runAsUser"] == 185
@@ -565,16 +566,27 @@ def test_checkpoint_cleanup_only_for_mounted_file_paths():
         volumes=[{"name": "ckpt", "persistentVolumeClaim": {"claimName": "c"}}],
         volumeMounts=[{"name": "ckpt", "mountPath": "/mnt/ckpt"}],
     )
-    path = checkpoint_cleanup_path(spec, "team", "orders")
-    assert path == "/mnt/ckpt/jobs/team/orders"
-    job = build_cleanup_job(JOB, spec, path, "orders-ckpt-cleanup")
+    paths = checkpoint_cleanup_paths(spec, "team", "orders", UID, [])
+    assert paths == [f"/mnt/ckpt/jobs/team/orders/{UID}"]
+    job = build_cleanup_job(JOB, spec, paths, "orders-ckpt-cleanup")
     assert "ownerReferences" not in job["metadata"]
     container = job["spec"]["template"]["spec"]["containers"][0]
-    assert container["command"] == ["rm", "-rf", "--", path]
+    assert container["command"] == ["rm", "-rf", "--", *paths]
     other_store = make_spec(checkpoint={"location": "gs://bucket/ckpt"})
-    assert checkpoint_cleanup_path(other_store, "team", "orders") is None
+    assert checkpoint_cleanup_paths(other_store, "team", "orders", UID, []) is None
     unmounted = make_spec(checkpoint={"location": "file:///elsewhere"})
-    assert checkpoint_cleanup_path(unmounted, "team", "orders") is None
+    assert checkpoint_cleanup_paths(unmounted, "team", "orders", UID, []) is None
+
+
+def test_the_cleanup_deletes_this_jobs_checkpoints_never_another_of_the_same_name():
+    """Finding 1 of issue 41: the cleanup Job is not awaited; a job created again under the
+    same name meanwhile keeps its own directory. Epochs an earlier operator laid out without
+    the uid (recorded in status) go too."""
+    spec = make_spec()
+    legacy = "s3a://ckpt/base/team/orders/epoch-3"
+    own = f"s3a://ckpt/base/team/orders/{UID}"
+    recorded = [f"{own}/epoch-5", f"{own}/epoch-4", legacy, ""]
+    assert checkpoint_cleanup_paths(spec, "team", "orders", UID, recorded) == [own, legacy]
 
 
 S3 = {
@@ -596,9 +608,9 @@ def test_s3_credentials_reach_driver_executors_and_cleanup_only_by_secret_ref():
         checkpoint_location="s3a://ckpt/base/team/orders/epoch-1"),
     )  # fmt: skip
     template = build_executor_template(spec, "orders")
-    path = checkpoint_cleanup_path(spec, "team", "orders")
-    assert path == "s3a://ckpt/base/team/orders"
-    cleanup = build_cleanup_job(JOB, spec, path, "orders-ckpt-cleanup")
+    paths = checkpoint_cleanup_paths(spec, "team", "orders", UID, [])
+    assert paths == [f"s3a://ckpt/base/team/orders/{UID}"]
+    cleanup = build_cleanup_job(JOB, spec, paths, "orders-ckpt-cleanup")
     containers = [
         pod["spec"]["containers"][0],
         template["spec"]["containers"][0],
@@ -624,7 +636,7 @@ def test_s3_credentials_reach_driver_executors_and_cleanup_only_by_secret_ref():
         "/opt/streamingjob/hadoop-conf:/opt/spark/jars/*",
         "org.apache.hadoop.fs.FsShell",
     ]
-    assert command[-5:] == ["-rm", "-r", "-f", "-skipTrash", path]
+    assert command[-5:] == ["-rm", "-r", "-f", "-skipTrash", *paths]
     assert "fs.s3a.endpoint=http://minio.storage:9000" in command
     assert "fs.s3a.path.style.access=true" in command
 

@@ -7,7 +7,10 @@ from datetime import timedelta
 import pytest
 
 from streamingjob_operator.errors import FatalError
-from streamingjob_operator.nodes import WATCH_QUIET_SECONDS, NodeTracker
+from streamingjob_operator.fencing import is_lost
+from streamingjob_operator.nodes import NodeTracker
+from streamingjob_operator.observed import PodInfo
+from streamingjob_operator.timing import watch_quiet_seconds
 from tests.unit.operator.helpers_operator import T0
 
 pytestmark = pytest.mark.unit
@@ -32,13 +35,14 @@ def node(name: str, unschedulable: bool = False) -> dict:
     return {"metadata": {"name": name}, "spec": {"unschedulable": unschedulable}}
 
 
-def tracker(clock: Clock, woken: list) -> NodeTracker:
+def tracker(clock: Clock, woken: list, grace: float = 40) -> NodeTracker:
     def none():
         raise AssertionError("not started in these tests")
 
     return NodeTracker(
         list_leases=none, watch_leases=none, list_nodes=none, watch_nodes=none,
-        grace_seconds=40, wake=lambda ns, name: woken.append((ns, name)), clock=clock,
+        grace_seconds=grace, quiet_seconds=watch_quiet_seconds(grace, 10),
+        wake=lambda ns, name: woken.append((ns, name)), clock=clock,
     )  # fmt: skip
 
 
@@ -67,7 +71,7 @@ def test_a_quiet_watch_makes_every_answer_unknown():
     nodes = tracker(clock, woken)
     nodes.track(("team", "orders"), {"w1"})
     nodes._on_lease("ADDED", lease("w1", "a"))
-    clock.advance(WATCH_QUIET_SECONDS + 1)
+    clock.advance(watch_quiet_seconds(40, 10) + 1)
     assert nodes.heard_at("w1") is None and nodes.silent_jobs() == []
 
 
@@ -92,9 +96,47 @@ def test_without_read_access_the_view_stays_unknown(caplog):
 
     nodes = NodeTracker(
         list_leases=forbidden, watch_leases=forbidden, list_nodes=forbidden,
-        watch_nodes=forbidden, grace_seconds=40, wake=lambda *_: None,
+        watch_nodes=forbidden, grace_seconds=40, quiet_seconds=30, wake=lambda *_: None,
     ).start()  # fmt: skip
     try:
         assert nodes.heard_at("w1") is None and not nodes.cordoned("w1")
     finally:
         nodes.stop()
+
+
+def _lost(nodes: NodeTracker, node: str, now, grace: float) -> bool:
+    pod = PodInfo(name="d", role="driver", phase="Running", node=node)
+    pod = PodInfo(**{**pod.__dict__, "node_heard_at": nodes.heard_at(node)})
+    return is_lost(pod, now, grace)
+
+
+def test_after_a_control_plane_outage_every_node_counts_from_when_renewals_come_back():
+    """Finding 4 of issue 41: an outage longer than the grace, then one kubelet renews first;
+    the others, healthy, renew within one interval. None of them is lost meanwhile."""
+    clock, woken = Clock(), []
+    nodes = tracker(clock, woken)
+    nodes.track(("team", "orders"), {"w1", "w2"})
+    nodes._on_lease("ADDED", lease("w1", "a"))
+    clock.advance(5)
+    nodes._on_lease("ADDED", lease("w2", "a"))
+    clock.advance(90)  # the API server is down: no kubelet renews, no watch event
+    nodes._on_lease("MODIFIED", lease("w1", "b"))  # the first one back
+    for _ in range(9):
+        clock.advance(1)
+        assert not _lost(nodes, "w2", clock.now, 40)
+        assert nodes.silent_jobs() == []
+
+
+@pytest.mark.parametrize("grace", [20, 30, 40, 60])
+def test_no_node_counts_as_lost_for_the_silence_of_the_control_plane(grace):
+    """Whatever the grace (20 s, as the e2e bed sets it, included): every node renewed within
+    one interval before the outage; the view is distrusted before any of them is a grace
+    old, so no healthy node is declared lost while nothing can renew."""
+    clock, woken = Clock(), []
+    nodes = tracker(clock, woken, grace)
+    for offset in range(10):
+        nodes._on_lease("ADDED", lease(f"w{offset}", "a"))
+        clock.advance(1)
+    for _ in range(3 * grace):  # the outage
+        clock.advance(1)
+        assert not any(_lost(nodes, f"w{n}", clock.now, grace) for n in range(10))

@@ -363,7 +363,7 @@ def test_registry_credentials_reach_driver_and_executors_only_by_secret_ref():
         assert "schemaRegistryPassword" not in text and "schemaRegistryUser" not in text
         assert "SCHEMA_REGISTRY_" not in text and PASSWORD not in text
     # the cleanup Job reads no registry
-    cleanup = build_cleanup_job(JOB, SPEC, "s3a://c/team/orders", "orders-cleanup")
+    cleanup = build_cleanup_job(JOB, SPEC, ["s3a://c/team/orders"], "orders-cleanup")
     (c,) = cleanup["spec"]["template"]["spec"]["containers"]
     assert not any(e["name"].startswith("SCHEMA_REGISTRY_") for e in c["env"])
     # without credentialsSecret: no variables at all
