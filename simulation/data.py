@@ -100,6 +100,7 @@ class FileSink:
 
     files: Files
     written: dict[str, dict[int, list[Record]]] = field(default_factory=dict)
+    rows: list[Record] = field(default_factory=list)  # as the reader sees them, in order
 
     def newest(self, directory: str) -> int | None:
         batches = self.written.get(directory.removesuffix("/_spark_metadata"), {})
@@ -110,10 +111,11 @@ class FileSink:
         if log and batch_id <= max(log):
             return False
         log[batch_id] = rows
+        self.rows.extend(rows)
         return True
 
     def visible(self) -> list[Record]:
-        return [r for log in self.written.values() for rows in log.values() for r in rows]
+        return self.rows
 
 
 @dataclass
@@ -135,7 +137,7 @@ class Table:
         return True
 
     def visible(self) -> list[Record]:
-        return list(self.rows)
+        return self.rows
 
 
 def records(start: Positions, end: Positions) -> list[Record]:

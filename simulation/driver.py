@@ -264,9 +264,11 @@ class Driver:
     def _group_commit(self, w: World) -> None:
         if self.pending_commit is None:
             return
-        if self._catches_up_on_checkpoints() and not w.commit_fails():
+        if not self._catches_up_on_checkpoints():
+            self.pending_commit = None
+        elif not w.commit_fails():  # a failed one is sent again (committer.py) unless newer
             w.kafka.commit(self.group, self.pending_commit)
-        self.pending_commit = None  # a failed commit is counted, never retried: newest wins
+            self.pending_commit = None
 
     def _catches_up_on_checkpoints(self) -> bool:
         return bool(self.manifest and self.manifest.spec.job.source.commit_offsets_on_checkpoints)

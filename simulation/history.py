@@ -7,6 +7,7 @@ come from a second stream. A shrunk plan (a subset of the acts) replays the same
 from __future__ import annotations
 
 import random
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,8 +87,7 @@ def plan(seed: int, acts: int = 24, span: float = 600.0) -> list[Act]:
     return sorted(drawn, key=lambda a: a.at)
 
 
-def base_spec(rng: random.Random) -> dict[str, Any]:
-    sink = rng.choice(["delta", "parquet"])
+def base_spec(rng: random.Random, sink: str) -> dict[str, Any]:
     return {
         "image": "repo/streamingjob:1",
         "job": {
@@ -117,6 +117,7 @@ class History:
         self.acts = acts
         self.world = World(seed)
         self.rng = random.Random(f"acts-{seed}")
+        self.sink = random.Random(f"sink-{seed}").choice(["delta", "parquet"])  # one table
         self.config = settings(GRACE)
         self.world.server.on_create = lambda pod: self.world.at(
             self.world.delay(0.2, 2), "kubelet", pod["metadata"]["name"]
@@ -262,11 +263,11 @@ class History:
             "metadata": {
                 "name": NAME,
                 "namespace": NAMESPACE,
-                "uid": f"uid-{self.uids}",
+                "uid": str(uuid.UUID(int=self.rng.getrandbits(128), version=4)),
                 "generation": 1,
                 "finalizers": [FINALIZER],
             },
-            "spec": base_spec(self.rng),
+            "spec": base_spec(self.rng, self.sink),
             "status": {},
         }
         w.server.put(job)

@@ -103,6 +103,11 @@ class Job:
     def apply(self) -> None:
         self.kube.run("apply", "-n", self.namespace, "-f", "-", input=yaml.safe_dump(self.manifest))
 
+    def uid(self) -> str:
+        return self.kube.run(
+            "get", "sj", self.name, "-n", self.namespace, "-o", "jsonpath={.metadata.uid}"
+        ).strip()
+
     def patch(self, spec: dict) -> None:
         self.kube.run(
             "patch", "streamingjob", self.name, "-n", self.namespace, "--type", "merge",
@@ -1244,7 +1249,8 @@ def test_suspend_resume_and_delete_keep_the_checkpoint(job: Job, kube: Kube) -> 
 
     # Both epochs' commit logs are in the object store ...
     for e in (epoch, epoch + 1):
-        assert _listing(job, f"{job.checkpoints}/epoch-{e}/commits"), f"epoch {e}: no commits"
+        own = f"{job.checkpoints}/{job.uid()}"  # the job's own directory (its uid)
+        assert _listing(job, f"{own}/epoch-{e}/commits"), f"epoch {e}: no commits"
     # ... and go with the job when it asks for it (a cleanup Job with Hadoop's FsShell).
     job.patch({"checkpoint": {"deleteOnJobDeletion": True}})
     kube.run("delete", "sj", job.name, "-n", job.namespace, "--timeout=180s", timeout=200)
@@ -1351,6 +1357,23 @@ def _assert_typed_once(rows: list[dict], copies: list[dict], orders: AvroOrders,
         assert headers["streamingjob.job"] == "orders-avro", copy
 
 
+def _deleted_and_created_again(typed: Job, orders: AvroOrders, end: int) -> int:
+    """Finding 1 of issue 41: the job deleted with deleteOnJobDeletion and applied again
+    under the same name at once, its cleanup Job running beside the new job. The new one
+    starts fresh in checkpoints of its own (its uid), from the group's committed offsets;
+    its Delta app ids are not the old job's, so none of its batches is skipped as already
+    in the table. Returns the orders produced so far."""
+    typed.patch({"checkpoint": {"deleteOnJobDeletion": True}})
+    old = typed.status()["checkpointLocation"]
+    typed.kube.run("delete", "sj", typed.name, "-n", typed.namespace, "--timeout=180s", timeout=200)
+    typed.apply()
+    typed.kafka.produce_avro(typed.topic, orders, end, end + 100)
+    report = typed.wait_batch(1, 1, 240, "the job created again: its first batch")
+    assert report["startPath"] == "fresh", report
+    assert typed.status()["checkpointLocation"] != old
+    return end + 100
+
+
 def test_typed_job_sends_poison_to_the_dead_letter_topic_once_across_a_driver_kill(
     job: Job, schema_registry: str, caused_restarts: set[str]
 ) -> None:
@@ -1417,6 +1440,12 @@ def test_typed_job_sends_poison_to_the_dead_letter_topic_once_across_a_driver_ki
         rows = _typed_sink_has(typed, good)
         poison = set(range(end)) - good
         _assert_typed_once(rows, _dead_letters_have(typed, dead, poison), orders, end)
+        end = _deleted_and_created_again(typed, orders, end)
+        good = {n for n in range(end) if not orders.is_poison(n)}
+        rows = _typed_sink_has(typed, good)
+        poison = set(range(end)) - good
+        _assert_typed_once(rows, _dead_letters_have(typed, dead, poison), orders, end)
+        phases["created_again"] = round(time.monotonic() - began - sum(phases.values()), 2)
     finally:
         typed.kube.run("delete", "sj", typed.name, "-n", typed.namespace, "--wait=false")
     seconds = round(time.monotonic() - began, 2)

@@ -8,6 +8,7 @@ The sink may be a local directory or an object store (a pyarrow filesystem: S3 f
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
@@ -52,24 +53,41 @@ def committed_files(
     return paths
 
 
+_UID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+def _epoch_directories(output: str, filesystem: fs.FileSystem) -> list[tuple[str, str]]:
+    """(epoch-<n>, its path below `output`) of every epoch of every job (uid) there."""
+    found = []
+    for entry in filesystem.get_file_info(fs.FileSelector(output, allow_not_found=True)):
+        if entry.base_name.startswith("epoch-"):
+            found.append((entry.base_name, entry.base_name))
+        elif _UID.match(entry.base_name):
+            below = fs.FileSelector(f"{output}/{entry.base_name}", allow_not_found=True)
+            for epoch in filesystem.get_file_info(below):
+                if epoch.base_name.startswith("epoch-"):
+                    found.append((epoch.base_name, f"{entry.base_name}/{epoch.base_name}"))
+    return sorted(found, key=lambda pair: pair[1])
+
+
 def committed_rows(
     output: str | Path,
     mounted_as: str | None = None,
     filesystem: fs.FileSystem | None = None,
     extra: tuple[str, ...] = (),
 ) -> list[dict]:
-    """Rows of every epoch's directory (<output>/epoch-<n>), each read through its log; each
-    row also names its epoch directory. `mounted_as`: `output` as the writer saw it;
-    `filesystem`: where `output` lives (default: local; pyarrow's S3 for a bucket/key);
-    `extra`: columns a transform added, read too. Each row's `id` is its value's (a JSON
-    value's field; a typed record's struct, kept as `value`)."""
+    """Rows of every epoch's directory (<output>/<job uid>/epoch-<n>, or <output>/epoch-<n>
+    without the uid), each read through its log; each row also names its epoch directory.
+    `mounted_as`: `output` as the writer saw it; `filesystem`: where `output` lives
+    (default: local; pyarrow's S3 for a bucket/key); `extra`: columns a transform added,
+    read too. Each row's `id` is its value's (a JSON value's field; a typed record's struct,
+    kept as `value`)."""
     filesystem = filesystem or fs.LocalFileSystem()
     output = str(output).rstrip("/")
     rows: list[dict] = []
-    epochs = filesystem.get_file_info(fs.FileSelector(output, allow_not_found=True))
-    for epoch in sorted(e.base_name for e in epochs if e.base_name.startswith("epoch-")):
-        seen_as = f"{mounted_as.rstrip('/')}/{epoch}" if mounted_as else None
-        for path in committed_files(f"{output}/{epoch}", seen_as, filesystem):
+    for epoch, where in _epoch_directories(output, filesystem):
+        seen_as = f"{mounted_as.rstrip('/')}/{where}" if mounted_as else None
+        for path in committed_files(f"{output}/{where}", seen_as, filesystem):
             table = pq.read_table(
                 path,
                 columns=["value", "topic", "partition", "offset", *extra],

@@ -38,7 +38,7 @@ def _only_driver(kube: Kube, ns: str, name: str, timeout: float = 30) -> client.
 def test_launch_failure_restore_and_children(kube: Kube, ns: str, operator: object):
     kube.create_job(ns, "orders", job_spec())
     pod = _only_driver(kube, ns, "orders-e1-a1-driver")
-    loc1 = f"s3a://ckpt/base/{ns}/orders/epoch-1"
+    loc1 = f"s3a://ckpt/base/{ns}/orders/{kube.job(ns, 'orders')['metadata']['uid']}/epoch-1"
     assert _annotation(pod) == loc1
     st = wait_for(
         lambda: (
@@ -109,17 +109,18 @@ def test_launch_failure_restore_and_children(kube: Kube, ns: str, operator: obje
 def test_spec_change_and_nonces(kube: Kube, ns: str, operator: object):
     kube.create_job(ns, "clicks", job_spec())
     _only_driver(kube, ns, "clicks-e1-a1-driver")
+    own = f"s3a://ckpt/base/{ns}/clicks/{kube.job(ns, 'clicks')['metadata']['uid']}"
     # a job change under upgradeMode stateless → new epoch, new location
     kube.patch_spec(ns, "clicks", {"job": {"sink": {"format": "console"}}})
     pod = _only_driver(kube, ns, "clicks-e2-a1-driver")
-    assert _annotation(pod) == f"s3a://ckpt/base/{ns}/clicks/epoch-2"
+    assert _annotation(pod) == f"{own}/epoch-2"
     # redeployNonce → new epoch
     kube.patch_spec(ns, "clicks", {"redeployNonce": 1})
     _only_driver(kube, ns, "clicks-e3-a1-driver")
     # restartNonce → same epoch, next attempt, same location
     kube.patch_spec(ns, "clicks", {"restartNonce": 1})
     pod = _only_driver(kube, ns, "clicks-e3-a2-driver")
-    assert _annotation(pod) == f"s3a://ckpt/base/{ns}/clicks/epoch-3"
+    assert _annotation(pod) == f"{own}/epoch-3"
     # upgradeMode last-state: a job change keeps the epoch
     kube.patch_spec(ns, "clicks", {"upgradeMode": "last-state"})
     kube.patch_spec(ns, "clicks", {"image": "repo/streamingjob:v2"})
@@ -431,7 +432,8 @@ def test_kubectl_scale_restarts_in_the_epoch_with_the_new_executor_count(
     assert done.returncode == 0, done.stderr
     pod = _only_driver(kube, ns, "scaled-e1-a2-driver")  # same epoch, next attempt: restore
     assert _confs(pod)["spark.executor.instances"] == "3"
-    assert _annotation(pod) == f"s3a://ckpt/base/{ns}/scaled/epoch-1"
+    uid = kube.job(ns, "scaled")["metadata"]["uid"]
+    assert _annotation(pod) == f"s3a://ckpt/base/{ns}/scaled/{uid}/epoch-1"
     assert kube.job(ns, "scaled")["spec"]["executor"]["instances"] == 3
     st = kube.status(ns, "scaled")
     assert (st["epoch"], st["attempt"], st["executors"]) == (1, 2, 0)  # not running yet

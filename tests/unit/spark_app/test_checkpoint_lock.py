@@ -218,3 +218,46 @@ def test_a_failed_commit_is_counted_and_never_raised():
     snap = table.snapshot()
     assert (snap.commits_failed, snap.commits_succeeded) == (1, 0)
     assert snap.column("committed") == {}
+
+
+def test_a_failed_commit_is_sent_again_so_an_idle_streams_group_catches_up():
+    """No newer batch comes (the stream is idle): the failed commit is sent again after a
+    backoff until it goes through (issue 41: found by the simulation, seed in the docs)."""
+    table = PartitionStateTable()
+    sent: list[dict] = []
+    done = threading.Event()
+
+    def flaky(offsets):
+        sent.append(offsets)
+        if len(sent) < 3:
+            raise RuntimeError("coordinator not available")
+        done.set()
+
+    committer = OffsetCommitter(table, flaky, retry_seconds=(0.05, 0.2))
+    committer.submit({("t", 0): 5})
+    assert done.wait(5), sent
+    committer.close()
+    assert sent == [{("t", 0): 5}] * 3
+    snap = table.snapshot()
+    assert (snap.commits_failed, snap.commits_succeeded) == (2, 1)
+    assert snap.column("committed") == {("t", 0): 5}
+
+
+def test_newer_offsets_replace_a_commit_waiting_to_be_sent_again():
+    table = PartitionStateTable()
+    sent: list[dict] = []
+    newer_sent = threading.Event()
+
+    def first_fails(offsets):
+        sent.append(offsets)
+        if len(sent) == 1:
+            raise RuntimeError("coordinator not available")
+        newer_sent.set()
+
+    committer = OffsetCommitter(table, first_fails, retry_seconds=(60.0, 60.0))
+    committer.submit({("t", 0): 5})
+    assert committer.flush(5)  # failed; its retry waits a minute
+    committer.submit({("t", 0): 9})
+    assert newer_sent.wait(5)
+    committer.close()
+    assert sent == [{("t", 0): 5}, {("t", 0): 9}]
