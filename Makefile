@@ -78,6 +78,14 @@ test-unit: helm native ## Unit tests (seconds, no services)
 test-integration: toolchain native ## Integration tests: real Kafka + Spark, real kube-apiserver + etcd
 	$(PY) -m pytest -m integration $(PYTEST_ARGS)
 
+.PHONY: simulate simulate-soak
+SEEDS ?= 0-999
+simulate: ## The deterministic simulation of the job protocol over a seed range (SEEDS=0-999): a shrunk story per violation, then "N histories, M steps, V violations"
+	@$(TREE) $(PY) -m simulation $(SEEDS)
+
+simulate-soak: ## The simulation's soak: 100x CI's steps (SEEDS=0-9999, hours on two cores)
+	@$(TREE) $(PY) -m simulation 0-9999
+
 .PHONY: test-soak
 test-soak: toolchain native ## Cluster scenarios too load-sensitive for CI (an unclean leader election under readers)
 	$(PY) -m pytest -m soak $(PYTEST_ARGS)

@@ -38,21 +38,31 @@ class Kafka:
 
 
 class Files:
-    """A file system: paths to text (checkpoint logs, the file sink's logs)."""
+    """A file system: paths to text (checkpoint logs, the file sink's logs), with each
+    directory's entries indexed (a listing costs what it lists)."""
 
     def __init__(self) -> None:
         self.files: dict[str, str] = {}
+        self.entries: dict[str, set[str]] = {}
+        self.deletions = 0  # trees deleted so far
+
+    def write(self, path: str, text: str) -> None:
+        self.files[path] = text
+        parent, _, name = path.rpartition("/")
+        while parent and name not in self.entries.setdefault(parent, set()):
+            self.entries[parent].add(name)
+            parent, _, name = parent.rpartition("/")
 
     def names(self, directory: str) -> list[str]:
-        prefix = directory.rstrip("/") + "/"
-        return sorted(
-            {p[len(prefix) :].split("/", 1)[0] for p in self.files if p.startswith(prefix)}
-        )
+        return sorted(self.entries.get(directory.rstrip("/"), ()))
 
     def delete_tree(self, directory: str) -> None:
         prefix = directory.rstrip("/") + "/"
         for path in [p for p in self.files if p.startswith(prefix)]:
             del self.files[path]
+        for path in [p for p in self.entries if p.startswith(prefix) or p == prefix[:-1]]:
+            del self.entries[path]
+        self.deletions += 1
 
 
 class Checkpoint(CheckpointFiles):
@@ -77,10 +87,10 @@ class Checkpoint(CheckpointFiles):
     def write_offsets(self, batch_id: int, end: Positions, start: Positions | None) -> None:
         entry = off.batch_offset(end, start)
         text = "v1\n{}\n" + json.dumps(entry)
-        self.files.files[f"{self.location}/offsets/{batch_id}"] = text
+        self.files.write(f"{self.location}/offsets/{batch_id}", text)
 
     def write_commit(self, batch_id: int) -> None:
-        self.files.files[f"{self.location}/commits/{batch_id}"] = "v1\n{}"
+        self.files.write(f"{self.location}/commits/{batch_id}", "v1\n{}")
 
     def batch_range(self, batch_id: int) -> tuple[Positions, Positions]:
         """[start, end) of a planned batch: batch 0 pins its start, later ones start where the

@@ -46,6 +46,7 @@ class Checker:
         self.group = ""
         self.exists = False
         self.quiet_since: float | None = None
+        self.deletions = 0
 
     # --- what the history tells it -----------------------------------------------------
 
@@ -132,9 +133,11 @@ class Checker:
                     )
                 )
                 self.owners[driver.location] = (driver.uid, driver.epoch)
-        for location in list(self.owners):
-            if Checkpoint(self.world.files, location).newest("offsets") is None:
-                del self.owners[location]  # deleted (a cleanup Job): a new owner may come
+        if self.world.files.deletions != self.deletions:  # a cleanup Job ran
+            self.deletions = self.world.files.deletions
+            for location in list(self.owners):
+                if Checkpoint(self.world.files, location).newest("offsets") is None:
+                    del self.owners[location]  # deleted: a new owner may come
         return found
 
     def _names(self) -> list[Violation]:

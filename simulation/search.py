@@ -51,9 +51,10 @@ def _one(seed: int) -> Outcome:
 
 
 def explore(
-    seeds: Iterable[int], out: TextIO | None = None, jobs: int = 0
+    seeds: Iterable[int], out: TextIO | None = None, jobs: int = 0, first: bool = False
 ) -> tuple[int, int, list[Outcome]]:
-    """(histories, steps, the shrunk failing ones); `jobs` processes (0: one per core)."""
+    """(histories, steps, the shrunk failing ones); `jobs` processes (0: one per core);
+    `first`: stop at the first failing history."""
     histories = steps = 0
     broken: list[Outcome] = []
     jobs = jobs or os.cpu_count() or 1
@@ -66,4 +67,7 @@ def explore(
                 if out is not None:
                     out.write(story(outcome) + "\n")
                     out.flush()
+                if first:
+                    pool.terminate()
+                    break
     return histories, steps, broken
