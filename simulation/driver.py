@@ -35,6 +35,7 @@ EXIT_FAILED, EXIT_CATCH_UP_FAILED = 1, 5
 class Sinks:
     files: FileSink
     table: Table
+    written: list[tuple[str, Record]] = field(default_factory=list)  # (group, record)
 
     def newest(self, manifest: RunnerManifest, checkpoint: str) -> int | None:
         sink = manifest.spec.job.sink
@@ -52,9 +53,14 @@ class Sinks:
         sink = manifest.spec.job.sink
         assert sink.path is not None
         if sink.format == "delta":
-            return self.table.add_batch(app_id(location), batch, rows)
-        directory = epoch_sink_path(sink.path, location) or f"{sink.path}/epoch-{epoch}"
-        return self.files.add_batch(directory, batch, rows)
+            written = self.table.add_batch(app_id(location), batch, rows)
+        else:
+            directory = epoch_sink_path(sink.path, location) or f"{sink.path}/epoch-{epoch}"
+            written = self.files.add_batch(directory, batch, rows)
+        if written:  # what the reader sees, with the group that read it
+            group = manifest.spec.job.source.group_id or ""
+            self.written.extend((group, row) for row in rows)
+        return written
 
     def visible(self, sink_format: str) -> list[Record]:
         return self.table.visible() if sink_format == "delta" else self.files.visible()
@@ -99,6 +105,7 @@ class Driver:
     batch_end: Positions = field(default_factory=dict)
     pending_commit: Positions | None = None
     reading: bool = False  # the query runs (reads, writes the sink or commits)
+    caught_up_from: str = ""  # the earlier checkpoint whose durable batch it committed
 
     @classmethod
     def of_pod(cls, pod: dict[str, Any], job_yaml: str, uid: str, node: str) -> Driver:
@@ -190,7 +197,7 @@ class Driver:
         (group_offsets.catch_up); a failure fails the start (exit 5)."""
         manifest = self.manifest
         assert manifest is not None
-        _location, batch = newest_durable(
+        location, batch = newest_durable(
             self.previous,
             lambda at: Checkpoint(w.files, at),
             lambda at: w.sinks.newest(manifest, at),
@@ -201,6 +208,7 @@ class Driver:
                 return self.exit(EXIT_CATCH_UP_FAILED)
             ahead = ahead_of_group(batch.end, w.kafka.committed(self.group))
             w.kafka.commit(self.group, ahead)
+            self.caught_up_from = location
         self.stage = "resolve"
         return None
 

@@ -31,6 +31,7 @@ ACTS = (
     "upgrade-mode",
     "handover-mode",
     "change-job",
+    "change-group",
     "produce",
     "crash-driver",
     "commit-fails",
@@ -201,15 +202,16 @@ class History:
     def job(self) -> dict[str, Any] | None:
         return self.world.server.get("StreamingJob", NAMESPACE, NAME)
 
-    def edit(self, change: Any) -> None:
+    def edit(self, change: Any) -> bool:
         """kubectl edit: a spec change, a new generation, the operator woken."""
         job = self.job()
         if job is None or job["metadata"].get("deletionTimestamp") or self.world.server.down():
-            return
+            return False
         change(job["spec"])
         job["metadata"]["generation"] += 1
         self.world.server.bump(job)
         self.world.at(self.world.delay(0.1, 1), "wake", NAME)
+        return True
 
     def act(self, act: Act) -> None:
         w, arg = self.world, act.arg
@@ -228,6 +230,10 @@ class History:
         }
         if act.name in spec_acts:
             self.edit(spec_acts[act.name])
+        elif act.name == "change-group":
+            group = f"orders-group-{arg % 3}"
+            if self.edit(lambda s: s["job"]["source"].update(groupId=group)):
+                self.checker.group_changed(group)
         elif act.name == "create":
             self.create()
         elif act.name == "delete":

@@ -161,13 +161,15 @@ def set_target(job: Job, st: StreamingJobStatus, epoch: int, attempt: int) -> No
     spec, name = job.spec, job.name
     group = spec.job.source.group_id or ""
     new_epoch = epoch != st.epoch
+    # A new epoch: the ones before it are where its offsets catch up from, for the same group
+    # only (a new group starts where the user asked: its own offsets or the reset strategy),
+    # also when the group changed in a restart of an epoch that never started its query
+    # (last-state). "": recorded by an operator that kept no group (treated as the same).
+    same_group = st.checkpoint_group_id in ("", group)
+    chain = [st.previous_checkpoint_location, *st.older_checkpoint_locations]
     if new_epoch:
-        # A new epoch: the ones before it are where its offsets catch up from, for the same
-        # group only (a new group starts where the user asked: its own offsets or the reset
-        # strategy). "": recorded by an operator that kept no group (treated as the same).
-        same_group = st.checkpoint_group_id in ("", group)
-        chain = [st.checkpoint_location, st.previous_checkpoint_location]
-        _catch_up_from(st, [*chain, *st.older_checkpoint_locations] if same_group else [])
+        chain.insert(0, st.checkpoint_location)
+    _catch_up_from(st, chain if same_group else [])
     st.checkpoint_group_id = group
     if st.offsets_acted_since_launch:
         # The user set the group's offsets after the last driver stopped: they win over the

@@ -76,6 +76,7 @@ def start(job: Job, st: StreamingJobStatus, epoch: int, attempt: int) -> Handove
         checkpoint_location=target.checkpoint_location,
         previous_checkpoint_location=target.previous_checkpoint_location,
         older_checkpoint_locations=list(target.older_checkpoint_locations),
+        checkpoint_group_id=target.checkpoint_group_id,
     )
     return st.handover
 
@@ -190,10 +191,14 @@ def fall_back(job: Job, d: Decision, reason: str, why: str, waiting: list[PodInf
 
 
 def _adopt_locations(st: StreamingJobStatus, handover: HandoverStatus) -> None:
-    """The hand-over's checkpoint and catch-up chain are the job's from now on."""
+    """The hand-over's checkpoint, catch-up chain and group (the spec its driver was launched
+    with, which a change waiting for the hand-over's end may have changed since) are the
+    job's from now on."""
     st.checkpoint_location = handover.checkpoint_location
     st.previous_checkpoint_location = handover.previous_checkpoint_location
     st.older_checkpoint_locations = list(handover.older_checkpoint_locations)
+    if handover.checkpoint_group_id:  # "": recorded by an operator that kept none
+        st.checkpoint_group_id = handover.checkpoint_group_id
 
 
 def end_for_suspend(job: Job, d: Decision) -> None:

@@ -144,6 +144,7 @@ def promote(job: Job, st: StreamingJobStatus) -> HandoverStatus:
         checkpoint_location=standby.checkpoint_location,
         previous_checkpoint_location=st.previous_checkpoint_location,
         older_checkpoint_locations=list(st.older_checkpoint_locations),
+        checkpoint_group_id=st.checkpoint_group_id,
     )
     st.standby = None
     return st.handover

@@ -190,6 +190,9 @@ class HandoverStatus(WaitingDriver):
         description="Earlier epochs' checkpoints, newest first, caught up from when the "
         "newer ones never started a query.",
     )
+    checkpoint_group_id: str = Field(
+        default="", description="The consumer group the next driver reads as (its spec's)."
+    )
     reason: str = Field(default="", description="FellBack: NotReadyInTime or WaitingDriverFailed.")
     message: str = Field(default="", description="FellBack: why.")
 

@@ -108,3 +108,32 @@ def test_a_suspend_before_the_go_never_hands_the_waiting_drivers_name_out_again(
     resume = make_spec(handover=WARM, redeployNonce=1)
     d = run(resume, d.status, [], later(20))
     assert d.status.epoch == 3 and d.status.driver_pod != NEW
+
+
+def test_a_group_changed_in_a_restart_catches_up_nothing_of_the_old_groups():
+    """Found by the simulation (issue 41): under last-state a new groupId restarts in the
+    epoch; when that epoch never started its query it still held the old group's catch-up
+    chain, and its next attempt committed the old group's position to the new group."""
+    spec = make_spec(upgradeMode="last-state")
+    st = launched(spec)
+    d = run(make_spec(upgradeMode="last-state", redeployNonce=1), st, [], later(10), uid=UID_A)
+    assert d.status.epoch == 2 and d.status.previous_checkpoint_location
+    other = make_spec(upgradeMode="last-state", redeployNonce=1, job__source__groupId="other")
+    d = run(other, d.status, [], later(20), uid=UID_A)
+    assert (d.status.epoch, d.status.attempt) == (2, 2)
+    assert d.status.previous_checkpoint_location == "" and d.status.older_checkpoint_locations == []
+
+
+def test_a_group_changed_during_a_warm_hand_over_is_not_the_next_drivers_group():
+    """Found by the simulation (issue 41): the change waits for the hand-over's end; the
+    driver given the go reads as the group it was launched with, and the restart the change
+    then makes catches up nothing of that group into the new one."""
+    st, go = _handing_over(go=True)
+    changed = {"handover": WARM, "redeployNonce": 1, "upgradeMode": "last-state"}
+    spec = make_spec(**changed, job__source__groupId="other")
+    d = run(spec, st, [driver(NEW)], later(15), go=go)
+    assert d.status.driver_pod == NEW and d.status.checkpoint_group_id == "orders-group"
+    d = run(spec, d.status, [driver(NEW)], later(16))
+    d = run(spec, d.status, [], later(17))
+    target = d.status.handover or d.status
+    assert target.attempt == 2 and target.previous_checkpoint_location == ""
