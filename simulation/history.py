@@ -169,6 +169,7 @@ class History:
                 self.operator.lease(arg)
         elif kind == "check-nodes":
             w.at(2.0, "check-nodes")
+            w.node_lifecycle()
             if self.operator is not None:
                 self.operator.check_nodes()
         elif kind == "operator-start":

@@ -61,10 +61,9 @@ class Checker:
     def _gone(self, group: str) -> None:
         """The job was deleted: what it made durable but the group does not have yet may be
         read again by a job created later under the same name (nothing carries it over)."""
-        committed = self.world.kafka.committed(group)
-        for record in self.visible():
+        for group_read, record in self.world.sinks.written:
             topic, partition, offset = record
-            if offset >= committed.get((topic, partition), 0):
+            if offset >= self.world.kafka.committed(group_read).get((topic, partition), 0):
                 self.allowed.add(record)
 
     def faults_ended(self, t: float) -> None:

@@ -35,6 +35,7 @@ class Node:
     name: str
     alive: bool = True
     phase: float = 0.0  # when in each renewal interval its kubelet renews
+    renewed: float = 0.0  # its lease's last renewal
 
 
 @dataclass(order=True)
@@ -91,6 +92,7 @@ class World:
 
     def add_node(self) -> Node:
         node = Node(f"node-{len(self.nodes) + 1}", phase=self.delay(0, LEASE_RENEW_SECONDS))
+        node.renewed = self.clock.t
         self.nodes[node.name] = node
         self.at(node.phase, "renew", node.name)
         return node
@@ -102,6 +104,7 @@ class World:
         self.at(LEASE_RENEW_SECONDS, "renew", name)
         if self.server.down():
             return  # the kubelet cannot reach the API server: no renewal
+        node.renewed = self.clock.t
         lease = {"metadata": {"name": name}, "spec": {"renewTime": iso(self.clock())}}
         lease["spec"]["renewTime"] += f"#{self.clock.t}"  # distinct even within a second
         self.at(max(self.watch_stalled_until - self.clock.t, 0) + self.delay(0, 1), "lease", lease)
@@ -114,6 +117,25 @@ class World:
                 driver.exit(137)  # gone with the node; its pod object stays as it was
         self.log(f"node {name} lost")
         self.add_node()  # the cluster autoscaler's replacement
+
+    def node_lifecycle(self) -> None:
+        """The node lifecycle controller: pods of a node whose lease is older than its
+        node-monitor grace (40 s) get Ready=Unknown, unless every node is that old (its full
+        disruption mode: the control plane, not the nodes, is suspect)."""
+        if self.server.down():
+            return
+        stale = {n.name for n in self.nodes.values() if self.clock.t - n.renewed > 40}
+        if len(stale) == len(self.nodes):
+            return
+        for pod in self.pods():
+            if pod["spec"].get("nodeName") in stale and pod["status"].get("phase") == "Running":
+                conditions = pod["status"].setdefault("conditions", [])
+                if not any(c.get("status") == "Unknown" for c in conditions):
+                    since = iso(self.clock())
+                    conditions.append(
+                        {"type": "Ready", "status": "Unknown", "lastTransitionTime": since}
+                    )
+                    self.pod_changed(pod)
 
     # --- pods: scheduling, starting, deleting ----------------------------------------------
 
