@@ -234,7 +234,7 @@ class History:
         elif act.name == "change-group":
             group = f"orders-group-{arg % 3}"
             if self.edit(lambda s: s["job"]["source"].update(groupId=group)):
-                self.checker.group_changed(group)
+                self.checker.group_changed(group, self.job() or {})
         elif act.name == "create":
             self.create()
         elif act.name == "delete":

@@ -74,10 +74,18 @@ class Checker:
     def visible(self) -> list[Record]:
         return self.world.sinks.visible(self.sink_format) if self.sink_format else []
 
-    def group_changed(self, group: str) -> None:
+    def group_changed(self, group: str, job: dict[str, Any]) -> None:
         """A new group starts where the user asked (its own offsets, or the reset strategy):
-        it may read again what another group read (duplicates count per group)."""
+        it may read again what another group read (duplicates count per group). Under
+        last-state the job keeps its checkpoint, and so its position, across the change: the
+        new group adopts the checkpoints the job has."""
         self.group = group
+        if job.get("spec", {}).get("upgradeMode") == "last-state":
+            status = job.get("status") or {}
+            chain = [status.get("checkpointLocation"), status.get("previousCheckpointLocation")]
+            for location in [*chain, *status.get("olderCheckpointLocations", [])]:
+                if location:
+                    self.groups[location] = group
 
     def check(self) -> list[Violation]:
         if self.exists and self.world.server.get("StreamingJob", NAMESPACE, self.name) is None:
@@ -85,6 +93,11 @@ class Checker:
             self._gone(self.group)
         found = self._exactly_once() + self._one_reader() + self._own_checkpoint()
         return found + self._names() + self._fenced()
+
+    def _stateless(self) -> bool:
+        """Under last-state a changed group keeps the job's checkpoint, and so its position."""
+        job = self.world.server.get("StreamingJob", NAMESPACE, self.name)
+        return job is not None and job["spec"].get("upgradeMode") == "stateless"
 
     def _fenced(self) -> list[Violation]:
         """A reading driver stops between batches (its final commit) unless its node is lost:
@@ -134,7 +147,7 @@ class Checker:
             owner = self.owners.setdefault(driver.location, (driver.uid, driver.epoch))
             self.groups[driver.location] = driver.group  # the last to read it (last-state)
             source = self.groups.get(driver.caught_up_from, driver.group)
-            if driver.caught_up_from and source != driver.group:
+            if driver.caught_up_from and source != driver.group and self._stateless():
                 found.append(
                     Violation(
                         "catch-up across groups",

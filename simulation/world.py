@@ -67,7 +67,8 @@ class World:
         self.trace: list[str] = []
         self.on_pod_change: Callable[[str], None] = lambda job: None
         self.on_lease: Callable[[dict[str, Any]], None] = lambda lease: None
-        self.unfenced: list[str] = []  # reading drivers on live nodes force-deleted
+        self.unfenced: list[str] = []
+        self.api_back_at = 0.0  # when the last control-plane outage ended  # reading drivers on live nodes force-deleted
         for _ in range(3):
             self.add_node()
 
@@ -105,6 +106,11 @@ class World:
         if self.server.down():
             return  # the kubelet cannot reach the API server: no renewal
         node.renewed = self.clock.t
+        for pod in self.pods():  # its pods' Ready again (the kubelet's status sync)
+            conditions = pod["status"].get("conditions") or []
+            if pod["spec"].get("nodeName") == name and conditions:
+                pod["status"]["conditions"] = []
+                self.pod_changed(pod)
         lease = {"metadata": {"name": name}, "spec": {"renewTime": iso(self.clock())}}
         lease["spec"]["renewTime"] += f"#{self.clock.t}"  # distinct even within a second
         self.at(max(self.watch_stalled_until - self.clock.t, 0) + self.delay(0, 1), "lease", lease)
@@ -123,8 +129,11 @@ class World:
         node-monitor grace (40 s) get Ready=Unknown, unless every node is that old (its full
         disruption mode: the control plane, not the nodes, is suspect)."""
         if self.server.down():
+            self.api_back_at = self.server.faults.outage_until
             return
-        stale = {n.name for n in self.nodes.values() if self.clock.t - n.renewed > 40}
+        # the controller counts from when it saw a lease, as of the control plane's return
+        seen = {n.name: max(n.renewed, self.api_back_at) for n in self.nodes.values()}
+        stale = {name for name, at in seen.items() if self.clock.t - at > 40}
         if len(stale) == len(self.nodes):
             return
         for pod in self.pods():
