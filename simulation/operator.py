@@ -39,9 +39,7 @@ class Operator:
             list_nodes=lambda: ([], ""),
             watch_nodes=lambda version, timeout: iter(()),
             grace_seconds=config.node_lost_grace_seconds,
-            quiet_seconds=watch_quiet_seconds(
-                config.node_lost_grace_seconds, config.kubelet_lease_renew_seconds
-            ),
+            quiet_seconds=watch_quiet_seconds(config.kubelet_lease_renew_seconds),
             wake=lambda namespace, name: self.world.at(0.1, "reconcile", name),
             clock=world.clock,
         )

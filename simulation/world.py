@@ -67,8 +67,8 @@ class World:
         self.trace: list[str] = []
         self.on_pod_change: Callable[[str], None] = lambda job: None
         self.on_lease: Callable[[dict[str, Any]], None] = lambda lease: None
-        self.unfenced: list[str] = []
-        self.api_back_at = 0.0  # when the last control-plane outage ended  # reading drivers on live nodes force-deleted
+        self.unfenced: list[str] = []  # reading drivers on live nodes force-deleted
+        self.api_back_at = 0.0  # when the last control-plane outage ended
         for _ in range(3):
             self.add_node()
 

@@ -67,9 +67,7 @@ class Runtime:
             list_nodes=api.list_nodes,
             watch_nodes=api.watch_nodes,
             grace_seconds=config.node_lost_grace_seconds,
-            quiet_seconds=watch_quiet_seconds(
-                config.node_lost_grace_seconds, config.kubelet_lease_renew_seconds
-            ),
+            quiet_seconds=watch_quiet_seconds(config.kubelet_lease_renew_seconds),
             wake=lambda namespace, name: loop.call_soon_threadsafe(self.poke, namespace, name),
         ).start()
         self.reconciler = Reconciler(

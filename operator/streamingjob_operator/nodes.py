@@ -7,7 +7,7 @@
   lost (`fencing.is_lost`), with no wait for the node lifecycle controller (which marks pods
   only after its own node-monitor grace, 50 s by default). The view is trusted only while
   the watch itself is alive: when no renewal of any node arrives for the quiet window
-  (`timing.watch_quiet_seconds`: the grace less one renewal interval), every answer is
+  (`timing.watch_quiet_seconds`: one and a half renewal intervals), every answer is
   "unknown" and the operator falls back to the API server's view; when renewals come back,
   every node counts from that moment, as at the operator's start.
 * **Cordons.** `kubectl drain` first cordons the node: the jobs with pods there are moved

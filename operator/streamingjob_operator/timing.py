@@ -4,13 +4,12 @@ settings (settings.py) check them at start-up and the chart's templates ask the 
 values (templates/_helpers.tpl, "streamingjob-operator.timing").
 
 The rules:
-- nodeLostGraceSeconds >= 2 * kubeletLeaseRenewSeconds: a pod is lost only once its node has
-  been silent (two missed lease renewals); a shorter grace declares healthy drivers lost
-  between renewals.
-- the node view's quiet window (`watch_quiet_seconds`) = nodeLostGraceSeconds -
-  kubeletLeaseRenewSeconds: when no kubelet renews for that long (a control-plane outage, a
-  stalled watch) the view is distrusted before any node's last renewal is a grace old, so no
-  node counts as lost for a silence that was the control plane's.
+- nodeLostGraceSeconds >= 3.5 * kubeletLeaseRenewSeconds: a pod is lost only once its node
+  has been silent (two missed lease renewals) beyond what a silence of the control plane
+  explains. When no kubelet at all renews for the quiet window (`watch_quiet_seconds`, 1.5
+  renewals: a control-plane outage, a stalled watch) the view is distrusted, and when
+  renewals come back every node counts from then; a shorter silence of the control plane
+  adds at most the quiet window to a healthy node's two renewals (found by the simulation).
 - a job write through the leader's gate waits at most until the renew deadline of the latest
   renewal (`gated_write_timeout`: apiTimeoutSeconds, cut to the time left): the operator's
   API timeout (30 s) would let a write that passed the gate just before the deadline land
@@ -48,25 +47,27 @@ def node_silent_seconds(kubelet_lease_renew_seconds: float) -> float:
     return MISSED_RENEWALS * kubelet_lease_renew_seconds
 
 
+QUIET_RENEWALS = 1.5
+
+
+def watch_quiet_seconds(kubelet_lease_renew_seconds: float) -> float:
+    """No renewal of any node for this long: the watch (or the API server), not the nodes, is
+    suspect (nodes.NodeTracker). Longer than one interval, so one live kubelet among dead
+    nodes keeps the view trusted."""
+    return QUIET_RENEWALS * kubelet_lease_renew_seconds
+
+
 def check_node_grace(node_lost_grace_seconds: float, kubelet_lease_renew_seconds: float) -> None:
-    silent = node_silent_seconds(kubelet_lease_renew_seconds)
-    if node_lost_grace_seconds < silent:
+    renew = kubelet_lease_renew_seconds
+    least = node_silent_seconds(renew) + watch_quiet_seconds(renew)
+    if node_lost_grace_seconds < least:
         raise TimingError(
             f"nodeLostGraceSeconds={node_lost_grace_seconds:g} is shorter than "
-            f"{MISSED_RENEWALS} * kubeletLeaseRenewSeconds={kubelet_lease_renew_seconds:g} "
-            f"(= {silent:g}): a pod may be declared lost only after its node has been silent "
-            "(semantics rule 10); set nodeLostGraceSeconds to at least "
-            f"{silent:g}"
+            f"{least / renew:g} * kubeletLeaseRenewSeconds={renew:g} (= {least:g}): a pod may "
+            "be declared lost only after its node has been silent (semantics rule 10), two "
+            "renewals beyond a silence of the control plane itself; set nodeLostGraceSeconds "
+            f"to at least {least:g}"
         )
-
-
-def watch_quiet_seconds(
-    node_lost_grace_seconds: float, kubelet_lease_renew_seconds: float
-) -> float:
-    """No renewal of any node for this long: the watch (or the API server), not the nodes, is
-    suspect (nodes.NodeTracker). Every node renewed within one interval before the last
-    renewal seen, so none reaches the grace before the view is distrusted."""
-    return node_lost_grace_seconds - kubelet_lease_renew_seconds
 
 
 # --- leader election ------------------------------------------------------------------------

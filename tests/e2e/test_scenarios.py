@@ -68,7 +68,7 @@ RESULTS = REPO_ROOT / "bench" / "results" / "e2e.json"
 JOB_LABEL = "sparkkafka.dev/job"
 KILLS = ["delete", "process"]  # each way once: CI time pays for the step-load scenario
 DRAINS = 2
-DEFAULT_GRACE, SHORT_GRACE = 40.0, 20.0  # the chart's nodeLostGraceSeconds, and a short one
+DEFAULT_GRACE, SHORT_GRACE = 40.0, 35.0  # the chart's nodeLostGraceSeconds, the least one
 LOSSES_DEFAULT_GRACE, LOSSES_SHORT_GRACE = 1, 1
 
 

@@ -567,8 +567,9 @@ def test_schema_rejects_bad_values(args: list[str]):
     ("value", "named"),
     [
         (
-            "config.nodeLostGraceSeconds=15",
-            "config.nodeLostGraceSeconds=15 is shorter than 2 * config.kubeletLeaseRenewSeconds=10",
+            "config.nodeLostGraceSeconds=30",
+            "config.nodeLostGraceSeconds=30 is shorter than 3.5 * "
+            "config.kubeletLeaseRenewSeconds=10",
         ),
         (
             "leaderElection.renewDeadlineSeconds=12",  # 15 < 12 + min(30, 12 / 2)
@@ -592,12 +593,12 @@ def test_timing_rules_are_refused_by_the_templates_naming_both_values(value, nam
 
 def test_timing_values_that_fit_render_and_parse():
     docs = render(
-        "--set", "config.nodeLostGraceSeconds=5", "--set", "config.kubeletLeaseRenewSeconds=2.5",
+        "--set", "config.nodeLostGraceSeconds=8.75", "--set", "config.kubeletLeaseRenewSeconds=2.5",
         "--set", "leaderElection.leaseDurationSeconds=18",
         "--set", "leaderElection.renewDeadlineSeconds=12",
     )  # fmt: skip
     parsed = OperatorSettings.from_env(env_of(docs))
-    assert (parsed.node_lost_grace_seconds, parsed.node_silent_seconds) == (5, 5)
+    assert (parsed.node_lost_grace_seconds, parsed.node_silent_seconds) == (8.75, 5)
     assert parsed.election_timing.request_timeout_seconds == 6
 
 

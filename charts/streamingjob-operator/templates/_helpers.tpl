@@ -76,8 +76,8 @@ two values).
 {{- $c := .Values.config }}
 {{- $grace := float64 $c.nodeLostGraceSeconds }}
 {{- $renew := float64 $c.kubeletLeaseRenewSeconds }}
-{{- if lt $grace (mulf 2 $renew) }}
-{{- fail (printf "config.nodeLostGraceSeconds=%v is shorter than 2 * config.kubeletLeaseRenewSeconds=%v: a pod may be declared lost only after its node has been silent (semantics rule 10)" $c.nodeLostGraceSeconds $c.kubeletLeaseRenewSeconds) }}
+{{- if lt $grace (mulf 3.5 $renew) }}
+{{- fail (printf "config.nodeLostGraceSeconds=%v is shorter than 3.5 * config.kubeletLeaseRenewSeconds=%v: a pod may be declared lost only after its node has been silent (semantics rule 10), two renewals beyond a silence of the control plane itself" $c.nodeLostGraceSeconds $c.kubeletLeaseRenewSeconds) }}
 {{- end }}
 {{- $le := .Values.leaderElection }}
 {{- $lease := float64 $le.leaseDurationSeconds }}

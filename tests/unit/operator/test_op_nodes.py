@@ -41,7 +41,7 @@ def tracker(clock: Clock, woken: list, grace: float = 40) -> NodeTracker:
 
     return NodeTracker(
         list_leases=none, watch_leases=none, list_nodes=none, watch_nodes=none,
-        grace_seconds=grace, quiet_seconds=watch_quiet_seconds(grace, 10),
+        grace_seconds=grace, quiet_seconds=watch_quiet_seconds(10),
         wake=lambda ns, name: woken.append((ns, name)), clock=clock,
     )  # fmt: skip
 
@@ -71,7 +71,7 @@ def test_a_quiet_watch_makes_every_answer_unknown():
     nodes = tracker(clock, woken)
     nodes.track(("team", "orders"), {"w1"})
     nodes._on_lease("ADDED", lease("w1", "a"))
-    clock.advance(watch_quiet_seconds(40, 10) + 1)
+    clock.advance(watch_quiet_seconds(10) + 1)
     assert nodes.heard_at("w1") is None and nodes.silent_jobs() == []
 
 
@@ -96,7 +96,7 @@ def test_without_read_access_the_view_stays_unknown(caplog):
 
     nodes = NodeTracker(
         list_leases=forbidden, watch_leases=forbidden, list_nodes=forbidden,
-        watch_nodes=forbidden, grace_seconds=40, quiet_seconds=30, wake=lambda *_: None,
+        watch_nodes=forbidden, grace_seconds=40, quiet_seconds=15, wake=lambda *_: None,
     ).start()  # fmt: skip
     try:
         assert nodes.heard_at("w1") is None and not nodes.cordoned("w1")
@@ -127,16 +127,21 @@ def test_after_a_control_plane_outage_every_node_counts_from_when_renewals_come_
         assert nodes.silent_jobs() == []
 
 
-@pytest.mark.parametrize("grace", [20, 30, 40, 60])
-def test_no_node_counts_as_lost_for_the_silence_of_the_control_plane(grace):
-    """Whatever the grace (20 s, as the e2e bed sets it, included): every node renewed within
-    one interval before the outage; the view is distrusted before any of them is a grace
-    old, so no healthy node is declared lost while nothing can renew."""
+@pytest.mark.parametrize("grace", [35, 40, 60])
+@pytest.mark.parametrize("outage", [5, 14, 16, 28, 90])
+def test_no_node_counts_as_lost_for_the_silence_of_the_control_plane(grace, outage):
+    """Whatever the grace the timing rules admit (35 s up) and however long the outage
+    (a short one too: the simulation's seed 396 of issue 41): every node renewed within one
+    interval before it and renews within one interval after it; none is ever lost."""
     clock, woken = Clock(), []
     nodes = tracker(clock, woken, grace)
-    for offset in range(10):
-        nodes._on_lease("ADDED", lease(f"w{offset}", "a"))
+    for n in range(10):  # one renewal a second: every node once per 10 s
+        nodes._on_lease("ADDED", lease(f"w{n}", "a"))
         clock.advance(1)
-    for _ in range(3 * grace):  # the outage
+    for _ in range(outage):
         clock.advance(1)
         assert not any(_lost(nodes, f"w{n}", clock.now, grace) for n in range(10))
+    for n in range(10):  # back: each renews once more, in the same order
+        nodes._on_lease("MODIFIED", lease(f"w{n}", "b"))
+        assert not any(_lost(nodes, f"w{m}", clock.now, grace) for m in range(10))
+        clock.advance(1)

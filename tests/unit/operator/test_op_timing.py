@@ -12,8 +12,8 @@ from streamingjob_operator.settings import OperatorSettings
 pytestmark = pytest.mark.unit
 
 
-@pytest.mark.parametrize("grace", [0.5, 10, 19.9])
-def test_a_node_grace_shorter_than_two_kubelet_renewals_is_refused(grace):
+@pytest.mark.parametrize("grace", [0.5, 10, 20, 34.9])
+def test_a_node_grace_shorter_than_two_renewals_beyond_a_quiet_window_is_refused(grace):
     with pytest.raises(ValidationError) as refused:
         OperatorSettings(node_lost_grace_seconds=grace)
     message = str(refused.value)
@@ -23,7 +23,7 @@ def test_a_node_grace_shorter_than_two_kubelet_renewals_is_refused(grace):
 
 
 def test_a_short_grace_fits_a_cluster_whose_kubelets_renew_more_often():
-    settings = OperatorSettings(node_lost_grace_seconds=2, kubelet_lease_renew_seconds=1)
+    settings = OperatorSettings(node_lost_grace_seconds=3.5, kubelet_lease_renew_seconds=1)
     assert settings.node_silent_seconds == 2
 
 
