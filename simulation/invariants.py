@@ -49,6 +49,8 @@ class Checker:
         self.group = ""
         self.exists = False
         self.quiet_since: float | None = None
+        self.nonce: tuple[Any, Any] | None = None  # (job uid, deployedRedeployNonce) last seen
+        self.target = 0  # the epoch targeted then
         self.deletions = 0
 
     # --- what the history tells it -----------------------------------------------------
@@ -92,7 +94,28 @@ class Checker:
             self.exists = False
             self._gone(self.group)
         found = self._exactly_once() + self._one_reader() + self._own_checkpoint()
-        return found + self._names() + self._fenced()
+        return found + self._names() + self._fenced() + self._redeploys_start_fresh()
+
+    def _redeploys_start_fresh(self) -> list[Violation]:
+        """The decision table: a new redeployNonce, taken up (status.deployedRedeployNonce),
+        targets a new epoch (fresh, from the group's offsets), in every state, a resume too."""
+        job = self.world.server.get("StreamingJob", NAMESPACE, self.name)
+        status = (job or {}).get("status") or {}
+        handover = status.get("handover") or {}
+        target = max(status.get("epoch", 0), handover.get("epoch", 0))
+        nonce = (job or {}).get("metadata", {}).get("uid"), status.get("deployedRedeployNonce")
+        before = self.nonce
+        found = []
+        if before and before[0] == nonce[0] and before[1] != nonce[1] and target <= self.target:
+            found.append(
+                Violation(
+                    "redeploy restored",
+                    f"redeployNonce {nonce[1]} taken up in epoch {target} (before: "
+                    f"{self.target}): a redeploy must start a new epoch",
+                )
+            )
+        self.nonce, self.target = nonce, target
+        return found
 
     def _stateless(self) -> bool:
         """Under last-state a changed group keeps the job's checkpoint, and so its position."""
