@@ -106,7 +106,8 @@ class Checker:
         nonce = (job or {}).get("metadata", {}).get("uid"), status.get("deployedRedeployNonce")
         before = self.nonce
         found = []
-        if before and before[0] == nonce[0] and before[1] != nonce[1] and target <= self.target:
+        taken_up = before and before[0] == nonce[0] and None not in (before[1], nonce[1])
+        if taken_up and before[1] != nonce[1] and target <= self.target:
             found.append(
                 Violation(
                     "redeploy restored",

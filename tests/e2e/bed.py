@@ -250,6 +250,9 @@ OPERATOR_VALUES = [
     # it over at once
     "--set", "leaderElection.leaseDurationSeconds=45",
     "--set", "leaderElection.renewDeadlineSeconds=30",
+    # every test makes a namespace of its own (e2e-<hex>), unknown at install: the operator
+    # reads Secrets in all of them (the chart's documented opt-in; secretNamespaces otherwise)
+    "--set", "rbac.clusterWideSecrets=true",
     "--set-json", f"nodeSelector={json.dumps(ON_CONTROL_PLANE['nodeSelector'])}",
     "--set-json", f"tolerations={json.dumps(ON_CONTROL_PLANE['tolerations'])}",
 ]  # fmt: skip
