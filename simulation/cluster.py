@@ -8,7 +8,6 @@ by nothing)."""
 
 from __future__ import annotations
 
-import json
 import marshal
 from collections import Counter
 from collections.abc import Callable
@@ -213,14 +212,6 @@ class SimApi:
             return  # logged, never raised (k8s.py)
         uid = job.get("metadata", {}).get("uid", "")
         self.server.events.append((uid, type_, reason, message))
-
-
-def report(cm: dict[str, Any] | None, key: str) -> dict[str, Any] | None:
-    raw = ((cm or {}).get("data") or {}).get(key)
-    try:
-        return json.loads(raw) if raw else None
-    except ValueError:
-        return None
 
 
 def clone(value: Any) -> Any:

@@ -1,8 +1,9 @@
 """The data the job moves: Kafka partitions of numbered records and the group's committed
 offsets, the file system holding checkpoints and the file sink's output, and a Delta table.
 
-A record is `(topic, partition, offset)`. What a sink's reader sees is `visible()`: the file
-sink's batches listed in its `_spark_metadata` logs, the table's committed rows."""
+A record is `(topic, partition, offset)`. What a sink's reader sees is what its batches
+wrote once committed: the file sink's batches listed in its `_spark_metadata` logs, the
+table's commits (`driver.Sinks.written`)."""
 
 from __future__ import annotations
 
@@ -108,9 +109,7 @@ class FileSink:
     """Spark's file sink: per output directory a log of batches; a batch whose id the log has
     already is skipped (Spark's FileStreamSink)."""
 
-    files: Files
     written: dict[str, dict[int, list[Record]]] = field(default_factory=dict)
-    rows: list[Record] = field(default_factory=list)  # as the reader sees them, in order
 
     def newest(self, directory: str) -> int | None:
         batches = self.written.get(directory.removesuffix("/_spark_metadata"), {})
@@ -121,11 +120,7 @@ class FileSink:
         if log and batch_id <= max(log):
             return False
         log[batch_id] = rows
-        self.rows.extend(rows)
         return True
-
-    def visible(self) -> list[Record]:
-        return self.rows
 
 
 @dataclass
@@ -133,7 +128,6 @@ class Table:
     """A Delta table written by delta-rs from the driver: each batch one commit carrying its
     writer's (app id, batch id); a batch the table has for that app id writes nothing."""
 
-    rows: list[Record] = field(default_factory=list)
     txns: dict[str, int] = field(default_factory=dict)
 
     def committed_batch(self, app: str) -> int | None:
@@ -142,12 +136,8 @@ class Table:
     def add_batch(self, app: str, batch_id: int, rows: list[Record]) -> bool:
         if self.txns.get(app, -1) >= batch_id:
             return False
-        self.rows.extend(rows)
         self.txns[app] = batch_id
         return True
-
-    def visible(self) -> list[Record]:
-        return self.rows
 
 
 def records(start: Positions, end: Positions) -> list[Record]:

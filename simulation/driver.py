@@ -10,7 +10,6 @@ write `commits/N`) is modelled, with a crash possible at every stage."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -61,9 +60,6 @@ class Sinks:
             group = manifest.spec.job.source.group_id or ""
             self.written.extend((group, row) for row in rows)
         return written
-
-    def visible(self, sink_format: str) -> list[Record]:
-        return self.table.visible() if sink_format == "delta" else self.files.visible()
 
 
 @dataclass
@@ -295,7 +291,3 @@ class Driver:
         batch = Checkpoint(w.files, self.location).durable_batch()
         if batch is not None and not w.commit_fails():
             w.kafka.commit(self.group, ahead_of_group(batch.end, w.kafka.committed(self.group)))
-
-
-def report_json(value: dict[str, Any]) -> str:
-    return json.dumps(value, sort_keys=True)

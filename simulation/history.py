@@ -133,15 +133,11 @@ class History:
         for act in self.acts:
             w.at(act.at, "act", act)
         end = (self.acts[-1].at if self.acts else 0.0) + 1.0
-        w.at(end, "faults-end")
+        w.at(end + quiet, "converged")  # the faults end with the last act
         w.at(2.0, "check-nodes")
         outcome = Outcome(self.seed, self.acts, 0, trace=w.trace)
         while w.queue and self.steps < max_steps:
             event = w.pop()
-            if event.kind == "faults-end":
-                self.checker.faults_ended(w.clock.t)
-                w.at(quiet, "converged")
-                continue
             if event.kind == "converged":
                 outcome.violations += self.checker.converged()
                 break

@@ -45,10 +45,8 @@ class Checker:
         self.owners: dict[str, tuple[str, int]] = {}  # checkpoint location -> (uid, epoch)
         self.groups: dict[str, str] = {}  # checkpoint location -> the group its driver read
         self.prefix: dict[tuple[str, int], int] = {}  # per partition: all offsets below seen
-        self.sink_format = ""
         self.group = ""
         self.exists = False
-        self.quiet_since: float | None = None
         self.nonce: tuple[Any, Any] | None = None  # (job uid, deployedRedeployNonce) last seen
         self.target = 0  # the epoch targeted then
         self.deletions = 0
@@ -56,7 +54,6 @@ class Checker:
     # --- what the history tells it -----------------------------------------------------
 
     def created(self, job: dict[str, Any]) -> None:
-        self.sink_format = job["spec"]["job"]["sink"]["format"]
         self.group = job["spec"]["job"]["source"]["groupId"]
         self.exists = True
 
@@ -68,13 +65,7 @@ class Checker:
             if offset >= self.world.kafka.committed(group_read).get((topic, partition), 0):
                 self.allowed.add(record)
 
-    def faults_ended(self, t: float) -> None:
-        self.quiet_since = t
-
     # --- the checks ----------------------------------------------------------------------
-
-    def visible(self) -> list[Record]:
-        return self.world.sinks.visible(self.sink_format) if self.sink_format else []
 
     def group_changed(self, group: str, job: dict[str, Any]) -> None:
         """A new group starts where the user asked (its own offsets, or the reset strategy):

@@ -8,13 +8,11 @@ from __future__ import annotations
 import heapq
 import json
 import random
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from streamingjob_operator.naming import (
     LABEL_JOB,
-    LABEL_ROLE,
     job_configmap_name,
     report_configmap_name,
 )
@@ -55,7 +53,7 @@ class World:
         self.api = SimApi(self.server)
         self.kafka = Kafka(partitions)
         self.files = Files()
-        self.sinks = Sinks(FileSink(self.files), Table())
+        self.sinks = Sinks(FileSink(), Table())
         self.nodes: dict[str, Node] = {}
         self.drivers: dict[str, Driver] = {}  # by pod uid: every process ever started
         self.pull_fail_until = -1.0  # image pulls fail until then (a registry outage)
@@ -65,8 +63,6 @@ class World:
         self.queue: list[Event] = []
         self.seq = 0
         self.trace: list[str] = []
-        self.on_pod_change: Callable[[str], None] = lambda job: None
-        self.on_lease: Callable[[dict[str, Any]], None] = lambda lease: None
         self.unfenced: list[str] = []  # reading drivers on live nodes force-deleted
         self.api_back_at = 0.0  # when the last control-plane outage ended
         for _ in range(3):
@@ -331,7 +327,3 @@ class World:
             self.files.delete_tree(path)
             self.log(f"cleanup Job deleted {path}")
             self.server.remove("Job", NAMESPACE, job["metadata"]["name"])
-
-
-def is_driver(pod: dict[str, Any]) -> bool:
-    return pod["metadata"]["labels"].get(LABEL_ROLE) == "driver"
