@@ -8,6 +8,7 @@ import threading
 
 import pytest
 
+from spark_app.kafka_config import REFUSED_MARK
 from spark_app.manifest import MAX_SQL, SQL_OR_TRANSFORM
 from tests.integration.operator.kube_helpers import Kube, job_spec, rejected, wait_for
 
@@ -51,7 +52,7 @@ def test_a_query_the_runner_refuses_holds_the_job_until_the_spec_changes(
     (no restart loop); a fixed query launches the next epoch."""
     kube.create_job(ns, "filtered", with_job(sql=BAD))
     wait_for(lambda: kube.driver_names(ns) == ["filtered-e1-a1-driver"], 30, "the first driver")
-    kube.set_terminated(ns, "filtered-e1-a1-driver", 2, message=RUNNER_SAYS)
+    kube.set_terminated(ns, "filtered-e1-a1-driver", 2, message=REFUSED_MARK + RUNNER_SAYS)
 
     wait_for(lambda: _degraded(kube, ns, "filtered").get("reason") == "InvalidSpec", 30, "held")
     degraded = _degraded(kube, ns, "filtered")
