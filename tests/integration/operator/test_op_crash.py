@@ -20,7 +20,7 @@ from collections import defaultdict
 from typing import Self
 
 import pytest
-from kubernetes import client
+from kubernetes import client, watch
 
 from streamingjob_operator.finalizer import Finalizer
 from streamingjob_operator.k8s import KubeApi
@@ -374,32 +374,78 @@ def _waits_for_go(pod: client.V1Pod) -> bool:
 
 class ReadingWatch(Poller):
     """Which drivers of each job read, polled: a driver reads from its start unless it waits
-    for a go (a warm hand-over's next driver), and then once go.json names it; it stops
-    reading when its container has ended. The report ConfigMaps are read before the pods: a
-    go seen then was in force when the pods were listed, so two drivers found reading were
-    both reading at that moment."""
+    for a go (a warm hand-over's next driver), and then from the first go.json that named it
+    until its container has ended, whatever later go.json names (a chained hand-over: the
+    next go while it still reads is the overlap to find). Every value go.json held comes
+    from a watch on the ConfigMaps (none missed between two polls); each poll takes the
+    gos seen so far before listing the pods: a go seen then was in force when the pods
+    were listed, so two drivers found reading were both reading at that moment."""
 
     def __init__(self, kube: Kube, ns: str) -> None:
         self.kube, self.ns = kube, ns
         self.overlaps: list[tuple[str, list[str]]] = []
-        self.went: set[str] = set()  # drivers a go was seen for
+        self.went: set[str] = set()  # drivers a go was written for
+        self._go_thread = threading.Thread(target=self._watch_gos, daemon=True)
         super().__init__()
 
+    def __enter__(self) -> Self:
+        self._go_thread.start()
+        return super().__enter__()
+
+    def __exit__(self, *exc: object) -> None:
+        super().__exit__(*exc)
+        self._go_thread.join(10)
+
+    def _watch_gos(self) -> None:
+        """Watches in one-second streams, each from where the last ended, until the block
+        ends (a stream left open would outlive the API server)."""
+        version = None
+        while not self._stop.is_set():
+            gos = watch.Watch()
+            list_cms = self.kube.core.list_namespaced_config_map
+            for event in gos.stream(list_cms, self.ns, timeout_seconds=1, resource_version=version):
+                cm = event["object"]
+                go = (cm.data or {}).get("go.json")
+                if go and cm.metadata.name.endswith("-go"):  # the operator's go ConfigMap
+                    self.went.add(json.loads(go)["pod"])
+            version = gos.resource_version
+
     def poll(self) -> None:
-        gone: dict[str, str] = {}
-        for cm in self.kube.core.list_namespaced_config_map(self.ns).items:
-            go = (cm.data or {}).get("go.json")
-            if go and cm.metadata.name.endswith("-go"):  # the operator's go ConfigMap
-                gone[cm.metadata.name.removesuffix("-go")] = json.loads(go)["pod"]
-        self.went.update(gone.values())
+        went = set(self.went)
         reading = defaultdict(list)
         for pod in self.kube.pods(self.ns, "driver"):
             if pod.status.phase in ("Succeeded", "Failed"):
                 continue
             job, name = pod.metadata.labels["sparkkafka.dev/job"], pod.metadata.name
-            if not _waits_for_go(pod) or gone.get(job) == name:
+            if not _waits_for_go(pod) or name in went:
                 reading[job].append(name)
         self.overlaps += [(job, sorted(names)) for job, names in reading.items() if len(names) > 1]
+
+
+def _waiting_driver(job: str, name: str) -> dict:
+    return {
+        "metadata": {"name": name, "labels": {"spark-role": "driver", "sparkkafka.dev/job": job}},
+        "spec": {"containers": [{"name": "driver", "image": "x", "args": ["--wait-for-go"]}]},
+    }
+
+
+def test_the_reading_watch_sees_a_go_written_while_the_last_gone_driver_reads(
+    kube: Kube, apiserver
+):
+    """Finding 9 of issue 41: the watch above counts a go'd driver as reading after go.json
+    names the next one (a chained overlap); the watch before it stopped counting the first."""
+    ns = kube.namespace()
+    for name in ("j-e1-a1-driver", "j-e2-a1-driver"):
+        kube.core.create_namespaced_pod(ns, _waiting_driver("j", name))
+    go = {"metadata": {"name": "j-go"}, "data": {"go.json": json.dumps({"pod": "j-e1-a1-driver"})}}
+    with ReadingWatch(kube, ns) as reads:
+        kube.core.create_namespaced_config_map(ns, go)
+        wait_for(lambda: reads.went, 10, "the first go seen")
+        kube.core.patch_namespaced_config_map(
+            "j-go", ns, {"data": {"go.json": json.dumps({"pod": "j-e2-a1-driver"})}}
+        )
+        wait_for(lambda: reads.overlaps, 10, "the two go'd drivers counted as reading")
+    assert reads.overlaps[0] == ("j", ["j-e1-a1-driver", "j-e2-a1-driver"])
 
 
 def _play_the_waiting_runners(kube: Kube, ns: str, rng: random.Random, ready: set[str]) -> None:
