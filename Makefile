@@ -133,7 +133,7 @@ demo-down: ## Delete the demo's kind cluster (the caches stay)
 
 .PHONY: crd
 crd: ## Regenerate crds/streamingjob.yaml from the models (a unit test checks for drift)
-	$(TREE) $(PY) -m streamingjob_operator.crd > crds/streamingjob.yaml
+	$(TREE) $(PY) -m streamingjob_operator.api.crd > crds/streamingjob.yaml
 	cp crds/streamingjob.yaml charts/streamingjob-operator/crds/streamingjob.yaml
 
 .PHONY: bench

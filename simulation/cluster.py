@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from streamingjob_operator.errors import ConflictError, TransientError
-from streamingjob_operator.naming import LABEL_JOB, label_value
+from streamingjob_operator.api.naming import LABEL_JOB, label_value
+from streamingjob_operator.io.errors import ConflictError, TransientError
 
 from .clock import Clock
 

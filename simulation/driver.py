@@ -23,7 +23,7 @@ from spark_app.group_offsets import newest_durable, sink_batch
 from spark_app.manifest import RunnerManifest, epoch_sink_path, load_manifest
 from spark_app.offsets import Positions
 from spark_app.runner import _start_point, parse_args
-from streamingjob_operator.naming import LABEL_JOB
+from streamingjob_operator.api.naming import LABEL_JOB
 
 from .data import Checkpoint, Files, FileSink, Kafka, Record, Table, records
 

@@ -11,8 +11,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from streamingjob_operator.models import API_GROUP, API_VERSION
-from streamingjob_operator.naming import FINALIZER
+from streamingjob_operator.api.models import API_GROUP, API_VERSION
+from streamingjob_operator.api.naming import FINALIZER
 
 from .cluster import Crash
 from .invariants import Checker, Violation

@@ -19,7 +19,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from streamingjob_operator.naming import LABEL_JOB
+from streamingjob_operator.api.naming import LABEL_JOB
 
 from .data import Checkpoint, Record
 from .world import NAMESPACE, World

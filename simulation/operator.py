@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from streamingjob_operator.errors import TransientError
+from streamingjob_operator.api.naming import FINALIZER
 from streamingjob_operator.finalizer import Finalizer
-from streamingjob_operator.naming import FINALIZER
-from streamingjob_operator.nodes import NodeTracker
+from streamingjob_operator.io.errors import TransientError
+from streamingjob_operator.io.nodes import NodeTracker
 from streamingjob_operator.reconcile import Reconciler
+from streamingjob_operator.rules.timing import watch_quiet_seconds
 from streamingjob_operator.settings import OperatorSettings
-from streamingjob_operator.timing import watch_quiet_seconds
 
 from .cluster import Crash
 from .world import NAMESPACE, World

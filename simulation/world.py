@@ -11,12 +11,12 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from streamingjob_operator.naming import (
+from streamingjob_operator.api.naming import (
     LABEL_JOB,
     job_configmap_name,
     report_configmap_name,
 )
-from streamingjob_operator.observed import iso
+from streamingjob_operator.rules.observed import iso
 
 from .clock import Clock
 from .cluster import Server, SimApi

@@ -35,7 +35,7 @@ ENV_SSL_CA_PEM = "KAFKA_SSL_CA_PEM"
 ENV_REGISTRY_USERNAME = "SCHEMA_REGISTRY_USERNAME"
 ENV_REGISTRY_PASSWORD = "SCHEMA_REGISTRY_PASSWORD"
 # Where the operator mounts schemaRegistry.caSecret in the driver and executors (a Secret
-# volume; streamingjob_operator.pod_parts): the source's schemaRegistryCaFile.
+# volume; streamingjob_operator.children.pod_parts): the source's schemaRegistryCaFile.
 REGISTRY_CA_DIR = "/etc/streamingjob-registry-ca"
 REGISTRY_CA_FILE = f"{REGISTRY_CA_DIR}/ca.crt"
 

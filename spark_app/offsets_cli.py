@@ -25,7 +25,8 @@ import yaml
 from spark_app.kafka_config import source_options
 from spark_app.kafka_metadata import KafkaMetadata, KafkaUnavailable, UnknownTopic
 from spark_app.manifest import ManifestError, load_manifest
-from spark_app.offsets_admin import ACTIONS, RESET_TARGETS, OffsetsRefused, request_of, run
+from spark_app.offsets_admin import ACTIONS, RESET_TARGETS, OffsetsRefused, request_of
+from spark_app.offsets_run import run
 from spark_app.options import OptionError, SourceOptions
 
 EXIT_REFUSED, EXIT_KAFKA, EXIT_MANIFEST = 2, 3, 4

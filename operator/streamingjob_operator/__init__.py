@@ -3,4 +3,4 @@
 `kopf run -m streamingjob_operator` imports this package, which registers the handlers.
 """
 
-from . import handlers as handlers
+from streamingjob_operator import handlers as handlers

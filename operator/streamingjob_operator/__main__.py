@@ -29,11 +29,11 @@ from typing import Any
 
 import kopf
 
-from . import handlers as handlers
-from .k8s import KubeApi
-from .leadership import Leadership
-from .metrics import Metrics
-from .settings import OperatorSettings
+from streamingjob_operator import handlers as handlers
+from streamingjob_operator.io.k8s import KubeApi
+from streamingjob_operator.io.metrics import Metrics
+from streamingjob_operator.leadership import Leadership
+from streamingjob_operator.settings import OperatorSettings
 
 log = logging.getLogger("streamingjob_operator")
 

@@ -24,10 +24,15 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from .autoscaler import Job, Policy, Recommendation, Sample, recommend
-from .models import AutoscalerDecisionStatus, AutoscalerStatus, StreamingJobSpec, StreamingJobStatus
-from .observed import TASK_MS_KEY, Report, iso, parse_time
-from .status import KafkaView, compute_lag
+from streamingjob_operator.api.models import (
+    AutoscalerDecisionStatus,
+    AutoscalerStatus,
+    StreamingJobSpec,
+    StreamingJobStatus,
+)
+from streamingjob_operator.rules.autoscaler import Job, Policy, Recommendation, Sample, recommend
+from streamingjob_operator.rules.observed import TASK_MS_KEY, Report, iso, parse_time
+from streamingjob_operator.rules.status import KafkaView, compute_lag
 
 JobKey = tuple[str, str]
 MAX_SAMPLES = 4000  # a day of readings every 30 s, whatever the window asks

@@ -7,12 +7,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from .builders import build_cleanup_job, checkpoint_cleanup_paths
-from .errors import TransientError
-from .fencing import is_lost
-from .k8s import KubeApi
-from .models import parse_status
-from .naming import (
+from streamingjob_operator.api.models import parse_status
+from streamingjob_operator.api.naming import (
     cleanup_job_name,
     disruption_budget_name,
     driver_account_name,
@@ -23,9 +19,13 @@ from .naming import (
     service_name,
     ui_service_name,
 )
-from .nodes import NodeTracker, with_node_view
-from .settings import OperatorSettings
-from .validation import parse
+from streamingjob_operator.children.builders import build_cleanup_job, checkpoint_cleanup_paths
+from streamingjob_operator.children.validation import parse
+from streamingjob_operator.io.errors import TransientError
+from streamingjob_operator.io.k8s import KubeApi
+from streamingjob_operator.io.nodes import NodeTracker, with_node_view
+from streamingjob_operator.rules.fencing import is_lost
+from streamingjob_operator.settings import OperatorSettings
 
 
 class Finalizer:

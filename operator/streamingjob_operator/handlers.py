@@ -22,17 +22,17 @@ from typing import Any
 
 import kopf
 
-from .finalizer import Finalizer
-from .k8s import KubeApi
-from .kafka import KafkaMonitor
-from .metrics import Metrics
-from .models import API_GROUP, API_VERSION, KIND, PLURAL
-from .naming import FINALIZER, LABEL_MANAGED_BY, LABEL_ROLE, MANAGED_BY
-from .nodes import NodeTracker
-from .reconcile import Reconciler
-from .seen import Seen
-from .settings import OperatorSettings
-from .timing import watch_quiet_seconds
+from streamingjob_operator.api.models import API_GROUP, API_VERSION, KIND, PLURAL
+from streamingjob_operator.api.naming import FINALIZER, LABEL_MANAGED_BY, LABEL_ROLE, MANAGED_BY
+from streamingjob_operator.finalizer import Finalizer
+from streamingjob_operator.io.k8s import KubeApi
+from streamingjob_operator.io.kafka import KafkaMonitor
+from streamingjob_operator.io.metrics import Metrics
+from streamingjob_operator.io.nodes import NodeTracker
+from streamingjob_operator.reconcile import Reconciler
+from streamingjob_operator.rules.timing import watch_quiet_seconds
+from streamingjob_operator.seen import Seen
+from streamingjob_operator.settings import OperatorSettings
 
 log = logging.getLogger(__name__)
 

@@ -20,9 +20,9 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-from .election import ElectionTiming, LeaseRecord, next_step, released
-from .errors import OperatorError
-from .k8s import KubeApi
+from streamingjob_operator.io.errors import OperatorError
+from streamingjob_operator.io.k8s import KubeApi
+from streamingjob_operator.rules.election import ElectionTiming, LeaseRecord, next_step, released
 
 log = logging.getLogger(__name__)
 

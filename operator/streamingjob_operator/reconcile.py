@@ -34,12 +34,19 @@ from spark_app.kafka_config import (
     ENV_SSL_CA_PEM,
 )
 from spark_app.kafka_metadata import KafkaUnavailable, UnknownTopic
-from spark_app.offsets_admin import OffsetsRefused
+from spark_app.offsets_admin import OffsetsRefused, OffsetsResult
 from spark_app.options import OptionError
-
-from . import handover, offsets_action, standby
-from .autoscaling import Autoscaling, Rescale, foreign_scale, note_applied
-from .builders import (
+from streamingjob_operator.api.models import (
+    HistoryEntry,
+    OffsetsActionSpec,
+    ReconcileFailure,
+    StreamingJobSpec,
+    StreamingJobStatus,
+    parse_status,
+)
+from streamingjob_operator.api.naming import LABEL_DRIVER, go_configmap_name, report_configmap_name
+from streamingjob_operator.autoscaling import Autoscaling, Rescale, foreign_scale, note_applied
+from streamingjob_operator.children.builders import (
     build_disruption_budget,
     build_driver_pod,
     build_go_configmap,
@@ -52,34 +59,7 @@ from .builders import (
     build_service_account,
     build_ui_service,
 )
-from .decide import DecideConfig, Decision, Event, decide, invalid
-from .errors import ConflictError, FatalError, OperatorError, TransientError
-from .k8s import KubeApi
-from .kafka import KafkaMonitor, KafkaTarget, run_offsets_action
-from .launch import Launch
-from .metrics import Metrics
-from .models import (
-    HistoryEntry,
-    ReconcileFailure,
-    StreamingJobSpec,
-    StreamingJobStatus,
-    parse_status,
-)
-from .naming import LABEL_DRIVER, go_configmap_name, report_configmap_name
-from .nodes import NodeTracker, with_node_view
-from .observed import (
-    GO_KEY,
-    HANDOVER_KEY,
-    Observed,
-    PodInfo,
-    iso,
-    parse_report,
-    parse_signal,
-)
-from .seen import Seen, resource_version
-from .settings import OperatorSettings
-from .status import KafkaView, apply_kafka, set_conditions, status_body
-from .validation import (
+from streamingjob_operator.children.validation import (
     InvalidJobError,
     check_secrets,
     check_size,
@@ -89,6 +69,26 @@ from .validation import (
     rejection_problems,
     summary,
 )
+from streamingjob_operator.io.errors import ConflictError, FatalError, OperatorError, TransientError
+from streamingjob_operator.io.k8s import KubeApi
+from streamingjob_operator.io.kafka import KafkaMonitor, KafkaTarget, run_offsets_action
+from streamingjob_operator.io.metrics import Metrics
+from streamingjob_operator.io.nodes import NodeTracker, with_node_view
+from streamingjob_operator.rules import handover, offsets_action, standby
+from streamingjob_operator.rules.decide import DecideConfig, Decision, Event, decide, invalid
+from streamingjob_operator.rules.launch import Launch
+from streamingjob_operator.rules.observed import (
+    GO_KEY,
+    HANDOVER_KEY,
+    Observed,
+    PodInfo,
+    iso,
+    parse_report,
+    parse_signal,
+)
+from streamingjob_operator.rules.status import KafkaView, apply_kafka, set_conditions, status_body
+from streamingjob_operator.seen import Seen, resource_version
+from streamingjob_operator.settings import OperatorSettings
 
 log = logging.getLogger(__name__)
 
@@ -519,8 +519,8 @@ class Reconciler:
         return job
 
     def _ask_kafka(
-        self, job: dict[str, Any], spec: StreamingJobSpec, action: offsets_action.OffsetsActionSpec
-    ) -> tuple[offsets_action.Outcome, str, offsets_action.OffsetsResult | None, str]:
+        self, job: dict[str, Any], spec: StreamingJobSpec, action: OffsetsActionSpec
+    ) -> tuple[offsets_action.Outcome, str, OffsetsResult | None, str]:
         """The offsets action's Kafka side: (outcome, message, result, the listing
         ConfigMap's name); a success's listing is applied here."""
         result = None

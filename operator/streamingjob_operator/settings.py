@@ -40,8 +40,8 @@ from collections.abc import Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from . import timing
-from .election import ElectionTiming
+from streamingjob_operator.rules import timing
+from streamingjob_operator.rules.election import ElectionTiming
 
 PREFIX = "STREAMINGJOB_"
 

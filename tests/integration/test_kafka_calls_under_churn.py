@@ -96,7 +96,7 @@ def coordinator(cluster: KafkaCluster, group: str) -> int:
 
 
 def test_every_kafka_call_rides_out_leader_and_coordinator_loss(cluster: KafkaCluster) -> None:
-    from streamingjob_operator.kafka import KafkaTarget, read_offsets, run_offsets_action
+    from streamingjob_operator.io.kafka import KafkaTarget, read_offsets, run_offsets_action
 
     topic = new_topic(cluster.bootstrap, partitions=6, replicas=3)
     cluster.wait_in_sync(topic)

@@ -10,9 +10,9 @@ from typing import Any
 import lupa.lua51 as lua51
 import pytest
 
-from streamingjob_operator.decide import invalid
-from streamingjob_operator.models import API_GROUP, API_VERSION, KIND, StreamingJobStatus
-from streamingjob_operator.status import set_conditions, status_body
+from streamingjob_operator.api.models import API_GROUP, API_VERSION, KIND, StreamingJobStatus
+from streamingjob_operator.rules.decide import invalid
+from streamingjob_operator.rules.status import set_conditions, status_body
 from tests.unit.operator.helpers_operator import (
     BASE_SPEC,
     CFG,

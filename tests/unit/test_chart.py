@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 import yaml
 
-from streamingjob_operator.builders import build_role
-from streamingjob_operator.models import API_GROUP, PLURAL
+from streamingjob_operator.api.models import API_GROUP, PLURAL
+from streamingjob_operator.children.builders import build_role
 from streamingjob_operator.settings import PREFIX, OperatorSettings
 
 pytestmark = pytest.mark.unit
@@ -29,7 +29,7 @@ RELEASE, RELEASE_NS = "sj", "streamingjob-system"
 SCHEMA_ERROR = "values don't meet the specifications of the schema"
 
 APPLY_VERBS = ("create", "patch", "delete")  # a child: applied, and deleted with its job
-# The operator's own API calls (operator/streamingjob_operator/k8s.py, plus kopf's watches and
+# The operator's own API calls (operator/streamingjob_operator/io/k8s.py, plus kopf's watches and
 # patches), as (apiGroup, resource, verb):
 OPERATOR_CALLS = {
     *((API_GROUP, PLURAL, v) for v in ("get", "list", "watch", "patch")),
@@ -585,7 +585,8 @@ def test_schema_rejects_bad_values(args: list[str]):
 )
 def test_timing_rules_are_refused_by_the_templates_naming_both_values(value, named):
     """The rules of timing.py, which JSON schema cannot state: the templates fail with them
-    (the operator refuses the same settings at start-up: tests/unit/operator/test_op_timing.py)."""
+    (the operator refuses the same settings at start-up:
+    tests/unit/operator/rules/test_timing.py)."""
     proc = helm("template", RELEASE, str(CHART), "--set", value, check=False)
     assert proc.returncode != 0, f"helm template accepted {value}"
     assert named in proc.stderr, proc.stderr

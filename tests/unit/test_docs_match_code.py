@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from spark_app.kafka_metadata import matching_topics
 from spark_app.manifest import SourceSpec
-from streamingjob_operator.decide import REASONS, Event
+from streamingjob_operator.rules.decide import REASONS, Event
 from streamingjob_operator.settings import OperatorSettings
 from tests.support.kafka_versions import BROKER_VERSIONS, OLDEST
 
@@ -55,7 +55,7 @@ def _string_literals() -> list[str]:
     """Every string literal of the operator package, with repeats."""
     return [
         node.value
-        for path in PACKAGE.glob("*.py")
+        for path in PACKAGE.rglob("*.py")
         for node in ast.walk(ast.parse(path.read_text()))
         if isinstance(node, ast.Constant) and isinstance(node.value, str)
     ]
@@ -70,7 +70,7 @@ def test_event_reasons_in_the_docs_are_the_ones_posted():
     with pytest.raises(ValueError, match=r"not in decide\.REASONS"):
         Event("Normal", "Deleting", "")
     # ... or posted directly with a literal reason from REASONS
-    for path in PACKAGE.glob("*.py"):
+    for path in PACKAGE.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "post_event":
                 reason = node.args[2]

@@ -70,7 +70,10 @@ def test_entry_points_exist_and_work(installed: Path):
 
 
 def test_the_installed_package_is_imported(installed: Path):
-    code = "import spark_app, streamingjob_operator.crd as c; print(spark_app.__file__, c.__file__)"
+    code = (
+        "import spark_app, streamingjob_operator.api.crd as c; "
+        "print(spark_app.__file__, c.__file__)"
+    )
     proc = _run(installed, sys.executable, "-c", code)
     assert proc.returncode == 0, proc.stderr
     assert all(path.startswith(str(installed)) for path in proc.stdout.split())

@@ -106,7 +106,7 @@ def assert_test_exists(path: Path, name: str, token: str) -> None:
 
 
 def modules() -> dict[str, Path]:
-    return {p.stem: p for package in PACKAGES for p in package.glob("*.py")}
+    return {p.stem: p for package in PACKAGES for p in package.rglob("*.py")}
 
 
 def check_code_reference(token: str) -> None:
@@ -115,7 +115,9 @@ def check_code_reference(token: str) -> None:
     `Reconciler._still_wanted`). Anything else (fields, options, paths in a checkpoint) is
     not code and is not checked."""
     if token.endswith(".py"):
-        found = (ROOT / token).is_file() or any((package / token).is_file() for package in PACKAGES)
+        found = (ROOT / token).is_file() or any(
+            (package / token).is_file() or any(package.rglob(token)) for package in PACKAGES
+        )
         assert found, f"{token}: no such file"
         return
     match = re.fullmatch(r"(\w+)\.(\w+)", token)
@@ -156,9 +158,9 @@ def test_every_function_and_file_a_rule_names_exists(row):
 def test_the_checker_catches_a_missing_test_and_a_missing_function():
     """The checks above can fail."""
     with pytest.raises(AssertionError, match="no test"):
-        check_test_reference("test_op_decide.py::test_that_does_not_exist", None)
+        check_test_reference("rules/test_decide.py::test_that_does_not_exist", None)
     with pytest.raises(AssertionError, match="no test like it"):
-        check_test_reference("…never_written…", find_test_file("test_op_decide.py"))
+        check_test_reference("…never_written…", find_test_file("rules/test_decide.py"))
     with pytest.raises(AssertionError, match="no such function"):
         check_code_reference("decide.no_such_rule")
     with pytest.raises(AssertionError, match="no such file"):

@@ -68,7 +68,7 @@ arrive as float64, and 1000000 would print as 1e+06, which an int setting reject
 {{- end }}
 
 {{/*
-The timing rules of operator/streamingjob_operator/timing.py, asked of the values: helm fails
+The timing rules of operator/streamingjob_operator/rules/timing.py, asked of the values: helm fails
 with the words the operator would refuse them with at start-up (JSON schema cannot compare
 two values).
 */}}
@@ -105,7 +105,7 @@ two values).
 {{/*
 The operator's RBAC rules, the same for the ClusterRole (all namespaces) and for each Role
 (watchNamespaces). Two parts:
-1. the operator's own API calls (operator/streamingjob_operator/k8s.py and kopf);
+1. the operator's own API calls (operator/streamingjob_operator/io/k8s.py and kopf);
 2. what it grants to each job's driver Role (builders.build_role): Kubernetes refuses to create
    a Role or RoleBinding granting permissions the creator does not hold (RBAC escalation
    prevention), and holding them is narrower than the `escalate`/`bind` verbs.

@@ -20,7 +20,7 @@ import kopf.testing
 import yaml
 from kubernetes import client, config, watch
 
-from streamingjob_operator.models import API_GROUP, API_VERSION, PLURAL
+from streamingjob_operator.api.models import API_GROUP, API_VERSION, PLURAL
 from tests.support.polling import wait_for
 
 REPO = Path(__file__).resolve().parents[3]

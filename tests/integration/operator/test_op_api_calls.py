@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from streamingjob_operator.k8s import KubeApi
-from streamingjob_operator.naming import job_configmap_name, service_name
+from streamingjob_operator.api.naming import job_configmap_name, service_name
+from streamingjob_operator.io.k8s import KubeApi
 from streamingjob_operator.reconcile import Reconciler
 from streamingjob_operator.settings import OperatorSettings
 from tests.integration.operator.kube_helpers import Kube, job_spec, operator_env

@@ -27,12 +27,12 @@ from typing import Any
 import pytest
 from kubernetes import client, utils
 
-from streamingjob_operator.builders import (
+from streamingjob_operator.api.naming import driver_pod_name
+from streamingjob_operator.children.builders import (
     build_role,
     build_role_binding,
     build_service_account,
 )
-from streamingjob_operator.naming import driver_pod_name
 from tests.integration.operator.kube_helpers import (
     OPERATOR_ENV,
     Kube,

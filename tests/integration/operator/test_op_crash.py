@@ -23,7 +23,7 @@ import pytest
 from kubernetes import client, watch
 
 from streamingjob_operator.finalizer import Finalizer
-from streamingjob_operator.k8s import KubeApi
+from streamingjob_operator.io.k8s import KubeApi
 from streamingjob_operator.reconcile import Reconciler
 from streamingjob_operator.settings import OperatorSettings
 from tests.integration.operator.kube_helpers import (

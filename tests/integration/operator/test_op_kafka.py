@@ -150,7 +150,7 @@ FRESH_BROKER_READER = r"""
 import faulthandler, sys, time
 faulthandler.enable()
 from spark_app.manifest import SourceSpec
-from streamingjob_operator.kafka import KafkaMonitor, KafkaTarget
+from streamingjob_operator.io.kafka import KafkaMonitor, KafkaTarget
 jobs, seconds = int(sys.argv[1]), float(sys.argv[2])
 print("ready", flush=True)
 bootstrap, topic = sys.stdin.readline().split()
@@ -225,7 +225,7 @@ def test_patterns_hide_internal_topics_and_clients_are_shared_per_connection(kaf
     offsets topic would count as lag), and jobs with the same connection share one client,
     closed when the last of them is forgotten."""
     from spark_app.manifest import SourceSpec
-    from streamingjob_operator.kafka import KafkaMonitor, KafkaTarget
+    from streamingjob_operator.io.kafka import KafkaMonitor, KafkaTarget
     from tests.support.kafka_tools import commit_offsets, new_topic, produce
 
     topic = new_topic(kafka.bootstrap, partitions=2, prefix="op-pat")
@@ -264,7 +264,7 @@ def test_closing_stops_a_reading_of_an_unreachable_cluster_after_its_attempt_in_
     import time
 
     from spark_app.manifest import SourceSpec
-    from streamingjob_operator.kafka import KafkaMonitor, KafkaTarget
+    from streamingjob_operator.io.kafka import KafkaMonitor, KafkaTarget
     from tests.support.kafka_broker import free_port
 
     monitor = KafkaMonitor(workers=1, timeout=1, max_age=0, deadline=60)
@@ -430,8 +430,8 @@ def test_a_resume_while_kafka_applies_the_action_still_starts_a_new_epoch(
     """The user resumes while the reset is being committed (a real commit on the real broker,
     the resume patched in between): the outcome is still recorded (status conflict → the job
     read again) and the resume starts epoch 2 from the new offsets, under last-state."""
-    from streamingjob_operator.k8s import KubeApi
-    from streamingjob_operator.kafka import run_offsets_action
+    from streamingjob_operator.io.k8s import KubeApi
+    from streamingjob_operator.io.kafka import run_offsets_action
     from streamingjob_operator.reconcile import Reconciler
     from streamingjob_operator.settings import OperatorSettings
     from tests.integration.operator.kube_helpers import operator_env

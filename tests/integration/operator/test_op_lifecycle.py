@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 from kubernetes import client
 
-from streamingjob_operator.models import API_GROUP, API_VERSION, PLURAL
+from streamingjob_operator.api.models import API_GROUP, API_VERSION, PLURAL
 from streamingjob_operator.reconcile import Reconciler
 from tests.integration.operator.kube_helpers import Kube, job_spec, wait_for
 from tests.support.kube_apiserver import find_bin_dir

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from kubernetes import client
 
-from streamingjob_operator.naming import LABEL_JOB, label_value, service_name
+from streamingjob_operator.api.naming import LABEL_JOB, label_value, service_name
 from tests.integration.operator.kube_helpers import (
     DriverWatch,
     Kube,

@@ -29,7 +29,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from streamingjob_operator.autoscaler import Job, Policy, Recommendation, Sample, recommend
+from streamingjob_operator.rules.autoscaler import Job, Policy, Recommendation, Sample, recommend
 
 SAMPLE_EVERY = 30.0  # the operator's default KAFKA_POLL_SECONDS
 TRIGGER = 5.0

@@ -6,9 +6,9 @@ import copy
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from streamingjob_operator.decide import DecideConfig, Decision, decide
-from streamingjob_operator.models import StreamingJobSpec, StreamingJobStatus, parse_spec
-from streamingjob_operator.observed import Observed, PodInfo, Termination
+from streamingjob_operator.api.models import StreamingJobSpec, StreamingJobStatus, parse_spec
+from streamingjob_operator.rules.decide import DecideConfig, Decision, decide
+from streamingjob_operator.rules.observed import Observed, PodInfo, Termination
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 NS, NAME = "team", "orders"

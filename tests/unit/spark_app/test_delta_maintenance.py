@@ -24,9 +24,9 @@ from spark_app.delta_maintenance import (
     target_of_manifest,
 )
 from spark_app.manifest import S3_ACCESS_KEY_ENV, S3_SECRET_KEY_ENV
-from streamingjob_operator.builders import build_job_configmap
-from streamingjob_operator.models import StreamingJob
-from streamingjob_operator.pod_parts import container_security, pod_security
+from streamingjob_operator.api.models import StreamingJob
+from streamingjob_operator.children.builders import build_job_configmap
+from streamingjob_operator.children.pod_parts import container_security, pod_security
 
 pytestmark = pytest.mark.unit
 

@@ -11,7 +11,7 @@ import pytest
 
 from spark_app.manifest import MAX_SQL, SQL_OR_TRANSFORM, ManifestError, load_manifest
 from spark_app.sql_transform import MESSAGE_LIMIT, spark_message
-from streamingjob_operator.crd import build_crd
+from streamingjob_operator.api.crd import build_crd
 
 pytestmark = pytest.mark.unit
 

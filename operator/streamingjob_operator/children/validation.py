@@ -1,0 +1,543 @@
+"""Validation: the one place that decides whether a spec can run, and says why not.
+
+Three layers, each naming the spec field at fault and the fix:
+
+1. the schema (the CRD generated from the models, with its CEL rules) refuses most bad input
+   at `kubectl apply`; `parse` applies the same models to what the API server stored (an older
+   CRD, a hand-made object);
+2. `check_spec`: rules without I/O that the schema cannot express (reserved Spark confs,
+   credentials in plain options, the size of the job's ConfigMap);
+3. checks against the cluster, whose I/O the reconciler does through `k8s.py` and whose
+   answers are judged here: the Secrets the pods read (`check_secrets`), and a server-side
+   dry run of the pods the job would create (`dry_run_pods` → `rejection_problems`), which
+   catches what only the pod API knows (free-form env, volumes, volumeMounts, podTemplate,
+   quantities, tolerations, a missing service account, admission policies).
+
+A spec with a problem never launches: the job goes to phase Invalid with a Degraded condition
+(reason InvalidSpec) and an InvalidSpec Event whose message names each field and its fix
+(`decide.invalid`). This module is pure: no kopf, no kubernetes client, no API calls.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from spark_app.kafka_config import job_options
+from spark_app.options import OptionError, SourceOptions
+from streamingjob_operator.api.models import StreamingJobSpec, StreamingJobStatus
+from streamingjob_operator.api.naming import driver_pod_name
+from streamingjob_operator.children.builders import (
+    build_driver_pod,
+    build_executor_template,
+    build_job_configmap,
+)
+from streamingjob_operator.children.pod_parts import (
+    credential_env,
+    merge,
+    pod_resources,
+    secret_references,
+)
+from streamingjob_operator.rules.launch import Launch
+
+MAX_MESSAGE = 1024  # what one status message / Event carries (the problems, clipped)
+MAX_PROBLEM = 300
+CONFIGMAP_LIMIT = 1024 * 1024  # the API server's limit on a ConfigMap's data
+CONFIGMAP_MARGIN = 16 * 1024  # room for metadata
+
+
+class InvalidJobError(ValueError):
+    """The spec cannot run; `field` names the culprit (spec.<path>), `fix` says what to do."""
+
+    def __init__(self, field: str, message: str, fix: str = "") -> None:
+        self.field = field
+        self.message = _clip(message, MAX_PROBLEM)
+        self.fix = fix
+        super().__init__(f"{field}: {self.message}" + (f" (fix: {fix})" if fix else ""))
+
+
+def summary(problems: list[InvalidJobError]) -> str:
+    """One message for status, condition and Event: every problem, bounded."""
+    return _clip("; ".join(str(p) for p in problems), MAX_MESSAGE)
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# --- 1. the models ------------------------------------------------------------------------
+
+
+def parse(spec: dict[str, Any]) -> tuple[StreamingJobSpec | None, list[InvalidJobError]]:
+    """The spec as the models read it, or the problems naming every bad field."""
+    try:
+        return StreamingJobSpec.model_validate(spec), []
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors(include_url=False):
+            path = _spec_path(error["loc"])
+            if error["type"] == "string_type" and error.get("input", "") is None:
+                # a null in a map of strings (an older CRD pruned it: the key was dropped)
+                problems.append(InvalidJobError(path, "is null", "quote the value or remove it"))
+                continue
+            message = str(error["msg"]).removeprefix("Value error, ")
+            problems.append(
+                InvalidJobError(
+                    path, message, f"correct {path} (kubectl explain streamingjob.{path})"
+                )
+            )
+        return None, problems
+
+
+def _spec_path(loc: tuple[Any, ...]) -> str:
+    path = "spec"
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", str(part)):
+            path += f".{part}"
+        else:
+            path += f"[{str(part)[:100]!r}]"
+    return path
+
+
+# --- 2. rules without I/O --------------------------------------------------------------------
+
+# sparkConf keys that would let a manifest escape the operator's control, each with the
+# field to use instead. A key ending in "." is a prefix. The operator sets most of them itself
+# (fencing: names, labels, ports; placement; the per-job ServiceAccount); the others would
+# bypass a field the operator checks (image, resources, volumes, nodes). docs/operator.md
+# lists them; a unit test checks every entry is refused.
+SPARK_CONF_GUARDRAILS: dict[str, str] = {
+    "spark.master": "the operator runs every job against its cluster's API server",
+    "spark.submit.deployMode": "the driver is the operator's pod (client mode)",
+    "spark.app.name": "the application is named after the StreamingJob",
+    "spark.kubernetes.context": "the driver uses its in-cluster account",
+    "spark.kubernetes.namespace": "a job runs in its StreamingJob's namespace",
+    "spark.kubernetes.authenticate.": "API credentials and service accounts are the "
+    "operator's (a per-job ServiceAccount; spec.serviceAccountName to choose another)",
+    "spark.kubernetes.container.image": "use spec.image",
+    "spark.kubernetes.executor.container.image": "use spec.image",
+    "spark.kubernetes.container.image.pullPolicy": "use spec.imagePullPolicy",
+    "spark.kubernetes.driver.": "the driver pod is built by the operator: use spec.driver, "
+    "spec.env, spec.volumes, spec.podTemplate",
+    "spark.driver.host": "executors reach the driver through its Service",
+    "spark.driver.port": "executors reach the driver through its Service",
+    "spark.driver.blockManager.port": "executors reach the driver through its Service",
+    "spark.driver.bindAddress": "executors reach the driver through its Service",
+    "spark.driver.memory": "use spec.driver.memory",
+    "spark.executor.instances": "use spec.executor.instances (or kubectl scale)",
+    "spark.executor.cores": "use spec.executor.cores",
+    "spark.executor.memory": "use spec.executor.memory",
+    "spark.executor.memoryOverhead": "use spec.executor.memoryOverhead",
+    "spark.dynamicAllocation.": "the executor count is spec.executor.instances",
+    "spark.kubernetes.executor.request.cores": "use spec.executor.cpuRequest",
+    "spark.kubernetes.executor.limit.cores": "use spec.executor.cpuLimit",
+    "spark.kubernetes.executor.useDriverPodIP": "executors reach the driver through its Service",
+    "spark.kubernetes.executor.podNamePrefix": "executor names fence the job's attempts",
+    "spark.kubernetes.executor.podTemplateFile": "use spec.podTemplate",
+    "spark.kubernetes.executor.podTemplateContainerName": "use spec.podTemplate",
+    "spark.kubernetes.executor.deleteOnTermination": "executors go with their driver",
+    "spark.kubernetes.executor.disableConfigMap": "the driver's Role has no ConfigMap rights "
+    "beyond its report",
+    "spark.kubernetes.executor.label.": "executor labels fence the job's attempts: use "
+    "spec.podTemplate.metadata.labels",
+    "spark.kubernetes.executor.secrets.": "use spec.volumes / spec.env[].valueFrom",
+    "spark.kubernetes.executor.secretKeyRef.": "use spec.env[].valueFrom.secretKeyRef",
+    "spark.kubernetes.executor.volumes.": "use spec.volumes and spec.volumeMounts",
+    "spark.kubernetes.executor.node.selector.": "use spec.nodeSelector",
+    "spark.kubernetes.node.selector.": "use spec.nodeSelector",
+    "spark.kubernetes.file.upload.path": "the job's code is in its image",
+    "spark.ui.enabled": "use spec.sparkUI.enabled",
+    "spark.sql.streaming.checkpointLocation": "use spec.checkpoint.location",
+}
+
+
+def guardrail(key: str) -> str | None:
+    """Why `key` may not be set in sparkConf (and what to use instead), or None."""
+    for reserved, fix in SPARK_CONF_GUARDRAILS.items():
+        if key == reserved or (reserved.endswith(".") and key.startswith(reserved)):
+            return fix
+    return None
+
+
+# Keys whose values are credentials. A credential in sparkConf reaches the driver's command
+# line (visible to everyone who can read pods); in job options it reaches the job ConfigMap.
+SECRET_KEY = re.compile(
+    r"passw(or)?d|secret|token|jaas|credentials?$|private[._-]?key|access[._-]?key|"
+    r"account\.key|(^|[._-])key$|api[._-]?key|sasl\.username|sasl\.oauthbearer\.config",
+    re.IGNORECASE,
+)
+# ...except those that name where a credential is, not the credential.
+_NOT_SECRET = re.compile(
+    r"(provider|providers|file|location|type|path|enabled|pullsecrets)$", re.IGNORECASE
+)
+
+_S3_FIX = (
+    "remove it: give the object store's access key pair by Secret reference in "
+    "spec.s3.credentialsSecret (it reaches the pods only as secretKeyRef env vars)"
+)
+_KAFKA_FIX = (
+    "remove it: give SASL credentials by Secret reference in spec.kafkaCredentials (they "
+    "reach the pods only as secretKeyRef env vars)"
+)
+_ENV_FIX = (
+    "remove it: put the value in a Secret and pass it as an environment variable "
+    "(spec.env[].valueFrom.secretKeyRef); Hadoop settings (spark.hadoop.*) can read it "
+    "as ${env.NAME}"
+)
+
+
+def is_secret_key(key: str) -> bool:
+    return bool(SECRET_KEY.search(key)) and not _NOT_SECRET.search(key)
+
+
+def _secret_fix(key: str) -> str:
+    lowered = key.lower()
+    if "s3a" in lowered or "aws" in lowered:
+        return _S3_FIX
+    if "sasl" in lowered or "jaas" in lowered or "kafka" in lowered:
+        return _KAFKA_FIX
+    return _ENV_FIX
+
+
+def check_source(spec: StreamingJobSpec) -> list[InvalidJobError]:
+    """The question the runner's preflight asks before Spark starts (`spark_app.runner.
+    preflight`: `SourceOptions.parse` of the options the driver's source gets), asked before
+    launching: a contradiction among the source's fields fails here, not in the driver. The
+    credentials' environment is left out: no option it sets can be refused."""
+    try:
+        SourceOptions.parse(job_options(spec.job, env={}))
+    except OptionError as exc:
+        return [
+            InvalidJobError(
+                "spec.job.source",
+                f"the job's source refuses its options: {exc}",
+                "correct spec.job.source (kubectl explain streamingjob.spec.job.source)",
+            )
+        ]
+    return []
+
+
+def check_spec(spec: StreamingJobSpec) -> list[InvalidJobError]:
+    """Problems the schema cannot express (no I/O)."""
+    problems = check_source(spec)
+    for key in sorted(spec.spark_conf):
+        where = f"spec.sparkConf[{key!r}]"
+        if (fix := guardrail(key)) is not None:
+            problems.append(
+                InvalidJobError(
+                    where,
+                    "is reserved: it would escape the operator's control",
+                    f"remove it ({fix})",
+                )
+            )
+        elif is_secret_key(key):
+            problems.append(
+                InvalidJobError(
+                    where,
+                    "looks like a credential: it would be visible in the driver's arguments "
+                    "to everyone who can read pods",
+                    _secret_fix(key),
+                )
+            )
+    for i, mount in enumerate(spec.volume_mounts):
+        path = mount.get("mountPath")
+        if isinstance(path, str) and not path.startswith("/"):
+            # the pod API accepts it; the container runtime refuses to start the container
+            problems.append(
+                InvalidJobError(
+                    f"spec.volumeMounts[{i}].mountPath",
+                    f"{path[:100]!r} is not an absolute path",
+                    "give an absolute path such as /data",
+                )
+            )
+    source = spec.job.source
+    for key in sorted(source.kafka):
+        if is_secret_key(key):
+            problems.append(
+                InvalidJobError(
+                    f"spec.job.source.kafka[{key!r}]",
+                    "looks like a credential: it would be stored in the job ConfigMap",
+                    _KAFKA_FIX,
+                )
+            )
+    for key in sorted(spec.job.sink.options):
+        if is_secret_key(key):
+            problems.append(
+                InvalidJobError(
+                    f"spec.job.sink.options[{key!r}]",
+                    "looks like a credential: it would be stored in the job ConfigMap",
+                    _secret_fix(key) if spec.job.sink.format != "kafka" else _KAFKA_FIX,
+                )
+            )
+    return problems
+
+
+def check_size(job: dict[str, Any], spec: StreamingJobSpec) -> list[InvalidJobError]:
+    """The job ConfigMap (the manifest and the executor pod template) must fit the API
+    server's 1 MiB; the largest spec field is named."""
+    data = build_job_configmap(job, spec)["data"]
+    size = sum(len(v.encode()) for v in data.values())
+    if size <= CONFIGMAP_LIMIT - CONFIGMAP_MARGIN:
+        return []
+    dumped = spec.model_dump(mode="json", by_alias=True)
+    largest = max(dumped, key=lambda k: len(yaml.safe_dump(dumped[k])))
+    return [
+        InvalidJobError(
+            f"spec.{largest}",
+            f"the job's ConfigMap would hold {size} bytes, more than the API server's "
+            f"{CONFIGMAP_LIMIT}",
+            f"shrink spec.{largest}",
+        )
+    ]
+
+
+# --- 3. answers of the cluster -----------------------------------------------------------
+
+
+def check_secrets(
+    spec: StreamingJobSpec,
+    namespace: str,
+    secret_data: Callable[[str, str], dict[str, str] | None],
+) -> list[InvalidJobError]:
+    """Every Secret the pods read exists with its keys (`secret_data(namespace, name)`:
+    the decoded data, None when absent)."""
+    problems = []
+    for name_field, secret, keys in secret_references(spec):
+        data = secret_data(namespace, secret)
+        if data is None:
+            problems.append(
+                InvalidJobError(
+                    name_field,
+                    f"Secret {secret!r} not found in namespace {namespace}",
+                    f"create it, or correct {name_field}",
+                )
+            )
+            continue
+        problems += [
+            InvalidJobError(
+                key_field,
+                f"Secret {secret!r} has no key {key!r}",
+                f"add the key to the Secret, or correct {key_field}",
+            )
+            for key_field, key in keys.items()
+            if key not in data
+        ]
+    return problems
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """The API server's refusal of a dry-run create: HTTP status, message, and its causes
+    as (field path in the object, message)."""
+
+    status: int
+    message: str
+    causes: tuple[tuple[str, str], ...] = field(default=())
+
+
+@dataclass(frozen=True)
+class DryRun:
+    """An object the job would create, checked by a server-side dry run before any child
+    exists. `what` is what a message calls it."""
+
+    what: str
+    obj: dict[str, Any]
+    role: str  # driver | executor
+    # a second look at what another dry run already covers: skipped once one found problems
+    template_only: bool = False
+
+
+def dry_run_pods(
+    job: dict[str, Any], spec: StreamingJobSpec, status: StreamingJobStatus
+) -> list[DryRun]:
+    """The driver pod and an executor pod as Spark makes them from the executor template:
+    every free-form field of the spec (env, volumes, volumeMounts, podTemplate) reaches the
+    pod API through them. The operator's own service account does not exist before the first
+    launch: those dry runs leave it out (the pod API checks nothing more of it)."""
+    name = job["metadata"]["name"]
+    epoch, attempt = max(status.epoch, 1), max(status.attempt, 1)
+    pod_name = status.driver_pod or driver_pod_name(name, epoch, attempt)
+    location = status.checkpoint_location or spec.checkpoint.location
+    driver = build_driver_pod(job, spec, Launch(pod_name, epoch, attempt, location))
+    executor = build_executor_template(spec, name)
+    executor["metadata"] = {
+        **executor.get("metadata", {}),
+        "namespace": job["metadata"]["namespace"],
+    }
+    executor["spec"]["restartPolicy"] = "Never"
+    ex = spec.executor
+    container = next(c for c in executor["spec"]["containers"] if c.get("name") == "executor")
+    container["image"] = spec.image
+    container["imagePullPolicy"] = spec.image_pull_policy
+    container["resources"] = pod_resources(
+        ex.cores, ex.memory, ex.memory_overhead, ex.cpu_limit, ex.cpu_request
+    )
+    pods = [DryRun("driver pod", driver, "driver"), DryRun("executor pod", executor, "executor")]
+    if spec.pod_template.metadata or spec.pod_template.spec:
+        pods.append(_template_as_written(driver, spec, job["metadata"]["namespace"]))
+    for pod in pods:
+        # generated names: the job's own driver and executors may exist under the real ones
+        # (a dry run of an existing name is refused as AlreadyExists)
+        pod.obj["metadata"].pop("name", None)
+        pod.obj["metadata"]["generateName"] = f"{pod_name[:50].rstrip('-.')}-dry-run-"
+        if pod.template_only:
+            continue  # the template's own values, as written (_template_as_written)
+        if spec.service_account_name is None:
+            pod.obj["spec"].pop("serviceAccountName", None)
+            pod.obj["spec"]["automountServiceAccountToken"] = False
+        else:
+            pod.obj["spec"]["serviceAccountName"] = spec.service_account_name
+    return pods
+
+
+def _template_as_written(driver: dict[str, Any], spec: StreamingJobSpec, namespace: str) -> DryRun:
+    """The driver pod with the user's podTemplate winning over the operator's own fields.
+    Where the operator (or Spark, for executors) sets a field itself, the real pods never
+    show the template's value to the pod API: a wrong type or an unknown enum value there
+    (restartPolicy: Sometimes, labels as a list) would be dropped without a word. This pod
+    shows it. Its name, namespace and account are the operator's (as in `dry_run_pods`)
+    where the template's are strings: only their type is the template's to get wrong."""
+    own = spec.pod_template
+    pod = merge(driver, {"metadata": own.metadata, "spec": own.spec})
+    meta = pod["metadata"]
+    if isinstance(meta.get("name", ""), str):
+        meta.pop("name", None)
+    if isinstance(meta.get("namespace", ""), str):
+        meta["namespace"] = namespace
+    if not isinstance(own.spec.get("serviceAccountName", ""), str):
+        pass  # of the wrong type: the API server names it
+    elif spec.service_account_name is not None:
+        pod["spec"]["serviceAccountName"] = spec.service_account_name
+    else:
+        pod["spec"].pop("serviceAccountName", None)
+        if "automountServiceAccountToken" not in own.spec:
+            pod["spec"]["automountServiceAccountToken"] = False
+    return DryRun("driver pod with the podTemplate's own values", pod, "driver", True)
+
+
+_UNKNOWN_FIELD = re.compile(r'unknown field "([^"]+)"')
+_TYPE_ERROR = re.compile(r"Go struct field \w+\.(\S+) of type")
+_INDEX = re.compile(r"\[(\d+)\]")
+
+
+def rejection_problems(
+    dry: DryRun, spec: StreamingJobSpec, rejection: Rejection
+) -> list[InvalidJobError]:
+    """The API server's causes, each attributed to the spec field it came from."""
+    causes = list(rejection.causes)
+    causes += [(f, "unknown field") for f in _UNKNOWN_FIELD.findall(rejection.message)]
+    causes += [(f, rejection.message) for f in _TYPE_ERROR.findall(rejection.message)]
+    if not causes:
+        causes = [("", rejection.message)]
+    problems: dict[str, list[str]] = {}
+    for path, message in causes:
+        account = re.search(r"service ?account", message, re.IGNORECASE)
+        if not path and account and spec.service_account_name:
+            where = "spec.serviceAccountName"
+        else:
+            where = attribute(dry, spec, path)
+        detail = f"{path}: {message}" if path else message
+        problems.setdefault(where, []).append(detail)
+    return [
+        InvalidJobError(
+            where,
+            f"the API server refuses the {dry.what} (dry run): " + "; ".join(details),
+            f"correct {where}" + _KIND_HINT.get(where.split("[")[0], ""),
+        )
+        for where, details in problems.items()
+    ]
+
+
+_KIND_HINT = {
+    "spec.env": " (a Kubernetes EnvVar: name, value or valueFrom)",
+    "spec.volumes": " (a Kubernetes Volume)",
+    "spec.volumeMounts": " (a Kubernetes VolumeMount: name, mountPath)",
+    "spec.podTemplate": " (a partial Kubernetes Pod: metadata, spec)",
+    "spec.tolerations": " (a Kubernetes Toleration)",
+    "spec.nodeSelector": " (label keys and values)",
+}
+
+
+def _resolve(obj: Any, path: str) -> list[Any]:
+    """The objects along a field path such as spec.containers[0].env[7].name (outermost
+    first); the walk stops where the path leaves the object."""
+    chain = [obj]
+    for part in re.split(r"\.(?![^\[]*\])", path):
+        name, *indexes = re.split(r"\[", part)
+        node = chain[-1]
+        if name:
+            if not isinstance(node, dict) or name not in node:
+                break
+            node = node[name]
+            chain.append(node)
+        for index in indexes:
+            index = index.rstrip("]")
+            if isinstance(node, list) and index.isdigit() and int(index) < len(node):
+                node = node[int(index)]
+            elif isinstance(node, dict) and index.strip("\"'") in node:
+                node = node[index.strip("\"'")]
+            else:
+                return chain
+            chain.append(node)
+    return chain
+
+
+def _index_in(items: list[Any], candidates: list[Any]) -> int | None:
+    for item in reversed(candidates):
+        for i, mine in enumerate(items):
+            if isinstance(item, dict) and item == mine:
+                return i
+    return None
+
+
+def attribute(dry: DryRun, spec: StreamingJobSpec, path: str) -> str:
+    """The spec field a rejected pod field came from: the user's list entries (env,
+    volumes, volumeMounts) by content, the operator's own container fields by name, the
+    rest from the pod template."""
+    chain = _resolve(dry.obj, path)
+    bare = _INDEX.sub("", path)
+    container_field = re.match(r"spec\.(?:init)?[cC]ontainers(?:\[\d+\])?\.?(\w*)", path)
+    container = chain[3] if container_field and len(chain) > 3 else None
+    ours = isinstance(container, dict) and container.get("name") == dry.role
+    if bare.startswith("spec.containers") and container is None and container_field:
+        ours = True  # a decoding error without indexes: most likely our container's field
+    sub = container_field.group(1) if container_field else ""
+    if bare.startswith(("spec.containers", "spec.initContainers")) and ours:
+        if sub == "env":
+            i = _index_in(spec.env, chain)
+            if i is not None:
+                return f"spec.env[{i}]"
+            if any(
+                isinstance(e, dict) and e in credential_env(spec) for e in chain if e is not None
+            ):
+                return "spec.kafkaCredentials" if spec.kafka_credentials else "spec.s3"
+            return "spec.env" if spec.env and len(chain) <= 5 else "spec.podTemplate"
+        if sub == "volumeMounts":
+            i = _index_in(spec.volume_mounts, chain)
+            if i is not None:
+                return f"spec.volumeMounts[{i}]"
+            return "spec.volumeMounts" if spec.volume_mounts else "spec.podTemplate"
+        if sub == "resources":
+            return f"spec.{dry.role}"
+        if sub in ("image", "imagePullPolicy"):
+            return f"spec.{sub}"
+        return "spec.podTemplate"
+    if bare.startswith("spec.volumes"):
+        i = _index_in(spec.volumes, chain)
+        if i is not None:
+            return f"spec.volumes[{i}]"
+        return "spec.volumes" if spec.volumes and len(chain) <= 2 else "spec.podTemplate"
+    if bare.startswith("spec.tolerations") and spec.tolerations:
+        return "spec.tolerations"
+    if bare.startswith("spec.nodeSelector") and spec.node_selector:
+        return "spec.nodeSelector"
+    if bare.startswith("spec.serviceAccountName") and spec.service_account_name:
+        return "spec.serviceAccountName"
+    return "spec.podTemplate"

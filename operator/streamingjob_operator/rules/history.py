@@ -1,0 +1,80 @@
+"""The job's story as users read it: the fixed vocabulary of Event reasons, the Event a step
+posts, and the bounded history in status (`status.history`, newest last)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+from streamingjob_operator.api.status_models import HistoryEntry, StreamingJobStatus
+from streamingjob_operator.rules.observed import iso
+
+# The fixed vocabulary of Event reasons (also used in status.history).
+REASONS = (
+    "Launching",
+    "Launched",
+    "DriverNotStarting",
+    "DriverFailed",
+    "BackOff",
+    "Restarting",
+    "Redeploying",
+    "Suspended",
+    "Resumed",
+    "StableRun",
+    "MaxRestartsExceeded",
+    "NodeDrained",
+    "StaleCheckpoint",
+    "Completed",
+    "InvalidSpec",
+    "KafkaUnavailable",
+    "KafkaAuthFailed",  # Kafka refused the job's SASL credentials (runner or lag reader)
+    "KafkaTLSFailed",  # the broker's certificate did not verify against the job's CA
+    "CatchUpFailed",  # a fresh epoch could not commit the previous epoch's durable offsets
+    "DataLossSkipped",  # the run skipped deleted or truncated offsets (failOnDataLoss=false)
+    "DeadLettered",  # records that could not be decoded went to the dead-letter topic
+    "GroupCommitFailing",  # more offset commits to the group failed (group_commits.py)
+    "GroupCommitsRecovered",  # ... and a commit succeeded again
+    "CheckpointKept",
+    "CheckpointDeleted",
+    "ApiRejected",  # a reconcile failed: the API server refused a request (reconcile.py)
+    "ReconcileError",  # a reconcile failed otherwise (reconcile.py)
+    "OffsetsListed",  # spec.offsetsAction (offsets_action.py)
+    "OffsetsReset",
+    "OffsetsAltered",
+    "OffsetsRefused",
+    "OffsetsFailed",
+    "ScaledUp",  # the autoscaler (autoscaling.py)
+    "ScaledDown",
+    "HandoverReady",  # a warm hand-over's next driver is ready (handover.py)
+    "HandedOver",  # ... the running one gone, the next has the go
+    "WarmHandoverFailed",  # ... not ready in time or failed: the cold path
+    "StandbyReady",  # the standby driver can take over (standby.py)
+    "StandbyFailed",  # ... it ended, was lost or not ready in time: a new one after a backoff
+    "StandbyTakeover",  # ... the running driver was lost (or a restart asked): it takes over
+    "ScaleRefused",  # a foreign change of spec.executor.instances undone (autoscaler on)
+    "LeaderElected",  # on the operator's Lease, not a job (leadership.py)
+    "LeaderLost",
+    "LeaderReleased",
+)
+
+
+@dataclass(frozen=True)
+class Event:
+    type: Literal["Normal", "Warning"]
+    reason: str
+    message: str
+
+    def __post_init__(self) -> None:
+        if self.reason not in REASONS:  # the documented vocabulary (docs/operator.md)
+            raise ValueError(f"Event reason {self.reason!r} is not in decide.REASONS")
+
+
+def record(st: StreamingJobStatus, now: datetime, reason: str, message: str, limit: int) -> None:
+    """Appends one transition to status.history, keeping the newest `limit`."""
+    st.history = [
+        *st.history,
+        HistoryEntry(
+            time=iso(now), reason=reason, message=message, epoch=st.epoch, attempt=st.attempt
+        ),
+    ][-limit:]

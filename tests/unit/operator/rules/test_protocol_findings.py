@@ -1,0 +1,139 @@
+"""Findings 1-4 of issue 41, each found by the simulation (simulation/, docs/semantics.md "The
+simulation") before it was fixed, pinned here as an example test of the rule it broke."""
+
+from __future__ import annotations
+
+import pytest
+
+from streamingjob_operator.api.models import StreamingJobStatus
+from streamingjob_operator.rules.launch import Launch
+from streamingjob_operator.rules.observed import Signal, Termination
+from tests.unit.operator.helpers_operator import driver, later, launched, make_spec, run
+
+pytestmark = pytest.mark.unit
+
+UID_A = "0f1e2d3c-0000-4000-8000-00000000000a"
+UID_B = "0f1e2d3c-0000-4000-8000-00000000000b"
+WARM = {"mode": "warm", "readyTimeoutSeconds": 30}
+
+
+# --- 1. a job deleted and created again under the same name ----------------------------------
+
+
+def test_a_job_created_again_under_the_same_name_starts_in_checkpoints_of_its_own():
+    """Rule 5 (a first launch starts fresh) and rule 1 (the checkpoint is the job's state):
+    the old job's `epoch-1` is neither restored nor its Delta app id (the location) reused."""
+    spec = make_spec()
+    a = run(spec, StreamingJobStatus(), uid=UID_A)
+    b = run(spec, StreamingJobStatus(), uid=UID_B)
+    assert a.status.checkpoint_location == f"s3a://ckpt/base/team/orders/{UID_A}/epoch-1"
+    assert b.status.checkpoint_location == f"s3a://ckpt/base/team/orders/{UID_B}/epoch-1"
+
+
+def test_a_restart_keeps_the_location_its_epoch_was_given():
+    """An epoch launched under the layout without uid (an earlier operator) restores its own
+    checkpoint after an upgrade: the next attempt never moves to a new, empty location."""
+    spec = make_spec()
+    st = launched(spec)
+    st.checkpoint_location = "s3a://ckpt/base/team/orders/epoch-1"
+    d = run(spec, st, [driver(st.driver_pod, "Failed", termination=Termination(1))], uid=UID_A)
+    assert d.status.attempt == 2
+    assert d.status.checkpoint_location == "s3a://ckpt/base/team/orders/epoch-1"
+
+
+# --- 2. the catch-up reaches back past epochs that never started ----------------------------
+
+
+def test_a_redeploy_after_an_epoch_that_never_started_catches_up_from_the_one_before():
+    """Rule 9: epoch 2's start failed before its query (a failed catch-up, exit 5); a second
+    redeploy must still commit epoch 1's last durable batch, not count epoch 2's empty
+    checkpoint as 'nothing durable' and read the group's stale offsets again."""
+    spec = make_spec()
+    st = launched(spec)  # epoch 1 running
+    d = run(make_spec(redeployNonce=1), st, [driver(st.driver_pod)], later(10), uid=UID_A)
+    d = run(make_spec(redeployNonce=1), d.status, [], later(11), uid=UID_A)
+    epoch1 = st.checkpoint_location
+    assert d.status.epoch == 2 and d.status.previous_checkpoint_location == epoch1
+    epoch2 = d.status.checkpoint_location
+    d = run(make_spec(redeployNonce=2), d.status, [], later(20), uid=UID_A)
+    assert d.status.epoch == 3
+    launch = Launch.of(d.status, entrypoint="run.py", spark_submit="spark-submit")
+    assert launch.previous_checkpoints == (epoch2, epoch1)
+
+
+# --- 3. a suspend racing a warm hand-over's go ------------------------------------------------
+
+
+OLD, NEW = "orders-e1-a1-driver", "orders-e2-a1-driver"
+
+
+def _handing_over(go: bool):
+    """A warm redeploy of a running job up to the go: written (`go`) or not yet."""
+    spec = make_spec(handover=WARM)
+    redeploy = make_spec(handover=WARM, redeployNonce=1)
+    st = launched(spec)
+    d = run(redeploy, st, [driver(OLD)], later(10))
+    d = run(redeploy, d.status, [driver(OLD)], later(10))
+    d = run(redeploy, d.status, [driver(OLD), driver(NEW)], later(10))
+    ready = Signal(NEW, 2, 1, "ready")
+    d = run(redeploy, d.status, [driver(OLD), driver(NEW)], later(12), handover=ready)
+    d = run(redeploy, d.status, [driver(NEW)], later(14), handover=ready)
+    assert d.action == "go"
+    return d.status, (Signal(NEW, 2, 1, "go") if go else None)
+
+
+def test_a_suspend_after_the_go_keeps_the_epoch_the_next_driver_wrote():
+    """Rule 4: once go.json names the next driver it may have read and committed; a suspend
+    that comes before the operator saw the go must not drop its epoch, or a last-state
+    resume restores the older checkpoint and reads again what the newer one wrote."""
+    st, go = _handing_over(go=True)
+    suspend = make_spec(handover=WARM, redeployNonce=1, suspend=True, upgradeMode="last-state")
+    d = run(suspend, st, [driver(NEW)], later(15), go=go)
+    assert (d.status.epoch, d.status.driver_pod) == (2, NEW)
+    assert d.status.checkpoint_location.endswith("epoch-2")
+    resume = make_spec(handover=WARM, redeployNonce=1, upgradeMode="last-state")
+    d = run(resume, d.status, [], later(20))
+    d = run(resume, d.status, [], later(20))
+    assert d.status.epoch == 2 and d.status.checkpoint_location.endswith("epoch-2")
+
+
+def test_a_suspend_before_the_go_never_hands_the_waiting_drivers_name_out_again():
+    """Names are never reused: the cancelled next driver's pod (epoch 2 attempt 1) may still
+    be terminating when the job is redeployed after the resume."""
+    st, _ = _handing_over(go=False)
+    suspend = make_spec(handover=WARM, redeployNonce=1, suspend=True)
+    d = run(suspend, st, [driver(NEW)], later(15))
+    assert d.status.epoch == 1 and d.action == "delete"
+    d = run(suspend, d.status, [], later(16))
+    resume = make_spec(handover=WARM, redeployNonce=1)
+    d = run(resume, d.status, [], later(20))
+    assert d.status.epoch == 3 and d.status.driver_pod != NEW
+
+
+def test_a_group_changed_in_a_restart_catches_up_nothing_of_the_old_groups():
+    """Found by the simulation (issue 41): under last-state a new groupId restarts in the
+    epoch; when that epoch never started its query it still held the old group's catch-up
+    chain, and its next attempt committed the old group's position to the new group."""
+    spec = make_spec(upgradeMode="last-state")
+    st = launched(spec)
+    d = run(make_spec(upgradeMode="last-state", redeployNonce=1), st, [], later(10), uid=UID_A)
+    assert d.status.epoch == 2 and d.status.previous_checkpoint_location
+    other = make_spec(upgradeMode="last-state", redeployNonce=1, job__source__groupId="other")
+    d = run(other, d.status, [], later(20), uid=UID_A)
+    assert (d.status.epoch, d.status.attempt) == (2, 2)
+    assert d.status.previous_checkpoint_location == "" and d.status.older_checkpoint_locations == []
+
+
+def test_a_group_changed_during_a_warm_hand_over_is_not_the_next_drivers_group():
+    """Found by the simulation (issue 41): the change waits for the hand-over's end; the
+    driver given the go reads as the group it was launched with, and the restart the change
+    then makes catches up nothing of that group into the new one."""
+    st, go = _handing_over(go=True)
+    changed = {"handover": WARM, "redeployNonce": 1, "upgradeMode": "last-state"}
+    spec = make_spec(**changed, job__source__groupId="other")
+    d = run(spec, st, [driver(NEW)], later(15), go=go)
+    assert d.status.driver_pod == NEW and d.status.checkpoint_group_id == "orders-group"
+    d = run(spec, d.status, [driver(NEW)], later(16))
+    d = run(spec, d.status, [], later(17))
+    target = d.status.handover or d.status
+    assert target.attempt == 2 and target.previous_checkpoint_location == ""
