@@ -54,6 +54,10 @@ native: ## Build (once per source, cached) the source's native read path (Rust) 
 native-check: ## The native crate's own checks: rustfmt, clippy, cargo test
 	bash scripts/native.sh --check
 
+.PHONY: bed-builds
+bed-builds: ## Build (once, cached) the dev bed's own pieces: each broker version's jars, its one-JVM launcher and CDS archive, the Schema Registry, the local Spark's CDS archive
+	@$(TREE) $(PY) -m devbed prepare
+
 .PHONY: toolchain
 toolchain: ## Build (once, cached) kube-apiserver, etcd, kubectl, MinIO and promtool from Go modules
 	bash scripts/k8s-toolchain.sh apiserver >/dev/null
@@ -95,13 +99,13 @@ test-versions: native ## The broker-version matrix: every engine and a driver ki
 	STREAMJOB_BROKER_MATRIX=full $(PY) -m pytest -m broker_versions $(PYTEST_ARGS)
 
 .PHONY: prepare
-# Two chains side by side, each step a no-op once cached: Python and Rust (lint, the native
-# crate), Go and docker (the toolchain, the bed's node image and registry). A fresh machine's
+# Two chains side by side, each step a no-op once cached: Python, Rust and JVMs (lint, the
+# native crate, the dev bed's jars and archives), Go and docker (the toolchain, the bed's node image and registry). A fresh machine's
 # builds keep both cores busy already (98 %), so this fills only their downloads and links:
 # 19.2 -> 18.7 min (docs/ci.md). All of it before any test: the bed's builds get both cores
 # instead of sharing them with the Spark tier while the e2e tier waits for the bed.
 prepare: ## Lint and build everything the tests need (what `make test` does first)
-	@$(MAKE) --no-print-directory lint native-check native & rust=$$!; \
+	@$(MAKE) --no-print-directory lint native-check native bed-builds & rust=$$!; \
 	$(MAKE) --no-print-directory toolchain helm kind-node; go=$$?; \
 	wait $$rust && exit $$go
 
@@ -126,10 +130,10 @@ e2e: ## End-to-end tests on an offline kind cluster (node image + images cached)
 
 .PHONY: demo demo-down
 demo: toolchain helm ## The orders job on kind in one command (cluster, images, operator, Kafka, MinIO), then what to try
-	$(TREE) $(PY) -m tests.e2e.demo
+	$(TREE) $(PY) -m devbed.demo
 
 demo-down: ## Delete the demo's kind cluster (the caches stay)
-	$(TREE) $(PY) -m tests.e2e.demo down
+	$(TREE) $(PY) -m devbed.demo down
 
 .PHONY: crd
 crd: ## Regenerate crds/streamingjob.yaml from the models (a unit test checks for drift)
@@ -151,6 +155,6 @@ plots: ## Redraw the figures of docs/benchmarks.md (docs/img/*.svg) from bench/r
 
 .PHONY: clean
 clean: ## Stop the local broker and remove local run data (the cache stays)
-	-$(TREE) $(PY) -m tests.support.kafka_broker stop --dir $(RUN_BROKER_DIR)
-	-$(TREE) $(PY) -m tests.support.schema_registry stop
+	-$(TREE) $(PY) -m devbed.kafka_broker stop --dir $(RUN_BROKER_DIR)
+	-$(TREE) $(PY) -m devbed.schema_registry stop
 	rm -rf /tmp/streamingjob

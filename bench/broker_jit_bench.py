@@ -21,7 +21,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer
 
-from tests.support.kafka_broker import KafkaBroker
+from devbed.kafka_broker import KafkaBroker
 from tests.support.kafka_tools import ContinuousProducer, new_topic
 
 SETTINGS = {

@@ -1,5 +1,5 @@
 """A test broker's start, side by side in one run: Kafka's way (a JVM for the storage
-format, then the broker's JVM) against the tests' (tests/support/broker_jvm.py: one JVM that
+format, then the broker's JVM) against the tests' (devbed/broker_jvm.py: one JVM that
 formats and runs, mapping the version's class-data-sharing archive). Both with the JVM
 options every test JVM gets (tests/conftest.py: C1 only, the serial collector).
 
@@ -21,9 +21,9 @@ import time
 from pathlib import Path
 
 from bench.broker_jit_bench import cpu_seconds
+from devbed import broker_jvm
+from devbed.kafka_broker import KafkaBroker, broker_jars
 from tests.conftest import TEST_JVM_OPTIONS
-from tests.support import broker_jvm
-from tests.support.kafka_broker import KafkaBroker, broker_jars
 
 
 class KafkasWay(KafkaBroker):

@@ -49,15 +49,15 @@ sys.path.insert(0, str(REPO / "bench"))
 from produce import produce  # noqa: E402
 from source_bench import builtin_kafka_jars, cpu_by_role, spark_session  # noqa: E402
 
+from devbed.cache import CACHE  # noqa: E402
+from devbed.kafka_broker import KafkaBroker  # noqa: E402
+from devbed.schema_registry import SchemaRegistry  # noqa: E402
 from spark_app import native_read  # noqa: E402
 from spark_app.avro_types import arrow_column  # noqa: E402
 from spark_app.decoding import AvroDecoder, decode_value_column, resolve_reader_schema  # noqa: E402
 from spark_app.partition_reader import KafkaInputPartition, read_range  # noqa: E402
 from spark_app.schema_registry_client import SchemaRegistryClient  # noqa: E402
-from tests.support.cache import CACHE  # noqa: E402
-from tests.support.kafka_broker import KafkaBroker  # noqa: E402
 from tests.support.kafka_tools import log_end_offsets, new_topic  # noqa: E402
-from tests.support.schema_registry import SchemaRegistry  # noqa: E402
 
 RECORDS = int(os.environ.get("BENCH_RECORDS", 1_000_000))  # --records sets it too
 PARTITIONS = 4

@@ -20,9 +20,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from devbed.kafka_broker import KafkaBroker
 from spark_app.options import NATIVE_ENGINE_ENV, READ_PATH_ENV
 from spark_app.query import LOCAL_FS_CONF, local_file_system_conf
-from tests.support.kafka_broker import KafkaBroker
 from tests.support.kafka_tools import new_topic, produce
 from tests.support.runner_process import RunnerProcess, job_manifest
 

@@ -36,8 +36,8 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from devbed.kafka_broker import KafkaBroker  # noqa: E402
 from tests.support.file_sink import committed_rows  # noqa: E402
-from tests.support.kafka_broker import KafkaBroker  # noqa: E402
 from tests.support.kafka_tools import (  # noqa: E402
     ContinuousProducer,
     group_offsets,

@@ -30,12 +30,12 @@ sys.path[:0] = [str(REPO), str(REPO / "operator")]
 
 from kubernetes import watch  # noqa: E402
 
+from devbed.kube_apiserver import KubeAPIServer  # noqa: E402
 from tests.integration.operator.kube_helpers import (  # noqa: E402
     Kube,
     job_spec,
     spawn_operator,
 )
-from tests.support.kube_apiserver import KubeAPIServer  # noqa: E402
 
 
 def _rss_mb(pid: int) -> dict[str, float]:

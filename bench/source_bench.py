@@ -44,14 +44,14 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from produce import produce  # noqa: E402
 
+from devbed.cache import CACHE  # noqa: E402
+from devbed.kafka_broker import KafkaBroker  # noqa: E402
 from spark_app import native_read  # noqa: E402
 from spark_app.partition_reader import (  # noqa: E402
     FETCH_DEFAULTS,
     KafkaInputPartition,
     read_range,
 )
-from tests.support.cache import CACHE  # noqa: E402
-from tests.support.kafka_broker import KafkaBroker  # noqa: E402
 from tests.support.kafka_tools import log_end_offsets, new_topic  # noqa: E402
 
 RECORDS = int(os.environ.get("BENCH_RECORDS", 5_000_000))  # --records sets it too

@@ -46,9 +46,9 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from produce import produce  # noqa: E402
 
-from tests.support.kafka_broker import KafkaBroker  # noqa: E402
+from devbed.kafka_broker import KafkaBroker  # noqa: E402
+from devbed.object_store import MinioServer, Storage  # noqa: E402
 from tests.support.kafka_tools import new_topic  # noqa: E402
-from tests.support.object_store import MinioServer, Storage  # noqa: E402
 from tests.support.runner_process import job_manifest  # noqa: E402
 
 RESULTS = REPO / "bench" / "results" / "table-sink.json"

@@ -11,7 +11,7 @@
 #   streamingjob/schema-registry:<apicurio>-<version>  Apicurio Registry (Confluent-compatible
 #                                     API) for in-cluster tests: FROM the Kafka image, with the
 #                                     server the integration tier runs
-#                                     (tests/support/schema_registry.py fetch)
+#                                     (devbed/schema_registry.py fetch)
 #   streamingjob/orders:<version>     the orders example job's own image: FROM the Spark image with
 #                                     its transform module (examples/user-image)
 # <version> is the project version in pyproject.toml. STREAMJOB_IMAGE_PREFIX replaces
@@ -161,7 +161,7 @@ for t in "${targets[@]}"; do
       timed "$t" build "$PREFIX/$t:$VERSION"
       ;;
     kafka)
-      libs=$(cd "$REPO_ROOT" && PYTHONPATH="$REPO_ROOT" python3 -m tests.support.kafka_broker fetch)
+      libs=$(cd "$REPO_ROOT" && PYTHONPATH="$REPO_ROOT" python3 -m devbed.kafka_broker fetch)
       context kafka
       cp -al "$libs" "$CTX/libs" 2>/dev/null || cp -a "$libs" "$CTX/libs"
       rm -f "$CTX/libs/.complete"
@@ -179,7 +179,7 @@ for t in "${targets[@]}"; do
       ;;
     schema-registry)
       # the one fetch of the server (Maven, cached), shared with the integration tier
-      dist=$(cd "$REPO_ROOT" && PYTHONPATH="$REPO_ROOT" python3 -m tests.support.schema_registry fetch)
+      dist=$(cd "$REPO_ROOT" && PYTHONPATH="$REPO_ROOT" python3 -m devbed.schema_registry fetch)
       apicurio_version=$(basename "$(dirname "$dist")")
       context schema-registry
       cp -al "$dist" "$CTX/dist" 2>/dev/null || cp -a "$dist" "$CTX/dist"

@@ -10,9 +10,9 @@ set -euo pipefail
 source "$(dirname "$0")/common.sh"
 PY=${1:?usage: run-local.sh <python> [avro|sql]}
 cd "$REPO_ROOT"
-"$PY" -m tests.support.kafka_broker start --dir "$STREAMJOB_CACHE/local-broker" --port 9092
+"$PY" -m devbed.kafka_broker start --dir "$STREAMJOB_CACHE/local-broker" --port 9092
 if [ "${2:-}" = avro ]; then
-  "$PY" -m tests.support.schema_registry start --port 8081
+  "$PY" -m devbed.schema_registry start --port 8081
   manifest=examples/local-avro-job.yaml group=orders-avro topic=orders-avro
   produce=(--avro http://127.0.0.1:8081/apis/ccompat/v7 --poison-every 1000
     --dead-letter-topic orders-avro-dead)

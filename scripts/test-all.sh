@@ -66,7 +66,7 @@ spark=$!
 # fixtures then find them running
 {
   bash scripts/kind/up.sh >"$logs/kubeconfig" &&
-    STREAMJOB_E2E_KUBECONFIG=$(cat "$logs/kubeconfig") "$PY" -m tests.e2e.bed start-services >&2
+    STREAMJOB_E2E_KUBECONFIG=$(cat "$logs/kubeconfig") "$PY" -m devbed.kind_bed start-services >&2
 } 2>"$logs/up.log" &
 up=$!
 ignored=()

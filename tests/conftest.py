@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.kafka_broker import KafkaBroker, kafka_version
-from tests.support.kafka_versions import BROKER_VERSIONS, version_id
-from tests.support.schema_registry import SchemaRegistry
+from devbed.kafka_broker import KafkaBroker, kafka_version
+from devbed.kafka_versions import BROKER_VERSIONS, version_id
+from devbed.schema_registry import SchemaRegistry
 
 # pytest's `pythonpath` (pyproject.toml) puts the checked-out tree on this process's sys.path;
 # the processes tests start (Spark's Python workers, the operator, tools) get it here.
@@ -46,7 +46,7 @@ def schema_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Schema
 def versioned_kafka(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[KafkaBroker]:
-    """A broker of each supported version in turn (tests/support/kafka_versions.py), one at a
+    """A broker of each supported version in turn (devbed/kafka_versions.py), one at a
     time per module; the default version is the session's `kafka`. Tests narrow the versions
     with `@pytest.mark.parametrize("versioned_kafka", [...], indirect=True)`."""
     if request.param == kafka_version():

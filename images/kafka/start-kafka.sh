@@ -108,18 +108,31 @@ java=("${JAVA_HOME:+$JAVA_HOME/bin/}java" "-Xms${KAFKA_HEAP:-512m}" "-Xmx${KAFKA
   ${KAFKA_GC_OPTS:--XX:+UseG1GC -XX:MaxGCPauseMillis=20} -Djava.awt.headless=true
   "-Dlog4j2.configurationFile=/opt/kafka/log4j2.properties" -cp "/opt/kafka/libs/*")
 
+# quoted ARG...: each argument a line of a Java argument file, quoted
+quoted() {
+  local a
+  for a in "$@"; do
+    a=${a//\\/\\\\}
+    printf '"%s"\n' "${a//\"/\\\"}"
+  done
+}
+
 if [ ! -f "$data_dir/meta.properties" ]; then
   # 22 characters of URL-safe base64 = the 16 random bytes of a Kafka Uuid.
   cluster_id=${KAFKA_CLUSTER_ID:-$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')}
   cluster_id=${cluster_id/#-/A}  # a leading "-" would be read as an option (1 in 64)
   echo "formatting $data_dir for cluster $cluster_id"
-  scram=()
+  # the tool's main class and arguments in a Java argument file (`java @FILE`, this user's
+  # only): the SCRAM password on its command line would show in `ps`
+  args=$(umask 077 && mktemp)
+  quoted kafka.tools.StorageTool format --ignore-formatted -t "$cluster_id" -c "$props" >"$args"
   if $secured && [ -n "${KAFKA_SCRAM_USERNAME:-}" ]; then
     echo "creating the SCRAM-SHA-512 user $KAFKA_SCRAM_USERNAME"
-    scram=(--add-scram "SCRAM-SHA-512=[name=$KAFKA_SCRAM_USERNAME,password=$KAFKA_SCRAM_PASSWORD]")
+    quoted --add-scram \
+      "SCRAM-SHA-512=[name=$KAFKA_SCRAM_USERNAME,password=$KAFKA_SCRAM_PASSWORD]" >>"$args"
   fi
-  "${java[@]}" kafka.tools.StorageTool format --ignore-formatted -t "$cluster_id" -c "$props" \
-    "${scram[@]}"
+  "${java[@]}" "@$args"
+  rm -f "$args"
 fi
 echo "starting Kafka: listeners $listeners, advertised $advertised"
 exec "${java[@]}" kafka.Kafka "$props"

@@ -19,7 +19,7 @@ from streamingjob_operator.api.naming import (
     service_name,
     ui_service_name,
 )
-from streamingjob_operator.children.builders import build_cleanup_job, checkpoint_cleanup_paths
+from streamingjob_operator.children.cleanup import build_cleanup_job, checkpoint_cleanup_paths
 from streamingjob_operator.children.validation import parse
 from streamingjob_operator.io.errors import TransientError
 from streamingjob_operator.io.k8s import KubeApi

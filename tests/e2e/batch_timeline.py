@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from tests.e2e.bed import Kube
+from devbed.kind_bed import Kube
 
 
 @dataclass(frozen=True)

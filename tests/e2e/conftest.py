@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.e2e.bed import (
+from devbed.kind_bed import (
     KAFKA_NAMESPACE,
     OPERATOR_NAMESPACE,
     Helm,

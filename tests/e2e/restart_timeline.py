@@ -22,7 +22,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from tests.e2e.bed import Kube, committed_batch
+from devbed.kind_bed import Kube, committed_batch
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 JOB_LABEL = "sparkkafka.dev/job"

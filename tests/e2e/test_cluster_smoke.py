@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from tests.e2e.bed import REGISTRY, Images, Kube, worker_nodes
+from devbed.kind_bed import REGISTRY, Images, Kube, worker_nodes
 
 pytestmark = pytest.mark.e2e
 

@@ -33,8 +33,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.e2e.batch_timeline import BatchTimeline
-from tests.e2e.bed import (
+from devbed.kind_bed import (
     BROKER_PODS,
     BUCKET,
     KAFKA_NAMESPACE,
@@ -58,6 +57,7 @@ from tests.e2e.bed import (
     wait_for,
     worker_nodes,
 )
+from tests.e2e.batch_timeline import BatchTimeline
 from tests.support.delta_output import s3_options, table_rows
 from tests.support.file_sink import committed_rows
 

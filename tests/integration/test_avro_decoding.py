@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
+from devbed.kafka_broker import KafkaBroker, free_port
+from devbed.schema_registry import SchemaRegistry, wire_format
 from spark_app.avro_types import arrow_column
 from spark_app.decoding import (
     BAD_MAGIC_BYTE,
@@ -35,9 +37,7 @@ from spark_app.schema_registry_client import (
     RegistryUnavailable,
     SchemaRegistryClient,
 )
-from tests.support.kafka_broker import KafkaBroker, free_port
 from tests.support.kafka_tools import consume_values, new_topic
-from tests.support.schema_registry import SchemaRegistry, wire_format
 
 pytestmark = pytest.mark.integration
 

@@ -1,7 +1,7 @@
-"""The test brokers start the cheap way (tests/support/broker_jvm.py): one JVM that formats
+"""The test brokers start the cheap way (devbed/broker_jvm.py): one JVM that formats
 its storage and runs the broker, mapping its version's class-data-sharing archive. If the
 archive stopped mapping (a changed classpath, JDK or flag) every broker would still start,
-only slower: this test is what notices."""
+only slower: this test is what notices. Its password stays off the command line."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.kafka_broker import KafkaBroker
+from devbed.kafka_broker import KafkaBroker
 
 pytestmark = pytest.mark.integration
 
@@ -36,5 +36,9 @@ def test_a_broker_is_one_jvm_mapping_its_versions_archive(kafka: KafkaBroker) ->
     maps = Path(f"/proc/{kafka.process.pid}/maps").read_text()
     assert archive in maps, f"the broker's JVM does not map {archive}"
     javas = java_processes_below(kafka.process.pid)
-    assert len(javas) == 1 and "FormatAndRun" in javas[0], javas
+    argfile = Path(kafka.workdir) / "broker.args"
+    assert len(javas) == 1 and f"@{argfile}" in javas[0], javas
+    assert "FormatAndRun" in argfile.read_text() and argfile.stat().st_mode & 0o077 == 0
+    # the SCRAM password is in the argument file, never on a command line (`ps`)
+    assert kafka.sasl_password in argfile.read_text() and kafka.sasl_password not in javas[0]
     assert (Path(kafka.workdir) / "data" / "meta.properties").is_file()  # formatted in it

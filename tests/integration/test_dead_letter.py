@@ -12,10 +12,10 @@ from dataclasses import replace
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from devbed.polling import wait_for
 from spark_app.dead_letter import DeadLetterTally, DeadRecord, write_dead_records
 from spark_app.options import DeadLetterTarget
 from tests.support.kafka_tools import consume_to_end, group_offsets, new_topic
-from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.integration
 

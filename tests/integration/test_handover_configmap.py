@@ -17,10 +17,10 @@ import pytest
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
+from devbed.kube_apiserver import KubeAPIServer, running_apiserver
+from devbed.polling import wait_for
 from spark_app.handover_signals import GO_KEY, HANDOVER_KEY, ConfigMapSignals, Identity, await_go
 from spark_app.report import ApiAccess, ConfigMapPublisher
-from tests.support.kube_apiserver import KubeAPIServer, running_apiserver
-from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.integration
 

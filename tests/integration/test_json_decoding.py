@@ -11,6 +11,8 @@ from datetime import UTC, date, datetime
 import pytest
 from confluent_kafka import Producer
 
+from devbed.kafka_broker import KafkaBroker
+from devbed.schema_registry import SchemaRegistry, json_wire_format
 from spark_app.dead_letter import DeadRecord
 from spark_app.decoding import (
     BAD_MAGIC_BYTE,
@@ -26,9 +28,7 @@ from spark_app.decoding import (
 )
 from spark_app.partition_reader import KafkaInputPartition, read_range
 from spark_app.schema_registry_client import SchemaRegistryClient
-from tests.support.kafka_broker import KafkaBroker
 from tests.support.kafka_tools import consume_values, new_topic
-from tests.support.schema_registry import SchemaRegistry, json_wire_format
 
 pytestmark = pytest.mark.integration
 

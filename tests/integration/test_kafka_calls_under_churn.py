@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
+from devbed.kafka_cluster import KafkaCluster
 from spark_app.kafka_metadata import KafkaMetadata, group_committer
 from spark_app.offsets_admin import OffsetsRequest
 from spark_app.options import SourceOptions
-from tests.support.kafka_cluster import KafkaCluster
 from tests.support.kafka_tools import DURABLE, ContinuousProducer, new_topic
 
 # make test runs it beside the Spark and e2e tiers (scripts/test-all.sh): there its failover
-# held (the quorum's fetch timeout, tests/support/kafka_broker.py: 5 of 5 at load 19-72), but
+# held (the quorum's fetch timeout, devbed/kafka_broker.py: 5 of 5 at load 19-72), but
 # once its three nodes did not all register within 120 s of their start (now 240 s).
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(420)]
 

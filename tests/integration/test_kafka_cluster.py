@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.kafka_broker import kafka_version
-from tests.support.kafka_cluster import KafkaCluster
+from devbed.kafka_broker import kafka_version
+from devbed.kafka_cluster import KafkaCluster
+from devbed.kafka_versions import OLDEST, full_matrix
 from tests.support.kafka_tools import consume_values, new_topic, produce
-from tests.support.kafka_versions import OLDEST, full_matrix
 
 pytestmark = [pytest.mark.integration, pytest.mark.broker_versions]
 

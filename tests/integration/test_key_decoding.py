@@ -12,14 +12,14 @@ import uuid
 import pytest
 from confluent_kafka import Producer
 
+from devbed.kafka_broker import KafkaBroker
+from devbed.schema_registry import SchemaRegistry, wire_format
 from spark_app import typed_values
 from spark_app.decoding import BAD_MAGIC_BYTE, UNKNOWN_SCHEMA_ID, PoisonRecordError
 from spark_app.options import SourceOptions
 from spark_app.partition_reader import KafkaInputPartition, read_range
 from spark_app.value_decoder import decoded
-from tests.support.kafka_broker import KafkaBroker
 from tests.support.kafka_tools import consume_to_end, new_topic
-from tests.support.schema_registry import SchemaRegistry, wire_format
 
 pytestmark = pytest.mark.integration
 

@@ -11,7 +11,7 @@ import pytest
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
-from tests.support.kube_apiserver import KubeAPIServer, running_apiserver
+from devbed.kube_apiserver import KubeAPIServer, running_apiserver
 
 pytestmark = pytest.mark.integration
 

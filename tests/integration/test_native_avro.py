@@ -14,6 +14,7 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 
+from devbed.schema_registry import SchemaRegistry, wire_format
 from spark_app import native_avro, native_read
 from spark_app.avro_types import spark_type
 from spark_app.decoding import (
@@ -27,7 +28,6 @@ from spark_app.decoding import (
     resolve_reader_schema,
 )
 from spark_app.schema_registry_client import RegisteredSchema, SchemaRegistryClient
-from tests.support.schema_registry import SchemaRegistry, wire_format
 
 pytestmark = pytest.mark.integration
 

@@ -14,6 +14,8 @@ from decimal import Decimal
 import pytest
 from confluent_kafka import Producer
 
+from devbed.kafka_broker import KafkaBroker
+from devbed.schema_registry import SchemaRegistry
 from spark_app.decoding import (
     BAD_MAGIC_BYTE,
     MALFORMED_PAYLOAD,
@@ -30,10 +32,8 @@ from spark_app.partition_reader import KafkaInputPartition, read_range
 from spark_app.protobuf_values import ProtobufReaderSchema
 from spark_app.schema_registry_client import SchemaRegistryClient
 from tests.integration.test_avro_decoding import ORDER_V1 as AVRO_ORDER
-from tests.support.kafka_broker import KafkaBroker
 from tests.support.kafka_tools import consume_values, new_topic
 from tests.support.protobuf_messages import message_classes, proto_wire_format
-from tests.support.schema_registry import SchemaRegistry
 
 pytestmark = pytest.mark.integration
 

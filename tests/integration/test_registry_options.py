@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from devbed.schema_registry import SchemaRegistry, wire_format
+from devbed.tls import Authority
 from spark_app import typed_values
 from spark_app.decoding import AvroDecoder, ReaderSchemaError, resolve_reader_schema
 from spark_app.options import SourceOptions, ValueDecoding
 from spark_app.schema_registry_client import RegistryTLSError, SchemaRegistryClient
-from tests.support.schema_registry import SchemaRegistry, wire_format
-from tests.support.tls import Authority
 
 pytestmark = pytest.mark.integration
 

@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from tests.support.schema_registry import SchemaRegistry
+from devbed.schema_registry import SchemaRegistry
 
 pytestmark = pytest.mark.integration
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
+from devbed.object_store import REGION, Storage
 from spark_app.delta_sink import storage_options, table_uri
-from tests.support.object_store import REGION, Storage
 
 
 def delta_sink(storage: Storage) -> dict:

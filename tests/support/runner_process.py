@@ -14,8 +14,8 @@ from typing import Any, ClassVar
 
 import yaml
 
+from devbed.object_store import Storage
 from spark_app.manifest import API_GROUP, API_VERSION
-from tests.support.object_store import Storage
 
 
 def job_manifest(

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from streamingjob_operator.api.models import API_GROUP, PLURAL
-from streamingjob_operator.children.builders import build_role
+from streamingjob_operator.children.rbac import build_role
 from streamingjob_operator.settings import PREFIX, OperatorSettings
 
 pytestmark = pytest.mark.unit

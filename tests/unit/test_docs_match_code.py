@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from devbed.kafka_versions import BROKER_VERSIONS, OLDEST
 from spark_app.kafka_metadata import matching_topics
 from spark_app.manifest import SourceSpec
 from streamingjob_operator.rules.decide import REASONS, Event
 from streamingjob_operator.settings import OperatorSettings
-from tests.support.kafka_versions import BROKER_VERSIONS, OLDEST
 
 pytestmark = pytest.mark.unit
 

@@ -112,7 +112,7 @@ def modules() -> dict[str, Path]:
 def check_code_reference(token: str) -> None:
     """A source file (`spark_app/offsets.py`), a function or class of a module
     (`decide.lost_at`, `k8s.KubeApi`), or a member of a class (`GroupOffsets.catch_up`,
-    `Reconciler._still_wanted`). Anything else (fields, options, paths in a checkpoint) is
+    `Actor._still_wanted`). Anything else (fields, options, paths in a checkpoint) is
     not code and is not checked."""
     if token.endswith(".py"):
         found = (ROOT / token).is_file() or any(

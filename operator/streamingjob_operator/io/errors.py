@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import kopf
 
-from streamingjob_operator.children.validation import InvalidJobError  # noqa: F401  (lives in the pure layer)
+from streamingjob_operator.children.validation import InvalidJobError  # noqa: F401  (lives in the pure layer
 
 
 class OperatorError(Exception):

@@ -29,7 +29,7 @@ from streamingjob_operator.api.naming import (
     label_value,
     selector_string,
 )
-from streamingjob_operator.children.validation import Rejection
+from streamingjob_operator.children.dry_run import Rejection
 from streamingjob_operator.io.errors import ConflictError, FatalError, NotFoundError, TransientError
 from streamingjob_operator.rules.timing import gated_write_timeout
 

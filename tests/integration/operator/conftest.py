@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from devbed.kube_apiserver import KubeAPIServer
 from tests.integration.operator.kube_helpers import Kube, running_operator
-from tests.support.kube_apiserver import KubeAPIServer
 
 
 @pytest.fixture(scope="module")

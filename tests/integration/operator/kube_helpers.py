@@ -20,8 +20,8 @@ import kopf.testing
 import yaml
 from kubernetes import client, config, watch
 
+from devbed.polling import wait_for
 from streamingjob_operator.api.models import API_GROUP, API_VERSION, PLURAL
-from tests.support.polling import wait_for
 
 REPO = Path(__file__).resolve().parents[3]
 CRD_FILE = REPO / "crds" / "streamingjob.yaml"

@@ -15,9 +15,9 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from devbed.kube_apiserver import find_bin_dir
 from tests.integration.operator.kube_helpers import Kube, job_spec, wait_for
 from tests.support.kafka_tools import commit_may_retry
-from tests.support.kube_apiserver import find_bin_dir
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 

@@ -27,8 +27,9 @@ from typing import Any
 import pytest
 from kubernetes import client, utils
 
+from devbed.kube_apiserver import KubeAPIServer, find_bin_dir
 from streamingjob_operator.api.naming import driver_pod_name
-from streamingjob_operator.children.builders import (
+from streamingjob_operator.children.rbac import (
     build_role,
     build_role_binding,
     build_service_account,
@@ -40,7 +41,6 @@ from tests.integration.operator.kube_helpers import (
     operator_env,
     wait_for,
 )
-from tests.support.kube_apiserver import KubeAPIServer, find_bin_dir
 from tests.unit.test_chart import container, of_kind, render
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]

@@ -11,9 +11,9 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from devbed.tls import Authority
 from tests.integration.operator.kube_helpers import REPO, Kube, job_spec, wait_for
 from tests.support.kafka_tools import commit_offsets
-from tests.support.tls import Authority
 
 TMP = Path(tempfile.mkdtemp(prefix="op-kafka-"))
 
@@ -188,8 +188,8 @@ def test_readings_on_a_fresh_broker_whose_topic_was_just_created_do_not_crash(tm
     import subprocess
     import sys
 
+    from devbed.kafka_broker import KafkaBroker
     from tests.integration.operator.kube_helpers import REPO
-    from tests.support.kafka_broker import KafkaBroker
 
     reader = subprocess.Popen(
         [sys.executable, "-c", FRESH_BROKER_READER, "8", "6"],
@@ -263,9 +263,9 @@ def test_closing_stops_a_reading_of_an_unreachable_cluster_after_its_attempt_in_
     client is destroyed under it (the monitor waits for it)."""
     import time
 
+    from devbed.kafka_broker import free_port
     from spark_app.manifest import SourceSpec
     from streamingjob_operator.io.kafka import KafkaMonitor, KafkaTarget
-    from tests.support.kafka_broker import free_port
 
     monitor = KafkaMonitor(workers=1, timeout=1, max_age=0, deadline=60)
     nobody = SourceSpec(bootstrap_servers=f"127.0.0.1:{free_port()}", subscribe=["t"], group_id="g")
@@ -458,7 +458,7 @@ def test_a_resume_while_kafka_applies_the_action_still_starts_a_new_epoch(
             resumed.append(True)
             return result
 
-        reconciler.offsets_runner = resumed_meanwhile
+        reconciler.offsets.runner = resumed_meanwhile
         _request(kube, ns, "race", {"nonce": 1, "action": "reset", "to": "earliest"}, suspend=True)
         for _ in range(5):  # stop, Suspended, the action, then (spec changed) the resume
             reconciler.reconcile(ns, "race")
@@ -549,8 +549,8 @@ def test_job_metrics_and_alert_rules_on_a_real_operator(
 
     import yaml
 
+    from devbed.kafka_broker import free_port
     from tests.integration.operator.kube_helpers import running_operator
-    from tests.support.kafka_broker import free_port
     from tests.support.kafka_tools import commit_offsets, new_topic, produce
 
     promtool = promtool_binary()

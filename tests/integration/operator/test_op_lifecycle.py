@@ -9,10 +9,10 @@ from collections import Counter
 import pytest
 from kubernetes import client
 
+from devbed.kube_apiserver import find_bin_dir
 from streamingjob_operator.api.models import API_GROUP, API_VERSION, PLURAL
 from streamingjob_operator.reconcile import Reconciler
 from tests.integration.operator.kube_helpers import Kube, job_spec, wait_for
-from tests.support.kube_apiserver import find_bin_dir
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 

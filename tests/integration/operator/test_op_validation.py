@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from kubernetes import client
 
+from devbed.polling import wait_for
 from streamingjob_operator.api.naming import LABEL_JOB, label_value, service_name
 from tests.integration.operator.kube_helpers import (
     DriverWatch,
@@ -20,7 +21,6 @@ from tests.integration.operator.kube_helpers import (
     running_operator,
 )
 from tests.support.bad_input import classes
-from tests.support.polling import wait_for
 
 pytestmark = [
     pytest.mark.integration,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.object_store import MinioServer, Storage
+from devbed.object_store import MinioServer, Storage
 from tests.support.runner_process import RunnerProcess
 
 REPO = Path(__file__).resolve().parents[3]

@@ -20,6 +20,9 @@ from pathlib import Path
 
 import pytest
 
+from devbed.kafka_broker import free_port
+from devbed.object_store import Storage
+from devbed.polling import wait_for
 from spark_app.delta_maintenance import EXIT_NO_TABLE, EXIT_UNREACHABLE
 from tests.integration.spark_app.test_delta_sink import (
     checkpoint_of,
@@ -39,15 +42,12 @@ from tests.support.delta_output import (
     log_versions,
     storage_table,
 )
-from tests.support.kafka_broker import free_port
 from tests.support.kafka_tools import (
     ContinuousProducer,
     commit_offsets,
     new_topic,
     produce,
 )
-from tests.support.object_store import Storage
-from tests.support.polling import wait_for
 from tests.support.runner_process import RunnerProcess, job_manifest
 
 pytestmark = pytest.mark.integration

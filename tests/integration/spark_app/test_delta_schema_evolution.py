@@ -12,13 +12,13 @@ import copy
 import pytest
 from confluent_kafka import Producer
 
+from devbed.object_store import Storage
+from devbed.schema_registry import wire_format
 from tests.integration.spark_app.test_delta_sink import checkpoint_of
 from tests.integration.spark_app.test_runner import wait_for_all
 from tests.support.delta_output import delta_rows, delta_sink, storage_table
 from tests.support.kafka_tools import new_topic
-from tests.support.object_store import Storage
 from tests.support.runner_process import RunnerProcess, job_manifest
-from tests.support.schema_registry import wire_format
 
 pytestmark = pytest.mark.integration
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from devbed.object_store import Storage
 from spark_app.delta_sink import CRASH_AFTER_COMMIT_ENV
 from tests.integration.spark_app.test_runner import (
     assert_exactly_once,
@@ -26,7 +27,6 @@ from tests.integration.spark_app.test_runner import (
 )
 from tests.support.delta_output import committed_batch, delta_rows, delta_sink, storage_table
 from tests.support.kafka_tools import commit_offsets, group_offsets, new_topic, produce
-from tests.support.object_store import Storage
 from tests.support.runner_process import RunnerProcess, job_manifest
 
 pytestmark = pytest.mark.integration

@@ -22,6 +22,9 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from devbed.kafka_broker import KafkaBroker
+from devbed.polling import wait_for
+from devbed.schema_registry import SchemaRegistry, json_wire_format
 from spark_app.decoding import MALFORMED_PAYLOAD
 from tests.integration.spark_app.test_typed_records import (  # the Avro tests' query helpers
     Query,
@@ -31,10 +34,7 @@ from tests.integration.spark_app.test_typed_records import (  # the Avro tests' 
     spark,  # noqa: F401  (the module's Spark session fixture)
     values_by_id,
 )
-from tests.support.kafka_broker import KafkaBroker
 from tests.support.kafka_tools import new_topic
-from tests.support.polling import wait_for
-from tests.support.schema_registry import SchemaRegistry, json_wire_format
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 

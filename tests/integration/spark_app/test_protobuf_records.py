@@ -11,6 +11,8 @@ from decimal import Decimal
 
 import pytest
 
+from devbed.kafka_broker import KafkaBroker
+from devbed.schema_registry import SchemaRegistry
 from spark_app.decoding import MALFORMED_PAYLOAD
 from tests.integration.spark_app.test_typed_records import (  # the Avro tests' query helpers
     Query,
@@ -27,10 +29,8 @@ from tests.integration.test_protobuf_decoding import (  # the decoder tests' sch
     _order,
     _register,
 )
-from tests.support.kafka_broker import KafkaBroker
 from tests.support.kafka_tools import new_topic
 from tests.support.protobuf_messages import proto_wire_format
-from tests.support.schema_registry import SchemaRegistry
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 

@@ -17,12 +17,12 @@ import pytest
 from confluent_kafka import ElectionType, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from devbed.kafka_broker import KafkaBroker
+from devbed.kafka_cluster import KafkaCluster
+from devbed.polling import wait_for
 from spark_app.partition_reader import DataLossError, KafkaInputPartition, read_range
 from tests.integration.spark_app.test_source_on_broker import on_path
-from tests.support.kafka_broker import KafkaBroker
-from tests.support.kafka_cluster import KafkaCluster
 from tests.support.kafka_tools import DURABLE, new_topic, produce
-from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.integration
 

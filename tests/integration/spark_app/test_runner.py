@@ -16,6 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from devbed.kafka_broker import KafkaBroker, free_port
+from devbed.kafka_versions import driver_kill_versions, version_id
+from devbed.object_store import Storage
+from devbed.polling import wait_for
+from devbed.tls import Authority
 from spark_app.kafka_config import (
     ENV_SASL_MECHANISM,
     ENV_SASL_PASSWORD,
@@ -26,7 +31,6 @@ from spark_app.kafka_config import (
 )
 from spark_app.options import READ_PATH_ENV
 from tests.support.file_sink import committed_rows
-from tests.support.kafka_broker import KafkaBroker, free_port
 from tests.support.kafka_tools import (
     ContinuousProducer,
     add_partitions,
@@ -37,11 +41,7 @@ from tests.support.kafka_tools import (
     new_topic,
     produce,
 )
-from tests.support.kafka_versions import driver_kill_versions, version_id
-from tests.support.object_store import Storage
-from tests.support.polling import wait_for
 from tests.support.runner_process import RunnerProcess, job_manifest
-from tests.support.tls import Authority
 
 pytestmark = pytest.mark.integration
 

@@ -19,6 +19,9 @@ from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
+from devbed.kafka_broker import KafkaBroker
+from devbed.polling import wait_for
+from devbed.tls import Authority
 from spark_app import offsets as off
 from spark_app.offsets import StartError
 from spark_app.options import SourceOptions
@@ -30,7 +33,6 @@ from spark_app.partition_reader import (
     read_range,
 )
 from spark_app.source import KafkaStreamReader
-from tests.support.kafka_broker import KafkaBroker
 from tests.support.kafka_tools import (
     add_partitions,
     commit_offsets,
@@ -39,8 +41,6 @@ from tests.support.kafka_tools import (
     new_topic,
     produce,
 )
-from tests.support.polling import wait_for
-from tests.support.tls import Authority
 
 pytestmark = pytest.mark.integration
 

@@ -18,10 +18,10 @@ import pytest
 import yaml
 from pyspark.sql import SparkSession
 
+from devbed.kafka_broker import free_port
 from spark_app.kafka_config import REFUSED_MARK
 from spark_app.sql_transform import SqlRefused, apply_sql
 from tests.support.file_sink import committed_files
-from tests.support.kafka_broker import free_port
 from tests.support.kafka_tools import (
     consume_to_end,
     group_offsets,

@@ -32,6 +32,9 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from devbed.kafka_broker import KafkaBroker, free_port
+from devbed.polling import wait_for
+from devbed.schema_registry import SchemaRegistry, wire_format
 from spark_app import offsets_cli
 from spark_app.decoding import (
     BAD_MAGIC_BYTE,
@@ -42,11 +45,8 @@ from spark_app.decoding import (
 from spark_app.runner import failure_cause
 from spark_app.schema_registry_client import RegistryUnavailable
 from spark_app.source import FORMAT, KafkaCheckpointedDataSource
-from tests.support.kafka_broker import KafkaBroker, free_port
 from tests.support.kafka_tools import consume_to_end, group_offsets, log_end_offsets, new_topic
-from tests.support.polling import wait_for
 from tests.support.runner_process import job_manifest
-from tests.support.schema_registry import SchemaRegistry, wire_format
 from tests.support.spark_session import local_session
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(420)]

@@ -25,7 +25,7 @@ from spark_app.delta_maintenance import (
 )
 from spark_app.manifest import S3_ACCESS_KEY_ENV, S3_SECRET_KEY_ENV
 from streamingjob_operator.api.models import StreamingJob
-from streamingjob_operator.children.builders import build_job_configmap
+from streamingjob_operator.children.driver_pod import build_job_configmap
 from streamingjob_operator.children.pod_parts import container_security, pod_security
 
 pytestmark = pytest.mark.unit

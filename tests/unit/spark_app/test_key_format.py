@@ -13,6 +13,7 @@ import pyarrow as pa
 import pytest
 from pyspark.sql.pandas.types import to_arrow_schema
 
+from devbed.schema_registry import wire_format
 from spark_app import typed_values
 from spark_app.dead_letter import dead_letter_headers
 from spark_app.decoding import AvroDecoder, PoisonRecordError, decode_columns
@@ -26,7 +27,6 @@ from spark_app.partition_reader import (
 from spark_app.schema_registry_client import RegisteredSchema
 from spark_app.source import KafkaCheckpointedDataSource
 from spark_app.typed_values import TypedValues
-from tests.support.schema_registry import wire_format
 from tests.unit.spark_app.test_typed_values import ORDER, READER, SCHEMA, NoRegistry
 
 pytestmark = pytest.mark.unit

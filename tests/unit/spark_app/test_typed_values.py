@@ -14,6 +14,8 @@ import pyarrow as pa
 import pytest
 from pyspark.sql.pandas.types import to_arrow_schema
 
+from devbed.kafka_broker import free_port
+from devbed.schema_registry import wire_format
 from spark_app import typed_values
 from spark_app.avro_types import arrow_column
 from spark_app.decoding import (
@@ -33,8 +35,6 @@ from spark_app.schema_registry_client import RegisteredSchema, RegistryUnavailab
 from spark_app.source import KafkaCheckpointedDataSource
 from spark_app.typed_values import TypedValues
 from spark_app.value_decoder import decoded
-from tests.support.kafka_broker import free_port
-from tests.support.schema_registry import wire_format
 
 pytestmark = pytest.mark.unit
 

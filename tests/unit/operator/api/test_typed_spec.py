@@ -33,8 +33,8 @@ from spark_app.value_spec import (
     SUBJECT_NEEDED,
 )
 from streamingjob_operator.api.crd import build_crd
-from streamingjob_operator.children.builders import (
-    build_cleanup_job,
+from streamingjob_operator.children.cleanup import build_cleanup_job
+from streamingjob_operator.children.driver_pod import (
     build_driver_pod,
     build_executor_template,
     build_job_configmap,

@@ -24,17 +24,16 @@ from streamingjob_operator.api.naming import (
 from streamingjob_operator.children.builders import (
     BLOCK_MANAGER_PORT,
     DRIVER_PORT,
-    build_cleanup_job,
     build_disruption_budget,
+    build_go_configmap,
+    build_report_configmap,
+    build_service,
+)
+from streamingjob_operator.children.cleanup import build_cleanup_job, checkpoint_cleanup_paths
+from streamingjob_operator.children.driver_pod import (
     build_driver_pod,
     build_executor_template,
-    build_go_configmap,
     build_job_configmap,
-    build_report_configmap,
-    build_role,
-    build_role_binding,
-    build_service,
-    checkpoint_cleanup_paths,
     spark_confs,
 )
 from streamingjob_operator.children.pod_parts import (
@@ -42,6 +41,7 @@ from streamingjob_operator.children.pod_parts import (
     secret_references,
     spark_memory_mib,
 )
+from streamingjob_operator.children.rbac import build_role, build_role_binding
 from streamingjob_operator.children.validation import SPARK_CONF_GUARDRAILS, check_spec, guardrail
 from streamingjob_operator.rules.launch import Launch
 from tests.unit.operator.helpers_operator import BASE_SPEC, make_spec
@@ -764,6 +764,6 @@ def test_the_attempt_after_a_node_loss_avoids_that_node_in_every_user_term():
 
 
 def test_the_documented_guardrails_are_the_code_s():
-    docs = (Path(__file__).parents[3] / "docs" / "operator.md").read_text()
+    docs = (Path(__file__).parents[4] / "docs" / "operator.md").read_text()
     listed = docs.split("<!-- guardrails -->")[1].split("<!-- /guardrails -->")[0]
     assert re.findall(r"^- `([^`]+)`", listed, re.MULTILINE) == list(SPARK_CONF_GUARDRAILS)

@@ -7,7 +7,8 @@ import pytest
 
 from streamingjob_operator.api.models import StreamingJobStatus
 from streamingjob_operator.api.naming import LABEL_JOB, executor_selector, ui_service_name
-from streamingjob_operator.children.builders import build_ui_service, spark_confs
+from streamingjob_operator.children.builders import build_ui_service
+from streamingjob_operator.children.driver_pod import spark_confs
 from streamingjob_operator.children.validation import check_spec
 from streamingjob_operator.rules.decide import pod_hash
 from tests.unit.operator.children.test_builders import JOB, _owned

@@ -6,7 +6,6 @@ from __future__ import annotations
 import copy
 import re
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -24,24 +23,19 @@ from streamingjob_operator.api.naming import (
 )
 from streamingjob_operator.children.builders import (
     build_disruption_budget,
-    build_driver_pod,
     build_go_configmap,
-    build_job_configmap,
     build_report_configmap,
-    build_role,
     build_service,
-    build_service_account,
 )
-from streamingjob_operator.children.validation import (
+from streamingjob_operator.children.driver_pod import build_driver_pod, build_job_configmap
+from streamingjob_operator.children.dry_run import (
     DryRun,
     Rejection,
-    check_source,
-    check_spec,
     dry_run_pods,
-    parse,
     rejection_problems,
-    summary,
 )
+from streamingjob_operator.children.rbac import build_role, build_service_account
+from streamingjob_operator.children.validation import check_source, check_spec, parse, summary
 from streamingjob_operator.rules.launch import Launch
 from streamingjob_operator.rules.status import status_body
 from tests.support.bad_input import classes
@@ -56,7 +50,6 @@ from tests.unit.operator.helpers_operator import (
 
 pytestmark = pytest.mark.unit
 
-PACKAGE = Path(__file__).resolve().parents[3] / "operator" / "streamingjob_operator"
 DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 DNS1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")

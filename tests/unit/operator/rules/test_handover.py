@@ -311,14 +311,14 @@ def test_the_go_is_written_where_no_driver_may_write_and_read_back_from_there():
     api = _Api([NEW])
     reconciler = Reconciler(api, OperatorSettings())  # type: ignore[arg-type]
     job = {"metadata": {"name": "orders", "namespace": "ns", "uid": "u"}}
-    reconciler._go(job, _spec(redeployNonce=1), Decision(action="go", status=st))
+    reconciler.actor.go(job, _spec(redeployNonce=1), Decision(action="go", status=st))
     assert set(api.keys) == {("orders-go", "go.json")}
     assert ("ConfigMap", "orders-go") in api.applied
     assert ("PodDisruptionBudget", "orders-executors") in api.applied  # moved to the next
-    go = parse_signal(reconciler._go_configmap(job, st), "go.json")
+    go = parse_signal(reconciler.observer._go_configmap(job, st), "go.json")
     assert go is not None and go.names(NEW, 2, 1)
     # outside a hand-over the go decides nothing: not read
-    assert reconciler._go_configmap(job, StreamingJobStatus()) is None
+    assert reconciler.observer._go_configmap(job, StreamingJobStatus()) is None
 
 
 def test_the_hand_over_reasons_are_in_the_vocabulary():

@@ -6,10 +6,10 @@ distribution) on Maven Central. Maven fetches that one artifact (`dependency:get
 dependency of a pom: the release's parent pom is not on Maven Central, so Maven cannot read the
 artifact's descriptor) and it is unpacked once per version under $STREAMJOB_CACHE/registry.
 Storage is the server's default, an in-memory H2 database: every start is an empty registry.
-With `tls` (a certificate from tests/support/tls.py) it serves https only, through Quarkus' TLS
+With `tls` (a certificate from devbed/tls.py) it serves https only, through Quarkus' TLS
 registry (quarkus.tls.*), so clients must verify it with the test's CA.
 
-CLI: python -m tests.support.schema_registry {start,stop,fetch} --dir D --port P
+CLI: python -m devbed.schema_registry {start,stop,fetch} --dir D --port P
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ import time
 import urllib.request
 from pathlib import Path
 
-from tests.support.cache import CACHE, built_once
-from tests.support.kafka_broker import free_port
-from tests.support.process_group import stop_group
-from tests.support.tls import ServerCertificate
+from devbed.cache import CACHE, built_once
+from devbed.kafka_broker import free_port
+from devbed.process_group import stop_group
+from devbed.tls import ServerCertificate
 
 APICURIO_VERSION = "3.0.9"
 _ARTIFACT = "io.apicurio:apicurio-registry-app:{version}:tar.gz:all"

@@ -3,7 +3,7 @@
 install`, the replicated Kafka of examples/kind/kafka.yaml with its SASL_SSL listener, MinIO
 for checkpoints and sinks, and a job namespace that enforces the `restricted` Pod Security
 Standard with the Secrets a job needs. No pytest here: tests/e2e/conftest.py wraps these in
-fixtures, tests/e2e/demo.py runs them for a person.
+fixtures, devbed/demo.py runs them for a person.
 """
 
 from __future__ import annotations
@@ -23,9 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from tests.support import polling
+from devbed import polling
+from devbed.tls import Authority
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 # The bed's image registry as the host and the nodes name it (scripts/kind/registry.sh)
 REGISTRY = "localhost:5001"
 T = TypeVar("T")
@@ -209,7 +210,7 @@ RESTRICTED = "pod-security.kubernetes.io/enforce"  # the namespace label the PSS
 
 
 def wait_for(what: str, probe, timeout: float = 180, interval: float = 0.5):
-    """`tests.support.polling.wait_for` with the scenarios' argument order and pace."""
+    """`devbed.polling.wait_for` with the scenarios' argument order and pace."""
     return polling.wait_for(probe, timeout, what, interval)
 
 
@@ -337,8 +338,6 @@ def _broker_secrets(kube: Kube, workdir: Path) -> bool:
         and _secret_data(kube, "kafka-scram", KAFKA_NAMESPACE)
     ):
         return False
-    from tests.support.tls import Authority
-
     server = Authority.create(workdir).issue(KAFKA_HOSTS)
     secrets = [
         ("kafka-tls", "kubernetes.io/tls", {
@@ -461,7 +460,7 @@ def produce_loop(start, rate, stop, encode=lambda n: json.dumps({"id": n}).encod
 
 # Registers `schema` under <topic>-value (as a Confluent serializer does) and returns an
 # encoder of id n: the wire format (magic 0, schema id, Avro binary) of the order
-# typed_order(n) of tests/e2e/bed.py, or for every poison_every-th id a poison record:
+# typed_order(n) of devbed/kind_bed.py, or for every poison_every-th id a poison record:
 # alternately truncated (3 bytes, shorter than the header) and a bad magic byte.
 def avro_orders(registry, schema, poison_every):
     import urllib.request
@@ -743,7 +742,7 @@ class ObjectStore:
         self.port = int(match.group(1))
 
     def filesystem(self):
-        from tests.support.object_store import s3_filesystem
+        from devbed.object_store import s3_filesystem
 
         self.connect()
         creds = self.credentials
@@ -801,11 +800,11 @@ def job_namespace(kube: Kube, store: ObjectStore, login: KafkaLogin, name: str) 
     return name
 
 
-if __name__ == "__main__":  # python -m tests.e2e.bed start-services (STREAMJOB_E2E_KUBECONFIG)
+if __name__ == "__main__":  # python -m devbed.kind_bed start-services (STREAMJOB_E2E_KUBECONFIG)
     import sys
     import tempfile
 
     if sys.argv[1:] != ["start-services"]:
-        sys.exit("usage: python -m tests.e2e.bed start-services")
+        sys.exit("usage: python -m devbed.kind_bed start-services")
     with tempfile.TemporaryDirectory() as certificates:
         start_services(kubectl_for(os.environ["STREAMJOB_E2E_KUBECONFIG"]), Path(certificates))

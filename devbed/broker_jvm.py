@@ -16,13 +16,13 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
-import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
-from tests.support.cache import CACHE, built_once
+from devbed.cache import CACHE, built_once
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 LAUNCHER_SOURCES = REPO_ROOT / "jvm" / "kafkanode"
 LAUNCHER = "dev.sparkkafka.kafkanode.FormatAndRun"
 
@@ -65,13 +65,16 @@ def classpath(kafka_jars: Path) -> str:
 
 
 @functools.cache
-def archive_options(version: str, kafka_jars: Path) -> tuple[str, ...]:
-    """The options that map the version's archive, trained first if the cache has none."""
+def archive_options(
+    version: str, kafka_jars: Path, train: Callable[[str, Path], None]
+) -> tuple[str, ...]:
+    """The options that map the version's archive, trained first (`train(version, into)`
+    writes `into`/kafka.jsa) if the cache has none."""
     jars = sorted(
         f"{p.name} {p.stat().st_size} {int(p.stat().st_mtime)}" for p in kafka_jars.iterdir()
     )
     key = _digest(version, _java_version(), str(launcher_jar(kafka_jars)), *jars)
-    archive = built_once(CACHE / "kafka-cds" / key, lambda into: _train(version, into), "java")
+    archive = built_once(CACHE / "kafka-cds" / key, lambda into: train(version, into), "java")
     return (f"-XX:SharedArchiveFile={archive / 'kafka.jsa'}", "-Xshare:auto", "-Xlog:cds=off",
             "-Xlog:cds+dynamic=off")  # fmt: skip
 
@@ -84,23 +87,3 @@ def environment() -> dict[str, str]:
         o for o in options if not o.startswith(("-XX:SharedArchiveFile", "-Xshare", "-Xlog:cds"))
     ]
     return {**os.environ, "JDK_JAVA_OPTIONS": " ".join(kept)}
-
-
-def _train(version: str, into: Path) -> None:
-    """A broker started from nothing, asked once over SASL_SSL and stopped cleanly: the JVM
-    writes the classes it loaded to `into`/kafka.jsa as it exits."""
-    from confluent_kafka.admin import AdminClient
-
-    from tests.support.kafka_broker import KafkaBroker
-
-    into.mkdir(parents=True)
-    archive = into / "kafka.jsa"
-    broker = KafkaBroker(
-        into / "broker", version=version, jvm_options=(f"-XX:ArchiveClassesAtExit={archive}",)
-    )
-    with broker:
-        AdminClient(broker.secured_client(log_level="0")).list_topics(timeout=30)
-        broker.stop()
-    if not archive.is_file():
-        raise RuntimeError(f"the broker's JVM wrote no archive; see {broker.workdir}/java.out")
-    shutil.rmtree(into / "broker")

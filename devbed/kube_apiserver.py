@@ -23,9 +23,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tests.support.kafka_broker import free_port
+from devbed.kafka_broker import free_port
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 # ServiceAccount admission rejects every pod until the "default" ServiceAccount exists, and only
 # the controller-manager creates it; envtest disables it for the same reason.

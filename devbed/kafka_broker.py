@@ -1,14 +1,14 @@
 """A real Apache Kafka broker (KRaft) on loopback, for tests and `make run`: one node alone,
-or one node of a replicated cluster (tests/support/kafka_cluster.py).
+or one node of a replicated cluster (devbed/kafka_cluster.py).
 
 The broker's jars come from Maven Central through Maven (scripts/kafka/pom.xml, any Apache
 Kafka release by `version`) and are cached under $STREAMJOB_CACHE per version; nothing is
 downloaded twice. Tests kill, stop and restart brokers through this class to prove the source
 survives it.
 Each broker is one JVM, started from a class-data-sharing archive of its version
-(tests/support/broker_jvm.py).
+(devbed/broker_jvm.py).
 
-CLI (used by the Makefile): python -m tests.support.kafka_broker {start,stop} --dir D --port P
+CLI (used by the Makefile): python -m devbed.kafka_broker {start,stop} --dir D --port P
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import base64
 import os
 import random
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -27,11 +28,12 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.support import broker_jvm
-from tests.support.cache import CACHE, built_once
-from tests.support.process_group import read_pid, stop_group
+from devbed import broker_jvm
+from devbed.cache import CACHE, built_once
+from devbed.process_group import read_pid, stop_group
+from devbed.tls import Authority
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 POM = REPO_ROOT / "scripts" / "kafka" / "pom.xml"
 
 _SERVER_PROPERTIES = """\
@@ -51,7 +53,7 @@ controller.listener.names=CONTROLLER
 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,SSL:SSL,\
 CONTROLLER:PLAINTEXT
 # SASL_SSL and SSL beside PLAINTEXT (test tools, producers): SCRAM users are created at format
-# time, the certificate is signed by a CA of the test's own (tests/support/tls.py). The SSL
+# time, the certificate is signed by a CA of the test's own (devbed/tls.py). The SSL
 # listener is mutual TLS: a client shows a certificate of that CA instead of a password.
 sasl.enabled.mechanisms=SCRAM-SHA-512
 listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=\
@@ -218,7 +220,7 @@ class KafkaBroker:
             secrets=self.workdir / "tls",
             version=version or kafka_version(),
         )
-        # None: the version's class-data-sharing archive (tests/support/broker_jvm.py)
+        # None: the version's class-data-sharing archive (devbed/broker_jvm.py)
         self.jvm_options = jvm_options
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -318,19 +320,26 @@ class KafkaBroker:
         return props
 
     def _command(self, props: Path) -> list[str]:
-        """One JVM (tests/support/broker_jvm.py): the storage formatted first when it has
-        none yet (with the SCRAM user), then the broker."""
+        """One JVM (devbed/broker_jvm.py): the storage formatted first when it has none yet
+        (with the SCRAM user), then the broker. The main class and its arguments are a Java
+        argument file (`java @FILE`, readable by this user only): the SCRAM password on the
+        command line would show in `ps` for the broker's whole life."""
         jars = broker_jars(self.version)
         if self.jvm_options is None:
-            self.jvm_options = broker_jvm.archive_options(self.version, jars)
+            self.jvm_options = broker_jvm.archive_options(self.version, jars, train_archive)
         scram = f"SCRAM-SHA-512=[name={self.SASL_USER},password={self.sasl_password}]"
+        main = [
+            broker_jvm.LAUNCHER, str(props), str(self.workdir / "data"),
+            "format", "-t", self.quorum.cluster_id, "-c", str(props), "--add-scram", scram,
+        ]  # fmt: skip
+        argfile = self.workdir / "broker.args"
+        argfile.touch(mode=0o600)
+        argfile.write_text(java_argfile(main))
         return [
             "java", "-Xmx512m", *self.jvm_options,
             f"-Dlog4j2.configurationFile={self.workdir / 'log4j2.properties'}",
             f"-Dlog4j.configuration=file:{self.workdir / 'log4j.properties'}",
-            "-cp", broker_jvm.classpath(jars), broker_jvm.LAUNCHER, str(props),
-            str(self.workdir / "data"),
-            "format", "-t", self.quorum.cluster_id, "-c", str(props), "--add-scram", scram,
+            "-cp", broker_jvm.classpath(jars), f"@{argfile}",
         ]  # fmt: skip
 
     def start(self, timeout: float = 60.0) -> KafkaBroker:
@@ -406,8 +415,6 @@ def make_tls(secrets: Path) -> Path:
     """Once per cluster: a CA, the listeners' certificate (SAN 127.0.0.1, localhost; every
     node serves it), a client certificate for the SSL listener and the SCRAM password.
     Returns the PEM keystore."""
-    from tests.support.tls import Authority
-
     keystore = secrets / "keystore.pem"
     if not keystore.exists():
         authority = Authority.create(secrets)
@@ -441,3 +448,27 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def train_archive(version: str, into: Path) -> None:
+    """A broker started from nothing, asked once over SASL_SSL and stopped cleanly: the JVM
+    writes the classes it loaded to `into`/kafka.jsa as it exits (devbed/broker_jvm.py)."""
+    from confluent_kafka.admin import AdminClient  # `fetch` runs on a bare python3
+
+    into.mkdir(parents=True)
+    archive = into / "kafka.jsa"
+    broker = KafkaBroker(
+        into / "broker", version=version, jvm_options=(f"-XX:ArchiveClassesAtExit={archive}",)
+    )
+    with broker:
+        AdminClient(broker.secured_client(log_level="0")).list_topics(timeout=30)
+        broker.stop()
+    if not archive.is_file():
+        raise RuntimeError(f"the broker's JVM wrote no archive; see {broker.workdir}/java.out")
+    shutil.rmtree(into / "broker")
+
+
+def java_argfile(args: list[str]) -> str:
+    """`args` as a Java launcher argument file: one quoted argument a line."""
+    quoted = ('"' + a.replace("\\", "\\\\").replace('"', '\\"') + '"' for a in args)
+    return "\n".join(quoted) + "\n"

@@ -1,9 +1,9 @@
 """`make demo`: the orders job running on kind, in one command, then what to try.
 
-    python -m tests.e2e.demo        # up: cluster, images, operator, Kafka, MinIO, the job
-    python -m tests.e2e.demo down   # the cluster goes (the caches stay)
+    python -m devbed.demo        # up: cluster, images, operator, Kafka, MinIO, the job
+    python -m devbed.demo down   # the cluster goes (the caches stay)
 
-The same bed as the e2e tier (tests/e2e/bed.py, which the tier's fixtures call): the kind
+The same bed as the e2e tier (devbed/kind_bed.py, which the tier's fixtures call): the kind
 cluster of scripts/kind/up.sh, the operator by `helm install`, the replicated Kafka with its
 SASL_SSL listener, MinIO, and examples/kind/orders-job.yaml in namespace `orders`, which
 enforces the `restricted` Pod Security Standard. Idempotent: a second run reuses the cluster.
@@ -16,7 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tests.e2e.bed import (
+from devbed.kind_bed import (
     BUCKET,
     KAFKA_NAMESPACE,
     OPERATOR_NAMESPACE,

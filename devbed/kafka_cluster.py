@@ -13,12 +13,13 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tests.support.kafka_broker import (
+from devbed.kafka_broker import (
     KafkaBroker,
     Quorum,
     free_port,
     kafka_version,
     new_cluster_id,
+    tool_jars,
 )
 
 
@@ -211,8 +212,6 @@ class KafkaCluster:
 def _reassign_tool(version: str) -> str:
     """Kafka moved its reassignment command from the broker to its tools in 3.7."""
     import zipfile
-
-    from tests.support.kafka_broker import tool_jars
 
     moved = "org/apache/kafka/tools/reassign/ReassignPartitionsCommand.class"
     for jar in tool_jars(version).glob("kafka-tools-*.jar"):

@@ -16,7 +16,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from tests.support.kafka_broker import REPO_ROOT, free_port
+from devbed.kafka_broker import REPO_ROOT, free_port
 
 ACCESS_KEY = "streamingjob-test"
 # A test store's key pair: a fixed value, so failures can be reproduced by hand.
