@@ -14,7 +14,7 @@ from streamingjob_operator.children.validation import check_spec
 
 pytestmark = pytest.mark.unit
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 
 
 def test_committed_crd_matches_the_models():
