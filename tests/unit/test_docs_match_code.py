@@ -177,3 +177,10 @@ def test_the_broker_version_table_names_real_tests_on_the_supported_versions():
         functions = _test_functions(ROOT / "tests" / "integration" / "spark_app" / module)
         args = [a.arg for a in functions[name].args.args]
         assert "versioned_kafka" in args, f"{letter} {name} does not run on every version"
+
+
+def test_every_page_is_short_enough_to_read():
+    """A page of the docs is at most 500 lines, the README at most 200 (issue 42)."""
+    long = {doc.name: n for doc in DOCS[1:] if (n := len(doc.read_text().splitlines())) > 500}
+    assert not long, f"pages over 500 lines: {long}"
+    assert len(DOCS[0].read_text().splitlines()) <= 200, "the README is over 200 lines"
