@@ -153,6 +153,10 @@ bench: toolchain native ## Benchmarks side by side; results in bench/results/, t
 plots: ## Redraw the figures of docs/benchmarks.md (docs/img/*.svg) from bench/results/*.json
 	$(PY) bench/plot.py
 
+.PHONY: docs
+docs: ## Rewrite docs/modules.md, the module map, from every module's opening line (a unit test checks it)
+	$(PY) scripts/module_map.py
+
 .PHONY: clean
 clean: ## Stop the local broker and remove local run data (the cache stays)
 	-$(TREE) $(PY) -m devbed.kafka_broker stop --dir $(RUN_BROKER_DIR)

@@ -1,4 +1,4 @@
-"""The Apache Kafka broker versions the project supports and tests (docs/source.md,
+"""The Apache Kafka broker versions the project supports and tests (docs/source/kafka-versions.md,
 "Broker versions"): the oldest supported, the newest of the 3.x line, 4.0 and the default
 (the pom's, which the images and every other test use).
 

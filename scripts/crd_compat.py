@@ -9,7 +9,7 @@ a new field added as required). Adding optional fields, enum values, subresource
 compatible. One line per problem, naming the JSON path; exit status 1 when there is any.
 
 Without arguments it compares crds/streamingjob.yaml with the newest copy in crds/released/ (a
-release copies the CRD there: see docs/operator.md "Upgrading").
+release copies the CRD there: see docs/operator/configuration.md "Upgrading").
 """
 
 from __future__ import annotations

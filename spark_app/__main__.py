@@ -1,3 +1,6 @@
+"""`python -m spark_app`: the job runner (`spark_app.runner.main`), or with `offsets` first the
+offsets CLI (`spark_app.offsets_cli.main`)."""
+
 import sys
 
 if sys.argv[1:2] == ["offsets"]:

@@ -1,3 +1,5 @@
+//! Tests of the Avro decoder (avro.rs): its columns against the reader schema's Spark type.
+
 use super::*;
 use arrow_array::types::{Int64Type, TimestampMicrosecondType};
 use arrow_schema::{Field, Fields};

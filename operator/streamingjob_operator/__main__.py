@@ -44,7 +44,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     argparse.ArgumentParser(
         prog="streamingjob-operator",
         description="Runs the StreamingJob operator (kopf). Settings come from STREAMINGJOB_* "
-        "environment variables (docs/operator.md, 'Operator settings').",
+        "environment variables (docs/operator/configuration.md, 'Operator settings').",
     ).parse_args(argv)
     config = OperatorSettings.from_env()
     kopf.configure(verbose=config.log_level.upper() == "DEBUG")

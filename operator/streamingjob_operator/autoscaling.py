@@ -1,6 +1,6 @@
 """The autoscaler in the operator: one reading per Kafka reading of a running job, the window
 of readings in memory, the model (autoscaler.py), and what it decided written to
-status.autoscaler (docs/operator.md, "Autoscaler").
+status.autoscaler (docs/operator/scaling.md, "Autoscaler").
 
 Readings are kept in memory, per job and run (epoch, attempt): they are the operator's own
 readings of Kafka and the runner's counters, which a relaunch resets, and a window of them

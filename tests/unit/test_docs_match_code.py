@@ -19,7 +19,8 @@ from streamingjob_operator.settings import OperatorSettings
 pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[2]
-OPERATOR_DOC = (ROOT / "docs" / "operator.md").read_text()
+SETTINGS_DOC = (ROOT / "docs" / "operator" / "configuration.md").read_text()
+STATUS_DOC = (ROOT / "docs" / "operator" / "status.md").read_text()
 PACKAGE = ROOT / "operator" / "streamingjob_operator"
 DRIVER_ENV = {"NAMESPACE", "NAME", "EPOCH", "ATTEMPT"}  # set in driver pods (builders.py)
 
@@ -29,7 +30,7 @@ def _paragraph(doc: str, start: str, end: str) -> str:
 
 
 def test_settings_in_the_docs_are_the_settings_with_their_defaults():
-    text = _paragraph(OPERATOR_DOC, "Environment variables `STREAMINGJOB_*`", "\nMetrics:")
+    text = _paragraph(SETTINGS_DOC, "Environment variables `STREAMINGJOB_*`", "\n## ")
     documented = dict(re.findall(r"`([A-Z][A-Z_]+)`\s+\(([^;)]*)", text))
     defaults = OperatorSettings()
     expected = {name.upper(): getattr(defaults, name) for name in OperatorSettings.model_fields}
@@ -45,7 +46,7 @@ def test_settings_in_the_docs_are_the_settings_with_their_defaults():
         else:
             assert shown == str(value), name
     # every STREAMINGJOB_* variable any doc names exists
-    docs = [*ROOT.glob("*.md"), *ROOT.glob("docs/*.md"), *ROOT.glob("charts/*/README.md")]
+    docs = [*ROOT.glob("*.md"), *ROOT.glob("docs/**/*.md"), *ROOT.glob("charts/*/README.md")]
     for doc in docs:
         for name in re.findall(r"STREAMINGJOB_([A-Z_]+[A-Z])", doc.read_text()):
             assert name in expected or name in DRIVER_ENV, f"{doc.name}: STREAMINGJOB_{name}"
@@ -62,7 +63,7 @@ def _string_literals() -> list[str]:
 
 
 def test_event_reasons_in_the_docs_are_the_ones_posted():
-    text = _paragraph(OPERATOR_DOC, "Event reasons (every reason", "\n\n")
+    text = _paragraph(STATUS_DOC, "Event reasons (every reason", "\n\n")
     listed = text.split("against it):", 1)[1].split(".", 1)[0]
     documented = {r.strip() for r in listed.replace("\n", " ").split(",")}
     assert documented == set(REASONS)
@@ -98,7 +99,11 @@ def test_subscribe_pattern_is_a_python_regex_matched_against_the_whole_name():
     assert "Python `re` syntax that must match the whole topic name" in doc
 
 
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = [
+    ROOT / "README.md",
+    *sorted((ROOT / "docs").rglob("*.md")),
+    *sorted((ROOT / "bench").rglob("*.md")),
+]
 
 
 def test_every_make_target_the_docs_name_exists():
@@ -154,10 +159,10 @@ def _test_functions(path: Path) -> dict[str, ast.FunctionDef]:
 
 
 def test_the_broker_version_table_names_real_tests_on_the_supported_versions():
-    """docs/source.md's compatibility table: its versions are the tested ones, the oldest is
-    named with its reason, and every test it names exists; the per-engine reads take the
-    version fixture (so they run on every version)."""
-    doc = (ROOT / "docs" / "source.md").read_text()
+    """docs/source/kafka-versions.md's compatibility table: its versions are the tested ones, the
+    oldest is named with its reason, and every test it names exists; the per-engine reads take
+    the version fixture (so they run on every version)."""
+    doc = (ROOT / "docs" / "source" / "kafka-versions.md").read_text()
     text = _paragraph(doc, "## Broker versions and security modes", "\n## ")
     table_versions = {v for v in re.findall(r"^\| ([\d., ]+) \|", text, re.MULTILINE)}
     listed = {v.strip() for row in table_versions for v in row.split(",")}
@@ -167,8 +172,15 @@ def test_the_broker_version_table_names_real_tests_on_the_supported_versions():
     assert len(named) >= 5
     for module, name in named:
         functions = _test_functions(ROOT / "tests" / "integration" / "spark_app" / module)
-        assert name in functions, f"{module}::{name} named in docs/source.md does not exist"
+        assert name in functions, f"{module}::{name} named in the docs does not exist"
     for letter, module, name in re.findall(r"\*\*([ICLST])\*\* `(\w+\.py)::(test_\w+)`", text):
         functions = _test_functions(ROOT / "tests" / "integration" / "spark_app" / module)
         args = [a.arg for a in functions[name].args.args]
         assert "versioned_kafka" in args, f"{letter} {name} does not run on every version"
+
+
+def test_every_page_is_short_enough_to_read():
+    """A page of the docs is at most 500 lines, the README at most 200 (issue 42)."""
+    long = {doc.name: n for doc in DOCS[1:] if (n := len(doc.read_text().splitlines())) > 500}
+    assert not long, f"pages over 500 lines: {long}"
+    assert len(DOCS[0].read_text().splitlines()) <= 200, "the README is over 200 lines"

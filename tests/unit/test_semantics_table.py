@@ -1,7 +1,8 @@
-"""docs/semantics.md's rule table stays true: the rules are numbered 1..N without a gap, every
-rule names at least one test, and every test, test file, source file and function it names
-exists. A renamed test or function, or a deleted one, fails here instead of leaving the
-contract pointing at nothing."""
+"""docs/semantics.md's rules stay true: each is a section `## Rule N: <title>` with a **Code:**
+and a **Tests:** paragraph; the rules are numbered 1..N without a gap, every rule names at
+least one test, and every test, test file, source file and function it names exists. A renamed
+test or function, or a deleted one, fails here instead of leaving the contract pointing at
+nothing."""
 
 from __future__ import annotations
 
@@ -19,14 +20,30 @@ TABLE = ROOT / "docs" / "semantics.md"
 PACKAGES = (ROOT / "operator" / "streamingjob_operator", ROOT / "spark_app")
 
 
-def rows() -> list[tuple[str, str, str, str]]:
-    """(number, rule, how, proven by) of each row of the rule table."""
+RULE = re.compile(r"^## Rule (\d+): (.+)$", re.MULTILINE)
+
+
+def parse_rules(text: str) -> list[tuple[str, str, str, str]]:
+    """(number, title and rule, code, tests) of each `## Rule N: <title>` section: the code is
+    the paragraph that starts with **Code:**, the tests the one that starts with **Tests:**."""
     found = []
-    for line in TABLE.read_text().splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
-        if len(cells) == 4 and cells[0] not in ("#", "---"):
-            found.append((cells[0], cells[1], cells[2], cells[3]))
+    heads = list(RULE.finditer(text))
+    for head in heads:
+        rest = text[head.end() :]
+        section = rest[: rest.find("\n## ")] if "\n## " in rest else rest
+        paragraphs = [" ".join(p.split()) for p in section.split("\n\n") if p.strip()]
+        code = [p.removeprefix("**Code:**") for p in paragraphs if p.startswith("**Code:**")]
+        tests = [p.removeprefix("**Tests:**") for p in paragraphs if p.startswith("**Tests:**")]
+        assert len(code) == 1, f"rule {head.group(1)}: one **Code:** paragraph, not {len(code)}"
+        assert len(tests) == 1, f"rule {head.group(1)}: one **Tests:** paragraph, not {len(tests)}"
+        rule = " ".join(p for p in paragraphs if not p.startswith(("**Code:**", "**Tests:**")))
+        found.append((head.group(1), f"{head.group(2)}. {rule}", code[0], tests[0]))
     return found
+
+
+def rows() -> list[tuple[str, str, str, str]]:
+    """(number, rule, how, proven by) of each rule of docs/semantics.md."""
+    return parse_rules(TABLE.read_text())
 
 
 def ticked(cell: str) -> list[str]:
@@ -135,6 +152,7 @@ def check_code_reference(token: str) -> None:
 
 def test_the_rules_are_numbered_without_a_gap():
     numbers = [number for number, *_ in rows()]
+    assert numbers, "no rule found"
     assert numbers == [str(n) for n in range(1, len(numbers) + 1)], numbers
 
 
@@ -167,3 +185,14 @@ def test_the_checker_catches_a_missing_test_and_a_missing_function():
         check_code_reference("spark_app/no_such_module.py")
     with pytest.raises(AssertionError, match="no _gone"):
         check_code_reference("GroupOffsets._gone")
+
+
+def test_the_parser_reads_a_rule_and_refuses_one_without_code_or_tests():
+    """A section reads as a rule; one that lost its **Code:** or **Tests:** line fails."""
+    rule = "## Rule 1: State\n\nThe rule.\n\n**Code:** `a.b`\nand `c.d`\n\n"
+    rule += "**Tests:** `t.py::test_x`\n"
+    assert parse_rules(rule) == [("1", "State. The rule.", " `a.b` and `c.d`", " `t.py::test_x`")]
+    with pytest.raises(AssertionError, match="one \\*\\*Tests:\\*\\*"):
+        parse_rules(rule.replace("**Tests:**", "Tests:"))
+    with pytest.raises(AssertionError, match="one \\*\\*Code:\\*\\*"):
+        parse_rules(rule.replace("**Code:**", "Code:"))

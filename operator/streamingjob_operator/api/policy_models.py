@@ -131,7 +131,7 @@ class HandoverSpec(SpecModel):
     stop it between batches, wait until it is gone, then start the next one. warm: start the
     next driver first, waiting; once it reports ready (its session, executors, Kafka and the
     checkpoint storage checked), stop the running one the same way and, once it is gone,
-    tell the waiting one to go (docs/operator.md, "Warm hand-over")."""
+    tell the waiting one to go (docs/operator/handover.md, "Warm hand-over")."""
 
     mode: Literal["warm", "cold"] = Field(
         default="cold",
@@ -151,7 +151,7 @@ class HandoverSpec(SpecModel):
 
 class StandbySpec(SpecModel):
     """A standby for failover: one more driver, warm and waiting, beside the running one
-    (docs/operator.md, "Standby"). When the running driver is lost it takes over from the
+    (docs/operator/handover.md, "Standby"). When the running driver is lost it takes over from the
     checkpoint as soon as the old driver is confirmed gone, and a new standby is started
     behind it. It costs one more driver pod and its executors (spec.driver and
     spec.executor requests), placed on another node where one fits."""
@@ -260,7 +260,7 @@ class OffsetsActionSpec(SpecModel):
 
 
 class AutoscalerSpec(SpecModel):
-    """The executor count follows the load (docs/operator.md, "Autoscaler"). While enabled,
+    """The executor count follows the load (docs/operator/scaling.md, "Autoscaler"). While enabled,
     the operator owns spec.executor.instances: a rescale is a restart in the same epoch
     (restore), and a change of the count by anyone else (kubectl scale, an HPA, KEDA) is
     undone and reported (condition AutoscalerConflict)."""

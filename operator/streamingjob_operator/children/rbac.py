@@ -38,7 +38,7 @@ def executor_name_budget(instances: int) -> int:
 def build_role(
     job: dict[str, Any], driver_pod: str, instances: int, *, handing_over_to: str = ""
 ) -> dict[str, Any]:
-    """The least the driver needs (docs/operator.md, "RBAC"): create its executor pods, list
+    """The least the driver needs (docs/operator/security.md): create its executor pods, list
     and watch pods (Spark follows its executors by label), read by name only its own pod and
     the executor pods it will name, delete and patch only those executors, read and patch its
     own report ConfigMap (report.json, handover.json: merge patches) and only read its go

@@ -104,7 +104,7 @@ def _spec_path(loc: tuple[Any, ...]) -> str:
 # sparkConf keys that would let a manifest escape the operator's control, each with the
 # field to use instead. A key ending in "." is a prefix. The operator sets most of them itself
 # (fencing: names, labels, ports; placement; the per-job ServiceAccount); the others would
-# bypass a field the operator checks (image, resources, volumes, nodes). docs/operator.md
+# bypass a field the operator checks (image, resources, volumes, nodes). docs/operator/spec.md
 # lists them; a unit test checks every entry is refused.
 SPARK_CONF_GUARDRAILS: dict[str, str] = {
     "spark.master": "the operator runs every job against its cluster's API server",

@@ -1,5 +1,5 @@
 """Prometheus metrics (served on settings.metrics_port): the operator's own, and per job
-what users alert on (docs/operator.md "Metrics", the chart's alert rules and dashboard).
+what users alert on (docs/operator/status.md "Metrics", the chart's alert rules and dashboard).
 
 Per-job series carry bounded labels only: namespace and job, plus topic and partition for
 offsets, reason for restarts (the fixed vocabulary below, every value exported from the

@@ -1,5 +1,5 @@
 """The autoscaler's model: a pure function (a window of samples, the current executor count,
-the policy) -> a recommendation and its reason (docs/operator.md, "Autoscaler").
+the policy) -> a recommendation and its reason (docs/operator/scaling.md, "Autoscaler").
 
     input rate      = growth of the log ends of the job's partitions per second
     processing rate = input rows per second of the executors' task time, times the task

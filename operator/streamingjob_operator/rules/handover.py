@@ -1,4 +1,4 @@
-"""The warm hand-over (spec.handover.mode warm; docs/operator.md, "Warm hand-over"): a pure
+"""The warm hand-over (spec.handover.mode warm; docs/operator/handover.md, "Warm hand-over"): a pure
 decision per step, like the rest of decide.py.
 
 A redeploy or a restart by hand that finds a running driver starts the next driver first,

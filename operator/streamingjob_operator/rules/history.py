@@ -66,7 +66,7 @@ class Event:
     message: str
 
     def __post_init__(self) -> None:
-        if self.reason not in REASONS:  # the documented vocabulary (docs/operator.md)
+        if self.reason not in REASONS:  # the documented vocabulary (docs/operator/status.md)
             raise ValueError(f"Event reason {self.reason!r} is not in decide.REASONS")
 
 

@@ -1,4 +1,4 @@
-"""The standby (spec.standby.enabled; docs/operator.md, "Standby"): one more driver of the
+"""The standby (spec.standby.enabled; docs/operator/handover.md, "Standby"): one more driver of the
 running epoch, started waiting for its go like a warm hand-over's next driver and kept beside
 the running one, so that a lost driver is replaced without a cold start. A pure decision per
 step, like the rest of decide.py.

@@ -1,4 +1,4 @@
-"""Every duration that must fit inside another, checked in one place (docs/operator.md,
+"""Every duration that must fit inside another, checked in one place (docs/operator/nodes.md,
 "Timing rules"). A violation is a `TimingError` naming both settings and the rule; the
 settings (settings.py) check them at start-up and the chart's templates ask the same of its
 values (templates/_helpers.tpl, "streamingjob-operator.timing").

@@ -16,7 +16,7 @@ write a record twice when a leader moves (its open issue #4953; CI saw it once),
 can only deliver each offset once; such ids are printed. The Kafka sink's own producer is the
 same librdkafka, so its copies are printed, not failed. Each event's
 pause (the event to the first batch planned after it committed) is printed per job:
-docs/source.md ("Kafka as users run it") quotes them.
+docs/benchmarks.md ("Kafka churn") quotes them.
 
 Cost: one cluster, one sequence, four jobs at once (a runner mostly waits on its trigger).
 """

@@ -35,7 +35,7 @@ SAMPLE_EVERY = 30.0  # the operator's default KAFKA_POLL_SECONDS
 TRIGGER = 5.0
 BATCH_OVERHEAD = 0.5
 PER_EXECUTOR = 1000.0  # records/s one executor processes
-RESTART_DOWNTIME = 25.0  # a graceful stop and restore (docs/operator.md: scale ~24 s on kind)
+RESTART_DOWNTIME = 25.0  # a graceful stop and restore (docs/benchmarks.md: scale ~24 s on kind)
 PARTITIONS = 12
 MAX_BATCH_ROWS = 100_000  # the job's maxOffsetsPerTrigger
 

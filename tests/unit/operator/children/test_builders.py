@@ -420,7 +420,7 @@ def test_role_names_both_drivers_executors_during_a_hand_over():
 
 
 def test_role_is_the_least_a_driver_needs():
-    """Least privilege (docs/operator.md, "RBAC"): pods created, listed and watched (RBAC
+    """Least privilege (docs/operator/security.md): pods created, listed and watched (RBAC
     has no name for a pod not yet created, and Spark lists and watches its executors by
     label); read, deleted and patched only by this driver's names; its own report ConfigMap
     read and patched (the runner's merge patches of report.json and handover.json), its go
@@ -764,6 +764,6 @@ def test_the_attempt_after_a_node_loss_avoids_that_node_in_every_user_term():
 
 
 def test_the_documented_guardrails_are_the_code_s():
-    docs = (Path(__file__).parents[4] / "docs" / "operator.md").read_text()
+    docs = (Path(__file__).parents[4] / "docs" / "operator" / "spec.md").read_text()
     listed = docs.split("<!-- guardrails -->")[1].split("<!-- /guardrails -->")[0]
     assert re.findall(r"^- `([^`]+)`", listed, re.MULTILINE) == list(SPARK_CONF_GUARDRAILS)

@@ -140,7 +140,7 @@ def test_the_recommendation_is_clamped(policy, partitions, expected):
 
 
 def test_flink_defaults_beside_this_model():
-    """The comparison docs/operator.md quotes, on the 3x step after 15 min of steady load:
+    """The comparison docs/operator/scaling.md quotes, on the 3x step after 15 min of steady load:
     seconds from the step to each decision (and its count), and to the lag back at steady."""
     runs = {
         "this model, its defaults": (DEFAULTS, recommend),

@@ -1,4 +1,4 @@
-"""The decision table of docs/operator.md (and architecture.md), row by row."""
+"""The decision table of docs/operator/lifecycle.md, row by row."""
 
 from __future__ import annotations
 

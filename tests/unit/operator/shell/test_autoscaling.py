@@ -104,7 +104,7 @@ def test_the_task_time_of_the_report_reaches_the_autoscalers_decision(
 ):
     """From the report ConfigMap's JSON to the decision: the same batches (addBatch alone
     says 50 rows/s per executor, too slow for an input of 150/s) decide differently when
-    the executors' task time says they are busy or idle (docs/operator.md, "Autoscaler")."""
+    the executors' task time says they are busy or idle (docs/operator/scaling.md, "Autoscaler")."""
     spec = make_spec(**ENABLED, executor__instances=2)
     scaler, rescale, st = Autoscaling(), None, _running()
     for second in range(0, 13):
