@@ -58,13 +58,13 @@ from devbed.kind_bed import (
     worker_nodes,
 )
 from tests.e2e.batch_timeline import BatchTimeline
+from tests.e2e.results import RUN_RESULTS
 from tests.support.delta_output import s3_options, table_rows
 from tests.support.file_sink import committed_rows
 
 pytestmark = pytest.mark.e2e
 
 EXAMPLE = REPO_ROOT / "examples" / "kind" / "orders-job.yaml"
-RESULTS = REPO_ROOT / "bench" / "results" / "e2e.json"
 JOB_LABEL = "sparkkafka.dev/job"
 KILLS = ["delete", "process"]  # each way once: CI time pays for the step-load scenario
 DRAINS = 2
@@ -445,10 +445,12 @@ def _timings() -> dict:
 
 
 def _write_results(key: str, description: str, samples: list[dict], target: float) -> None:
-    """Adds one measurement to bench/results/e2e.json (the scenarios of one run together)."""
+    """Adds one measurement to this run's results (bench/results/e2e.json once the run ends:
+    the scenarios of one run together)."""
     seconds = [s["seconds"] for s in samples]
     timings = _timings()
-    result = json.loads(RESULTS.read_text()) if key != KILLED and RESULTS.exists() else {}
+    fresh = key == KILLED or not RUN_RESULTS.exists()
+    result = {} if fresh else json.loads(RUN_RESULTS.read_text())
     result[key] = {
         "description": description,
         "samples": samples,
@@ -470,8 +472,8 @@ def _write_results(key: str, description: str, samples: list[dict], target: floa
             "timings": timings,
         }
     )
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    RUN_RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RUN_RESULTS.write_text(json.dumps(result, indent=2) + "\n")
 
 
 def test_a_secured_job_in_a_restricted_namespace_shows_its_password_nowhere(

@@ -211,7 +211,8 @@ def test_driver_that_cannot_start_is_degraded_then_relaunched(
     kube.patch_spec(ns, "stuck", {"restartPolicy": {"startTimeoutSeconds": 1}})
     _only_driver(kube, ns, "stuck-e1-a2-driver")
     st = kube.status(ns, "stuck")
-    assert st["lastRestartReason"] == "StartTimeout" and st["consecutiveFailures"] == 1
+    # a2 cannot start either: under load its own timeout may be counted before this read
+    assert st["lastRestartReason"] == "StartTimeout" and st["consecutiveFailures"] in (1, 2)
 
 
 def test_deletion_removes_children(kube: Kube, ns: str, operator: object):
