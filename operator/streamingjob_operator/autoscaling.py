@@ -30,7 +30,8 @@ from streamingjob_operator.api.models import (
     StreamingJobSpec,
     StreamingJobStatus,
 )
-from streamingjob_operator.rules.autoscaler import Job, Policy, Recommendation, Sample, recommend
+from streamingjob_operator.rules.autoscaler import recommend
+from streamingjob_operator.rules.autoscaler_values import Job, Policy, Recommendation, Sample
 from streamingjob_operator.rules.observed import TASK_MS_KEY, Report, iso, parse_time
 from streamingjob_operator.rules.status import KafkaView, compute_lag
 

@@ -29,7 +29,8 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from streamingjob_operator.rules.autoscaler import Job, Policy, Recommendation, Sample, recommend
+from streamingjob_operator.rules.autoscaler import recommend
+from streamingjob_operator.rules.autoscaler_values import Job, Policy, Recommendation, Sample
 
 SAMPLE_EVERY = 30.0  # the operator's default KAFKA_POLL_SECONDS
 TRIGGER = 5.0

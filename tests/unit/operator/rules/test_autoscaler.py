@@ -8,7 +8,8 @@ from dataclasses import replace
 
 import pytest
 
-from streamingjob_operator.rules.autoscaler import Job, Policy, Sample, recommend
+from streamingjob_operator.rules.autoscaler import recommend
+from streamingjob_operator.rules.autoscaler_values import Job, Policy, Sample
 from tests.unit.operator.autoscaler_traces import (
     DIP_SHORTER_THAN_DELAY,
     FLINK_DEFAULTS,
