@@ -123,95 +123,83 @@ def _degraded_message(
     return st.message if degraded else ""
 
 
+# (type, status, reason, message) of one optional condition, or None: nothing to say yet
+Shown = tuple[str, bool, str, str] | None
+
+
 def _optional_conditions(
     st: StreamingJobStatus, prev: dict[str, Condition], generation: int, now: datetime
 ) -> list[Condition]:
     """The conditions shown once there is something to say: OffsetsAction, DataLoss,
     GroupCommitFailing, HandoverFallback, StandbyReady, AutoscalerConflict."""
-    conditions: list[Condition] = []
-    if st.offsets_action is not None:  # the last offsets action: True when it went through
-        done = st.offsets_action
-        conditions.append(
-            _condition(
-                prev,
-                "OffsetsAction",
-                done.result == "Succeeded",
-                done.result,
-                f"{done.action} (nonce {done.nonce}): {done.message}",
-                generation,
-                now,
-            )
-        )
-    if st.data_loss_skipped_offsets or "DataLoss" in prev:  # once shown, it stays (False)
-        skipped = st.data_loss_skipped_offsets
-        conditions.append(
-            _condition(
-                prev,
-                "DataLoss",
-                skipped > 0,
-                "OffsetsSkipped" if skipped else "NoneSkipped",
-                f"this run skipped {skipped} offsets deleted or truncated before it read them "
-                "(failOnDataLoss=false); the driver's log names the partitions and ranges"
-                if skipped
-                else "",
-                generation,
-                now,
-            )
-        )
-    if st.group_commits is not None and (st.group_commits.failing or "GroupCommitFailing" in prev):
-        gc = st.group_commits  # once shown, it stays (False) like DataLoss
-        conditions.append(
-            _condition(
-                prev,
-                "GroupCommitFailing",
-                gc.failing,
-                "GroupCommitFailing" if gc.failing else "CommitsSucceeded",
-                group_commits.failing_message(gc) if gc.failing else "",
-                generation,
-                now,
-            )
-        )
-    if st.handover is not None:  # True when the last warm hand-over fell back to cold
-        handover = st.handover
-        fell_back = handover.phase == "FellBack"
-        conditions.append(
-            _condition(
-                prev,
-                "HandoverFallback",
-                fell_back,
-                handover.reason if fell_back else handover.phase,
-                f"warm hand-over to {handover.pod}: {handover.message}" if fell_back else "",
-                generation,
-                now,
-            )
-        )
-    if st.standby is not None:  # True while a standby can take over at once
-        standby = st.standby
-        conditions.append(
-            _condition(
-                prev,
-                "StandbyReady",
-                standby.state == "Ready",
-                standby.state,
-                f"{standby.pod}: {standby.message}" if standby.message else standby.pod,
-                generation,
-                now,
-            )
-        )
-    if st.autoscaler is not None:  # True while a foreign scale undone is recent
-        conflict = st.autoscaler.conflict
-        conditions.append(
-            _condition(
-                prev,
-                "AutoscalerConflict",
-                bool(conflict),
-                "ForeignScale" if conflict else "AsExpected",
-                conflict,
-                generation,
-                now,
-            )
-        )
-    return conditions
+    shown = [c for c in (said(st, prev) for said in _OPTIONAL) if c is not None]
+    return [_condition(prev, *c, generation, now) for c in shown]
+
+
+def _offsets_action(st: StreamingJobStatus, prev: dict[str, Condition]) -> Shown:
+    """The last offsets action: True when it went through."""
+    if (done := st.offsets_action) is None:
+        return None
+    message = f"{done.action} (nonce {done.nonce}): {done.message}"
+    return "OffsetsAction", done.result == "Succeeded", done.result, message
+
+
+def _data_loss(st: StreamingJobStatus, prev: dict[str, Condition]) -> Shown:
+    """Offsets skipped (failOnDataLoss=false); once shown, it stays (False)."""
+    skipped = st.data_loss_skipped_offsets
+    if not skipped and "DataLoss" not in prev:
+        return None
+    if not skipped:
+        return "DataLoss", False, "NoneSkipped", ""
+    message = (
+        f"this run skipped {skipped} offsets deleted or truncated before it read them "
+        "(failOnDataLoss=false); the driver's log names the partitions and ranges"
+    )
+    return "DataLoss", True, "OffsetsSkipped", message
+
+
+def _group_commits(st: StreamingJobStatus, prev: dict[str, Condition]) -> Shown:
+    """Failing commits to the group; once shown, it stays (False) like DataLoss."""
+    gc = st.group_commits
+    if gc is None or not (gc.failing or "GroupCommitFailing" in prev):
+        return None
+    if not gc.failing:
+        return "GroupCommitFailing", False, "CommitsSucceeded", ""
+    return "GroupCommitFailing", True, "GroupCommitFailing", group_commits.failing_message(gc)
+
+
+def _handover(st: StreamingJobStatus, prev: dict[str, Condition]) -> Shown:
+    """True when the last warm hand-over fell back to cold."""
+    if (handover := st.handover) is None:
+        return None
+    if handover.phase != "FellBack":
+        return "HandoverFallback", False, handover.phase, ""
+    message = f"warm hand-over to {handover.pod}: {handover.message}"
+    return "HandoverFallback", True, handover.reason, message
+
+
+def _standby(st: StreamingJobStatus, prev: dict[str, Condition]) -> Shown:
+    """True while a standby can take over at once."""
+    if (standby := st.standby) is None:
+        return None
+    message = f"{standby.pod}: {standby.message}" if standby.message else standby.pod
+    return "StandbyReady", standby.state == "Ready", standby.state, message
+
+
+def _autoscaler(st: StreamingJobStatus, prev: dict[str, Condition]) -> Shown:
+    """True while a foreign scale undone is recent."""
+    if st.autoscaler is None:
+        return None
+    conflict = st.autoscaler.conflict
+    return (
+        "AutoscalerConflict",
+        bool(conflict),
+        "ForeignScale" if conflict else "AsExpected",
+        conflict,
+    )
+
+
+_OPTIONAL = (_offsets_action, _data_loss, _group_commits, _handover, _standby, _autoscaler)
 
 
 MAX_STATUS_MESSAGE = 2048
