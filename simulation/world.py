@@ -19,7 +19,7 @@ from streamingjob_operator.naming import (
 from streamingjob_operator.observed import iso
 
 from .clock import Clock
-from .cluster import Server, SimApi
+from .cluster import Server
 from .data import Files, FileSink, Kafka, Table
 from .driver import Driver, Sinks
 from .driver import World as DriverWorld
@@ -50,7 +50,6 @@ class World:
         self.clock = Clock()
         self.server = Server(self.clock)
         self.server.delete_pod = self._delete_pod
-        self.api = SimApi(self.server)
         self.kafka = Kafka(partitions)
         self.files = Files()
         self.sinks = Sinks(FileSink(), Table())
