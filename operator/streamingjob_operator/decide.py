@@ -62,7 +62,7 @@ from .fencing import delete_pods, is_lost, lost_at
 from .history import REASONS, Event
 from .observed import Observed, of_driver
 from .phases import act_by_hand, apply_report, launched, launching, suspend
-from .restarts import backoff_delay
+from .restarts import backoff_delay, note_failure_left_behind
 from .spec_models import StreamingJobSpec
 from .status_models import StreamingJobStatus
 from .step import (
@@ -134,12 +134,14 @@ def _dispatch(
     job = Job(spec, namespace, name, observed, cfg, uid)
 
     if spec.suspend:
+        note_failure_left_behind(job, d)
         return suspend(job, d)
     # A manual act sets a new target now, unless the spec it would launch is invalid: then
     # the running driver (if any) is left alone. One during a warm hand-over waits for its end.
     if handover.active(st) is None and (trigger := manual_trigger(spec, st)):
         if observed.invalid is not None:
             return mark_invalid(d, str(observed.invalid), observed.now, cfg)
+        note_failure_left_behind(job, d)
         return act_by_hand(job, d, *trigger)
     if st.phase in ("Failed", "Completed") and not st.launch_state:
         standby.remove(st, job, f"the job is {st.phase}")
@@ -154,6 +156,7 @@ def _dispatch(
         if stale:
             return delete_pods(d, stale, st, observed.now, cfg, phase=None, msg=None)
         apply_report(st, observed, d)  # the running driver's, until the go
+        note_failure_left_behind(job, d)  # the running driver failed before its stop
         return handover.follow(job, d, running, waiting)
     target = st.driver_pod if st.launch_state else ""
     spare, others = standby.split(st, observed.pods)
