@@ -7,10 +7,11 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from spark_app.kafka_config import EXIT_INVALID, REFUSED_MARK, RUNNER_EXIT_REASONS
 from streamingjob_operator.models import API_GROUP, API_VERSION
 from streamingjob_operator.naming import FINALIZER
 
-from .world import NAMESPACE
+from .world import NAMESPACE, OOM
 
 if TYPE_CHECKING:
     from .history import Act, History
@@ -19,6 +20,16 @@ NAME = "orders"
 # Where an armed driver crash strikes: the stage it is about to run ("plan": after the
 # commit-log entry, before the batch's group commit)
 CRASH_STAGES = ("sink", "commit", "plan", "start", "catch-up", "resolve", "restore", "final-commit")
+# How a driver exits (code, termination reason, message): every exit the operator tells
+# apart (spark_app/kafka_config.py; restarts.failure_of). The runner's own causes come at its
+# start, before any read; a failure of the query or an OOM kill anywhere.
+EXITS = (
+    (1, "", "py4j: the query failed"),
+    (EXIT_INVALID, "", f"{REFUSED_MARK}spec.job.sql: no such column"),
+    (EXIT_INVALID, "", "usage: runner.py: unrecognized arguments"),
+    *((code, "", "") for code in sorted(RUNNER_EXIT_REASONS) if code != EXIT_INVALID),
+    (137, OOM, ""),
+)
 # In which API call an operator crash strikes (cluster.SimApi's names)
 CRASH_CALLS = ("status job", "create pod", "delete pod", "patch configmap key go.json", "apply")
 
@@ -77,6 +88,12 @@ def world_fault(h: History, name: str, arg: int) -> None:
     w = h.world
     if name == "crash-driver":  # at the next driver's arrival at a stage
         w.crash_at_stage = CRASH_STAGES[arg % len(CRASH_STAGES)]
+        w.crash_exit = (1, "", "")
+    elif name == "driver-exit":  # the next driver exits so (the runner's causes at its start)
+        w.crash_exit = EXITS[arg % len(EXITS)]
+        code, reason, _ = w.crash_exit
+        early = code in RUNNER_EXIT_REASONS and reason != OOM
+        w.crash_at_stage = "start" if early else CRASH_STAGES[arg // 7 % len(CRASH_STAGES)]
     elif name == "commit-fails":
         w.commit_failures = 1 + arg % 3
     elif name == "pull-fails":

@@ -44,6 +44,7 @@ class Server:
     events: list[tuple[str, str, str, str]] = field(default_factory=list)  # uid, type, reason, msg
     event_times: list[float] = field(default_factory=list)  # when each of `events` was posted
     lease_events: list[tuple[str, str]] = field(default_factory=list)  # reason, message
+    deposed: list[str] = field(default_factory=list)  # writes of a replica another deposed
     # the kubelets' side of a pod deletion (world.py): True when the pod is gone at once
     delete_pod: Callable[[str, str, bool], bool] = lambda namespace, name, force: True
     on_create: Callable[[dict[str, Any]], None] = lambda pod: None

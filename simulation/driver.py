@@ -86,6 +86,8 @@ class Driver:
     manifest_yaml: str
     stage: str = "init"
     exit_code: int | None = None
+    term_reason: str = ""  # the container's termination reason and message, when not plain
+    term_message: str = ""
     stop_requested: bool = False
     # the query
     epoch: int = 0

@@ -34,6 +34,7 @@ ACTS = (
     "change-group",
     "produce",
     "crash-driver",
+    "driver-exit",
     "commit-fails",
     "pull-fails",
     "node-lost",
@@ -42,7 +43,15 @@ ACTS = (
     *acts.OPERATOR_FAULTS,
 )
 FAULTS = frozenset(
-    {"crash-driver", "commit-fails", "pull-fails", "node-lost", "api-outage", "watch-stall"}
+    {
+        "crash-driver",
+        "driver-exit",
+        "commit-fails",
+        "pull-fails",
+        "node-lost",
+        "api-outage",
+        "watch-stall",
+    }
     | set(acts.OPERATOR_FAULTS)
 )
 # How often each act is drawn (the rest: 1)
@@ -134,12 +143,21 @@ class History:
         for replica in self.replicas.values():
             replica.start()
         self.pause_at_handover = 0.0  # armed: the leader stalls this long at a hand-over
-        self.checker = Checker(self.world, NAME)
+        self.unavailable_at = 0.0  # the last moment without an API server or a leader
+        self.checker = Checker(self.world, NAME, lambda: self.unavailable_at)
         self.uids = 0
         self.steps = 0
 
     def base_spec(self) -> dict[str, Any]:
         return base_spec(self.rng, self.sink)
+
+    def acting(self) -> bool:
+        """A leader that runs and reaches the API server."""
+        t = self.world.clock.t
+        return any(
+            r.leads() and r.paused_until <= t and r.api.cut_until <= t
+            for r in self.replicas.values()
+        )
 
     def leader(self) -> Replica | None:
         """The replica that believes it leads (during a stall, two may)."""
@@ -161,6 +179,8 @@ class History:
                 break
             self.steps += 1
             self.handle(event.kind, event.arg)
+            if w.server.down() or not self.acting():
+                self.unavailable_at = w.clock.t
             if found := self.checker.check():
                 outcome.violations += found
                 break

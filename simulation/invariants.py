@@ -9,6 +9,8 @@
   node forced out (it would go on writing beside the next);
 - a checkpoint belongs to one epoch of one job: a driver restores only its own epoch's;
 - names are never reused: no pod name of a job is created twice;
+- one leader: no replica writes once another holds the Lease;
+- every failure the world caused reaches status and an Event (reported.py);
 - once faults stop, the job converges: Running (or Suspended), every record read, the group
   committed to the end.
 """
@@ -16,12 +18,14 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from streamingjob_operator.naming import LABEL_JOB
 
 from .data import Checkpoint, Record
+from .reported import Reports
 from .world import NAMESPACE, World
 
 
@@ -35,9 +39,10 @@ class Violation:
 
 
 class Checker:
-    def __init__(self, world: World, name: str) -> None:
+    def __init__(self, world: World, name: str, available_since: Callable[[], float]) -> None:
         self.world = world
         self.name = name
+        self.reports = Reports(world, name, available_since)
         self.seen: Counter[Record] = Counter()
         self.seen_by: Counter[tuple[str, Record]] = Counter()  # (group, record)
         self.allowed: set[Record] = set()  # may appear twice: durable, uncommitted, deleted
@@ -85,7 +90,10 @@ class Checker:
             self.exists = False
             self._gone(self.group)
         found = self._exactly_once() + self._one_reader() + self._own_checkpoint()
-        return found + self._names() + self._fenced() + self._redeploys_start_fresh()
+        found += self._names() + self._fenced() + self._redeploys_start_fresh()
+        found += [Violation("two leaders", what) for what in self.world.server.deposed]
+        self.world.server.deposed.clear()
+        return found + [Violation("unreported", what) for what in self.reports.check()]
 
     def _redeploys_start_fresh(self) -> list[Violation]:
         """The decision table: a new redeployNonce, taken up (status.deployedRedeployNonce),
@@ -203,6 +211,9 @@ class Checker:
             return []
         status = job.get("status") or {}
         phase = status.get("phase")
+        refused = self.world.refused.get(job["metadata"]["uid"])
+        if phase == "Invalid" and refused == job["metadata"]["generation"]:
+            return []  # the runner refused this spec: held until it changes (rule 13)
         if job["spec"].get("suspend"):
             return [] if phase == "Suspended" else [self._stuck(phase, status)]
         if phase != "Running":

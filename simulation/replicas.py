@@ -36,15 +36,19 @@ class GatedApi(SimApi):
     every create, replace, patch and delete passes the gate first; an Event that cannot pass
     is dropped, as any Event the client cannot post."""
 
-    def __init__(self, base: SimApi, gate: Gate) -> None:
+    def __init__(self, base: SimApi, gate: Gate, identity: str) -> None:
         super().__init__(base.server)
-        self.base, self.gate = base, gate
+        self.base, self.gate, self.identity = base, gate, identity
 
     def _enter(self, what: str) -> None:
         self.base._enter(what)  # the replica's own partition
 
     def _gated(self, what: str, call: Callable[[], Any]) -> Any:
         with self.gate.writing(what):
+            lease = self.server.get("Lease", NAMESPACE, LEASE) or {}
+            holder = lease.get("spec", {}).get("holderIdentity")
+            if holder and holder != self.identity:  # the invariant "one leader" (invariants.py)
+                self.server.deposed.append(f"{self.identity} wrote ({what}) while {holder} led")
             return call()
 
     def replace_status(self, job: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
@@ -167,7 +171,7 @@ class Replica:
             self.at(wait, "lease-try")
             return
         self.leadership.leading_since = self.mono()
-        gated = GatedApi(self.api, self.leadership.gate)
+        gated = GatedApi(self.api, self.leadership.gate, self.leadership.identity)
         self.operator = Operator(
             self.world,
             self.config,

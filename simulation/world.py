@@ -11,6 +11,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from spark_app.kafka_config import EXIT_INVALID, REFUSED_MARK, RUNNER_EXIT_REASONS
 from streamingjob_operator.naming import (
     LABEL_JOB,
     job_configmap_name,
@@ -25,6 +26,7 @@ from .driver import Driver, Sinks
 from .driver import World as DriverWorld
 
 NAMESPACE = "team"
+OOM = "OOMKilled"
 LEASE_RENEW_SECONDS = 10.0
 
 
@@ -34,6 +36,19 @@ class Node:
     alive: bool = True
     phase: float = 0.0  # when in each renewal interval its kubelet renews
     renewed: float = 0.0  # its lease's last renewal
+
+
+@dataclass
+class Failure:
+    """A driver failure the world caused: its pod, the job's uid, the cause the operator
+    must name (status and an Event), and when."""
+
+    pod: str
+    uid: str
+    cause: str
+    at: float
+    status_seen: bool = False
+    event_seen: bool = False
 
 
 @dataclass(order=True)
@@ -58,6 +73,9 @@ class World:
         self.pull_fail_until = -1.0  # image pulls fail until then (a registry outage)
         self.commit_failures = 0  # the next group commits that fail (a coordinator away)
         self.crash_at_stage = ""  # the next driver to reach this stage crashes there
+        self.crash_exit: tuple[int, str, str] = (1, "", "")  # with this code, reason, message
+        self.failures: list[Failure] = []  # driver failures the world caused (reported.py)
+        self.refused: dict[str, int] = {}  # job uid -> the generation the runner refused
         self.watch_stalled_until = -1.0
         self.queue: list[Event] = []
         self.seq = 0
@@ -116,6 +134,7 @@ class World:
         for driver in self.drivers.values():
             if driver.node == name and driver.alive:
                 driver.exit(137)  # gone with the node; its pod object stays as it was
+                self.failed(driver, "NodeLost")
         self.log(f"node {name} lost")
         self.add_node()  # the cluster autoscaler's replacement
 
@@ -204,7 +223,12 @@ class World:
     def record_exit(self, pod: dict[str, Any], driver: Driver) -> None:
         code = driver.exit_code or 0
         pod["status"]["phase"] = "Succeeded" if code == 0 else "Failed"
-        term = {"exitCode": code, "reason": "Completed" if code == 0 else "Error"}
+        term = {
+            "exitCode": code,
+            "reason": driver.term_reason or ("Error" if code else "Completed"),
+        }
+        if driver.term_message:
+            term["message"] = driver.term_message
         pod["status"]["containerStatuses"] = [{"name": "driver", "state": {"terminated": term}}]
         if pod["metadata"].get("deletionTimestamp"):
             self.server.remove("Pod", NAMESPACE, driver.pod)  # the graceful deletion completes
@@ -286,14 +310,18 @@ class World:
             return
         if driver.stage == self.crash_at_stage and self.nodes[driver.node].alive:
             self.crash_at_stage = ""
-            driver.exit(1)
-            self.log(f"{name} crashed at {driver.stage} (armed)")
+            code, driver.term_reason, driver.term_message = self.crash_exit
+            driver.exit(code)
+            self.log(f"{name} crashed at {driver.stage} (armed): exit {code} {driver.term_reason}")
+            self.failed(driver, cause_of(code, driver.term_reason, driver.term_message))
             self.at(self.delay(0.2, 1), "kubelet", name)
             return
         before = driver.stage
         driver.step(self.driver_world())
         if driver.stage != before:
             self.log(f"{name}: {before} -> {driver.stage}")
+        if driver.exit_code:  # the runner's own failure (a catch-up that could not commit)
+            self.failed(driver, cause_of(driver.exit_code, "", ""))
         if driver.alive:
             self.at(self.delay(0.3, 2.5), "driver", uid)
         elif self.pod(name) is not None:
@@ -314,6 +342,15 @@ class World:
         raw = ((cm or {}).get("data") or {}).get("go.json")
         return json.loads(raw) if raw else None
 
+    def failed(self, driver: Driver, cause: str) -> None:
+        """Noted for the reporting invariant, unless the pod was on its way out anyway."""
+        pod = self.pod(driver.pod)
+        if pod is not None and not pod["metadata"].get("deletionTimestamp"):
+            self.failures.append(Failure(driver.pod, driver.uid, cause, self.clock.t))
+        job = self.server.get("StreamingJob", NAMESPACE, driver.job)
+        if cause == "InvalidSpec" and job is not None:  # held Invalid until the spec changes
+            self.refused[driver.uid] = job["metadata"]["generation"]
+
     def readers(self, job: str) -> list[Driver]:
         return [d for d in self.drivers.values() if d.job == job and d.alive and d.reading]
 
@@ -326,3 +363,13 @@ class World:
             self.files.delete_tree(path)
             self.log(f"cleanup Job deleted {path}")
             self.server.remove("Job", NAMESPACE, job["metadata"]["name"])
+
+
+def cause_of(code: int, reason: str, message: str) -> str:
+    """What the runner's exit says (spark_app/kafka_config.py): its own causes by code, its
+    refusal by the mark leading the message; any other exit is a failure of the query."""
+    if reason == OOM:
+        return OOM
+    if code == EXIT_INVALID:
+        return "InvalidSpec" if message.startswith(REFUSED_MARK) else "DriverFailed"
+    return RUNNER_EXIT_REASONS.get(code, "DriverFailed")
