@@ -11,6 +11,7 @@ from spark_app.kafka_config import EXIT_INVALID, REFUSED_MARK, RUNNER_EXIT_REASO
 from streamingjob_operator.models import API_GROUP, API_VERSION
 from streamingjob_operator.naming import FINALIZER
 
+from . import offsets
 from .world import NAMESPACE, OOM
 
 if TYPE_CHECKING:
@@ -45,7 +46,19 @@ SPEC_ACTS: dict[str, Callable[[dict[str, Any], int], object]] = {
         mode="warm" if s["handover"]["mode"] == "cold" else "cold"
     ),
     "change-job": lambda s, arg: s.update(sparkConf={"spark.sim.change": str(arg)}),
+    # kubectl scale (the scale subresource): a restart in the epoch with this many executors
+    "scale": lambda s, arg: s.setdefault("executor", {}).update(instances=1 + arg % 4),
+    "standby": lambda s, _: s.update(
+        standby={"enabled": not (s.get("standby") or {}).get("enabled", False)}
+    ),
 }
+
+
+def later(name: str, at: float) -> Act:
+    """An act that follows from another one (not in the plan: shrinking drops it with it)."""
+    from .history import Act
+
+    return Act(round(at, 1), name)
 
 
 def job(h: History) -> dict[str, Any] | None:
@@ -76,6 +89,8 @@ def act(h: History, a: Act) -> None:
         create(h)
     elif a.name == "delete":
         delete(h)
+    elif a.name == "offsets-action":
+        offsets.act(h, arg)
     elif a.name == "produce":
         w.kafka.produce(arg % w.kafka.partitions, 1 + arg % 20)
     elif a.name in OPERATOR_FAULTS:

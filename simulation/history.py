@@ -32,6 +32,9 @@ ACTS = (
     "handover-mode",
     "change-job",
     "change-group",
+    "scale",
+    "standby",
+    "offsets-action",
     "produce",
     "crash-driver",
     "driver-exit",
@@ -145,6 +148,7 @@ class History:
         self.pause_at_handover = 0.0  # armed: the leader stalls this long at a hand-over
         self.unavailable_at = 0.0  # the last moment without an API server or a leader
         self.checker = Checker(self.world, NAME, lambda: self.unavailable_at)
+        self.world.offsets_moved = self.checker.offsets_moved
         self.uids = 0
         self.steps = 0
 

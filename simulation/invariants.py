@@ -44,7 +44,10 @@ class Checker:
         self.name = name
         self.reports = Reports(world, name, available_since)
         self.seen: Counter[Record] = Counter()
-        self.seen_by: Counter[tuple[str, Record]] = Counter()  # (group, record)
+        self.seen_by: Counter[tuple[str, int, Record]] = Counter()  # (group, era, record)
+        self.eras: Counter[str] = Counter()  # per group: offsets actions that moved it
+        self.skipped: set[Record] = set()  # offsets an offsets action moved a group past
+        self.deferred: list[Violation] = []  # found between two checks
         self.allowed: set[Record] = set()  # may appear twice: durable, uncommitted, deleted
         self.visible_count = 0
         self.owners: dict[str, tuple[str, int]] = {}  # checkpoint location -> (uid, epoch)
@@ -85,11 +88,21 @@ class Checker:
                 if location:
                     self.groups[location] = group
 
+    def offsets_moved(self, group: str, moved: dict[tuple[str, int], int]) -> None:
+        """An offsets action set the group where the user asked: what it reads from there
+        may repeat what it read before (a new era of the group), and what it moved past is
+        skipped on purpose (never lost)."""
+        self.deferred += self._exactly_once()  # the rows before the move: the old era
+        self.eras[group] += 1
+        for (topic, partition), offset in moved.items():
+            self.skipped.update((topic, partition, o) for o in range(offset))
+
     def check(self) -> list[Violation]:
         if self.exists and self.world.server.get("StreamingJob", NAMESPACE, self.name) is None:
             self.exists = False
             self._gone(self.group)
-        found = self._exactly_once() + self._one_reader() + self._own_checkpoint()
+        found, self.deferred = self.deferred, []
+        found += self._exactly_once() + self._one_reader() + self._own_checkpoint()
         found += self._names() + self._fenced() + self._redeploys_start_fresh()
         found += [Violation("two leaders", what) for what in self.world.server.deposed]
         self.world.server.deposed.clear()
@@ -134,14 +147,18 @@ class Checker:
         rows = self.world.sinks.written
         for group, record in rows[self.visible_count :]:
             self.seen[record] += 1
-            self.seen_by[(group, record)] += 1
-            if self.seen_by[(group, record)] > 1 and record not in self.allowed:
+            key = (group, self.eras[group], record)
+            self.seen_by[key] += 1
+            if self.seen_by[key] > 1 and record not in self.allowed:
                 found.append(Violation("duplicate", f"{record} appears twice in the sink"))
         self.visible_count = len(rows)
         for group, committed in self.world.kafka.groups.items():
             for (topic, partition), offset in sorted(committed.items()):
                 prefix = self.prefix.get((topic, partition), 0)
-                while self.seen[(topic, partition, prefix)]:
+                while (
+                    self.seen[(topic, partition, prefix)]
+                    or (topic, partition, prefix) in self.skipped
+                ):
                     prefix += 1
                 self.prefix[(topic, partition)] = prefix
                 if offset > prefix:

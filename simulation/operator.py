@@ -17,6 +17,7 @@ from streamingjob_operator.reconcile import Reconciler
 from streamingjob_operator.settings import OperatorSettings
 from streamingjob_operator.timing import watch_quiet_seconds
 
+from . import offsets
 from .cluster import Crash, SimApi
 from .world import NAMESPACE, World
 
@@ -57,6 +58,7 @@ class Operator:
             clock=clock,
         )
         self.reconciler = Reconciler(api, config, nodes=self.tracker, clock=clock)  # type: ignore[arg-type]
+        self.reconciler.offsets_runner = offsets.runner(world.kafka, world.offsets_moved)
         self.finalizer = Finalizer(api, config, nodes=self.tracker, clock=clock)  # type: ignore[arg-type]
 
     def lease(self, lease: dict[str, Any]) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import heapq
 import json
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,6 +77,8 @@ class World:
         self.crash_exit: tuple[int, str, str] = (1, "", "")  # with this code, reason, message
         self.failures: list[Failure] = []  # driver failures the world caused (reported.py)
         self.refused: dict[str, int] = {}  # job uid -> the generation the runner refused
+        # an offsets action moved a group (offsets.py): the checker hears of it
+        self.offsets_moved: Callable[[str, dict[Any, int]], None] = lambda group, moved: None
         self.watch_stalled_until = -1.0
         self.queue: list[Event] = []
         self.seq = 0
