@@ -48,6 +48,7 @@ SPEC_ACTS: dict[str, Callable[[dict[str, Any], int], object]] = {
     "change-job": lambda s, arg: s.update(sparkConf={"spark.sim.change": str(arg)}),
     # kubectl scale (the scale subresource): a restart in the epoch with this many executors
     "scale": lambda s, arg: s.setdefault("executor", {}).update(instances=1 + arg % 4),
+    "autoscaler": offsets.autoscaler,
     "standby": lambda s, _: s.update(
         standby={"enabled": not (s.get("standby") or {}).get("enabled", False)}
     ),
@@ -77,8 +78,14 @@ def edit(h: History, change: Callable[[dict[str, Any]], object]) -> bool:
     return True
 
 
+# The acts that set a new target: a job held Invalid by the runner's refusal starts again
+NEW_TARGET = frozenset({"redeploy", "restart", "change-job", "change-group"})
+
+
 def act(h: History, a: Act) -> None:
     w, arg = h.world, a.arg
+    if a.name in NEW_TARGET:
+        w.refused.clear()
     if a.name in SPEC_ACTS:
         edit(h, lambda s: SPEC_ACTS[a.name](s, arg))
     elif a.name == "change-group":

@@ -34,6 +34,7 @@ ACTS = (
     "change-group",
     "scale",
     "standby",
+    "autoscaler",
     "offsets-action",
     "produce",
     "crash-driver",

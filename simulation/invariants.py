@@ -228,9 +228,8 @@ class Checker:
             return []
         status = job.get("status") or {}
         phase = status.get("phase")
-        refused = self.world.refused.get(job["metadata"]["uid"])
-        if phase == "Invalid" and refused == job["metadata"]["generation"]:
-            return []  # the runner refused this spec: held until it changes (rule 13)
+        if phase == "Invalid" and job["metadata"]["uid"] in self.world.refused:
+            return []  # the runner refused the spec: held until a new target (rule 13)
         if job["spec"].get("suspend"):
             return [] if phase == "Suspended" else [self._stuck(phase, status)]
         if phase != "Running":

@@ -1,16 +1,19 @@
-"""spec.offsetsAction in the simulation: the operator's real `offsets_admin.run` (plan and
-commit of a list, reset or alter) over the simulated Kafka instead of a Kafka client, and
-the user's act that asks for one."""
+"""The operator's side of Kafka in the simulation: spec.offsetsAction through the real
+`offsets_admin.run` (plan and commit of a list, reset or alter) over the simulated Kafka
+instead of a Kafka client, the user's act that asks for one, and the operator's readings
+of the group (lag, the autoscaler's input)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from spark_app import offsets_admin
 from spark_app.offsets_admin import OffsetsRequest, OffsetsResult
 from spark_app.options import SourceOptions
 from streamingjob_operator.kafka import KafkaTarget
+from streamingjob_operator.status import KafkaView
 
 from .data import Kafka
 
@@ -86,3 +89,54 @@ def act(h: History, arg: int) -> None:
 
     if acts.edit(h, change) and with_suspend:
         h.world.at(h.world.delay(20, 120), "act", acts.later("resume", h.world.clock.t))
+
+
+class Readings:
+    """The operator's Kafka readings (kafka.KafkaMonitor's part the reconciler uses) over the
+    simulated Kafka: a reading every `max_age` seconds of the replica's clock, taken at once
+    (the real one reads on a worker; the next reconcile sees it). They feed status (lag) and
+    the real autoscaler (autoscaling.py) its input rate."""
+
+    def __init__(self, kafka: Kafka, max_age: float) -> None:
+        self.kafka, self.max_age = kafka, max_age
+        self.views: dict[tuple[str, str], KafkaView] = {}
+        self.now: Callable[[], datetime] = lambda: datetime.min
+
+    def view(self, key: tuple[str, str]) -> KafkaView | None:
+        return self.views.get(key)
+
+    def is_due(self, key: tuple[str, str], now: datetime) -> bool:
+        read = self.views.get(key)
+        return (
+            read is None
+            or read.read_at is None
+            or (now - read.read_at).total_seconds() >= self.max_age
+        )
+
+    def refresh(self, key: tuple[str, str], target: KafkaTarget) -> None:
+        group = SourceOptions.parse(dict(target.options)).group_id or ""
+        committed: dict[str, dict[str, int]] = {}
+        end: dict[str, dict[str, int]] = {}
+        for (topic, partition), offset in sorted(self.kafka.committed(group).items()):
+            committed.setdefault(topic, {})[str(partition)] = offset
+        for (topic, partition), offset in sorted(self.kafka.end.items()):
+            end.setdefault(topic, {})[str(partition)] = offset
+        self.views[key] = KafkaView(committed=committed, end=end, read_at=self.now())
+
+    def forget(self, key: tuple[str, str]) -> None:
+        self.views.pop(key, None)
+
+
+def autoscaler(spec: dict[str, Any], arg: int) -> None:
+    """spec.autoscaler toggled: on with quick windows (so that a history sees decisions),
+    between 1 and 2 + arg % 3 executors."""
+    enabled = not (spec.get("autoscaler") or {}).get("enabled", False)
+    spec["autoscaler"] = {
+        "enabled": enabled,
+        "minExecutors": 1,
+        "maxExecutors": 2 + arg % 3,
+        "metricsWindowSeconds": 60,
+        "stabilizationSeconds": 30,
+        "scaleDownDelaySeconds": 60,
+        "catchUpSeconds": 60,
+    }

@@ -57,7 +57,15 @@ class Operator:
             wake=lambda namespace, name: wake(name),
             clock=clock,
         )
-        self.reconciler = Reconciler(api, config, nodes=self.tracker, clock=clock)  # type: ignore[arg-type]
+        readings = offsets.Readings(world.kafka, config.kafka_poll_seconds)
+        readings.now = clock
+        self.reconciler = Reconciler(
+            api,  # type: ignore[arg-type]
+            config,
+            nodes=self.tracker,
+            clock=clock,
+            kafka=readings,  # type: ignore[arg-type]
+        )
         self.reconciler.offsets_runner = offsets.runner(world.kafka, world.offsets_moved)
         self.finalizer = Finalizer(api, config, nodes=self.tracker, clock=clock)  # type: ignore[arg-type]
 

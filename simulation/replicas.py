@@ -148,6 +148,7 @@ class Replica:
             return
         self.alive = False
         self.operator = None
+        self.world.process_ends.append(self.world.clock.t)
         self.world.log(f"operator {self.name} process {self.generation} ended: {why}")
         self.world.at(self.world.delay(1, 10), "replica-start", self.name)
 

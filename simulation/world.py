@@ -76,7 +76,8 @@ class World:
         self.crash_at_stage = ""  # the next driver to reach this stage crashes there
         self.crash_exit: tuple[int, str, str] = (1, "", "")  # with this code, reason, message
         self.failures: list[Failure] = []  # driver failures the world caused (reported.py)
-        self.refused: dict[str, int] = {}  # job uid -> the generation the runner refused
+        self.refused: set[str] = set()  # jobs (uids) the runner refused, no new target since
+        self.process_ends: list[float] = []  # when an operator process ended (replicas.py)
         # an offsets action moved a group (offsets.py): the checker hears of it
         self.offsets_moved: Callable[[str, dict[Any, int]], None] = lambda group, moved: None
         self.watch_stalled_until = -1.0
@@ -213,6 +214,8 @@ class World:
         owner = pod["metadata"]["ownerReferences"][0]["uid"]
         driver = Driver.of_pod(pod, (cm or {}).get("data", {}).get("job.yaml", ""), owner, node)
         driver.job = job
+        spec = (self.server.get("StreamingJob", NAMESPACE, job) or {}).get("spec") or {}
+        driver.executors = (spec.get("executor") or {}).get("instances", 1)
         if pod["metadata"].get("deletionTimestamp"):
             driver.stop_requested = True
         self.drivers[driver.uid_of_pod] = driver
@@ -350,9 +353,8 @@ class World:
         pod = self.pod(driver.pod)
         if pod is not None and not pod["metadata"].get("deletionTimestamp"):
             self.failures.append(Failure(driver.pod, driver.uid, cause, self.clock.t))
-        job = self.server.get("StreamingJob", NAMESPACE, driver.job)
-        if cause == "InvalidSpec" and job is not None:  # held Invalid until the spec changes
-            self.refused[driver.uid] = job["metadata"]["generation"]
+        if cause == "InvalidSpec":  # held Invalid until a change sets a new target
+            self.refused.add(driver.uid)
 
     def readers(self, job: str) -> list[Driver]:
         return [d for d in self.drivers.values() if d.job == job and d.alive and d.reading]
