@@ -317,8 +317,8 @@ class World:
         if driver.stage == self.crash_at_stage and self.nodes[driver.node].alive:
             self.crash_at_stage = ""
             code, driver.term_reason, driver.term_message = self.crash_exit
-            driver.exit(code)
             self.log(f"{name} crashed at {driver.stage} (armed): exit {code} {driver.term_reason}")
+            driver.exit(code)
             self.failed(driver, cause_of(code, driver.term_reason, driver.term_message))
             self.at(self.delay(0.2, 1), "kubelet", name)
             return
