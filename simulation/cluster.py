@@ -42,6 +42,9 @@ class Server:
     version: int = 0
     calls: int = 0
     events: list[tuple[str, str, str, str]] = field(default_factory=list)  # uid, type, reason, msg
+    event_times: list[float] = field(default_factory=list)  # when each of `events` was posted
+    lease_events: list[tuple[str, str]] = field(default_factory=list)  # reason, message
+    deposed: list[str] = field(default_factory=list)  # writes of a replica another deposed
     # the kubelets' side of a pod deletion (world.py): True when the pod is gone at once
     delete_pod: Callable[[str, str, bool], bool] = lambda namespace, name, force: True
     on_create: Callable[[dict[str, Any]], None] = lambda pod: None
@@ -71,10 +74,13 @@ class Server:
 
 
 class SimApi:
-    """`KubeApi`'s methods as the reconciler, finalizer and handlers call them."""
+    """`KubeApi`'s methods as the reconciler, finalizer, handlers and the leader election
+    call them. Each operator replica has its own: `cut_until` cuts that replica off the API
+    server (a network partition of one pod), the others still reach it."""
 
     def __init__(self, server: Server) -> None:
         self.server = server
+        self.cut_until = -1.0
 
     def _enter(self, what: str) -> None:
         s = self.server
@@ -82,7 +88,7 @@ class SimApi:
         if s.faults.crash_in and what.startswith(s.faults.crash_in) and not s.faults.crash_after:
             s.faults.crash_in = ""
             raise Crash(what)
-        if s.down():
+        if s.down() or s.clock.t < self.cut_until:
             raise TransientError(f"{what}: ConnectionRefusedError (simulated outage)")
 
     def _leave(self, what: str) -> None:
@@ -121,6 +127,17 @@ class SimApi:
 
     def set_executor_instances(self, job: dict[str, Any], count: int) -> dict[str, Any]:
         return self._job_write(job, "scale", count)
+
+    def remove_finalizer(self, meta: dict[str, Any]) -> bool:
+        """kopf's PATCH of the job's finalizers once its handler is done: the last finalizer
+        gone, the API server deletes the job (True when it was this call)."""
+        self._enter("patch job finalizers")
+        stored = self.server.get("StreamingJob", meta["namespace"], meta["name"])
+        gone = stored is not None and stored["metadata"]["uid"] == meta["uid"]
+        if gone:
+            self.server.remove("StreamingJob", meta["namespace"], meta["name"])
+        self._leave("patch job finalizers")
+        return gone
 
     # --- pods ------------------------------------------------------------------------
 
@@ -208,10 +225,36 @@ class SimApi:
         return None
 
     def post_event(self, job: dict[str, Any], type_: str, reason: str, message: str) -> None:
-        if self.server.down():
+        if self.server.down() or self.server.clock.t < self.cut_until:
             return  # logged, never raised (k8s.py)
         uid = job.get("metadata", {}).get("uid", "")
         self.server.events.append((uid, type_, reason, message))
+        self.server.event_times.append(self.server.clock.t)
+
+    # --- the operator's leader-election Lease (leadership.py) ---------------------------
+
+    def get_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self._enter("get lease")
+        return clone(self.server.get("Lease", namespace, name))
+
+    def write_lease(
+        self, namespace: str, name: str, spec: dict[str, Any], resource_version: str | None
+    ) -> dict[str, Any] | None:
+        """Create (no version) or replace the version read; None on a conflict (409)."""
+        self._enter("write lease")
+        stored = self.server.get("Lease", namespace, name)
+        if (stored is None) != (resource_version is None) or (
+            stored is not None and stored["metadata"]["resourceVersion"] != resource_version
+        ):
+            return None
+        meta = {"name": name, "namespace": namespace}
+        return clone(self.server.put({"kind": "Lease", "metadata": meta, "spec": clone(spec)}))
+
+    def post_lease_event(
+        self, lease: dict[str, Any], type_: str, reason: str, message: str, *, timeout: float
+    ) -> None:
+        if not (self.server.down() or self.server.clock.t < self.cut_until):
+            self.server.lease_events.append((reason, message))
 
 
 def clone(value: Any) -> Any:

@@ -86,6 +86,8 @@ class Driver:
     manifest_yaml: str
     stage: str = "init"
     exit_code: int | None = None
+    term_reason: str = ""  # the container's termination reason and message, when not plain
+    term_message: str = ""
     stop_requested: bool = False
     # the query
     epoch: int = 0
@@ -102,6 +104,12 @@ class Driver:
     pending_commit: Positions | None = None
     reading: bool = False  # the query runs (reads, writes the sink or commits)
     caught_up_from: str = ""  # the earlier checkpoint whose durable batch it committed
+    # the runner's report (report.json): its start, then its throughput after each batch
+    started: dict[str, Any] = field(default_factory=dict)
+    executors: int = 1
+    throughput: dict[str, int] = field(
+        default_factory=lambda: {"batches": 0, "rows": 0, "busyMs": 0, "executionMs": 0}
+    )
 
     @classmethod
     def of_pod(cls, pod: dict[str, Any], job_yaml: str, uid: str, node: str) -> Driver:
@@ -174,7 +182,8 @@ class Driver:
         start = _start_point(checkpoint, self.location, self.manifest)
         self.start_path = start["startPath"]
         self.reading = True  # from here on the driver acts on the job's data
-        w.report(self.job, "report.json", {**self.identity(), **start})
+        self.started = {**self.identity(), **start}
+        w.report(self.job, "report.json", self.started)
         if self.start_path == "restored":
             self.stage = "restore"
             self._commit_durable(w)  # the restored batch's end, where the group is behind
@@ -261,9 +270,22 @@ class Driver:
 
     def _commit(self, w: World) -> None:
         Checkpoint(w.files, self.location).write_commit(self.batch)
+        self._count(w, len(records(self.batch_start, self.batch_end)))
         self.pending_commit = dict(self.batch_end)  # the committer's, sent asynchronously
         self.batch, self.batch_start = self.batch + 1, self.batch_end
         self.stage = "plan"
+
+    def _count(self, w: World, rows: int) -> None:
+        """The batch in the report's totals: each record costs an executor a second of task
+        time, the executors share a batch (what the autoscaler's model reads)."""
+        t = self.throughput
+        execution = 1000 * rows // self.executors + 100
+        t["batches"] += 1
+        t["rows"] += rows
+        t["executionMs"] += execution
+        t["busyMs"] += execution
+        t["taskMs"] = t.get("taskMs", 0) + 1000 * rows
+        w.report(self.job, "report.json", {**self.started, "throughput": dict(t)})
 
     def _group_commit(self, w: World) -> None:
         if self.pending_commit is None:

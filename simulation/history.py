@@ -7,19 +7,19 @@ come from a second stream. A shrunk plan (a subset of the acts) replays the same
 from __future__ import annotations
 
 import random
-import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from streamingjob_operator.api.models import API_GROUP, API_VERSION
-from streamingjob_operator.api.naming import FINALIZER
+from streamingjob_operator.io.errors import OperatorError
 
+from . import acts
+from .acts import NAME
 from .cluster import Crash
 from .invariants import Checker, Violation
-from .operator import Operator, settings
-from .world import NAMESPACE, World
+from .operator import settings
+from .replicas import MAX_DRIFT, MAX_OFFSET, Replica, Skew
+from .world import World
 
-NAME = "orders"
 GRACE = 40.0
 ACTS = (
     "create",
@@ -32,24 +32,32 @@ ACTS = (
     "handover-mode",
     "change-job",
     "change-group",
+    "scale",
+    "standby",
+    "autoscaler",
+    "offsets-action",
     "produce",
     "crash-driver",
+    "driver-exit",
     "commit-fails",
     "pull-fails",
     "node-lost",
     "api-outage",
     "watch-stall",
-    "operator-crash",
+    *acts.OPERATOR_FAULTS,
 )
 FAULTS = frozenset(
-    {"crash-driver", "commit-fails", "pull-fails", "node-lost", "api-outage", "watch-stall"}
-    | {"operator-crash"}
+    {
+        "crash-driver",
+        "driver-exit",
+        "commit-fails",
+        "pull-fails",
+        "node-lost",
+        "api-outage",
+        "watch-stall",
+    }
+    | set(acts.OPERATOR_FAULTS)
 )
-# Where an armed driver crash strikes: the stage it is about to run ("plan": after the
-# commit-log entry, before the batch's group commit)
-CRASH_STAGES = ("sink", "commit", "plan", "start", "catch-up", "resolve", "restore", "final-commit")
-# In which API call an operator crash strikes (cluster.SimApi's names)
-CRASH_CALLS = ("status job", "create pod", "delete pod", "patch configmap key go.json", "apply")
 # How often each act is drawn (the rest: 1)
 WEIGHTS = {"produce": 6, "crash-driver": 2, "redeploy": 2, "create": 2}
 
@@ -123,10 +131,43 @@ class History:
         self.world.server.on_create = lambda pod: self.world.at(
             self.world.delay(0.2, 2), "kubelet", pod["metadata"]["name"]
         )
-        self.operator: Operator | None = Operator(self.world, self.config)
-        self.checker = Checker(self.world, NAME)
+        skew = random.Random(f"skew-{seed}")
+        self.replicas = {
+            name: Replica(
+                self.world,
+                self.config,
+                name,
+                Skew(
+                    round(skew.uniform(-MAX_OFFSET, MAX_OFFSET), 2),
+                    1 + round(skew.uniform(-MAX_DRIFT, MAX_DRIFT), 5),
+                ),
+            )
+            for name in ("op-a", "op-b")
+        }
+        for replica in self.replicas.values():
+            replica.start()
+        self.pause_at_handover = 0.0  # armed: the leader stalls this long at a hand-over
+        self.unavailable_at = 0.0  # the last moment without an API server or a leader
+        self.checker = Checker(self.world, NAME, lambda: self.unavailable_at)
+        self.world.offsets_moved = self.checker.offsets_moved
         self.uids = 0
         self.steps = 0
+
+    def base_spec(self) -> dict[str, Any]:
+        return base_spec(self.rng, self.sink)
+
+    def acting(self) -> bool:
+        """A leader that runs and reaches the API server."""
+        t = self.world.clock.t
+        return any(
+            r.leads() and r.paused_until <= t and r.api.cut_until <= t
+            for r in self.replicas.values()
+        )
+
+    def leader(self) -> Replica | None:
+        """The replica that believes it leads (during a stall, two may)."""
+        leading = [r for r in self.replicas.values() if r.leads()]
+        return max(leading, key=lambda r: r.paused_until <= self.world.clock.t, default=None)
 
     def run(self, quiet: float = 900.0, max_steps: int = 20_000) -> Outcome:
         w = self.world
@@ -143,6 +184,8 @@ class History:
                 break
             self.steps += 1
             self.handle(event.kind, event.arg)
+            if w.server.down() or not self.acting():
+                self.unavailable_at = w.clock.t
             if found := self.checker.check():
                 outcome.violations += found
                 break
@@ -155,133 +198,89 @@ class History:
         w = self.world
         if kind == "act":
             w.log(f"ACT {arg}")
-            self.act(arg)
-        elif kind in ("reconcile", "wake"):
-            self.reconcile(arg)
+            acts.act(self, arg)
+        elif kind == "wake":  # a watch event: every running operator sees it
+            for replica in self.replicas.values():
+                if replica.leads():
+                    self.on_replica(replica, "reconcile", (arg or NAME, None))
         elif kind == "renew":
             w.renew(arg)
-        elif kind == "lease":
-            if self.operator is not None:
-                self.operator.lease(arg)
+        elif kind == "lease":  # a node's Lease renewed, through every operator's watch
+            for replica in self.replicas.values():
+                if replica.leads():
+                    self.on_replica(replica, "node-lease", arg)
         elif kind == "check-nodes":
             w.at(2.0, "check-nodes")
             w.node_lifecycle()
-            if self.operator is not None:
-                self.operator.check_nodes()
-        elif kind == "operator-start":
-            self.operator = Operator(w, self.config)
-            w.log("operator started")
-            w.at(0.0, "reconcile", NAME)
+            for replica in self.replicas.values():
+                if replica.leads() and replica.paused_until <= w.clock.t:
+                    assert replica.operator is not None
+                    replica.operator.check_nodes()
+        elif kind == "replica-start":
+            self.replicas[arg].start()
+        elif kind == "replica-upgrade":
+            self.replicas[arg].release()
+        elif kind in REPLICA_EVENTS:
+            name, generation, payload = arg
+            replica = self.replicas[name]
+            if replica.alive and replica.generation == generation:
+                self.on_replica(replica, kind, payload)
         elif kind == "cleanup":
             w.run_cleanup_jobs()
         else:
             getattr(w, kind.replace("-", "_"))(arg)
 
-    def reconcile(self, name: str) -> None:
-        if self.operator is None or not name:
-            return
+    def on_replica(self, replica: Replica, kind: str, payload: Any) -> None:
+        """An event of one operator process; a stalled one takes it up when it resumes."""
         w = self.world
-        try:
-            delay = self.operator.reconcile(name)
-        except Crash as crash:
-            w.log(f"operator crashed in: {crash}")
-            self.operator = None
-            w.server.faults.crash_in = ""
-            w.at(w.delay(2, 15), "operator-start")
+        if replica.paused_until > w.clock.t:
+            w.at(
+                replica.paused_until - w.clock.t, kind, (replica.name, replica.generation, payload)
+            )
+        elif kind == "reconcile":
+            self.reconcile(replica, payload)
+        elif kind == "node-lease":
+            if replica.operator is not None:
+                replica.operator.lease(payload)
+        else:
+            REPLICA_EVENTS[kind](replica)
+
+    def reconcile(self, replica: Replica, call: tuple[str, int | None]) -> None:
+        """The job's daemon (handlers.keep_reconciled): a reconcile when woken (`token`
+        None) or when its sleep ends; a wake-up cuts the sleep short (a later sleep replaces
+        it)."""
+        (name, token), w, operator = call, self.world, replica.operator
+        if operator is None or (token is not None and token != replica.timers.get(name)):
             return
-        if delay is not None:
-            w.at(delay, "reconcile", name)
+        try:
+            delay = operator.reconcile(name)
+        except Crash as crash:
+            w.server.faults.crash_in = ""
+            replica.stop(f"crashed in: {crash}")
+            return
+        except OperatorError as exc:  # kopf retries a handler that raised (NotLeading)
+            w.log(f"operator {replica.name}: reconcile failed: {exc}")
+            delay = self.config.fencing_poll_seconds
+        token = replica.timers[name] = replica.timers.get(name, 0) + 1
+        if delay is not None:  # None: the job is gone, and its daemon with it
+            replica.at(delay, "reconcile", (name, token))
         if w.server.of_kind("Job"):
             w.at(w.delay(3, 60), "cleanup")
+        self._maybe_stall(replica)
 
-    # --- user acts and faults ----------------------------------------------------------
+    def _maybe_stall(self, replica: Replica) -> None:
+        """The armed change of leader in the middle of a warm hand-over."""
+        status = (acts.job(self) or {}).get("status") or {}
+        if self.pause_at_handover and status.get("handover") and replica.leads():
+            replica.paused_until = self.world.clock.t + self.pause_at_handover
+            self.world.log(f"operator {replica.name} stalls mid hand-over")
+            self.pause_at_handover = 0.0
 
-    def job(self) -> dict[str, Any] | None:
-        return self.world.server.get("StreamingJob", NAMESPACE, NAME)
 
-    def edit(self, change: Any) -> bool:
-        """kubectl edit: a spec change, a new generation, the operator woken."""
-        job = self.job()
-        if job is None or job["metadata"].get("deletionTimestamp") or self.world.server.down():
-            return False
-        change(job["spec"])
-        job["metadata"]["generation"] += 1
-        self.world.server.bump(job)
-        self.world.at(self.world.delay(0.1, 1), "wake", NAME)
-        return True
-
-    def act(self, act: Act) -> None:
-        w, arg = self.world, act.arg
-        spec_acts = {
-            "redeploy": lambda s: s.update(redeployNonce=s.get("redeployNonce", 0) + 1),
-            "restart": lambda s: s.update(restartNonce=s.get("restartNonce", 0) + 1),
-            "suspend": lambda s: s.update(suspend=True),
-            "resume": lambda s: s.update(suspend=False),
-            "upgrade-mode": lambda s: s.update(
-                upgradeMode="last-state" if s["upgradeMode"] == "stateless" else "stateless"
-            ),
-            "handover-mode": lambda s: s["handover"].update(
-                mode="warm" if s["handover"]["mode"] == "cold" else "cold"
-            ),
-            "change-job": lambda s: s.update(sparkConf={"spark.sim.change": str(arg)}),
-        }
-        if act.name in spec_acts:
-            self.edit(spec_acts[act.name])
-        elif act.name == "change-group":
-            group = f"orders-group-{arg % 3}"
-            if self.edit(lambda s: s["job"]["source"].update(groupId=group)):
-                self.checker.group_changed(group, self.job() or {})
-        elif act.name == "create":
-            self.create()
-        elif act.name == "delete":
-            self.delete()
-        elif act.name == "produce":
-            w.kafka.produce(arg % w.kafka.partitions, 1 + arg % 20)
-        elif act.name == "crash-driver":  # at the next driver's arrival at a stage
-            w.crash_at_stage = CRASH_STAGES[arg % len(CRASH_STAGES)]
-        elif act.name == "commit-fails":
-            w.commit_failures = 1 + arg % 3
-        elif act.name == "pull-fails":
-            w.pull_fail_until = w.clock.t + 10 + arg % 300
-        elif act.name == "node-lost":
-            busy = sorted({d.node for d in w.drivers.values() if d.alive})
-            if busy:
-                w.kill_node(busy[arg % len(busy)])
-        elif act.name == "api-outage":
-            w.server.faults.outage_until = w.clock.t + 5 + arg % 120
-        elif act.name == "watch-stall":
-            w.watch_stalled_until = w.clock.t + 5 + arg % 60
-        elif act.name == "operator-crash":  # in the next call of a kind, before or after it
-            w.server.faults.crash_in = CRASH_CALLS[arg % len(CRASH_CALLS)]
-            w.server.faults.crash_after = arg % 2 == 0
-
-    def create(self) -> None:
-        w = self.world
-        if self.job() is not None or w.server.down():
-            return
-        self.uids += 1
-        job = {
-            "apiVersion": f"{API_GROUP}/{API_VERSION}",
-            "kind": "StreamingJob",
-            "metadata": {
-                "name": NAME,
-                "namespace": NAMESPACE,
-                "uid": str(uuid.UUID(int=self.rng.getrandbits(128), version=4)),
-                "generation": 1,
-                "finalizers": [FINALIZER],
-            },
-            "spec": base_spec(self.rng, self.sink),
-            "status": {},
-        }
-        w.server.put(job)
-        self.checker.created(job)
-        w.at(w.delay(0.1, 1), "wake", NAME)
-
-    def delete(self) -> None:
-        job = self.job()
-        w = self.world
-        if job is None or job["metadata"].get("deletionTimestamp") or w.server.down():
-            return
-        job["metadata"]["deletionTimestamp"] = "deleting"
-        w.server.bump(job)
-        w.at(w.delay(0.1, 1), "wake", NAME)
+REPLICA_EVENTS = {
+    "lease-try": Replica.try_lease,
+    "lease-renew": Replica.renew,
+    "lease-watchdog": Replica.watchdog,
+    "reconcile": None,
+    "node-lease": None,
+}

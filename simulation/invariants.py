@@ -9,6 +9,8 @@
   node forced out (it would go on writing beside the next);
 - a checkpoint belongs to one epoch of one job: a driver restores only its own epoch's;
 - names are never reused: no pod name of a job is created twice;
+- one leader: no replica writes once another holds the Lease;
+- every failure the world caused reaches status and an Event (reported.py);
 - once faults stop, the job converges: Running (or Suspended), every record read, the group
   committed to the end.
 """
@@ -16,12 +18,14 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from streamingjob_operator.api.naming import LABEL_JOB
 
 from .data import Checkpoint, Record
+from .reported import Reports
 from .world import NAMESPACE, World
 
 
@@ -35,11 +39,15 @@ class Violation:
 
 
 class Checker:
-    def __init__(self, world: World, name: str) -> None:
+    def __init__(self, world: World, name: str, available_since: Callable[[], float]) -> None:
         self.world = world
         self.name = name
+        self.reports = Reports(world, name, available_since)
         self.seen: Counter[Record] = Counter()
-        self.seen_by: Counter[tuple[str, Record]] = Counter()  # (group, record)
+        self.seen_by: Counter[tuple[str, int, Record]] = Counter()  # (group, era, record)
+        self.eras: Counter[str] = Counter()  # per group: offsets actions that moved it
+        self.skipped: set[Record] = set()  # offsets an offsets action moved a group past
+        self.deferred: list[Violation] = []  # found between two checks
         self.allowed: set[Record] = set()  # may appear twice: durable, uncommitted, deleted
         self.visible_count = 0
         self.owners: dict[str, tuple[str, int]] = {}  # checkpoint location -> (uid, epoch)
@@ -80,12 +88,25 @@ class Checker:
                 if location:
                     self.groups[location] = group
 
+    def offsets_moved(self, group: str, moved: dict[tuple[str, int], int]) -> None:
+        """An offsets action set the group where the user asked: what it reads from there
+        may repeat what it read before (a new era of the group), and what it moved past is
+        skipped on purpose (never lost)."""
+        self.deferred += self._exactly_once()  # the rows before the move: the old era
+        self.eras[group] += 1
+        for (topic, partition), offset in moved.items():
+            self.skipped.update((topic, partition, o) for o in range(offset))
+
     def check(self) -> list[Violation]:
         if self.exists and self.world.server.get("StreamingJob", NAMESPACE, self.name) is None:
             self.exists = False
             self._gone(self.group)
-        found = self._exactly_once() + self._one_reader() + self._own_checkpoint()
-        return found + self._names() + self._fenced() + self._redeploys_start_fresh()
+        found, self.deferred = self.deferred, []
+        found += self._exactly_once() + self._one_reader() + self._own_checkpoint()
+        found += self._names() + self._fenced() + self._redeploys_start_fresh()
+        found += [Violation("two leaders", what) for what in self.world.server.deposed]
+        self.world.server.deposed.clear()
+        return found + [Violation("unreported", what) for what in self.reports.check()]
 
     def _redeploys_start_fresh(self) -> list[Violation]:
         """The decision table: a new redeployNonce, taken up (status.deployedRedeployNonce),
@@ -126,14 +147,18 @@ class Checker:
         rows = self.world.sinks.written
         for group, record in rows[self.visible_count :]:
             self.seen[record] += 1
-            self.seen_by[(group, record)] += 1
-            if self.seen_by[(group, record)] > 1 and record not in self.allowed:
+            key = (group, self.eras[group], record)
+            self.seen_by[key] += 1
+            if self.seen_by[key] > 1 and record not in self.allowed:
                 found.append(Violation("duplicate", f"{record} appears twice in the sink"))
         self.visible_count = len(rows)
         for group, committed in self.world.kafka.groups.items():
             for (topic, partition), offset in sorted(committed.items()):
                 prefix = self.prefix.get((topic, partition), 0)
-                while self.seen[(topic, partition, prefix)]:
+                while (
+                    self.seen[(topic, partition, prefix)]
+                    or (topic, partition, prefix) in self.skipped
+                ):
                     prefix += 1
                 self.prefix[(topic, partition)] = prefix
                 if offset > prefix:
@@ -170,7 +195,9 @@ class Checker:
                         f"{driver.caught_up_from}, read by group {source}",
                     )
                 )
-                driver.caught_up_from = ""
+            # judged once, under the upgrade mode of the catch-up (a later switch to
+            # stateless does not make a last-state catch-up wrong: seed 312)
+            driver.caught_up_from = ""
             if owner != (driver.uid, driver.epoch) and driver.start_path:
                 found.append(
                     Violation(
@@ -203,6 +230,8 @@ class Checker:
             return []
         status = job.get("status") or {}
         phase = status.get("phase")
+        if phase == "Invalid" and job["metadata"]["uid"] in self.world.refused:
+            return []  # the runner refused the spec: held until a new target (rule 13)
         if job["spec"].get("suspend"):
             return [] if phase == "Suspended" else [self._stuck(phase, status)]
         if phase != "Running":

@@ -3,6 +3,7 @@ tells it as a story."""
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import os
 from collections.abc import Iterable
@@ -12,6 +13,9 @@ from .history import FAULTS, Act, History, Outcome, plan
 
 
 def run(seed: int, acts: list[Act] | None = None) -> Outcome:
+    # the operator's log lines (a refused write of a replica that lost the Lease, ...) are
+    # the history's, told by its trace
+    logging.getLogger("streamingjob_operator").setLevel(logging.CRITICAL + 1)
     return History(seed, plan(seed) if acts is None else acts).run()
 
 

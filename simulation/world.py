@@ -8,9 +8,11 @@ from __future__ import annotations
 import heapq
 import json
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from spark_app.kafka_config import EXIT_INVALID, REFUSED_MARK, RUNNER_EXIT_REASONS
 from streamingjob_operator.api.naming import (
     LABEL_JOB,
     job_configmap_name,
@@ -19,12 +21,13 @@ from streamingjob_operator.api.naming import (
 from streamingjob_operator.rules.observed import iso
 
 from .clock import Clock
-from .cluster import Server, SimApi
+from .cluster import Server
 from .data import Files, FileSink, Kafka, Table
 from .driver import Driver, Sinks
 from .driver import World as DriverWorld
 
 NAMESPACE = "team"
+OOM = "OOMKilled"
 LEASE_RENEW_SECONDS = 10.0
 
 
@@ -34,6 +37,19 @@ class Node:
     alive: bool = True
     phase: float = 0.0  # when in each renewal interval its kubelet renews
     renewed: float = 0.0  # its lease's last renewal
+
+
+@dataclass
+class Failure:
+    """A driver failure the world caused: its pod, the job's uid, the cause the operator
+    must name (status and an Event), and when."""
+
+    pod: str
+    uid: str
+    cause: str
+    at: float
+    status_seen: bool = False
+    event_seen: bool = False
 
 
 @dataclass(order=True)
@@ -50,7 +66,6 @@ class World:
         self.clock = Clock()
         self.server = Server(self.clock)
         self.server.delete_pod = self._delete_pod
-        self.api = SimApi(self.server)
         self.kafka = Kafka(partitions)
         self.files = Files()
         self.sinks = Sinks(FileSink(), Table())
@@ -59,6 +74,12 @@ class World:
         self.pull_fail_until = -1.0  # image pulls fail until then (a registry outage)
         self.commit_failures = 0  # the next group commits that fail (a coordinator away)
         self.crash_at_stage = ""  # the next driver to reach this stage crashes there
+        self.crash_exit: tuple[int, str, str] = (1, "", "")  # with this code, reason, message
+        self.failures: list[Failure] = []  # driver failures the world caused (reported.py)
+        self.refused: set[str] = set()  # jobs (uids) the runner refused, no new target since
+        self.process_ends: list[float] = []  # when an operator process ended (replicas.py)
+        # an offsets action moved a group (offsets.py): the checker hears of it
+        self.offsets_moved: Callable[[str, dict[Any, int]], None] = lambda group, moved: None
         self.watch_stalled_until = -1.0
         self.queue: list[Event] = []
         self.seq = 0
@@ -117,6 +138,7 @@ class World:
         for driver in self.drivers.values():
             if driver.node == name and driver.alive:
                 driver.exit(137)  # gone with the node; its pod object stays as it was
+                self.failed(driver, "NodeLost")
         self.log(f"node {name} lost")
         self.add_node()  # the cluster autoscaler's replacement
 
@@ -192,6 +214,8 @@ class World:
         owner = pod["metadata"]["ownerReferences"][0]["uid"]
         driver = Driver.of_pod(pod, (cm or {}).get("data", {}).get("job.yaml", ""), owner, node)
         driver.job = job
+        spec = (self.server.get("StreamingJob", NAMESPACE, job) or {}).get("spec") or {}
+        driver.executors = (spec.get("executor") or {}).get("instances", 1)
         if pod["metadata"].get("deletionTimestamp"):
             driver.stop_requested = True
         self.drivers[driver.uid_of_pod] = driver
@@ -205,7 +229,12 @@ class World:
     def record_exit(self, pod: dict[str, Any], driver: Driver) -> None:
         code = driver.exit_code or 0
         pod["status"]["phase"] = "Succeeded" if code == 0 else "Failed"
-        term = {"exitCode": code, "reason": "Completed" if code == 0 else "Error"}
+        term = {
+            "exitCode": code,
+            "reason": driver.term_reason or ("Error" if code else "Completed"),
+        }
+        if driver.term_message:
+            term["message"] = driver.term_message
         pod["status"]["containerStatuses"] = [{"name": "driver", "state": {"terminated": term}}]
         if pod["metadata"].get("deletionTimestamp"):
             self.server.remove("Pod", NAMESPACE, driver.pod)  # the graceful deletion completes
@@ -287,14 +316,18 @@ class World:
             return
         if driver.stage == self.crash_at_stage and self.nodes[driver.node].alive:
             self.crash_at_stage = ""
-            driver.exit(1)
-            self.log(f"{name} crashed at {driver.stage} (armed)")
+            code, driver.term_reason, driver.term_message = self.crash_exit
+            self.log(f"{name} crashed at {driver.stage} (armed): exit {code} {driver.term_reason}")
+            driver.exit(code)
+            self.failed(driver, cause_of(code, driver.term_reason, driver.term_message))
             self.at(self.delay(0.2, 1), "kubelet", name)
             return
         before = driver.stage
         driver.step(self.driver_world())
         if driver.stage != before:
             self.log(f"{name}: {before} -> {driver.stage}")
+        if driver.exit_code:  # the runner's own failure (a catch-up that could not commit)
+            self.failed(driver, cause_of(driver.exit_code, "", ""))
         if driver.alive:
             self.at(self.delay(0.3, 2.5), "driver", uid)
         elif self.pod(name) is not None:
@@ -315,6 +348,14 @@ class World:
         raw = ((cm or {}).get("data") or {}).get("go.json")
         return json.loads(raw) if raw else None
 
+    def failed(self, driver: Driver, cause: str) -> None:
+        """Noted for the reporting invariant, unless the pod was on its way out anyway."""
+        pod = self.pod(driver.pod)
+        if pod is not None and not pod["metadata"].get("deletionTimestamp"):
+            self.failures.append(Failure(driver.pod, driver.uid, cause, self.clock.t))
+        if cause == "InvalidSpec":  # held Invalid until a change sets a new target
+            self.refused.add(driver.uid)
+
     def readers(self, job: str) -> list[Driver]:
         return [d for d in self.drivers.values() if d.job == job and d.alive and d.reading]
 
@@ -327,3 +368,13 @@ class World:
             self.files.delete_tree(path)
             self.log(f"cleanup Job deleted {path}")
             self.server.remove("Job", NAMESPACE, job["metadata"]["name"])
+
+
+def cause_of(code: int, reason: str, message: str) -> str:
+    """What the runner's exit says (spark_app/kafka_config.py): its own causes by code, its
+    refusal by the mark leading the message; any other exit is a failure of the query."""
+    if reason == OOM:
+        return OOM
+    if code == EXIT_INVALID:
+        return "InvalidSpec" if message.startswith(REFUSED_MARK) else "DriverFailed"
+    return RUNNER_EXIT_REASONS.get(code, "DriverFailed")

@@ -70,7 +70,7 @@ from streamingjob_operator.rules.phases import (
     launching,
     suspend,
 )
-from streamingjob_operator.rules.restarts import backoff_delay
+from streamingjob_operator.rules.restarts import backoff_delay, note_failure_left_behind
 from streamingjob_operator.rules.step import (
     NODE_SILENT_SECONDS,
     ActionKind,
@@ -140,12 +140,14 @@ def _dispatch(
     job = Job(spec, namespace, name, observed, cfg, uid)
 
     if spec.suspend:
+        note_failure_left_behind(job, d)
         return suspend(job, d)
     # A manual act sets a new target now, unless the spec it would launch is invalid: then
     # the running driver (if any) is left alone. One during a warm hand-over waits for its end.
     if handover.active(st) is None and (trigger := manual_trigger(spec, st)):
         if observed.invalid is not None:
             return mark_invalid(d, str(observed.invalid), observed.now, cfg)
+        note_failure_left_behind(job, d)
         return act_by_hand(job, d, *trigger)
     if st.phase in ("Failed", "Completed") and not st.launch_state:
         standby.remove(st, job, f"the job is {st.phase}")
@@ -160,6 +162,7 @@ def _dispatch(
         if stale:
             return delete_pods(d, stale, st, observed.now, cfg, phase=None, msg=None)
         apply_report(st, observed, d)  # the running driver's, until the go
+        note_failure_left_behind(job, d)  # the running driver failed before its stop
         return handover.follow(job, d, running, waiting)
     target = st.driver_pod if st.launch_state else ""
     spare, others = standby.split(st, observed.pods)

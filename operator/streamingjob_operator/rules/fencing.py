@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from streamingjob_operator.api.status_models import StreamingJobStatus
+from streamingjob_operator.rules.history import Event, record
 from streamingjob_operator.rules.observed import PodInfo, parse_time
 from streamingjob_operator.rules.step import NODE_SILENT_SECONDS, DecideConfig, Decision
 
@@ -97,6 +98,9 @@ def delete_pods(
 
     drivers = [p for p in pods if p.role == "driver"]
     force = {p.name for p in drivers if lost(p) or has_ended(p)}
+    for p in drivers:
+        if p.name in force and not has_ended(p):
+            _tell_lost(d, p, st, now, cfg)
     live_drivers = {p.name for p in drivers} - force
     force |= {
         p.name
@@ -118,3 +122,17 @@ def delete_pods(
         st.message = msg
     d.requeue_after = cfg.fencing_poll_seconds
     return d
+
+
+def _tell_lost(
+    d: Decision, pod: PodInfo, st: StreamingJobStatus, now: datetime, cfg: DecideConfig
+) -> None:
+    """A driver forced out because its node is lost is a failure told (a Warning and the
+    history), also when the job was stopping it anyway (a suspend, a redeploy): found by the
+    simulation. Once: a failure already told names the pod as unreachable."""
+    if any(pod.name in h.message and "unreachable" in h.message for h in st.history):
+        return
+    where = f"node {pod.node}" if pod.node else "the node"
+    told = f"NodeLost: {where} of driver pod {pod.name} is unreachable; forced out"
+    d.events.append(Event("Warning", "DriverFailed", told))
+    record(st, now, "DriverFailed", told, cfg.history_limit)

@@ -14,6 +14,7 @@ from streamingjob_operator.api.spec_models import StreamingJobSpec
 from streamingjob_operator.api.status_models import StreamingJobStatus
 from streamingjob_operator.rules import standby
 from streamingjob_operator.rules.epochs import checkpoint_too_old, next_attempt, set_target
+from streamingjob_operator.rules.fencing import has_ended
 from streamingjob_operator.rules.history import Event, record
 from streamingjob_operator.rules.observed import PodInfo, Termination, iso, parse_time
 from streamingjob_operator.rules.step import Decision, Job, fail, mark_invalid
@@ -119,6 +120,30 @@ def on_driver_gone(
         delay = backoff_delay(spec, n - 1) if n > 1 else 0
         return standby.take_over(job, d, reason, message, delay)
     return _back_off(job, d, pod, reason, message)
+
+
+def note_failure_left_behind(job: Job, d: Decision) -> None:
+    """The current driver failed, and a suspend or an act by hand replaces it before any step
+    followed the failure (both seen at once: by a new leader, or the act came first), or
+    it failed while a warm hand-over's next driver waited to replace it. The
+    failure is still told, and counted, as when a step had followed it: an Event, the
+    history, Degraded naming the cause (found by the simulation). Told once: its history
+    entry names the pod. A driver whose creation was not yet noted (launch state Pending:
+    the operator that created it crashed before) counts as created."""
+    st = d.status
+    if st.launch_state not in ("Created", "Pending"):
+        return
+    pod = next((p for p in job.observed.pods if p.name == st.driver_pod), None)
+    if pod is None or pod.deleting_since is not None or not has_ended(pod):
+        return
+    reason, message, clean = failure_of(pod)
+    told = f"{reason}: {message}"
+    if clean or any(h.reason == "DriverFailed" and h.message == told for h in st.history):
+        return
+    d.events.append(Event("Warning", "DriverFailed", told))
+    record(st, job.now, "DriverFailed", told, job.cfg.history_limit)
+    if reason != "InvalidSpec":  # a refusal counts as no failure (hold_invalid)
+        _count_failure(job, st, reason)
 
 
 def hold_invalid(job: Job, d: Decision, message: str) -> Decision:

@@ -8,7 +8,15 @@ import pytest
 from streamingjob_operator.api.models import StreamingJobStatus
 from streamingjob_operator.rules.launch import Launch
 from streamingjob_operator.rules.observed import Signal, Termination
-from tests.unit.operator.helpers_operator import driver, later, launched, make_spec, run
+from streamingjob_operator.rules.status import set_conditions
+from tests.unit.operator.helpers_operator import (
+    driver,
+    exited,
+    later,
+    launched,
+    make_spec,
+    run,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -137,3 +145,80 @@ def test_a_group_changed_during_a_warm_hand_over_is_not_the_next_drivers_group()
     d = run(spec, d.status, [], later(17))
     target = d.status.handover or d.status
     assert target.attempt == 2 and target.previous_checkpoint_location == ""
+
+
+# --- 5. a failure the job is stopped or replaced over -----------------------------------------
+
+
+@pytest.mark.parametrize(
+    "by_hand",
+    [{"suspend": True}, {"redeployNonce": 1}],
+    ids=["suspend", "redeploy"],
+)
+def test_a_failure_seen_together_with_a_suspend_or_redeploy_still_reaches_status_and_an_event(
+    by_hand,
+):
+    """Found by the simulation (issue 41, seed 9): the leader crashed, the driver failed
+    (exit 1) and the user suspended before the next leader took over. It saw both at once,
+    stopped the failed pod as a suspended job's, and the failure was told nowhere. It is
+    told as when a step followed it first: an Event and the history; suspended, Degraded
+    names it (a redeploy starts the failure count afresh, as it does after a told one)."""
+    spec = make_spec()
+    st = launched(spec)
+    failed = exited(st.driver_pod, 1)
+    d = run(make_spec(**by_hand), st, [failed], later(10))
+    told = [e for e in d.events if e.reason == "DriverFailed"]
+    assert told and st.driver_pod in told[0].message
+    assert any(st.driver_pod in h.message for h in d.status.history if h.reason == "DriverFailed")
+    set_conditions(d.status, 2, later(10))  # as the reconcile records the step
+    degraded = next(c for c in d.status.conditions if c.type == "Degraded")
+    if "suspend" in by_hand:
+        assert (degraded.status, degraded.reason) == ("True", "DriverFailed")
+    again = run(make_spec(**by_hand), d.status, [failed], later(11))
+    assert not [e for e in again.events if e.reason == "DriverFailed"]  # told once
+    assert again.status.consecutive_failures == d.status.consecutive_failures
+
+
+def test_a_failure_of_a_driver_whose_creation_was_not_noted_is_told_on_a_suspend():
+    """The same, the operator that created the driver having crashed before it noted the
+    creation (launch state Pending, the driver's pod there and failed)."""
+    spec = make_spec()
+    d = run(spec, StreamingJobStatus())
+    d = run(spec, d.status)
+    assert d.action == "launch" and d.status.launch_state == "Pending"
+    pod = d.status.driver_pod
+    d = run(make_spec(suspend=True), d.status, [exited(pod, 1)], later(10))
+    assert [e for e in d.events if e.reason == "DriverFailed" and pod in e.message]
+
+
+def test_a_failure_of_the_running_driver_during_a_warm_hand_over_is_told():
+    """Found by the simulation (issue 41, seed 20): a job change started a warm hand-over;
+    the running driver then exited 3 (Kafka refused the credentials) before its stop. The
+    hand-over went on to the next driver and the cause was told nowhere."""
+    spec = make_spec(handover=WARM)
+    changed = make_spec(handover=WARM, redeployNonce=1)
+    st = launched(spec)
+    d = run(changed, st, [driver(OLD)], later(10))
+    assert d.status.handover is not None
+    d = run(changed, d.status, [exited(OLD, 3), driver(NEW)], later(12))
+    told = [e for e in d.events if e.type == "Warning" and OLD in e.message]
+    assert told and "KafkaAuthFailed" in told[0].message
+    assert d.status.last_restart_reason == "KafkaAuthFailed"
+
+
+def test_a_driver_forced_out_of_a_lost_node_while_suspending_is_told():
+    """Found by the simulation (issue 41, seed 29): the driver's node was lost, the user
+    suspended right after; the suspend waited out the node-lost grace, forced the pod out and
+    said only Suspended. The loss is told: a Warning and the history name the pod."""
+    spec = make_spec()
+    st = launched(spec)
+    gone = driver(st.driver_pod, node="node-2", node_heard_at=later(0))
+    suspend = make_spec(suspend=True)
+    d = run(suspend, st, [gone], later(1))
+    assert not [e for e in d.events if e.type == "Warning"]  # not lost yet: a graceful stop
+    d = run(suspend, d.status, [gone], later(120))
+    assert st.driver_pod in d.force_delete
+    told = [e for e in d.events if e.type == "Warning" and st.driver_pod in e.message]
+    assert told and "NodeLost" in told[0].message
+    d = run(suspend, d.status, [gone], later(122))
+    assert not [e for e in d.events if e.type == "Warning"]  # told once

@@ -1,0 +1,99 @@
+"""Every failure reaches status and an Event: each driver failure, refusal or node loss the
+world caused (world.Failure) shows, within `BOUND` seconds of the operator being able to
+see it, in status naming the cause (a condition's reason, or a condition's or a history
+entry's message naming the pod: a redeploy starts the failure count, and with it
+Degraded, afresh) and in a Warning Event on the job naming the pod. The bound counts from
+when both the API server and a leading operator are there (an outage or a change of leader
+delays every report).
+
+A known limit, not checked: the reconcile posts its Events when it ends (reconcile.py), so
+an operator process that recorded a failure in status and ended before posting (a crash, a
+lost Lease) loses the Event; the next leader tells it in status only."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from .world import NAMESPACE, World
+
+BOUND = 120.0  # the node-lost grace (40 s), a fencing poll and a backoff fit well inside
+
+
+class Reports:
+    def __init__(self, world: World, name: str, available_since: Callable[[], float]) -> None:
+        self.world, self.name, self.available_since = world, name, available_since
+        self.events_read = 0
+
+    def check(self) -> list[str]:
+        """The failures past their bound, each once."""
+        failures = self.world.failures
+        if not failures:
+            return []
+        job = self.world.server.get("StreamingJob", NAMESPACE, self.name)
+        live = job is not None and not job["metadata"].get("deletionTimestamp")
+        uid = job["metadata"]["uid"] if live and job else ""
+        self._read_events()
+        self._read_status(job, uid)
+        late, kept = [], []
+        since = self.available_since()
+        for failure in failures:
+            if failure.uid != uid:
+                continue  # its job is gone: nobody is left to tell
+            if failure.status_seen and not failure.event_seen and self._died_after(failure.at):
+                failure.event_seen = True  # its Event went with the process (see the top)
+            if failure.status_seen and failure.event_seen:
+                continue
+            if self.world.clock.t - max(failure.at, since) <= BOUND:
+                kept.append(failure)
+                continue
+            missing = [
+                what
+                for what, seen in (
+                    ("a status condition", failure.status_seen),
+                    ("an Event", failure.event_seen),
+                )
+                if not seen
+            ]
+            late.append(
+                f"{failure.cause} of {failure.pod} at {failure.at:.1f}s: no "
+                f"{' and no '.join(missing)} naming it after {BOUND:g} s"
+            )
+        self.world.failures = kept
+        return late
+
+    def _died_after(self, at: float) -> bool:
+        return any(end >= at for end in self.world.process_ends)
+
+    def _read_events(self) -> None:
+        events = self.world.server.events
+        for uid, type_, _reason, message in events[self.events_read :]:
+            for failure in self.world.failures:
+                if failure.uid == uid and type_ == "Warning" and failure.pod in message:
+                    failure.event_seen = True
+        self.events_read = len(events)
+
+    def _read_status(self, job: dict[str, Any] | None, uid: str) -> None:
+        if job is None:
+            return
+        status = job.get("status") or {}
+        conditions = status.get("conditions") or []
+        history = status.get("history") or []
+        for failure in self.world.failures:
+            if failure.uid == uid and not failure.status_seen:
+                failure.status_seen = any(
+                    _names(c, failure.cause, failure.pod) for c in conditions
+                ) or any(_tells(h, failure.cause, failure.pod) for h in history[-5:])
+
+
+def _names(condition: dict[str, Any], cause: str, pod: str) -> bool:
+    telling = condition.get("status") == "True" or condition.get("type") == "Ready"
+    return telling and (condition.get("reason") == cause or pod in (condition.get("message") or ""))
+
+
+def _tells(entry: dict[str, Any], cause: str, pod: str) -> bool:
+    """A history entry of the failure (not the pod's launch): it names the pod and the cause
+    or it is the record of a failure."""
+    message = entry.get("message") or ""
+    failure = entry.get("reason") in (cause, "DriverFailed") or cause in message
+    return failure and pod in message
