@@ -2,7 +2,7 @@
 
 Its arguments are parsed by the runner's own `parse_args` from the pod the operator built;
 its manifest is the job ConfigMap's `job.yaml` as it was when the process started. Where
-the runner's logic decides, this calls it: the start point (`runner._start_point` over the
+the runner's logic decides, this calls it: the start point (`start.start_point` over the
 simulated checkpoint), the catch-up (`durable_batch` with the sink's own batch by
 `group_offsets.sink_batch`, `ahead_of_group`), the start offsets (`offsets.resolve_start`),
 the final commit's durable batch. What Spark does between them (plan a batch, write the sink,
@@ -22,7 +22,8 @@ from spark_app.delta_sink import app_id
 from spark_app.group_offsets import newest_durable, sink_batch
 from spark_app.manifest import RunnerManifest, epoch_sink_path, load_manifest
 from spark_app.offsets import Positions
-from spark_app.runner import _start_point, parse_args
+from spark_app.runner import parse_args
+from spark_app.start import start_point
 from streamingjob_operator.api.naming import LABEL_JOB
 
 from .data import Checkpoint, Files, FileSink, Kafka, Record, Table, records
@@ -179,7 +180,7 @@ class Driver:
     def _start(self, w: World) -> None:
         assert self.manifest is not None
         checkpoint = Checkpoint(w.files, self.location)
-        start = _start_point(checkpoint, self.location, self.manifest)
+        start = start_point(checkpoint, self.location, self.manifest)
         self.start_path = start["startPath"]
         self.reading = True  # from here on the driver acts on the job's data
         self.started = {**self.identity(), **start}

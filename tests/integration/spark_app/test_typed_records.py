@@ -42,7 +42,7 @@ from spark_app.decoding import (
     UNKNOWN_SCHEMA_ID,
     UNRESOLVABLE_SCHEMA,
 )
-from spark_app.runner import failure_cause
+from spark_app.preflight import failure_cause
 from spark_app.schema_registry_client import RegistryUnavailable
 from spark_app.source import FORMAT, KafkaCheckpointedDataSource
 from tests.support.kafka_tools import consume_to_end, group_offsets, log_end_offsets, new_topic

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from spark_app import handover_signals as handover
-from spark_app import runner
+from spark_app import preflight, runner
 from tests.support.kafka_tools import new_topic
 from tests.support.runner_process import job_manifest
 from tests.support.spark_session import local_session
@@ -76,7 +76,7 @@ def test_a_sql_typo_fails_the_warm_up_and_a_correct_query_is_ready(kafka, tmp_pa
     (tmp_path / "typo").mkdir()
     code, published = run_waiting(tmp_path / "typo", manifest, monkeypatch)
     states = [p["state"] for p in published]
-    assert code == runner.EXIT_FAILED and states == ["warming", "failed"], published
+    assert code == preflight.EXIT_FAILED and states == ["warming", "failed"], published
     error = published[-1]["error"]
     assert error.startswith("warming for the hand-over failed: spec.job.sql: "), error
     assert "offsett" in error and "UNRESOLVED_COLUMN" in error, error
@@ -88,5 +88,5 @@ def test_a_sql_typo_fails_the_warm_up_and_a_correct_query_is_ready(kafka, tmp_pa
     (tmp_path / "ok").mkdir()
     code, published = run_waiting(tmp_path / "ok", manifest, monkeypatch)
     states = [p["state"] for p in published]
-    assert code == runner.EXIT_OK and states == ["warming", "ready"], published
+    assert code == preflight.EXIT_OK and states == ["warming", "ready"], published
     assert not (tmp_path / "ok" / "report.json").exists()  # waiting: no report, nothing read

@@ -3,7 +3,7 @@ wrapping, which the operator shows in the Degraded condition (runner.failure_cau
 
 import pytest
 
-from spark_app.runner import failure_cause
+from spark_app.preflight import failure_cause
 
 pytestmark = pytest.mark.unit
 

@@ -22,7 +22,8 @@ from spark_app.handover_signals import (
     parse_go,
     readiness,
 )
-from spark_app.runner import batch_end_time, parse_args
+from spark_app.runner import parse_args
+from spark_app.supervise import batch_end_time
 
 pytestmark = pytest.mark.unit
 

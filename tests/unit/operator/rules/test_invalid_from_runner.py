@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from spark_app import runner
+from spark_app import preflight
 from spark_app.kafka_config import REFUSED_MARK
 from streamingjob_operator.rules.observed import Termination
 from streamingjob_operator.rules.status import set_conditions
@@ -79,8 +79,8 @@ def test_the_refusal_without_a_message_still_says_where_to_look():
 def test_the_runners_refusal_writes_the_mark_the_operator_holds_as_invalid(tmp_path, monkeypatch):
     log = tmp_path / "termination-log"
     log.touch()  # the kubelet creates it
-    monkeypatch.setattr(runner, "TERMINATION_LOG", log)
-    assert runner.refuse(SAID) == 2
+    monkeypatch.setattr(preflight, "TERMINATION_LOG", log)
+    assert preflight.refuse(SAID) == 2
     spec = make_spec(job__sql=BAD)
     st = launched(spec)
     ended = driver(st.driver_pod, "Failed", termination=Termination(2, "Error", log.read_text()))
