@@ -24,7 +24,7 @@ from spark_app import offsets as off
 from spark_app.committer import OffsetCommitter
 from spark_app.dead_letter import DeadLetterTally
 from spark_app.kafka_metadata import KafkaMetadata, group_committer
-from spark_app.offsets import Positions, StartDecision, TopicPartition
+from spark_app.offsets import Epochs, Positions, StartDecision, TopicPartition
 from spark_app.options import SourceOptions
 from spark_app.partition_reader import DataLossError, KafkaInputPartition
 from spark_app.partition_state import PartitionStateTable
@@ -98,12 +98,13 @@ class DriverSide:
             self._refreshes_started += 1
             reading = self._refreshes_started
         tps = self.metadata.topic_partitions() if discover else self.table.partitions()
-        watermarks = self.metadata.watermarks(tps)
+        watermarks, epochs = self.metadata.log_ends(tps)
         with self.table.lock:
             if reading < self._refresh_applied:
                 return  # a newer reading is in the table already
             self._refresh_applied = reading
-            new = self.table.discover({tp: high for tp, (_, high) in watermarks.items()})
+            ends = {tp: high for tp, (_, high) in watermarks.items()}
+            new = self.table.discover(ends, epochs)
             self._low.update({tp: low for tp, (low, _) in watermarks.items()})
             self._fetched_at = time.monotonic()
         if new and self.table.snapshot().version > 1:
@@ -117,18 +118,20 @@ class DriverSide:
             except Exception as exc:
                 log.warning("partition discovery failed: %s", exc)
 
-    def _latest(self) -> Positions:
-        """Log ends, cached: Spark asks ~85 times a second when idle."""
+    def _latest(self) -> tuple[Positions, Epochs]:
+        """Log ends, cached: Spark asks ~85 times a second when idle; and the leader epoch
+        each came with (one snapshot: an end and its epoch are of the same answer)."""
         stale = time.monotonic() - self._fetched_at >= self.options.min_fetch_interval_ms / 1000
         if stale:
             self._refresh(discover=self.options.partition_discovery_interval_ms == 0)
-        latest = self.table.snapshot().column("latest")
+        snapshot = self.table.snapshot()
+        latest, epochs = snapshot.column("latest"), snapshot.column("latest_epoch")
         if self._target is not None:
             # Partitions discovered after the target was frozen are left to the next run
             # (as Spark's own Kafka source): their moving end would keep this run going.
             target = self._target
             latest = {tp: min(o, target[tp]) for tp, o in latest.items() if tp in target}
-        return latest
+        return latest, epochs
 
     # -- planning --------------------------------------------------------------------------
     def note_fresh_start(self) -> None:
@@ -142,21 +145,27 @@ class DriverSide:
             self.checkpoint_complete(off.end_positions(start))
         if self._drain_requested():
             return start  # no new batch: the runner stops the query between batches
-        latest = self._latest()
-        begin = self._resolve_fresh_start(latest) if fresh else off.end_positions(start)
-        self._check_data_loss(begin, latest)
-        latest = {tp: max(o, begin.get(tp, 0)) for tp, o in latest.items()}
+        log_ends, epochs = self._latest()
+        if fresh:
+            begin = self._resolve_fresh_start(log_ends)
+            begin_epochs = epochs_at(begin, log_ends, epochs)
+        else:
+            begin, begin_epochs = off.end_positions(start), off.end_epochs(start)
+        self._check_data_loss(begin, log_ends)
+        latest = {tp: max(o, begin.get(tp, 0)) for tp, o in log_ends.items()}
         if isinstance(limit, ReadMaxRows):
             end = off.rate_limit(begin, latest, limit.max_rows)
         else:
             end = latest
+        unmoved = {tp: e for tp, e in begin_epochs.items() if end.get(tp) == begin.get(tp)}
+        end_epochs = epochs_at(end, log_ends, epochs, unmoved)
         if fresh:
             self.table.plan(end)
-            return off.batch_offset(end, start=begin)
+            return off.batch_offset(end, begin, end_epochs, begin_epochs)
         if end == begin:
             return start  # unchanged JSON: no new batch
         self.table.plan(end)
-        return off.batch_offset(end)
+        return off.batch_offset(end, epochs=end_epochs)
 
     def _drain_requested(self) -> bool:
         """The runner creates the drain file on SIGTERM. Spark plans the next batch as soon as
@@ -225,6 +234,7 @@ class DriverSide:
 
     def plan_partitions(self, start: dict, end: dict) -> list[KafkaInputPartition]:
         begin = off.start_positions(start, end)
+        begin_epochs = off.start_epochs(start, end)  # none in a checkpoint of an older version
         stop = off.end_positions(end)
         if off.is_fresh_start(start) and self._fresh_start is None:
             # Batch 0 replayed after a crash: its start was pinned by the earlier run.
@@ -241,6 +251,7 @@ class DriverSide:
                 partition=tp[1],
                 start=begin.get(tp, 0),
                 end=stop[tp],
+                start_epoch=begin_epochs.get(tp) if tp in begin else None,
                 client_config=client,
                 fail_on_data_loss=self.options.fail_on_data_loss,
                 # a dead-letter copy keeps the record's headers, asked for or not
@@ -266,7 +277,7 @@ class DriverSide:
 
     def freeze_target(self) -> None:
         self._target, self._fetched_at = None, 0.0
-        self._target = self._latest()
+        self._target = self._latest()[0]
         log.info("Trigger.AvailableNow: reading up to %s", off.to_json(self._target))
 
     def report_latest(self) -> dict | None:
@@ -334,6 +345,25 @@ def _is_spark_source_runner() -> bool:
         and spec is not None
         and spec.name.endswith("python_streaming_source_runner")
     )
+
+
+def epochs_at(
+    positions: Positions,
+    log_ends: Positions,
+    epochs: Epochs,
+    known: Epochs | None = None,
+) -> Epochs:
+    """The leader epoch to keep with each position (semantics rule 16): the one a log end at
+    or past it came with (that leader's log held every offset below the position, so asking
+    the leader of a later read where that epoch ends tells whether the log was truncated
+    below it), else the one `known` for that very position; none where neither is known."""
+    kept: Epochs = {}
+    for tp, offset in positions.items():
+        if tp in epochs and offset <= log_ends.get(tp, -1):
+            kept[tp] = epochs[tp]
+        elif known and tp in known:
+            kept[tp] = known[tp]
+    return kept
 
 
 def _names(tps: list[TopicPartition]) -> str:

@@ -38,7 +38,7 @@ from spark_app.kafka_retry import (
     kafka_error,
     retrying,
 )
-from spark_app.offsets import Positions, TopicPartition
+from spark_app.offsets import Epochs, Positions, TopicPartition
 from spark_app.options import SourceOptions
 
 if TYPE_CHECKING:
@@ -262,23 +262,38 @@ class KafkaMetadata:
 
     def watermarks(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, tuple[int, int]]:
         """(log start, log end) per partition; the end is the LSO under read_committed."""
+        return self.log_ends(tps)[0]
+
+    def log_ends(
+        self, tps: Iterable[TopicPartition]
+    ) -> tuple[dict[TopicPartition, tuple[int, int]], Epochs]:
+        """`watermarks`, and the leader epoch each log end came with (where the broker gave
+        one): the epoch of the leader whose log held every offset below that end, so an
+        offset up to it and this epoch can be validated later (KIP-320)."""
         from confluent_kafka.admin import OffsetSpec
 
         tps = list(tps)
         if not tps:
-            return {}
+            return {}, {}
         low = self._list_offsets(tps, OffsetSpec.earliest(), "a ListOffsets request")
-        high = self._list_offsets(tps, OffsetSpec.latest(), "a ListOffsets request")
-        return {tp: (low[tp], high[tp]) for tp in tps}
+        epochs: Epochs = {}
+        high = self._list_offsets(tps, OffsetSpec.latest(), "a ListOffsets request", epochs=epochs)
+        return {tp: (low[tp], high[tp]) for tp in tps}, epochs
 
     def _list_offsets(
-        self, tps: list[TopicPartition], spec, what: str, lowest: int = 0
+        self,
+        tps: list[TopicPartition],
+        spec,
+        what: str,
+        lowest: int = 0,
+        epochs: Epochs | None = None,
     ) -> dict[TopicPartition, int]:
         """One ListOffsets of `spec` for every partition, through the admin client: a failed
         attempt replaces it, so the next one asks the leaders of fresh metadata (a consumer
         was seen asking a dead leader until its deadline). An offset below `lowest` is no
         answer (librdkafka gave -1001 without an error for a partition whose leader was just
-        killed): retried, never taken for a log end."""
+        killed): retried, never taken for a log end. `epochs` receives the leader epoch of
+        each answer that has one (of the same answer as its offset)."""
         from confluent_kafka import IsolationLevel
         from confluent_kafka import TopicPartition as KafkaTP
 
@@ -294,14 +309,24 @@ class KafkaMetadata:
             futures = admin.list_offsets(
                 request, isolation_level=isolation, request_timeout=timeout
             )
-            answer = {k: f.result(timeout=timeout + 1).offset for k, f in futures.items()}
-            invalid = {f"{k.topic}-{k.partition}": o for k, o in answer.items() if o < lowest}
+            answer = {k: f.result(timeout=timeout + 1) for k, f in futures.items()}
+            invalid = {
+                f"{k.topic}-{k.partition}": a.offset for k, a in answer.items() if a.offset < lowest
+            }
             if invalid:  # a leader just lost: a log end of -1001 would look like data loss
                 raise NoAnswerYet(f"ListOffsets answered no offset for {invalid}")
             return answer
 
         answer = self._call(what, list_offsets, refresh_admin=True, topics={t for t, _ in tps})
-        return {(k.topic, k.partition): offset for k, offset in answer.items()}
+        if epochs is not None:
+            epochs.update(
+                {
+                    (k.topic, k.partition): a.leader_epoch
+                    for k, a in answer.items()
+                    if a.leader_epoch is not None and a.leader_epoch >= 0
+                }
+            )
+        return {(k.topic, k.partition): a.offset for k, a in answer.items()}
 
     def committed(
         self, tps: Iterable[TopicPartition], timeout_s: float | None = None

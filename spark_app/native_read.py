@@ -122,6 +122,7 @@ def open_range(p: KafkaInputPartition, config: dict):
             p.max_records_per_batch,
             p.poll_timeout_ms,
             p.native_engine,
+            -1 if p.start_epoch is None else p.start_epoch,
         )
     except native.ConfigError as exc:
         _fallback(p, f"it cannot use the client configuration: {exc}")

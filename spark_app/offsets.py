@@ -8,6 +8,11 @@ so these dicts ARE the checkpoint (semantics rule 1). Shapes:
   numerically and written as strings (otherwise equal offsets look like new data);
 - `initialOffset()` returns the fixed sentinel `{"fresh": true}` because Spark calls it again
   when batch 0 replays: the resolved start is pinned in batch 0's end offset under "start".
+- beside the end offsets, "epochs" keeps each partition's leader epoch as the broker reported
+  it with the log end the batch was planned against (and batch 0, "startEpochs" beside
+  "start"), so the read that starts there later (the next batch, a restore) can ask the
+  leader whether its log still holds what was read up to it (semantics rule 16, KIP-320).
+  A checkpoint written before epochs were kept has none: its positions start unvalidated.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from dataclasses import dataclass
 
 TopicPartition = tuple[str, int]
 Positions = dict[TopicPartition, int]
+Epochs = dict[TopicPartition, int]  # leader epochs: only of partitions where one is known
 
 FRESH_START = {"fresh": True}
 
@@ -44,11 +50,23 @@ def from_json(nested: Mapping[str, Mapping[str, int]]) -> Positions:
     }
 
 
-def batch_offset(end: Positions, start: Positions | None = None) -> dict[str, object]:
-    """The dict Spark stores for a batch end; batch 0 also pins where it started."""
+def batch_offset(
+    end: Positions,
+    start: Positions | None = None,
+    epochs: Mapping[TopicPartition, int] | None = None,
+    start_epochs: Mapping[TopicPartition, int] | None = None,
+) -> dict[str, object]:
+    """The dict Spark stores for a batch end; batch 0 also pins where it started. `epochs`
+    (`start_epochs`): the leader epoch of each end (start) position where one is known."""
     offset: dict[str, object] = {"offsets": to_json(end)}
+    if epochs:
+        offset["epochs"] = to_json({tp: e for tp, e in epochs.items() if tp in end})
     if start is not None:
         offset["start"] = to_json(start)
+        if start_epochs:
+            offset["startEpochs"] = to_json(
+                {tp: e for tp, e in start_epochs.items() if tp in start}
+            )
     return offset
 
 
@@ -56,11 +74,29 @@ def end_positions(offset: Mapping[str, object]) -> Positions:
     return from_json(offset["offsets"])  # type: ignore[arg-type]
 
 
+def end_epochs(offset: Mapping[str, object]) -> Epochs:
+    """The leader epochs kept with a batch's end offsets (none in an older checkpoint)."""
+    return _epochs(offset.get("epochs"))
+
+
 def start_positions(start: Mapping[str, object], end: Mapping[str, object]) -> Positions:
     """Where a batch `[start, end)` begins; for batch 0 the pinned start inside `end`."""
     if is_fresh_start(start):
         return from_json(end["start"])  # type: ignore[arg-type]
     return end_positions(start)
+
+
+def start_epochs(start: Mapping[str, object], end: Mapping[str, object]) -> Epochs:
+    """The leader epochs of where a batch `[start, end)` begins, where known."""
+    if is_fresh_start(start):
+        return _epochs(end.get("startEpochs"))
+    return end_epochs(start)
+
+
+def _epochs(nested: object) -> Epochs:
+    if not isinstance(nested, Mapping):
+        return {}
+    return {tp: epoch for tp, epoch in from_json(nested).items() if epoch >= 0}
 
 
 @dataclass(frozen=True)

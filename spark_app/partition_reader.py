@@ -93,6 +93,10 @@ class KafkaInputPartition(InputPartition):
     start: int
     end: int
     client_config: dict = field(repr=False)  # may hold credentials: never in repr or logs
+    # the leader epoch kept in the checkpoint with `start` (None: unknown, e.g. a checkpoint
+    # of an older version): the read first asks the leader whether its log still holds
+    # what was read up to `start` (KIP-320, semantics rule 16)
+    start_epoch: int | None = None
     fail_on_data_loss: bool = True
     include_headers: bool = False
     poll_timeout_ms: int = 120_000
@@ -207,9 +211,22 @@ def _read_range_python(p: KafkaInputPartition, config: dict) -> Iterator:
     consumer = Consumer(config)
     try:
         consumer.assign([TopicPartition(p.topic, p.partition, p.start)])
+        if p.start_epoch is not None:
+            validate_start(consumer, p)
         yield from gc_paused(_drain(consumer, p))
     finally:
         consumer.close()
+
+
+def validate_start(consumer, p: KafkaInputPartition) -> None:
+    """Has librdkafka validate the start position with its leader epoch before it fetches
+    (KIP-320): an assignment is taken as it is, a seek to a position that carries an epoch
+    is checked with OffsetsForLeaderEpoch. A log truncated below the start then arrives as
+    the offset reset `_out_of_range` maps (its "log truncation detected" text)."""
+    from confluent_kafka import TopicPartition
+
+    at = TopicPartition(p.topic, p.partition, p.start, leader_epoch=p.start_epoch)
+    consumer.seek(at)  # waits until the partition takes it; records fetched before are dropped
 
 
 _DONE = object()

@@ -15,6 +15,7 @@ Every read and write holds `lock`; `snapshot()` returns a consistent copy.
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from spark_app.offsets import Positions, TopicPartition
@@ -26,6 +27,8 @@ class PartitionState:
     checkpointed: int | None = None  # end offset of the newest durable batch
     committed: int | None = None  # newest offset the consumer group accepted
     latest: int | None = None  # newest known log end (or LSO under read_committed)
+    # the leader epoch the broker reported with `latest` (None: it gave none); written with it
+    latest_epoch: int | None = None
 
 
 @dataclass(frozen=True)
@@ -86,11 +89,18 @@ class PartitionStateTable:
             self._data_loss_skipped_offsets += skipped_offsets
             self._version += 1
 
-    def discover(self, latest: Positions) -> list[TopicPartition]:
-        """Adds partitions not seen before and refreshes log ends; returns the new ones."""
+    def discover(
+        self, latest: Positions, epochs: Mapping[TopicPartition, int] | None = None
+    ) -> list[TopicPartition]:
+        """Adds partitions not seen before and refreshes log ends, each with the leader epoch
+        it came with (`epochs`: where known); returns the new ones."""
+        epochs = epochs or {}
         with self.lock:
             new = [tp for tp in latest if tp not in self._partitions]
             self._update(latest, "latest")
+            for tp in latest:
+                state = self._partitions[tp]
+                self._partitions[tp] = replace(state, latest_epoch=epochs.get(tp))
             return sorted(new)
 
     def partitions(self) -> list[TopicPartition]:

@@ -159,7 +159,36 @@ impl RangeReader {
             topic_watch: TopicWatch::default(),
         };
         reader.assign(range.start)?;
+        if range.start_epoch >= 0 && range.start < range.end {
+            reader.validate_start(range.start, range.start_epoch)?;
+        }
         Ok(reader)
+    }
+
+    /// Has librdkafka validate a start that comes with its leader epoch (a checkpointed
+    /// position) before it fetches from there: an assignment is taken as it is, a seek to a
+    /// position with an epoch is checked with OffsetsForLeaderEpoch (KIP-320). A log
+    /// truncated below it then arrives as the offset reset `out_of_range` maps. The seek is
+    /// answered once the partition takes it; records fetched before it are dropped.
+    fn validate_start(&mut self, offset: i64, epoch: i32) -> Result<(), ReadError> {
+        let timeout = i32::try_from(self.poll_timeout.as_millis()).unwrap_or(i32::MAX);
+        unsafe {
+            let list = rd::rd_kafka_topic_partition_list_new(1);
+            let tp =
+                rd::rd_kafka_topic_partition_list_add(list, self.topic.as_ptr(), self.partition);
+            (*tp).offset = offset;
+            rd::rd_kafka_topic_partition_set_leader_epoch(tp, epoch);
+            let error = rd::rd_kafka_seek_partitions(self.handle.0, list, timeout);
+            let err = if error.is_null() {
+                (*tp).err
+            } else {
+                let code = rd::rd_kafka_error_code(error);
+                rd::rd_kafka_error_destroy(error);
+                code
+            };
+            rd::rd_kafka_topic_partition_list_destroy(list);
+            check(err)
+        }
     }
 
     /// (Re)assigns the partition at `offset` (a seek is refused after an offset reset). At or

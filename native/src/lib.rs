@@ -18,6 +18,9 @@ pub struct Range {
     pub topic: String,
     pub partition: i32,
     pub start: i64,
+    /// the leader epoch kept with `start` in the checkpoint (-1: none known): the position is
+    /// validated against the leader's log before the first fetch (KIP-320)
+    pub start_epoch: i32,
     pub end: i64,
     pub include_headers: bool,
     pub max_records: usize,
@@ -172,6 +175,7 @@ mod python {
             };
             let range = crate::Range {
                 start: fetcher.position(),
+                start_epoch: fetcher.position_epoch(),
                 ..range
             };
             let reader = py
@@ -200,7 +204,12 @@ mod python {
     impl RangeReader {
         /// `engine`: "fetch", "librdkafka", or "auto" (the fetcher when it understands every
         /// setting, librdkafka otherwise). "fetch" with a setting it lacks is a ConfigError.
+        /// `start_epoch`: the leader epoch kept with `start` (-1: none), validated first.
         #[new]
+        #[pyo3(signature = (
+            config, topic, partition, start, end, include_headers, max_records,
+            poll_timeout_ms, engine, start_epoch = -1
+        ))]
         #[allow(clippy::too_many_arguments)]
         fn new(
             py: Python<'_>,
@@ -213,11 +222,13 @@ mod python {
             max_records: usize,
             poll_timeout_ms: u64,
             engine: &str,
+            start_epoch: i32,
         ) -> PyResult<Self> {
             let range = crate::Range {
                 topic,
                 partition,
                 start,
+                start_epoch: start_epoch.max(-1),
                 end,
                 include_headers,
                 max_records: max_records.max(1),

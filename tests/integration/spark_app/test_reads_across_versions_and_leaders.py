@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import pickle
 import threading
 import time
 from collections.abc import Iterator
@@ -16,12 +17,16 @@ from pathlib import Path
 import pytest
 from confluent_kafka import ElectionType, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient
+from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from devbed.kafka_broker import KafkaBroker
 from devbed.kafka_cluster import KafkaCluster
 from devbed.polling import wait_for
+from spark_app import offsets as off
 from spark_app.partition_reader import DataLossError, KafkaInputPartition, read_range
+from spark_app.source import KafkaStreamReader
 from tests.integration.spark_app.test_source_on_broker import on_path
+from tests.integration.spark_app.test_source_on_broker import reader as stream_reader
 from tests.support.kafka_tools import DURABLE, new_topic, produce
 
 pytestmark = pytest.mark.integration
@@ -157,6 +162,13 @@ def _truncate_under_reader(
     except AssertionError as exc:
         at = [(r.p.read_path, r.p.native_engine, r.offsets[-1:], r.error) for r in readers]
         raise AssertionError(f"{exc}: read up to {at}") from None
+    _elect_the_stale_replica(cluster, topic, leader, stale)
+
+
+def _elect_the_stale_replica(cluster: KafkaCluster, topic: str, leader: int, stale: int) -> None:
+    """The unclean election itself: the leader (the only in-sync replica) hangs, the stale
+    follower comes back and is elected, the old leader dies, and the new leader gets new
+    records 1000..1599 (ids 5000..5599) where the old one had 1000..1549."""
     cluster.nodes[leader].freeze()  # no longer answers; the quorum needs the stale node
     cluster.restart(stale, timeout=180)  # a loaded machine starts a JVM slowly
     admin = AdminClient({"bootstrap.servers": cluster.nodes[stale].bootstrap})
@@ -187,6 +199,80 @@ def _elected(admin: AdminClient, tp: TopicPartition, stale: int, answers: list[s
     if error is not None:
         answers.append(f"{error} (leader {leader})")
     return leader == stale and (error is None or error.code() == KafkaError.ELECTION_NOT_NEEDED)
+
+
+def _read(reader: KafkaStreamReader, start: dict, end: dict) -> tuple[list, BaseException | None]:
+    """Reads a batch `[start, end)` as Spark's executors do (the partitions the driver plans,
+    pickled): (offset, id) of each record read, and the error that ended the read, if any."""
+    got: list[tuple[int, int]] = []
+    try:
+        for partition in reader.partitions(start, end):
+            for batch in read_range(pickle.loads(pickle.dumps(partition))):
+                got += _ids([batch])
+    except Exception as exc:
+        return got, exc
+    return got, None
+
+
+# Not in CI (`make test-soak`), as the test above: an unclean election on a loaded machine.
+@pytest.mark.soak
+def test_a_log_truncated_between_two_reads_is_never_read_past_silently(own_cluster):
+    """Rule 16 across reads: a batch reads 0..1549 and its end (1550) goes to the checkpoint as
+    Spark stores it; then, with no reader running, an unclean election truncates the log to
+    1000 and the new leader writes 1000..1599; then the job restores from that checkpoint (a
+    new driver) and reads the next batch from 1550. Where the old leader's log diverged,
+    the position no longer means what was read: every read path fails naming the partition
+    and the offsets (failOnDataLoss=true) or reads on from the divergence point (false),
+    instead of reading the new leader's 1550..1599 as if nothing happened."""
+    cluster = own_cluster
+    leader, stale = 1, 2
+    topic = _two_replica_topic(cluster, leader, stale)
+    cluster.wait_in_sync(topic)
+    produce(cluster.bootstrap, topic, range(1000), **DURABLE)
+    cluster.nodes[stale].stop()  # controlled: out of the ISR at once
+    wait_for(lambda: _isr(cluster, topic) == [leader], timeout=60, what="ISR = the leader")
+    produce(cluster.nodes[leader].bootstrap, topic, range(1000, 1550), acks=1)
+
+    def driver(read_path: str, fail_on_data_loss: bool) -> KafkaStreamReader:
+        return stream_reader(
+            cluster.bootstrap,
+            topic,
+            read_path,
+            startingOffsets="earliest",
+            commitOffsetsOnCheckpoints="false",
+            failOnDataLoss=str(fail_on_data_loss).lower(),
+            pollTimeoutMs="300000",  # outlasts a leader change on a loaded machine
+        )
+
+    ways = [(path, fail) for path in ("fetch", "librdkafka", "python") for fail in (True, False)]
+    checkpoint = {}
+    for way in ways:
+        first = driver(*way)
+        end = first.latestOffset(dict(off.FRESH_START), ReadAllAvailable())
+        checkpoint[way] = json.loads(json.dumps(end))  # offsets/0 as Spark writes and reads it
+        assert _read(first, off.FRESH_START, checkpoint[way]) == (
+            [(n, n) for n in range(1550)],
+            None,
+        )
+        first.stop()
+
+    _elect_the_stale_replica(cluster, topic, leader, stale)
+
+    for way in ways:
+        restored = driver(*way)  # a restart: a new driver, the checkpoint's offsets
+        start = checkpoint[way]
+        end = json.loads(json.dumps(restored.latestOffset(start, ReadAllAvailable())))
+        assert off.end_positions(end) == {(topic, 0): 1600}, way
+        got, error = _read(restored, start, end)
+        restored.stop()
+        if way[1]:
+            assert isinstance(error, DataLossError), (way, error, got[-1:])
+            assert f"{topic}-0" in str(error), way
+            assert "offsets 1000..1549" in str(error), way
+            assert got == [], way
+        else:
+            assert error is None, (way, error)
+            assert got == [(n, 5000 + n - 1000) for n in range(1000, 1600)], way
 
 
 class _Reader(threading.Thread):

@@ -44,6 +44,9 @@ class FakeKafka:
             self.requests_by_thread[name] = self.requests_by_thread.get(name, 0) + 1
             return {tp: (0, self._end) for tp in tps}
 
+    def log_ends(self, tps):
+        return self.watermarks(tps), {}
+
     def committed(self, tps):
         return dict.fromkeys(tps)
 
