@@ -55,7 +55,8 @@ from devbed.schema_registry import SchemaRegistry  # noqa: E402
 from spark_app import native_read  # noqa: E402
 from spark_app.avro_types import arrow_column  # noqa: E402
 from spark_app.decoding import AvroDecoder, decode_value_column, resolve_reader_schema  # noqa: E402
-from spark_app.partition_reader import KafkaInputPartition, read_range  # noqa: E402
+from spark_app.partition_range import KafkaInputPartition  # noqa: E402
+from spark_app.partition_reader import read_range  # noqa: E402
 from spark_app.schema_registry_client import SchemaRegistryClient  # noqa: E402
 from tests.support.kafka_tools import log_end_offsets, new_topic  # noqa: E402
 

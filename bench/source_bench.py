@@ -47,11 +47,8 @@ from produce import produce  # noqa: E402
 from devbed.cache import CACHE  # noqa: E402
 from devbed.kafka_broker import KafkaBroker  # noqa: E402
 from spark_app import native_read  # noqa: E402
-from spark_app.partition_reader import (  # noqa: E402
-    FETCH_DEFAULTS,
-    KafkaInputPartition,
-    read_range,
-)
+from spark_app.partition_range import FETCH_DEFAULTS, KafkaInputPartition  # noqa: E402
+from spark_app.partition_reader import read_range  # noqa: E402
 from tests.support.kafka_tools import log_end_offsets, new_topic  # noqa: E402
 
 RECORDS = int(os.environ.get("BENCH_RECORDS", 5_000_000))  # --records sets it too

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from spark_app.kafka_config import EXIT_INVALID, REFUSED_MARK, RUNNER_EXIT_REASONS
@@ -15,7 +16,18 @@ from . import offsets
 from .world import NAMESPACE, OOM
 
 if TYPE_CHECKING:
-    from .history import Act, History
+    from .history import History
+
+
+@dataclass(frozen=True)
+class Act:
+    at: float
+    name: str
+    arg: int = 0
+
+    def __str__(self) -> str:
+        return f"{self.at:7.1f}s {self.name}" + (f" {self.arg}" if self.arg else "")
+
 
 NAME = "orders"
 # Where an armed driver crash strikes: the stage it is about to run ("plan": after the
@@ -57,8 +69,6 @@ SPEC_ACTS: dict[str, Callable[[dict[str, Any], int], object]] = {
 
 def later(name: str, at: float) -> Act:
     """An act that follows from another one (not in the plan: shrinking drops it with it)."""
-    from .history import Act
-
     return Act(round(at, 1), name)
 
 
@@ -97,7 +107,7 @@ def act(h: History, a: Act) -> None:
     elif a.name == "delete":
         delete(h)
     elif a.name == "offsets-action":
-        offsets.act(h, arg)
+        offsets_action(h, arg)
     elif a.name == "produce":
         w.kafka.produce(arg % w.kafka.partitions, 1 + arg % 20)
     elif a.name in OPERATOR_FAULTS:
@@ -215,3 +225,19 @@ def delete(h: History) -> None:
     body["metadata"]["deletionTimestamp"] = "deleting"
     w.server.bump(body)
     w.at(w.delay(0.1, 1), "wake", NAME)
+
+
+def offsets_action(h: History, arg: int) -> None:
+    """kubectl patch spec.offsetsAction (a new nonce): two times in three with a suspend in
+    the same patch and a resume a while after it; else as the job is (refused while it
+    runs: the nonce is consumed)."""
+    with_suspend = arg % 3 != 0
+
+    def change(spec: dict[str, Any]) -> None:
+        nonce = (spec.get("offsetsAction") or {}).get("nonce", 0) + 1
+        spec["offsetsAction"] = {"nonce": nonce, **offsets.action(arg, h.world.kafka.partitions)}
+        if with_suspend:
+            spec["suspend"] = True
+
+    if edit(h, change) and with_suspend:
+        h.world.at(h.world.delay(20, 120), "act", later("resume", h.world.clock.t))

@@ -13,7 +13,7 @@ from typing import Any
 from streamingjob_operator.io.errors import OperatorError
 
 from . import acts
-from .acts import NAME
+from .acts import NAME, Act
 from .cluster import Crash
 from .invariants import Checker, Violation
 from .operator import settings
@@ -60,16 +60,6 @@ FAULTS = frozenset(
 )
 # How often each act is drawn (the rest: 1)
 WEIGHTS = {"produce": 6, "crash-driver": 2, "redeploy": 2, "create": 2}
-
-
-@dataclass(frozen=True)
-class Act:
-    at: float
-    name: str
-    arg: int = 0
-
-    def __str__(self) -> str:
-        return f"{self.at:7.1f}s {self.name}" + (f" {self.arg}" if self.arg else "")
 
 
 @dataclass

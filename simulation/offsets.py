@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from spark_app import offsets_run
 from spark_app.offsets_admin import OffsetsRequest, OffsetsResult
@@ -16,9 +16,6 @@ from streamingjob_operator.io.kafka import KafkaTarget
 from streamingjob_operator.rules.status import KafkaView
 
 from .data import Kafka
-
-if TYPE_CHECKING:
-    from .history import History
 
 TopicPartition = tuple[str, int]
 
@@ -71,24 +68,6 @@ def action(arg: int, partitions: int) -> dict[str, Any]:
             {"topic": "orders", "partition": arg // 4 % partitions, "offset": arg // 8 % 20}
         ]
     return asked
-
-
-def act(h: History, arg: int) -> None:
-    """kubectl patch spec.offsetsAction (a new nonce): two times in three with a suspend in
-    the same patch and a resume a while after it; else as the job is (refused while it
-    runs: the nonce is consumed)."""
-    from . import acts
-
-    with_suspend = arg % 3 != 0
-
-    def change(spec: dict[str, Any]) -> None:
-        nonce = (spec.get("offsetsAction") or {}).get("nonce", 0) + 1
-        spec["offsetsAction"] = {"nonce": nonce, **action(arg, h.world.kafka.partitions)}
-        if with_suspend:
-            spec["suspend"] = True
-
-    if acts.edit(h, change) and with_suspend:
-        h.world.at(h.world.delay(20, 120), "act", acts.later("resume", h.world.clock.t))
 
 
 class Readings:

@@ -26,7 +26,7 @@ from spark_app.dead_letter import DeadLetterTally
 from spark_app.kafka_metadata import KafkaMetadata, group_committer
 from spark_app.offsets import Epochs, Positions, StartDecision, TopicPartition
 from spark_app.options import SourceOptions
-from spark_app.partition_reader import DataLossError, KafkaInputPartition
+from spark_app.partition_range import DataLossError, KafkaInputPartition
 from spark_app.partition_state import PartitionStateTable
 from spark_app.typed_values import TypedValues
 

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from functools import lru_cache
 from types import ModuleType
 
-from spark_app.partition_reader import (
+from spark_app.partition_range import (
     KafkaInputPartition,
     arrow_schema,
     gc_paused,

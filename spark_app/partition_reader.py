@@ -22,95 +22,28 @@ import re
 import time
 from bisect import bisect_left
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from functools import lru_cache
 from operator import itemgetter
 from typing import TYPE_CHECKING, cast
 
-from pyspark.sql.datasource import InputPartition
-from pyspark.sql.types import (
-    ArrayType,
-    BinaryType,
-    IntegerType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
-
 if TYPE_CHECKING:
-    from spark_app.dead_letter import DeadLetterTarget
-    from spark_app.typed_values import TypedValues
+    pass
+
+from spark_app import native_read
+from spark_app.partition_range import (
+    KafkaInputPartition,
+    arrow_schema,
+    client_config,
+    gc_paused,
+    log_truncated,
+    no_progress,
+    offsets_lost,
+    topic_deleted,
+)
 
 log = logging.getLogger(__name__)
 
 _CONSUME_WAIT_S = 0.2
 _CONSUME_CHUNK = 1000
-# librdkafka stops prefetching a partition once queued.min.messages are queued and then
-# waits fetch.queue.backoff.ms (1 s): a bounded range reads 2-3x faster without that pause.
-# A short backoff keeps the fetcher ahead, so the queue can stay small: a 1M-message queue
-# (and 8 MB fetches) cost ~25% more CPU per record in page faults for fresh memory than
-# 50k messages and 2 MB fetches, at the same rate. Each can be overridden through kafka.*.
-FETCH_DEFAULTS = {
-    "queued.min.messages": 50_000,
-    "queued.max.messages.kbytes": 65_536,
-    "fetch.queue.backoff.ms": 10,
-    "max.partition.fetch.bytes": 2 << 20,
-}
-
-
-def spark_schema(include_headers: bool) -> StructType:
-    """The columns of Spark's built-in Kafka source (built without a SparkContext, because
-    executors' Python workers have none)."""
-    fields = [
-        StructField("key", BinaryType()),
-        StructField("value", BinaryType()),
-        StructField("topic", StringType()),
-        StructField("partition", IntegerType()),
-        StructField("offset", LongType()),
-        StructField("timestamp", TimestampType()),
-        StructField("timestampType", IntegerType()),
-    ]
-    if include_headers:
-        header = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
-        fields.append(StructField("headers", ArrayType(header)))
-    return StructType(fields)
-
-
-class DataLossError(RuntimeError):
-    """Offsets to read were deleted (retention) or a partition went away."""
-
-
-class TopicDeletedError(RuntimeError):
-    """The topic was deleted while a range of it was read."""
-
-
-@dataclass(frozen=True)
-class KafkaInputPartition(InputPartition):
-    topic: str
-    partition: int
-    start: int
-    end: int
-    client_config: dict = field(repr=False)  # may hold credentials: never in repr or logs
-    # the leader epoch kept in the checkpoint with `start` (None: unknown, e.g. a checkpoint
-    # of an older version): the read first asks the leader whether its log still holds
-    # what was read up to `start` (KIP-320, semantics rule 16)
-    start_epoch: int | None = None
-    fail_on_data_loss: bool = True
-    include_headers: bool = False
-    poll_timeout_ms: int = 120_000
-    max_records_per_batch: int = 10_000
-    read_path: str = "auto"  # auto | native | python
-    native_engine: str = "auto"  # auto | fetch | librdkafka
-    values: TypedValues | None = None  # valueFormat avro/json: decoded after the read
-    keys: TypedValues | None = None  # keyFormat avro/json: likewise
-    dead_letter: DeadLetterTarget | None = None  # where records that cannot be decoded go
-    headers_for_dead_letter_only: bool = False  # read for the dead-letter copies, not output
-
-    @property
-    def name(self) -> str:
-        return f"{self.topic}-{self.partition}"
 
 
 # How long a topic must stay out of the metadata before a stalled read calls it deleted (a
@@ -156,39 +89,6 @@ class TopicWatch:
         )
 
 
-def topic_deleted(p: KafkaInputPartition, position: int) -> TopicDeletedError:
-    return TopicDeletedError(
-        f"topic {p.topic} was deleted while the job read {p.name} [{p.start}, {p.end}) "
-        f"(stuck at offset {position}); the batch fails and nothing past the last completed "
-        f"batch is committed. Recreate topic {p.topic} and restart the job, or redeploy "
-        "without it (spec.job.source.subscribe)"
-    )
-
-
-@lru_cache(maxsize=2)
-def arrow_schema(include_headers: bool):
-    """Exactly the Arrow schema Spark checks batches against (to_arrow_schema, UTC)."""
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    return to_arrow_schema(spark_schema(include_headers), timezone="UTC")
-
-
-def client_config(p: KafkaInputPartition) -> dict:
-    """The executor consumer's configuration, the same on both read paths."""
-    config = {**FETCH_DEFAULTS, **p.client_config}
-    config.update(
-        {
-            # An out-of-range start must be an error we handle, never a silent jump to the end.
-            "auto.offset.reset": "error",
-            "enable.partition.eof": True,
-            "enable.auto.commit": False,
-            "enable.auto.offset.store": False,
-        }
-    )
-    config.setdefault("group.id", "kafka-checkpointed-reader")
-    return config
-
-
 def read_range(p: KafkaInputPartition) -> Iterator:
     """The records of `[p.start, p.end)` as Arrow record batches of Spark's schema."""
     if p.end <= p.start:
@@ -196,8 +96,6 @@ def read_range(p: KafkaInputPartition) -> Iterator:
     _freeze_heap_once()
     config = client_config(p)
     if p.read_path != "python":
-        from spark_app import native_read
-
         reader = native_read.open_range(p, config)  # None: fall back to pure Python
         if reader is not None:
             yield from native_read.drain(reader, p)
@@ -229,7 +127,6 @@ def validate_start(consumer, p: KafkaInputPartition) -> None:
     consumer.seek(at)  # waits until the partition takes it; records fetched before are dropped
 
 
-_DONE = object()
 _frozen: list[bool] = []
 
 
@@ -243,29 +140,6 @@ def _freeze_heap_once() -> None:
         _frozen.append(True)
         gc.collect()
         gc.freeze()
-
-
-def gc_paused(steps: Iterator) -> Iterator:
-    """Runs each step of `steps` with Python's cyclic garbage collector paused; the caller's
-    code between steps (Spark writing a batch) runs with it as it was.
-
-    Every record allocates objects the collector tracks (the `Message`, its timestamp
-    tuple), so it ran every few hundred records and walked all live ones, and the whole
-    heap once records reached the old generation: ~40% of the read path's time before
-    records were taken apart per chunk, ~18% after. Reading creates no reference cycles
-    (reference counting frees everything), as the Spark Connect client assumes when it
-    pauses the collector around its own parsing."""
-    while True:
-        enabled = gc.isenabled()
-        gc.disable()
-        try:
-            item = next(steps, _DONE)
-        finally:
-            if enabled:
-                gc.enable()
-        if item is _DONE:
-            return
-        yield item
 
 
 def _drain(consumer, p: KafkaInputPartition) -> Iterator:
@@ -311,14 +185,6 @@ def _drain(consumer, p: KafkaInputPartition) -> Iterator:
             if time.monotonic() - progressed > timeout_s:
                 raise no_progress(p, position)
             watch.check(consumer, progressed, position)
-
-
-def no_progress(p: KafkaInputPartition, position: int) -> TimeoutError:
-    return TimeoutError(
-        f"{p.name}: no progress reading [{p.start}, {p.end}) for "
-        f"{p.poll_timeout_ms} ms (stuck at {position}); is the broker reachable and "
-        "is an open transaction holding back the last stable offset?"
-    )
 
 
 def _handle_events(consumer, p: KafkaInputPartition, messages: list, position: int):
@@ -370,39 +236,6 @@ def _out_of_range(consumer, p: KafkaInputPartition, position: int, error) -> int
         # can trip librdkafka's assertion `rktp->rktp_started` and abort the process
         consumer.assign([TopicPartition(p.topic, p.partition, resume)])  # seek fails here
     return resume
-
-
-def offsets_lost(p: KafkaInputPartition, position: int, low: int) -> None:
-    """Offsets `position..low-1` were deleted: raises per failOnDataLoss, or warns (then the
-    caller continues at `low`)."""
-    message = (
-        f"{p.name}: offsets {position}..{low - 1} were deleted before they were read "
-        f"(log start is now {low}, batch range [{p.start}, {p.end}))"
-    )
-    if p.fail_on_data_loss:
-        raise DataLossError(
-            message + "; failOnDataLoss=true. Restart with failOnDataLoss=false "
-            "to skip them, or redeploy to start from committed offsets"
-        )
-    log.warning("%s; skipping them (failOnDataLoss=false)", message)
-
-
-def log_truncated(p: KafkaInputPartition, position: int, divergence: int) -> None:
-    """The partition's log no longer holds offsets `divergence..position-1` as they were read
-    (an unclean leader election, lost replicas): raises per failOnDataLoss, or warns (then
-    the caller reads on from `divergence`, the records the new leader has there)."""
-    message = (
-        f"{p.name}: the log was truncated below the read position: offsets "
-        f"{divergence}..{position - 1} were read from a leader whose log the new leader "
-        f"does not have (an unclean leader election or lost replicas; batch range "
-        f"[{p.start}, {p.end}))"
-    )
-    if p.fail_on_data_loss:
-        raise DataLossError(
-            message + "; failOnDataLoss=true. Restart with failOnDataLoss=false to read on "
-            f"from offset {divergence}, or redeploy to start from committed offsets"
-        )
-    log.warning("%s; reading on from offset %d (failOnDataLoss=false)", message, divergence)
 
 
 _TIMESTAMP_TYPE = itemgetter(0)

@@ -28,7 +28,7 @@ from spark_app import offsets as off
 from spark_app import typed_values
 from spark_app.driver_side import DriverSide
 from spark_app.options import OptionError, SourceOptions
-from spark_app.partition_reader import spark_schema
+from spark_app.partition_range import spark_schema
 from spark_app.typed_values import TypedValues
 
 FORMAT = "kafka_checkpointed"
@@ -136,7 +136,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # -- reading: executors ----------------------------------------------------------------
     def read(self, partition: InputPartition) -> Iterator:
-        from spark_app.partition_reader import KafkaInputPartition, read_range
+        from spark_app.partition_range import KafkaInputPartition
+        from spark_app.partition_reader import read_range
 
         assert isinstance(partition, KafkaInputPartition)
         batches = read_range(partition)

@@ -17,6 +17,12 @@ from dataclasses import dataclass, field
 
 from pyspark.sql.types import StructField, StructType
 
+from spark_app.decoding import (
+    ReaderSchemaError,
+    inline_reader_schema,
+    reader_column_type,
+    resolve_reader_schema,
+)
 from spark_app.options import ValueDecoding
 from spark_app.schema_registry_client import (
     RegisteredSchema,
@@ -51,8 +57,6 @@ class TypedValues:
 def at_query_start(decoding: ValueDecoding) -> TypedValues:
     """The reader schema from the registry; every failure is a ReaderSchemaError naming the
     option to fix."""
-    from spark_app.decoding import ReaderSchemaError, inline_reader_schema, resolve_reader_schema
-
     used = f"{decoding.option('Format')}={decoding.format}"
     try:
         client = decoding.registry_client()  # reads schemaRegistryCaFile, if any
@@ -104,8 +108,6 @@ def _full_name(reader: RegisteredSchema) -> str:
 def source_schema(raw: StructType, *typed: TypedValues) -> StructType:
     """The source's columns with each decoded one (`value`, `key`) the reader schema's type
     (for Avro, what from_avro gives)."""
-    from spark_app.decoding import reader_column_type
-
     types = {t.decoding.column: reader_column_type(t.reader, t.decoding.format) for t in typed}
     return StructType(
         [StructField(f.name, types[f.name], nullable=True) if f.name in types else f for f in raw]

@@ -16,7 +16,7 @@ from typing import Any
 
 from spark_app.dead_letter import DeadRecord, write_dead_records
 from spark_app.decoding import WireDecoder, decode_columns
-from spark_app.partition_reader import KafkaInputPartition, gc_paused
+from spark_app.partition_range import KafkaInputPartition, gc_paused
 from spark_app.typed_values import TypedValues
 
 log = logging.getLogger(__name__)

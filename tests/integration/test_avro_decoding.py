@@ -31,7 +31,8 @@ from spark_app.decoding import (
     decode_value_column,
     resolve_reader_schema,
 )
-from spark_app.partition_reader import KafkaInputPartition, read_range
+from spark_app.partition_range import KafkaInputPartition
+from spark_app.partition_reader import read_range
 from spark_app.schema_registry_client import (
     RegistryRefused,
     RegistryUnavailable,

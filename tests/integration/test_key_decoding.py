@@ -17,7 +17,8 @@ from devbed.schema_registry import SchemaRegistry, wire_format
 from spark_app import typed_values
 from spark_app.decoding import BAD_MAGIC_BYTE, UNKNOWN_SCHEMA_ID, PoisonRecordError
 from spark_app.options import SourceOptions
-from spark_app.partition_reader import KafkaInputPartition, read_range
+from spark_app.partition_range import KafkaInputPartition
+from spark_app.partition_reader import read_range
 from spark_app.value_decoder import decoded
 from tests.support.kafka_tools import consume_to_end, new_topic
 

@@ -28,7 +28,8 @@ from spark_app.decoding import (
     decode_value_column,
     resolve_reader_schema,
 )
-from spark_app.partition_reader import KafkaInputPartition, read_range
+from spark_app.partition_range import KafkaInputPartition
+from spark_app.partition_reader import read_range
 from spark_app.protobuf_values import ProtobufReaderSchema
 from spark_app.schema_registry_client import SchemaRegistryClient
 from tests.integration.test_avro_decoding import ORDER_V1 as AVRO_ORDER

@@ -23,7 +23,8 @@ from devbed.kafka_broker import KafkaBroker
 from devbed.kafka_cluster import KafkaCluster
 from devbed.polling import wait_for
 from spark_app import offsets as off
-from spark_app.partition_reader import DataLossError, KafkaInputPartition, read_range
+from spark_app.partition_range import DataLossError, KafkaInputPartition
+from spark_app.partition_reader import read_range
 from spark_app.source import KafkaStreamReader
 from tests.integration.spark_app.test_source_on_broker import on_path
 from tests.integration.spark_app.test_source_on_broker import reader as stream_reader

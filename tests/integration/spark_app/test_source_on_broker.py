@@ -25,13 +25,13 @@ from devbed.tls import Authority
 from spark_app import offsets as off
 from spark_app.offsets import StartError
 from spark_app.options import SourceOptions
-from spark_app.partition_reader import (
+from spark_app.partition_range import (
     DataLossError,
     KafkaInputPartition,
     TopicDeletedError,
     arrow_schema,
-    read_range,
 )
+from spark_app.partition_reader import read_range
 from spark_app.source import KafkaStreamReader
 from tests.support.kafka_tools import (
     add_partitions,

@@ -18,12 +18,8 @@ from spark_app import typed_values
 from spark_app.dead_letter import dead_letter_headers
 from spark_app.decoding import AvroDecoder, PoisonRecordError, decode_columns
 from spark_app.options import DeadLetterTarget, OptionError, SourceOptions, ValueDecoding
-from spark_app.partition_reader import (
-    KafkaInputPartition,
-    arrow_schema,
-    spark_schema,
-    to_record_batch,
-)
+from spark_app.partition_range import KafkaInputPartition, arrow_schema, spark_schema
+from spark_app.partition_reader import to_record_batch
 from spark_app.schema_registry_client import RegisteredSchema
 from spark_app.source import KafkaCheckpointedDataSource
 from spark_app.typed_values import TypedValues

@@ -11,7 +11,8 @@ import logging
 import pytest
 
 from spark_app import native_read, partition_reader
-from spark_app.partition_reader import KafkaInputPartition, client_config, read_range
+from spark_app.partition_range import KafkaInputPartition, client_config
+from spark_app.partition_reader import read_range
 
 pytestmark = pytest.mark.unit
 

@@ -13,13 +13,8 @@ from confluent_kafka import KafkaError, KafkaException, Message
 from confluent_kafka import TopicPartition as KafkaTP
 
 from spark_app import partition_reader as reader
-from spark_app.partition_reader import (
-    DataLossError,
-    KafkaInputPartition,
-    _drain,
-    arrow_schema,
-    gc_paused,
-)
+from spark_app.partition_range import DataLossError, KafkaInputPartition, arrow_schema, gc_paused
+from spark_app.partition_reader import _drain
 
 pytestmark = pytest.mark.unit
 

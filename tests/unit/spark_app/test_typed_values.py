@@ -25,12 +25,8 @@ from spark_app.decoding import (
     decode_value_column,
 )
 from spark_app.options import OptionError, SourceOptions
-from spark_app.partition_reader import (
-    KafkaInputPartition,
-    arrow_schema,
-    spark_schema,
-    to_record_batch,
-)
+from spark_app.partition_range import KafkaInputPartition, arrow_schema, spark_schema
+from spark_app.partition_reader import to_record_batch
 from spark_app.schema_registry_client import RegisteredSchema, RegistryUnavailable
 from spark_app.source import KafkaCheckpointedDataSource
 from spark_app.typed_values import TypedValues
