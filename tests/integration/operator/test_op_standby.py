@@ -87,7 +87,8 @@ def test_a_crashed_driver_hands_over_to_the_ready_standby_only_once_it_is_gone(
         lambda: (s := kube.status(ns, "orders")).get("driverPod") == spare and s, 20, "switched"
     )
     assert (st["epoch"], st["attempt"]) == (1, 2)
-    assert st["checkpointLocation"].endswith("/orders/epoch-1")  # restored, same epoch
+    uid = kube.job(ns, "orders")["metadata"]["uid"]
+    assert st["checkpointLocation"].endswith(f"/orders/{uid}/epoch-1")  # restored, same epoch
     # a new standby behind it, under a name never used
     _ready_standby(kube, ns, "orders", 3)
     assert kube.driver_names(ns) == [spare, "orders-e1-a3-driver"]
