@@ -30,7 +30,7 @@ from streamingjob_operator.act import Actor
 from streamingjob_operator.api.models import StreamingJobSpec, StreamingJobStatus, parse_status
 from streamingjob_operator.autoscaling import foreign_scale, note_applied
 from streamingjob_operator.children.validation import InvalidJobError, parse, summary
-from streamingjob_operator.failures import Failures
+from streamingjob_operator.failures import Events, Failures
 from streamingjob_operator.io.errors import ConflictError, TransientError
 from streamingjob_operator.io.k8s import KubeApi
 from streamingjob_operator.io.kafka import KafkaMonitor
@@ -48,7 +48,6 @@ from streamingjob_operator.validate import Validator
 log = logging.getLogger(__name__)
 
 MAX_STEPS = 8
-Events = list[tuple[dict[str, Any], Event]]
 
 
 class Reconciler:
