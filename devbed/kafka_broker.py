@@ -446,10 +446,6 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
-
-
 def train_archive(version: str, into: Path) -> None:
     """A broker started from nothing, asked once over SASL_SSL and stopped cleanly: the JVM
     writes the classes it loaded to `into`/kafka.jsa as it exits (devbed/broker_jvm.py)."""
@@ -472,3 +468,7 @@ def java_argfile(args: list[str]) -> str:
     """`args` as a Java launcher argument file: one quoted argument a line."""
     quoted = ('"' + a.replace("\\", "\\\\").replace('"', '\\"') + '"' for a in args)
     return "\n".join(quoted) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
