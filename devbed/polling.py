@@ -9,6 +9,20 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 
+class Unmet:
+    """A probe's "not yet" that says what it saw: falsy, so `wait_for` keeps polling, and
+    shown in the timeout's message (a bare False hides why a wait failed)."""
+
+    def __init__(self, **seen: Any) -> None:
+        self.seen = seen
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __repr__(self) -> str:
+        return f"Unmet({', '.join(f'{k}={v!r}' for k, v in self.seen.items())})"
+
+
 def wait_for(
     fn: Callable[[], T], timeout: float = 30.0, what: str = "condition", interval: float = 0.1
 ) -> T:

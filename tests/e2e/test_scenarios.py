@@ -57,6 +57,7 @@ from devbed.kind_bed import (
     wait_for,
     worker_nodes,
 )
+from devbed.polling import Unmet
 from tests.e2e.batch_timeline import BatchTimeline
 from tests.e2e.results import RUN_RESULTS
 from tests.support.delta_output import s3_options, table_rows
@@ -1564,12 +1565,13 @@ def _step(job: Job, producer: ProducerLoop, rate: float, target: int) -> tuple[P
     )
     reading = time.monotonic()
     steady = rate * 3 * ELASTIC_TRIGGER
-    wait_for(
-        f"lag at most {steady:.0f}",
-        lambda: (s := job.status()).get("attempt") == attempt + 1 and (s.get("lag") or 0) <= steady,
-        240,
-        1,
-    )
+
+    def steady_lag() -> bool | Unmet:
+        status = job.status()
+        seen = {"attempt": status.get("attempt"), "lag": status.get("lag")}
+        return (seen["attempt"] == attempt + 1 and (seen["lag"] or 0) <= steady) or Unmet(**seen)
+
+    wait_for(f"lag at most {steady:.0f} in attempt {attempt + 1}", steady_lag, 240, 1)
     sample = {
         "action": action,
         "from": status["executors"],
