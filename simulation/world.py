@@ -77,7 +77,6 @@ class World:
         self.crash_exit: tuple[int, str, str] = (1, "", "")  # with this code, reason, message
         self.failures: list[Failure] = []  # driver failures the world caused (reported.py)
         self.refused: set[str] = set()  # jobs (uids) the runner refused, no new target since
-        self.process_ends: list[float] = []  # when an operator process ended (replicas.py)
         # an offsets action moved a group (offsets.py): the checker hears of it
         self.offsets_moved: Callable[[str, dict[Any, int]], None] = lambda group, moved: None
         self.watch_stalled_until = -1.0
