@@ -31,8 +31,19 @@ class Act:
 
 NAME = "orders"
 # Where an armed driver crash strikes: the stage it is about to run ("plan": after the
-# commit-log entry, before the batch's group commit)
-CRASH_STAGES = ("sink", "commit", "plan", "start", "catch-up", "resolve", "restore", "final-commit")
+# commit-log entry, before the batch's group commit; "dead-letter": before any or between two
+# of the batch's dead-letter transactions; "sink": after them, before the sink and commits/N)
+CRASH_STAGES = (
+    "sink",
+    "commit",
+    "plan",
+    "start",
+    "catch-up",
+    "resolve",
+    "restore",
+    "final-commit",
+    "dead-letter",
+)
 # How a driver exits (code, termination reason, message): every exit the operator tells
 # apart (spark_app/kafka_config.py; restarts.failure_of). The runner's own causes come at its
 # start, before any read; a failure of the query or an OOM kill anywhere.

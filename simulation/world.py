@@ -22,7 +22,7 @@ from streamingjob_operator.rules.observed import iso
 
 from .clock import Clock
 from .cluster import Server
-from .data import Files, FileSink, Kafka, Table
+from .data import DeadLetterTopic, Files, FileSink, Kafka, Table
 from .driver import Driver, Sinks
 from .driver import World as DriverWorld
 
@@ -66,7 +66,9 @@ class World:
         self.clock = Clock()
         self.server = Server(self.clock)
         self.server.delete_pod = self._delete_pod
-        self.kafka = Kafka(partitions)
+        poison = random.Random(f"poison-{seed}")  # its own stream: the others draw as before
+        self.kafka = Kafka(partitions, poison.choice([0, 3, 5, 8]), poison.randrange(1000))
+        self.dead_letter = DeadLetterTopic()
         self.files = Files()
         self.sinks = Sinks(FileSink(), Table())
         self.nodes: dict[str, Node] = {}
@@ -300,6 +302,7 @@ class World:
             read_go=self._read_go,
             commit_fails=self._commit_fails,
             log=self.log,
+            dead_letter=self.dead_letter,
         )
 
     def _commit_fails(self) -> bool:
