@@ -15,7 +15,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from streamingjob_operator.api.models import parse_status
+from streamingjob_operator.api.models import WarningRecord
 from streamingjob_operator.io.k8s import KubeApi
 from streamingjob_operator.rules.history import Event
 from streamingjob_operator.rules.observed import parse_time
@@ -41,9 +41,9 @@ class Announcer:
 
     def unposted(self, job: dict[str, Any]) -> Events:
         """The job's kept warnings this process has not posted, within the Events' TTL."""
-        if not (job.get("status") or {}).get("warnings"):
+        kept = _warnings(job)
+        if not kept:
             return []
-        kept = parse_status(job.get("status")).warnings
         posted = self._posted(job["metadata"])
         posted &= {w.name for w in kept}  # the rest dropped out of status: bounded memory
         since = self.clock() - REPOST_WITHIN
@@ -74,13 +74,20 @@ class Announcer:
         self.posted.pop(key, None)
 
 
+def _warnings(job: dict[str, Any]) -> list[WarningRecord]:
+    """status.warnings alone (the rest of status is not parsed: this runs on every read)."""
+    return [
+        WarningRecord.model_validate(w) for w in (job.get("status") or {}).get("warnings") or []
+    ]
+
+
 def _kept(job: dict[str, Any], event: Event, done: set[str]) -> tuple[str, str] | None:
     """The kept warning this Event stands for, by its name, else the newest alike one not
     posted yet: its name and time ("" when all alike ones are posted); None: not kept."""
     told = (event.reason, event.message)
     alike = [
         w
-        for w in parse_status(job.get("status")).warnings
+        for w in _warnings(job)
         if (w.name == event.name if event.name else (w.reason, w.message) == told)
     ]
     if not alike:
