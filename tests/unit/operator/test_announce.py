@@ -8,6 +8,7 @@ KubeApi seam the simulation tier runs it on); a crash is a `Crash` raised inside
 from __future__ import annotations
 
 import copy
+from datetime import timedelta
 
 import pytest
 
@@ -95,3 +96,27 @@ def test_a_warning_the_api_server_refused_is_posted_by_a_later_reconcile():
     server.clock.t += 5
     reconciler.reconcile(NS, NAME)
     assert len(_warnings(server, pod)) == 1
+
+
+def test_only_warnings_younger_than_the_event_ttl_are_posted_again():
+    """An Event the API server let expire (its TTL, 1 h by default) would come back: a kept
+    warning older than 50 minutes is not posted again."""
+    from streamingjob_operator.announce import Announcer
+    from streamingjob_operator.rules.observed import iso
+
+    server, api = _world()
+    server.clock.t = 3 * 3600.0
+    job = server.get("StreamingJob", NS, NAME)
+    assert job is not None
+    old, young = (iso(server.clock() - timedelta(minutes=m)) for m in (55, 45))
+    job["status"] = {
+        "warnings": [
+            {"name": "orders.old", "time": old, "reason": "DriverFailed", "message": "old"},
+            {"name": "orders.young", "time": young, "reason": "DriverFailed", "message": "young"},
+        ]
+    }
+    announcer = Announcer(api, server.clock)  # type: ignore[arg-type]
+    announcer.post(announcer.unposted(job))
+    announcer.post(announcer.unposted(job))
+    assert [(r, m) for _, _, r, m in server.events] == [("DriverFailed", "young")]
+    assert server.event_names == {"orders.young"}
