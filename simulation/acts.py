@@ -31,8 +31,9 @@ class Act:
 
 NAME = "orders"
 # Where an armed driver crash strikes: the stage it is about to run ("plan": after the
-# commit-log entry, before the batch's group commit; "dead-letter": before any or between two
-# of the batch's dead-letter transactions; "sink": after them, before the sink and commits/N)
+# commit-log entry, before the batch's group commit; "dead-letter": before the batch's
+# dead-letter transactions, "dead-letter+1": between two of them (world._crashes_now);
+# "sink": after them, before the sink and commits/N)
 CRASH_STAGES = (
     "sink",
     "commit",
@@ -43,6 +44,7 @@ CRASH_STAGES = (
     "restore",
     "final-commit",
     "dead-letter",
+    "dead-letter+1",
 )
 # How a driver exits (code, termination reason, message): every exit the operator tells
 # apart (spark_app/kafka_config.py; restarts.failure_of). The runner's own causes come at its

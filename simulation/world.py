@@ -316,10 +316,10 @@ class World:
         name = driver.pod
         if not driver.alive:
             return
-        if driver.stage == self.crash_at_stage and self.nodes[driver.node].alive:
-            self.crash_at_stage = ""
+        if self._crashes_now(driver) and self.nodes[driver.node].alive:
+            where, self.crash_at_stage = self.crash_at_stage, ""
             code, driver.term_reason, driver.term_message = self.crash_exit
-            self.log(f"{name} crashed at {driver.stage} (armed): exit {code} {driver.term_reason}")
+            self.log(f"{name} crashed at {where} (armed): exit {code} {driver.term_reason}")
             driver.exit(code)
             self.failed(driver, cause_of(code, driver.term_reason, driver.term_message))
             self.at(self.delay(0.2, 1), "kubelet", name)
@@ -334,6 +334,13 @@ class World:
             self.at(self.delay(0.3, 2.5), "driver", uid)
         elif self.pod(name) is not None:
             self.at(self.delay(0.2, 1), "kubelet", name)
+
+    def _crashes_now(self, driver: Driver) -> bool:
+        """At the armed stage; "dead-letter+1": after the batch's first dead-letter
+        transaction, before the next (its stage stays dead-letter until all are done)."""
+        if self.crash_at_stage == "dead-letter+1":
+            return driver.stage == "dead-letter" and bool(driver.dead_done)
+        return driver.stage == self.crash_at_stage
 
     def _report(self, job: str, key: str, value: dict[str, Any]) -> bool:
         cm = self.server.get("ConfigMap", NAMESPACE, report_configmap_name(job))
