@@ -31,8 +31,21 @@ class Act:
 
 NAME = "orders"
 # Where an armed driver crash strikes: the stage it is about to run ("plan": after the
-# commit-log entry, before the batch's group commit)
-CRASH_STAGES = ("sink", "commit", "plan", "start", "catch-up", "resolve", "restore", "final-commit")
+# commit-log entry, before the batch's group commit; "dead-letter": before the batch's
+# dead-letter transactions, "dead-letter+1": between two of them (world._crashes_now);
+# "sink": after them, before the sink and commits/N)
+CRASH_STAGES = (
+    "sink",
+    "commit",
+    "plan",
+    "start",
+    "catch-up",
+    "resolve",
+    "restore",
+    "final-commit",
+    "dead-letter",
+    "dead-letter+1",
+)
 # How a driver exits (code, termination reason, message): every exit the operator tells
 # apart (spark_app/kafka_config.py; restarts.failure_of). The runner's own causes come at its
 # start, before any read; a failure of the query or an OOM kill anywhere.

@@ -43,6 +43,7 @@ class Server:
     calls: int = 0
     events: list[tuple[str, str, str, str]] = field(default_factory=list)  # uid, type, reason, msg
     event_times: list[float] = field(default_factory=list)  # when each of `events` was posted
+    event_names: set[str] = field(default_factory=set)  # the Events posted under a name
     lease_events: list[tuple[str, str]] = field(default_factory=list)  # reason, message
     deposed: list[str] = field(default_factory=list)  # writes of a replica another deposed
     # the kubelets' side of a pod deletion (world.py): True when the pod is gone at once
@@ -224,12 +225,26 @@ class SimApi:
         self._leave("get secret")
         return None
 
-    def post_event(self, job: dict[str, Any], type_: str, reason: str, message: str) -> None:
+    def post_event(
+        self,
+        job: dict[str, Any],
+        type_: str,
+        reason: str,
+        message: str,
+        *,
+        name: str = "",
+        at: str = "",
+    ) -> bool:
         if self.server.down() or self.server.clock.t < self.cut_until:
-            return  # logged, never raised (k8s.py)
+            return False  # logged, never raised (k8s.py)
+        if name in self.server.event_names:
+            return True  # 409 AlreadyExists: posted before
+        if name:
+            self.server.event_names.add(name)
         uid = job.get("metadata", {}).get("uid", "")
         self.server.events.append((uid, type_, reason, message))
         self.server.event_times.append(self.server.clock.t)
+        return True
 
     # --- the operator's leader-election Lease (leadership.py) ---------------------------
 

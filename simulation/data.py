@@ -1,5 +1,6 @@
-"""The data the job moves: Kafka partitions of numbered records and the group's committed
-offsets, the file system holding checkpoints and the file sink's output, and a Delta table.
+"""The data the job moves: Kafka partitions of numbered records (some of them poison: they
+cannot be decoded) and the group's committed offsets, the dead-letter topic, the file system
+holding checkpoints and the file sink's output, and a Delta table.
 
 A record is `(topic, partition, offset)`. What a sink's reader sees is what its batches
 wrote once committed: the file sink's batches listed in its `_spark_metadata` logs, the
@@ -21,11 +22,18 @@ Record = tuple[str, int, int]
 @dataclass
 class Kafka:
     partitions: int
+    poison_every: int = 0  # about one record in this many cannot be decoded (0: none)
+    poison_salt: int = 0  # where they fall (per seed)
     end: Positions = field(default_factory=dict)
     groups: dict[str, Positions] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.end = {(TOPIC, p): 0 for p in range(self.partitions)}
+
+    def poison(self, record: Record) -> bool:
+        _, partition, offset = record
+        every = self.poison_every
+        return every > 0 and (offset * 31 + partition * 17 + self.poison_salt) % every == 0
 
     def produce(self, partition: int, count: int) -> None:
         self.end[(TOPIC, partition)] += count
@@ -36,6 +44,25 @@ class Kafka:
     def commit(self, group: str, positions: Positions) -> None:
         """As Kafka does: any offset is taken, backwards too."""
         self.groups.setdefault(group, {}).update(positions)
+
+
+@dataclass
+class DeadLetterTopic:
+    """The dead-letter topic as its read_committed consumers see it, and its writers'
+    progress groups (spark_app/dead_letter.py): a transaction adds its copies and commits its
+    progress offset at once, or (its writer killed first) nothing."""
+
+    copies: list[tuple[str, Record]] = field(default_factory=list)  # (the job's group, record)
+    progress: dict[str, Positions] = field(default_factory=dict)  # by progress group
+
+    def committed(self, progress_group: str, tp: tuple[str, int]) -> int:
+        return self.progress.get(progress_group, {}).get(tp, -1001)  # none: OFFSET_INVALID
+
+    def commit(
+        self, group: str, progress_group: str, tp: tuple[str, int], rows: list[Record], end: int
+    ) -> None:
+        self.copies.extend((group, row) for row in rows)
+        self.progress.setdefault(progress_group, {})[tp] = end
 
 
 class Files:

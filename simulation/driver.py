@@ -5,8 +5,10 @@ its manifest is the job ConfigMap's `job.yaml` as it was when the process starte
 the runner's logic decides, this calls it: the start point (`start.start_point` over the
 simulated checkpoint), the catch-up (`durable_batch` with the sink's own batch by
 `group_offsets.sink_batch`, `ahead_of_group`), the start offsets (`offsets.resolve_start`),
-the final commit's durable batch. What Spark does between them (plan a batch, write the sink,
-write `commits/N`) is modelled, with a crash possible at every stage."""
+the final commit's durable batch, what goes to the dead-letter topic (`dead_letter.
+transaction_of`). What Spark does between them (plan a batch, send its poison records to the
+dead-letter topic, write the sink, write `commits/N`) is modelled, with a crash possible at
+every stage."""
 
 from __future__ import annotations
 
@@ -16,17 +18,20 @@ from typing import Any
 
 import yaml
 
+from spark_app import dead_letter
 from spark_app import offsets as off
 from spark_app.checkpoint_log import ahead_of_group
 from spark_app.delta_sink import app_id
 from spark_app.group_offsets import newest_durable, sink_batch
 from spark_app.manifest import RunnerManifest, epoch_sink_path, load_manifest
 from spark_app.offsets import Positions
+from spark_app.options import DeadLetterTarget
+from spark_app.poison import MALFORMED_PAYLOAD
 from spark_app.runner import parse_args
 from spark_app.start import start_point
 from streamingjob_operator.api.naming import LABEL_JOB
 
-from .data import Checkpoint, Files, FileSink, Kafka, Record, Table, records
+from .data import Checkpoint, DeadLetterTopic, Files, FileSink, Kafka, Record, Table, records
 
 EXIT_FAILED, EXIT_CATCH_UP_FAILED = 1, 5
 
@@ -74,6 +79,7 @@ class World:
     read_go: Callable[[str], dict[str, Any] | None]  # a ConfigMap's go.json (None: none)
     commit_fails: Callable[[], bool]
     log: Callable[[str], None]
+    dead_letter: DeadLetterTopic
 
 
 @dataclass
@@ -103,6 +109,7 @@ class Driver:
     batch_start: Positions = field(default_factory=dict)
     batch_end: Positions = field(default_factory=dict)
     pending_commit: Positions | None = None
+    dead_done: set[tuple[str, int]] = field(default_factory=set)  # the batch's transactions
     reading: bool = False  # the query runs (reads, writes the sink or commits)
     caught_up_from: str = ""  # the earlier checkpoint whose durable batch it committed
     # the runner's report (report.json): its start, then its throughput after each batch
@@ -245,7 +252,7 @@ class Driver:
             self.stage = "plan"
         else:
             self.batch, self.batch_start, self.batch_end = newest, start, end
-            self.stage = "sink"
+            self.stage = "dead-letter"
 
     def _plan(self, w: World) -> None:
         """Between batches: a stop request stops here; else the next batch is planned when
@@ -261,11 +268,39 @@ class Driver:
         checkpoint = Checkpoint(w.files, self.location)
         checkpoint.write_offsets(self.batch, end, self.batch_start if self.batch == 0 else None)
         self.batch_end = end
+        self.stage = "dead-letter"
+
+    def _dead_letter(self, w: World) -> None:
+        """The batch's poison records to the dead-letter topic before the sink is written:
+        per partition one transaction (value_decoder._decode_one), what it holds and the
+        progress it commits decided by the runner's `dead_letter.transaction_of`; one per
+        step, so that a kill may fall between two."""
+        for tp in sorted(self.batch_end):
+            if tp in self.dead_done:
+                continue
+            self.dead_done.add(tp)
+            span = records({tp: self.batch_start.get(tp, 0)}, {tp: self.batch_end[tp]})
+            poison = [r for r in span if w.kafka.poison(r)]
+            if not poison:
+                continue
+            target = DeadLetterTarget("dead-letter", {}, self.job, self.epoch, self.group)
+            dead = [
+                dead_letter.DeadRecord(t, p, o, None, None, None, MALFORMED_PAYLOAD, "poison")
+                for t, p, o in poison
+            ]
+            progress = w.dead_letter.committed(target.progress_group, tp)
+            transaction = dead_letter.transaction_of(dead, progress, self.batch_end[tp])
+            if transaction is not None:
+                rows, end = transaction
+                copies = [(r.topic, r.partition, r.offset) for r in rows]
+                w.dead_letter.commit(self.group, target.progress_group, tp, copies, end)
+            return
+        self.dead_done = set()
         self.stage = "sink"
 
     def _sink(self, w: World) -> None:
         assert self.manifest is not None
-        rows = records(self.batch_start, self.batch_end)
+        rows = [r for r in records(self.batch_start, self.batch_end) if not w.kafka.poison(r)]
         w.sinks.add_batch(self.manifest, self.epoch, self.location, self.batch, rows)
         self.stage = "commit"
 

@@ -5,6 +5,8 @@
   record below the group's committed offset appears (the group never runs ahead of durable
   output); across a deletion, only what the deleted job had made durable but not committed
   may appear again;
+- poison: a record that cannot be decoded never appears in the sink, and at most once per group
+  in the committed dead-letter topic (its copy there counts as read for the group's offsets);
 - one reader: never two drivers of the job reading at once, and no reading driver on a live
   node forced out (it would go on writing beside the next);
 - a checkpoint belongs to one epoch of one job: a driver restores only its own epoch's;
@@ -50,6 +52,9 @@ class Checker:
         self.deferred: list[Violation] = []  # found between two checks
         self.allowed: set[Record] = set()  # may appear twice: durable, uncommitted, deleted
         self.visible_count = 0
+        self.dead: Counter[tuple[str, Record]] = Counter()  # dead-letter copies, by group
+        self.dead_count = 0
+        self.dead_read: set[Record] = set()
         self.owners: dict[str, tuple[str, int]] = {}  # checkpoint location -> (uid, epoch)
         self.groups: dict[str, str] = {}  # checkpoint location -> the group its driver read
         self.prefix: dict[tuple[str, int], int] = {}  # per partition: all offsets below seen
@@ -102,8 +107,9 @@ class Checker:
             self.exists = False
             self._gone(self.group)
         found, self.deferred = self.deferred, []
-        found += self._exactly_once() + self._one_reader() + self._own_checkpoint()
-        found += self._names() + self._fenced() + self._redeploys_start_fresh()
+        found += self._poison() + self._exactly_once() + self._one_reader()
+        found += self._own_checkpoint() + self._names() + self._fenced()
+        found += self._redeploys_start_fresh()
         found += [Violation("two leaders", what) for what in self.world.server.deposed]
         self.world.server.deposed.clear()
         return found + [Violation("unreported", what) for what in self.reports.check()]
@@ -142,6 +148,21 @@ class Checker:
         self.world.unfenced.clear()
         return found
 
+    def _poison(self) -> list[Violation]:
+        """Each poison record goes to the dead-letter topic once per group and never to the
+        sink (across restores, redeploys, hand-overs, re-creations and driver kills)."""
+        found = []
+        copies = self.world.dead_letter.copies
+        for group, record in copies[self.dead_count :]:
+            self.dead[(group, record)] += 1
+            self.dead_read.add(record)  # read, for the group's offsets (_exactly_once)
+            if self.dead[(group, record)] > 1:
+                found.append(
+                    Violation("dead-letter duplicate", f"{record} twice in the dead-letter topic")
+                )
+        self.dead_count = len(copies)
+        return found
+
     def _exactly_once(self) -> list[Violation]:
         found = []
         rows = self.world.sinks.written
@@ -151,6 +172,8 @@ class Checker:
             self.seen_by[key] += 1
             if self.seen_by[key] > 1 and record not in self.allowed:
                 found.append(Violation("duplicate", f"{record} appears twice in the sink"))
+            if self.world.kafka.poison(record):
+                found.append(Violation("poison in sink", f"{record} cannot be decoded"))
         self.visible_count = len(rows)
         for group, committed in self.world.kafka.groups.items():
             for (topic, partition), offset in sorted(committed.items()):
@@ -158,18 +181,22 @@ class Checker:
                 while (
                     self.seen[(topic, partition, prefix)]
                     or (topic, partition, prefix) in self.skipped
+                    or (topic, partition, prefix) in self.dead_read
                 ):
                     prefix += 1
                 self.prefix[(topic, partition)] = prefix
                 if offset > prefix:
                     missing = [
-                        o for o in range(prefix, offset) if not self.seen[(topic, partition, o)]
+                        o
+                        for o in range(prefix, offset)
+                        if not self.seen[(topic, partition, o)]
+                        and (topic, partition, o) not in self.dead_read
                     ]
                     found.append(
                         Violation(
                             "lost",
                             f"group {group} committed {topic}-{partition} at {offset} but "
-                            f"offsets {missing[:5]} are not in the sink",
+                            f"offsets {missing[:5]} are not in the sink (nor dead-lettered)",
                         )
                     )
         return found

@@ -82,12 +82,23 @@ class GatedApi(SimApi):
     def delete(self, kind: str, namespace: str, name: str) -> None:
         self._gated("delete", lambda: super(GatedApi, self).delete(kind, namespace, name))
 
-    def post_event(self, job: dict[str, Any], type_: str, reason: str, message: str) -> None:
+    def post_event(
+        self,
+        job: dict[str, Any],
+        type_: str,
+        reason: str,
+        message: str,
+        *,
+        name: str = "",
+        at: str = "",
+    ) -> bool:
         try:
             post = super().post_event
-            self._gated("event", lambda: post(job, type_, reason, message))
+            return bool(
+                self._gated("event", lambda: post(job, type_, reason, message, name=name, at=at))
+            )
         except NotLeading:
-            pass  # logged, never raised (k8s.KubeApi.post_event)
+            return False  # logged, never raised (k8s.KubeApi.post_event)
 
 
 @dataclass
@@ -148,7 +159,6 @@ class Replica:
             return
         self.alive = False
         self.operator = None
-        self.world.process_ends.append(self.world.clock.t)
         self.world.log(f"operator {self.name} process {self.generation} ended: {why}")
         self.world.at(self.world.delay(1, 10), "replica-start", self.name)
 

@@ -4,11 +4,8 @@ see it, in status naming the cause (a condition's reason, or a condition's or a 
 entry's message naming the pod: a redeploy starts the failure count, and with it
 Degraded, afresh) and in a Warning Event on the job naming the pod. The bound counts from
 when both the API server and a leading operator are there (an outage or a change of leader
-delays every report).
-
-A known limit, not checked: the reconcile posts its Events when it ends (reconcile.py), so
-an operator process that recorded a failure in status and ended before posting (a crash, a
-lost Lease) loses the Event; the next leader tells it in status only."""
+delays every report). Also a failure whose operator process recorded it in status and ended
+before posting its Event (a crash, a lost Lease): the next leader posts it (announce.py)."""
 
 from __future__ import annotations
 
@@ -40,8 +37,6 @@ class Reports:
         for failure in failures:
             if failure.uid != uid:
                 continue  # its job is gone: nobody is left to tell
-            if failure.status_seen and not failure.event_seen and self._died_after(failure.at):
-                failure.event_seen = True  # its Event went with the process (see the top)
             if failure.status_seen and failure.event_seen:
                 continue
             if self.world.clock.t - max(failure.at, since) <= BOUND:
@@ -61,9 +56,6 @@ class Reports:
             )
         self.world.failures = kept
         return late
-
-    def _died_after(self, at: float) -> bool:
-        return any(end >= at for end in self.world.process_ends)
 
     def _read_events(self) -> None:
         events = self.world.server.events

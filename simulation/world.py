@@ -22,7 +22,7 @@ from streamingjob_operator.rules.observed import iso
 
 from .clock import Clock
 from .cluster import Server
-from .data import Files, FileSink, Kafka, Table
+from .data import DeadLetterTopic, Files, FileSink, Kafka, Table
 from .driver import Driver, Sinks
 from .driver import World as DriverWorld
 
@@ -66,7 +66,9 @@ class World:
         self.clock = Clock()
         self.server = Server(self.clock)
         self.server.delete_pod = self._delete_pod
-        self.kafka = Kafka(partitions)
+        poison = random.Random(f"poison-{seed}")  # its own stream: the others draw as before
+        self.kafka = Kafka(partitions, poison.choice([0, 3, 5, 8]), poison.randrange(1000))
+        self.dead_letter = DeadLetterTopic()
         self.files = Files()
         self.sinks = Sinks(FileSink(), Table())
         self.nodes: dict[str, Node] = {}
@@ -77,7 +79,6 @@ class World:
         self.crash_exit: tuple[int, str, str] = (1, "", "")  # with this code, reason, message
         self.failures: list[Failure] = []  # driver failures the world caused (reported.py)
         self.refused: set[str] = set()  # jobs (uids) the runner refused, no new target since
-        self.process_ends: list[float] = []  # when an operator process ended (replicas.py)
         # an offsets action moved a group (offsets.py): the checker hears of it
         self.offsets_moved: Callable[[str, dict[Any, int]], None] = lambda group, moved: None
         self.watch_stalled_until = -1.0
@@ -301,6 +302,7 @@ class World:
             read_go=self._read_go,
             commit_fails=self._commit_fails,
             log=self.log,
+            dead_letter=self.dead_letter,
         )
 
     def _commit_fails(self) -> bool:
@@ -314,10 +316,10 @@ class World:
         name = driver.pod
         if not driver.alive:
             return
-        if driver.stage == self.crash_at_stage and self.nodes[driver.node].alive:
-            self.crash_at_stage = ""
+        if self._crashes_now(driver) and self.nodes[driver.node].alive:
+            where, self.crash_at_stage = self.crash_at_stage, ""
             code, driver.term_reason, driver.term_message = self.crash_exit
-            self.log(f"{name} crashed at {driver.stage} (armed): exit {code} {driver.term_reason}")
+            self.log(f"{name} crashed at {where} (armed): exit {code} {driver.term_reason}")
             driver.exit(code)
             self.failed(driver, cause_of(code, driver.term_reason, driver.term_message))
             self.at(self.delay(0.2, 1), "kubelet", name)
@@ -332,6 +334,13 @@ class World:
             self.at(self.delay(0.3, 2.5), "driver", uid)
         elif self.pod(name) is not None:
             self.at(self.delay(0.2, 1), "kubelet", name)
+
+    def _crashes_now(self, driver: Driver) -> bool:
+        """At the armed stage; "dead-letter+1": after the batch's first dead-letter
+        transaction, before the next (its stage stays dead-letter until all are done)."""
+        if self.crash_at_stage == "dead-letter+1":
+            return driver.stage == "dead-letter" and bool(driver.dead_done)
+        return driver.stage == self.crash_at_stage
 
     def _report(self, job: str, key: str, value: dict[str, Any]) -> bool:
         cm = self.server.get("ConfigMap", NAMESPACE, report_configmap_name(job))

@@ -70,6 +70,18 @@ def dead_letter_headers(record: DeadRecord, target: DeadLetterTarget) -> list:
     return [*record.headers, *ours]
 
 
+def transaction_of(
+    records: list[DeadRecord], progress: int, end: int
+) -> tuple[list[DeadRecord], int] | None:
+    """What one partition's dead-letter transaction holds, the pure part of
+    `write_dead_records` (the simulation runs it too): the dead records no committed
+    transaction wrote (at or past the partition's progress offset; negative: none committed)
+    and the progress offset committed with them (`end`: the read handled up to there).
+    None: nothing to write, the progress stays."""
+    new = [r for r in records if r.offset >= max(progress, 0)]
+    return (new, end) if new else None
+
+
 def write_dead_records(
     target: DeadLetterTarget, topic: str, partition: int, records: list[DeadRecord], end: int
 ) -> int:
@@ -97,10 +109,11 @@ def write_dead_records(
     try:
         producer.init_transactions(_TIMEOUT_S)  # fences and aborts an earlier writer's
         [done] = progress.committed([TopicPartition(topic, partition)], timeout=_TIMEOUT_S)
-        new = [r for r in records if r.offset >= max(done.offset, 0)]
-        if new:
-            handled = TopicPartition(topic, partition, end)
-            _in_transaction(producer, target, new, progress, handled)
+        transaction = transaction_of(records, done.offset, end)
+        if transaction is None:
+            return 0
+        new, handled = transaction
+        _in_transaction(producer, target, new, progress, TopicPartition(topic, partition, handled))
         return len(new)
     except Exception as exc:
         raise DeadLetterError(

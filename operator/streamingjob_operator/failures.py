@@ -12,19 +12,19 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from streamingjob_operator.announce import Events
 from streamingjob_operator.api.models import HistoryEntry, ReconcileFailure, parse_status
 from streamingjob_operator.io.errors import ConflictError, FatalError, OperatorError
 from streamingjob_operator.io.k8s import KubeApi
 from streamingjob_operator.io.kafka import KafkaMonitor
 from streamingjob_operator.io.metrics import Metrics
 from streamingjob_operator.rules.decide import Event
+from streamingjob_operator.rules.history import keep_warnings
 from streamingjob_operator.rules.observed import iso
 from streamingjob_operator.rules.status import set_conditions, status_body
 from streamingjob_operator.settings import OperatorSettings
 
 log = logging.getLogger(__name__)
-
-Events = list[tuple[dict[str, Any], Event]]
 
 
 class Failures:
@@ -81,6 +81,8 @@ class Failures:
                 time=iso(now), reason=reason, message=message, epoch=st.epoch, attempt=st.attempt
             )
             st.history = [*st.history, entry][-self.settings.history_limit :]
+            told = Event("Warning", reason, message)  # kept until posted (announce.py)
+            keep_warnings(st, job["metadata"]["name"], job["metadata"].get("uid", ""), [told], now)
         set_conditions(st, int(job["metadata"].get("generation") or 0), now)
         meta = job["metadata"]
         self.metrics.jobs.update((meta["namespace"], meta["name"]), st, None)

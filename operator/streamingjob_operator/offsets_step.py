@@ -24,6 +24,7 @@ from streamingjob_operator.io.kafka import run_offsets_action
 from streamingjob_operator.observe import Observer
 from streamingjob_operator.rules import offsets_action
 from streamingjob_operator.rules.decide import Decision, Event
+from streamingjob_operator.rules.history import keep_warnings
 from streamingjob_operator.rules.observed import Observed
 from streamingjob_operator.rules.status import set_conditions, status_body
 from streamingjob_operator.settings import OperatorSettings
@@ -94,6 +95,7 @@ class OffsetsActions:
                 config_map=config_map,
             )
             set_conditions(st, int(job["metadata"].get("generation") or 0), now)
+            keep_warnings(st, name, meta.get("uid", ""), [event], now)  # a refusal, a failure
             try:
                 job = self.api.replace_status(job, status_body(st))
                 break

@@ -15,7 +15,8 @@ else (a conflict, a graceful deletion, a new reconcile) starts again from direct
 fencing read right before a driver create is always a direct list.
 
 Events are posted when the reconcile ends (in order, also when it fails): they are a record
-for people, so the next action does not wait for them.
+for people, so the next action does not wait for them. A Warning is kept in status with the
+decision it tells and posted by a later reconcile if this one ends before (announce.py).
 """
 
 from __future__ import annotations
@@ -27,10 +28,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from streamingjob_operator.act import Actor
+from streamingjob_operator.announce import Announcer, Events
 from streamingjob_operator.api.models import StreamingJobSpec, StreamingJobStatus, parse_status
 from streamingjob_operator.autoscaling import foreign_scale, note_applied
 from streamingjob_operator.children.validation import InvalidJobError, parse, summary
-from streamingjob_operator.failures import Events, Failures
+from streamingjob_operator.failures import Failures
 from streamingjob_operator.io.errors import ConflictError, TransientError
 from streamingjob_operator.io.k8s import KubeApi
 from streamingjob_operator.io.kafka import KafkaMonitor
@@ -39,6 +41,7 @@ from streamingjob_operator.io.nodes import NodeTracker
 from streamingjob_operator.observe import Known, Observer
 from streamingjob_operator.offsets_step import OffsetsActions
 from streamingjob_operator.rules.decide import DecideConfig, Decision, Event, decide, invalid
+from streamingjob_operator.rules.history import keep_warnings
 from streamingjob_operator.rules.status import KafkaView, apply_kafka, set_conditions, status_body
 from streamingjob_operator.scaling import Scaling
 from streamingjob_operator.seen import Seen
@@ -79,6 +82,7 @@ class Reconciler:
         self.failures = Failures(api, settings, self.metrics, kafka, clock)
         self.offsets = OffsetsActions(api, settings, self.observer, clock)
         self.scaling = Scaling(api, self.metrics, clock)
+        self.announcer = Announcer(api, clock)
 
     def reconcile(self, namespace: str, name: str) -> float | None:
         """The only entry point: returns seconds until the next look, or None when the job
@@ -86,8 +90,7 @@ class Reconciler:
         started = time.monotonic()
         events: Events = []
         delay = self._reconcile(namespace, name, events)
-        for job, event in events:
-            self.api.post_event(job, event.type, event.reason, event.message)
+        self.announcer.post(events)
         self.metrics.reconcile_seconds.observe(time.monotonic() - started)
         return delay
 
@@ -100,8 +103,11 @@ class Reconciler:
                 if job is None or job["metadata"].get("deletionTimestamp"):
                     self.metrics.jobs.forget((namespace, name))  # its series go with it
                     self.scaling.forget((namespace, name))
+                    self.announcer.forget((namespace, name))
                     return None
                 self.seen.saw_job(namespace, name, job)
+                if known.job is None:  # read afresh: warnings kept but not posted yet
+                    events.extend(self.announcer.unposted(job))
                 try:
                     again, delay, known = self._step(job, known, events)
                 except ConflictError:  # the job changed since it was read: read it again
@@ -155,6 +161,7 @@ class Reconciler:
         kafka_view = self._apply_kafka_view(job, spec, old_status, decision, now)
         rescale = self.scaling.step(job, spec, decision, kafka_view, observed)
 
+        keep_warnings(new_status, key[1], meta.get("uid", ""), decision.events, now)
         changed = status_body(new_status) != status_body(old_status)
         if changed:  # write-ahead: the decision is recorded before it is acted on
             job = self.api.replace_status(job, status_body(new_status))
@@ -184,6 +191,8 @@ class Reconciler:
         """A spec the models cannot read: Invalid, recorded, nothing else decided."""
         decision = invalid(old_status, summary(problems), now, self.cfg)
         set_conditions(decision.status, int(job["metadata"].get("generation") or 0), now)
+        meta = job["metadata"]
+        keep_warnings(decision.status, meta["name"], meta.get("uid", ""), decision.events, now)
         if status_body(decision.status) != status_body(old_status):
             job = self.api.replace_status(job, status_body(decision.status))
         events.extend((job, event) for event in decision.events)

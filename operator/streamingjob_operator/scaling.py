@@ -15,6 +15,7 @@ from streamingjob_operator.autoscaling import Autoscaling, Rescale
 from streamingjob_operator.io.k8s import KubeApi
 from streamingjob_operator.io.metrics import Metrics
 from streamingjob_operator.rules.decide import Decision, Event
+from streamingjob_operator.rules.history import keep_warnings
 from streamingjob_operator.rules.observed import Observed, iso
 from streamingjob_operator.rules.status import KafkaView, set_conditions, status_body
 
@@ -71,8 +72,10 @@ class Scaling:
             assert st.autoscaler is not None
             st.autoscaler.conflict, st.autoscaler.conflict_time = message, iso(now)
             set_conditions(st, int(meta.get("generation") or 0), now)
+            refused = Event("Warning", "ScaleRefused", message)
+            keep_warnings(st, meta["name"], meta.get("uid", ""), [refused], now)
             job = self.api.replace_status(job, status_body(st))
-            events.append((job, Event("Warning", "ScaleRefused", message)))
+            events.append((job, refused))
             self.metrics.autoscaler_decisions.labels("ScaleRefused").inc()
             log.warning("autoscaler %s/%s: %s", meta["namespace"], meta["name"], message)
         self.api.set_executor_instances(job, owned)

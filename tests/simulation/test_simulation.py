@@ -56,3 +56,63 @@ def test_the_simulation_sees_a_reading_driver_forced_out(monkeypatch):
     small = shrink(outcome)
     assert len(small.plan) <= 3
     assert "broken:" in story(small)
+
+
+def _without_progress_check(monkeypatch):
+    """The dead-letter writer's progress check broken on purpose: every poison record read
+    is written again, also below the offset a committed transaction handled."""
+    from spark_app import dead_letter
+
+    original = dead_letter.transaction_of
+    monkeypatch.setattr(
+        dead_letter, "transaction_of", lambda records, progress, end: original(records, -1, end)
+    )
+
+
+def test_the_simulation_sees_a_poison_record_dead_lettered_twice_after_a_restore(monkeypatch):
+    """A driver killed after its batch's dead-letter transaction, before the sink and
+    commits/N: the restored driver runs the batch again and, without the progress check,
+    writes its poison records a second time."""
+    from simulation.acts import CRASH_STAGES
+
+    acts = [
+        Act(0.0, "create"),
+        Act(100.0, "crash-driver", CRASH_STAGES.index("sink")),
+        Act(109.5, "produce", 807),
+    ]
+    assert not run(16, acts).violations  # the real writer: once
+    _without_progress_check(monkeypatch)
+    outcome = run(16, acts)
+    assert outcome.violations and outcome.violations[0].rule == "dead-letter duplicate"
+
+
+def test_the_simulation_sees_a_poison_record_dead_lettered_twice_after_a_kill_between_two(
+    monkeypatch,
+):
+    """A driver killed between two partitions' dead-letter transactions of one batch: the
+    restored driver runs the batch again; only the progress check keeps the first
+    partition's poison records from being written twice."""
+    from simulation.acts import CRASH_STAGES
+
+    acts = [
+        Act(0.0, "create"),
+        Act(100.0, "crash-driver", CRASH_STAGES.index("dead-letter+1")),
+        Act(109.5, "produce", 806),  # partition 0
+        Act(109.5, "produce", 807),  # partition 1
+    ]
+    outcome = run(16, acts)
+    assert not outcome.violations
+    assert any("crashed at dead-letter+1" in line for line in outcome.trace)
+    _without_progress_check(monkeypatch)
+    outcome = run(16, acts)
+    assert outcome.violations and outcome.violations[0].rule == "dead-letter duplicate"
+
+
+def test_the_simulation_sees_a_poison_record_dead_lettered_twice_after_a_reset(monkeypatch):
+    """Found by `python -m simulation 0-63` with the hole (seed 16, shrunk to these acts): an
+    offsets action resets the group, the job reads the poison records again."""
+    acts = [Act(0.0, "create", 1), Act(109.5, "produce", 807), Act(214.4, "offsets-action", 569)]
+    assert not run(16, acts).violations
+    _without_progress_check(monkeypatch)
+    outcome = run(16, acts)
+    assert outcome.violations and outcome.violations[0].rule == "dead-letter duplicate"

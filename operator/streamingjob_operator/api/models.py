@@ -40,6 +40,7 @@ from streamingjob_operator.api.status_models import (
     OffsetsPartitionResult,
     ReconcileFailure,
     StreamingJobStatus,
+    WarningRecord,
 )
 
 __all__ = [
@@ -73,6 +74,7 @@ __all__ = [
     "StreamingJobSpec",
     "StreamingJobStatus",
     "TolerationSpec",
+    "WarningRecord",
     "parse_spec",
     "parse_status",
 ]

@@ -39,6 +39,19 @@ class HistoryEntry(StatusModel):
     attempt: int = Field(default=0, description="Attempt within the epoch at that time.")
 
 
+class WarningRecord(StatusModel):
+    """A Warning Event the operator decided on, kept until a reconcile posted it."""
+
+    name: str = Field(
+        description="The Event's metadata.name: the job's name and a digest of its uid, the "
+        "previous warning's name, this one's time, reason and message (the same name "
+        "whichever operator replica posts it)."
+    )
+    time: str = Field(description="When it happened (RFC 3339).")
+    reason: str = Field(description="Event reason from the fixed vocabulary.")
+    message: str = Field(default="", description="What happened.")
+
+
 class ReconcileFailure(StatusModel):
     """A reconcile that failed and is being retried with backoff; gone once one succeeds."""
 
@@ -376,6 +389,13 @@ class StreamingJobStatus(StatusModel):
     offsets_time: str = Field(default="", description="When offsets and lag were read.")
     history: list[HistoryEntry] = Field(
         default_factory=list, description="The latest transitions, newest last (bounded)."
+    )
+    warnings: list[WarningRecord] = Field(
+        default_factory=list,
+        description="The latest Warning Events, newest last (bounded), each recorded in the "
+        "same write as the decision it tells: an Event the operator could not post (it "
+        "ended, lost its Lease, or the API server was away) is posted by the next reconcile "
+        "of whichever replica leads, once (its name is fixed).",
     )
     offsets_action: OffsetsActionStatus | None = Field(
         default=None, description="The last offsets action (spec.offsetsAction)."

@@ -300,15 +300,30 @@ class KubeApi(NodeAndLeaseCalls):
 
     # --- events ------------------------------------------------------------------------
 
-    def post_event(self, job: dict[str, Any], type_: str, reason: str, message: str) -> None:
-        """A core/v1 Event on the StreamingJob. Failing to post is logged, never raised."""
+    def post_event(
+        self,
+        job: dict[str, Any],
+        type_: str,
+        reason: str,
+        message: str,
+        *,
+        name: str = "",
+        at: str = "",
+    ) -> bool:
+        """A core/v1 Event on the StreamingJob; `name`: under this name (one that exists
+        already, 409, counts as posted: announce.py), else a generated one; `at`: when it
+        happened. Whether it is posted; failing to post is logged, never raised."""
         meta = job["metadata"]
         api_version, kind = f"{API_GROUP}/{API_VERSION}", job.get("kind", KIND)
         labels = {LABEL_JOB: label_value(meta["name"])}
-        body = event_body(api_version, kind, meta, labels, type_, reason, message)
+        body = event_body(api_version, kind, meta, labels, type_, reason, message, name, at)
         try:
             self._send(
                 f"post event {reason}", self.core.create_namespaced_event, meta["namespace"], body
             )
+        except ConflictError:
+            return bool(name)  # AlreadyExists: posted before, by this replica or another
         except Exception as exc:
             log.warning("could not post event %s on %s: %s", reason, meta["name"], exc)
+            return False
+        return True

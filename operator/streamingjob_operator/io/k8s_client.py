@@ -116,14 +116,18 @@ def event_body(
     type_: str,
     reason: str,
     message: str,
+    name: str = "",
+    at: str = "",
 ) -> dict[str, Any]:
-    """A core/v1 Event about the object with this apiVersion, kind and metadata."""
-    now = datetime.now(UTC).isoformat()
+    """A core/v1 Event about the object with this apiVersion, kind and metadata; `name`:
+    its own (else generated), `at`: when it happened (else now)."""
+    now = at or datetime.now(UTC).isoformat()
+    named = {"name": name} if name else {"generateName": f"{meta['name'][:200]}."}
     return {
         "apiVersion": "v1",
         "kind": "Event",
         "metadata": {
-            "generateName": f"{meta['name'][:200]}.",
+            **named,
             "namespace": meta["namespace"],
             "labels": labels,
         },

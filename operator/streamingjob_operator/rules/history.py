@@ -1,13 +1,20 @@
 """The job's story as users read it: the fixed vocabulary of Event reasons, the Event a step
-posts, and the bounded history in status (`status.history`, newest last)."""
+posts, the bounded history in status (`status.history`, newest last), and the Warnings kept
+in status until posted (`status.warnings`: announce.py posts them)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
-from streamingjob_operator.api.status_models import HistoryEntry, StreamingJobStatus
+from streamingjob_operator.api.status_models import (
+    HistoryEntry,
+    StreamingJobStatus,
+    WarningRecord,
+)
 from streamingjob_operator.rules.observed import iso
 
 # The fixed vocabulary of Event reasons (also used in status.history).
@@ -64,6 +71,7 @@ class Event:
     type: Literal["Normal", "Warning"]
     reason: str
     message: str
+    name: str = field(default="", compare=False)  # a kept warning's (status.warnings)
 
     def __post_init__(self) -> None:
         if self.reason not in REASONS:  # the documented vocabulary (docs/operator/status.md)
@@ -78,3 +86,28 @@ def record(st: StreamingJobStatus, now: datetime, reason: str, message: str, lim
             time=iso(now), reason=reason, message=message, epoch=st.epoch, attempt=st.attempt
         ),
     ][-limit:]
+
+
+# More than one reconcile's Warnings (its steps each tell at most a few), so that none is
+# dropped from status before a reconcile posted it
+WARNINGS_KEPT = 12
+
+
+def keep_warnings(
+    st: StreamingJobStatus, job_name: str, uid: str, events: Iterable[Event], now: datetime
+) -> None:
+    """The Warnings among `events` into status.warnings (newest last, the newest
+    WARNINGS_KEPT), each under the name its Event is posted with: a digest chained over the
+    previous warning's name, so that two alike failures in the same second are two Events
+    and the same warning posted twice is one."""
+    for event in events:
+        if event.type != "Warning":
+            continue
+        previous = st.warnings[-1].name if st.warnings else ""
+        when = iso(now)
+        digest = hashlib.sha256(
+            "\x00".join((uid, previous, when, event.reason, event.message)).encode()
+        ).hexdigest()[:16]
+        name = f"{job_name[:200].rstrip('-.')}.{digest}"  # a DNS subdomain, as the job's
+        kept = WarningRecord(name=name, time=when, reason=event.reason, message=event.message)
+        st.warnings = [*st.warnings, kept][-WARNINGS_KEPT:]

@@ -147,6 +147,42 @@ def test_crash_during_relaunch(kube: Kube, apiserver, method, after):
     assert w.created == ["r-e1-a1-driver", "r-e1-a2-driver"]
 
 
+def test_a_warning_whose_operator_died_before_posting_it_is_posted_once_by_the_next(
+    kube: Kube, apiserver
+):
+    """The failure is in status (status.warnings keeps its Warning under its Event's name),
+    the process dies before the Event: the next process posts it, the one after that finds it
+    there (409 AlreadyExists) and posts no second one (announce.py)."""
+    ns = kube.namespace()
+    kube.create_job(ns, "w", job_spec())
+    with operator_env(apiserver.kubeconfig):
+        settings = OperatorSettings.from_env()
+        Reconciler(KubeApi(), settings).reconcile(ns, "w")
+        assert kube.driver_names(ns) == ["w-e1-a1-driver"]
+        kube.set_terminated(ns, "w-e1-a1-driver", 1)
+        with pytest.raises(Crash):
+            Reconciler(CrashingApi("replace_status", True), settings).reconcile(ns, "w")
+
+        def told() -> list[client.CoreV1Event]:
+            return [
+                e
+                for e in kube.events(ns)
+                if e.reason == "DriverFailed" and "w-e1-a1-driver" in (e.message or "")
+            ]
+
+        assert told() == []
+        kept = [w for w in kube.status(ns, "w")["warnings"] if w["reason"] == "DriverFailed"]
+        assert len(kept) == 1
+        Reconciler(KubeApi(), settings).reconcile(ns, "w")  # the next process
+        Reconciler(KubeApi(), settings).reconcile(ns, "w")  # and the one after it
+    events = told()
+    assert [e.metadata.name for e in events] == [kept[0]["name"]]
+    assert (
+        events[0].type == "Warning"
+        and events[0].involved_object.uid == kube.job(ns, "w")["metadata"]["uid"]
+    )
+
+
 def test_sigkill_at_random_moments_never_two_drivers(kube: Kube, apiserver):
     ns = kube.namespace()
     jobs = [f"k{i}" for i in range(6)]
