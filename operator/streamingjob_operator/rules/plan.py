@@ -37,15 +37,7 @@ def plan(
     """The step: `kafka` is the operator's last reading of the job's group, `window` the
     autoscaler's readings kept since the last step."""
     meta, spec = job.meta, job.spec
-    decision = decide(
-        spec,
-        job.status,
-        observed,
-        namespace=meta.namespace,
-        name=meta.name,
-        cfg=cfg,
-        uid=meta.uid,
-    )
+    decision = decide(job, observed, cfg)
     note_applied(spec, decision.status)
     gate = offsets_gate(job, decision, observed, cfg.history_limit)
     _kafka(job, decision, kafka, observed.now)
