@@ -39,9 +39,9 @@ from streamingjob_operator.io.nodes import NodeTracker
 from streamingjob_operator.observe import Known, Observer, Unparsable, read_job
 from streamingjob_operator.offsets_step import OffsetsActions
 from streamingjob_operator.rules.autoscaling import scale_back
-from streamingjob_operator.rules.decide import DecideConfig, Decision, invalid
-from streamingjob_operator.rules.plan import plan
-from streamingjob_operator.rules.status import set_conditions, status_body
+from streamingjob_operator.rules.decide import DecideConfig
+from streamingjob_operator.rules.plan import next_step, plan, unparsable
+from streamingjob_operator.rules.status import status_body
 from streamingjob_operator.scaling import Scaling
 from streamingjob_operator.seen import Seen
 from streamingjob_operator.settings import OperatorSettings
@@ -162,29 +162,15 @@ class Reconciler:
 
         pods_after = self.actor.act(written, decision, pods, job.status.spark_ui_service)
         body = self.offsets.run(written, events) if step.run_offsets else written.body
-        return self._next_step(decision, changed, Known(job=body, pods=pods_after, report=report))
+        again, delay, reuse = next_step(decision, changed, pods_after is not None)
+        if reuse == "job":
+            return again, delay, Known(job=body)
+        return again, delay, Known(job=body, pods=pods_after, report=report)
 
     def _unparsable(self, job: Unparsable, now: datetime, events: Events) -> Step:
-        """A spec the models cannot read: Invalid, recorded, nothing else decided."""
-        decision = invalid(job.status, summary(job.problems), now, self.cfg)
-        set_conditions(decision.status, job.meta.generation, now)
+        decision = unparsable(job.status, summary(job.problems), job.meta.generation, now, self.cfg)
         body = job.body
         if status_body(decision.status) != status_body(job.status):
             body = self.api.replace_status(body, status_body(decision.status))
         events.extend((body, event) for event in decision.events)
         return False, decision.requeue_after, Known()
-
-    @staticmethod
-    def _next_step(decision: Decision, changed: bool, known: Known) -> Step:
-        # A launch, a deletion that completed at once, or a recorded transition that asks for
-        # an immediate next step continues in this reconcile; deletions still under way are
-        # given time (fencingPollSeconds) to complete.
-        if decision.action in ("launch", "launch-waiting", "launch-standby"):
-            return True, 0.0, known
-        if decision.action == "go":  # read the ConfigMap again: the go is part of the state
-            return True, 0.0, Known(job=known.job)
-        if decision.action == "delete":
-            return known.pods is not None, decision.requeue_after, known
-        if decision.action == "none" and changed and decision.requeue_after == 0:
-            return True, 0.0, known
-        return False, decision.requeue_after, known

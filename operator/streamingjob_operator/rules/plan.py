@@ -3,20 +3,28 @@ step records and does beside it: a recorded rescale seen applied, a pending
 spec.offsetsAction gated on the decision (refused while the job runs), the operator's reading
 of the group in Kafka (lag, the Degraded condition, a Warning Event when its problem is new),
 and, when nothing else is to be done, the autoscaler's step (autoscaling.py). The reconciler
-(reconcile.py) records the plan's status, then acts on it; it decides nothing itself.
+(reconcile.py) records the plan's status, then acts on it; it decides nothing itself, not
+even whether to step again (`next_step`) or what an unreadable spec makes of the job
+(`unparsable`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Literal
 
 from streamingjob_operator.api.job import Job
+from streamingjob_operator.api.status_models import StreamingJobStatus
 from streamingjob_operator.rules import autoscaling, offsets_action
 from streamingjob_operator.rules.autoscaling import Rescale, Window, note_applied
-from streamingjob_operator.rules.decide import DecideConfig, Decision, Event, decide
+from streamingjob_operator.rules.decide import DecideConfig, Decision, Event, decide, invalid
 from streamingjob_operator.rules.observed import Observed
 from streamingjob_operator.rules.status import KafkaView, apply_kafka, set_conditions
+
+# What the next step of the same reconcile may take first hand (reconcile.py's Known): the
+# job, its pods and report as this step left them, or the job alone (its pods listed again)
+Reuse = Literal["all", "job"]
 
 
 @dataclass
@@ -83,3 +91,31 @@ def _kafka(job: Job, decision: Decision, kafka: KafkaView | None, now: datetime)
         previous = next((c for c in job.status.conditions if c.type == "Degraded"), None)
         if previous is None or previous.message != kafka.problem:
             decision.events.append(Event("Warning", "KafkaUnavailable", kafka.problem))
+
+
+def unparsable(
+    status: StreamingJobStatus, message: str, generation: int, now: datetime, cfg: DecideConfig
+) -> Decision:
+    """A spec the models cannot read: Invalid (the message names each field), recorded,
+    nothing else decided."""
+    decision = invalid(status, message, now, cfg)
+    set_conditions(decision.status, generation, now)
+    return decision
+
+
+def next_step(
+    decision: Decision, changed: bool, pods_known: bool
+) -> tuple[bool, float | None, Reuse]:
+    """After acting: whether the reconcile steps again at once, when to look again, and what
+    the next step may reuse. A launch, a deletion that completed at once (`pods_known`), or
+    a recorded transition that asks for an immediate next step continues in this reconcile;
+    deletions still under way are given time (fencingPollSeconds) to complete."""
+    if decision.action in ("launch", "launch-waiting", "launch-standby"):
+        return True, 0.0, "all"
+    if decision.action == "go":  # read the ConfigMap again: the go is part of the state
+        return True, 0.0, "job"
+    if decision.action == "delete":
+        return pods_known, decision.requeue_after, "all"
+    if decision.action == "none" and changed and decision.requeue_after == 0:
+        return True, 0.0, "all"
+    return False, decision.requeue_after, "all"

@@ -1,7 +1,7 @@
 """A reconcile step's whole decision (rules/plan.py), pure: what the reconciler used to decide
 beside decide() (the offsets gate and its refusal, the Kafka reading's Warning, the
-autoscaler's step only when nothing else is done), and the fencing read's verdict before a
-launch (fencing.not_launching)."""
+autoscaler's step only when nothing else is done, whether to step again, an unreadable spec),
+and the fencing read's verdict before a launch (fencing.not_launching)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ import pytest
 from streamingjob_operator.api.job import Job, JobMeta
 from streamingjob_operator.api.models import StreamingJobSpec, StreamingJobStatus
 from streamingjob_operator.rules.autoscaling import Window
+from streamingjob_operator.rules.decide import Decision
 from streamingjob_operator.rules.fencing import not_launching
 from streamingjob_operator.rules.observed import Observed, PodInfo
-from streamingjob_operator.rules.plan import plan
+from streamingjob_operator.rules.plan import next_step, plan, unparsable
 from streamingjob_operator.rules.status import KafkaView
 from tests.unit.operator.helpers_operator import CFG, NAME, NS, T0, driver, launched, make_spec
 from tests.unit.operator.helpers_operator import run as decide_run
@@ -93,3 +94,32 @@ def test_a_launch_waits_for_every_other_pod_of_the_job():
     assert not_launching("orders-e1-a2-driver", []) is None
     why = not_launching("orders-e1-a2-driver", ["orders-e1-a1-exec-1", "orders-e1-a2-driver"])
     assert why == "not launching orders-e1-a2-driver: pods still present: orders-e1-a1-exec-1"
+
+
+def test_a_launch_steps_again_at_once_a_deletion_under_way_waits_and_the_go_reads_again():
+    """next_step: what the reconcile does after acting (reconcile.py reuses what it knows)."""
+    st = launched(make_spec())
+    launch = Decision(action="launch", status=st, requeue_after=30)
+    assert next_step(launch, True, True) == (True, 0.0, "all")
+    delete = Decision(action="delete", status=st, requeue_after=1)
+    assert next_step(delete, True, True) == (True, 1, "all")  # gone at once: go on
+    assert next_step(delete, True, False) == (False, 1, "all")  # under way: give it time
+    assert next_step(Decision(action="go", status=st), False, True) == (True, 0.0, "job")
+    moved = Decision(action="none", status=st, requeue_after=0)
+    assert next_step(moved, True, True) == (True, 0.0, "all")
+    assert next_step(moved, False, True) == (False, 0, "all")  # nothing recorded: look later
+    resync = Decision(action="none", status=st, requeue_after=30)
+    assert next_step(resync, True, True) == (False, 30, "all")
+
+
+def test_an_unreadable_spec_is_invalid_once_with_its_condition():
+    st = launched(make_spec())
+    d = unparsable(st, "spec.image: is null", 3, T0, CFG)
+    assert (d.action, d.status.phase, [e.reason for e in d.events]) == (
+        "none",
+        "Invalid",
+        ["InvalidSpec"],
+    )
+    ready = next(c for c in d.status.conditions if c.type == "Ready")
+    assert ready.status == "False" and ready.observed_generation == 3
+    assert unparsable(d.status, "spec.image: is null", 3, T0, CFG).events == []
