@@ -26,9 +26,9 @@ import logging
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
 
 from streamingjob_operator.act import Actor
+from streamingjob_operator.api.job import Job
 from streamingjob_operator.children.validation import summary
 from streamingjob_operator.failures import Events, Failures
 from streamingjob_operator.io.errors import ConflictError, TransientError
@@ -101,13 +101,14 @@ class Reconciler:
             delay: float | None = self.settings.fencing_poll_seconds
             for _ in range(MAX_STEPS):
                 body = known.job or self.api.get_job(namespace, name)
-                if body is None or body["metadata"].get("deletionTimestamp"):
+                job = read_job(body) if body is not None else None
+                if job is None or job.meta.deleting:
                     self.metrics.jobs.forget((namespace, name))  # its series go with it
                     self.scaling.forget((namespace, name))
                     return None
-                self.seen.saw_job(namespace, name, body)
+                self.seen.saw_job(job.meta)
                 try:
-                    again, delay, known = self._step(body, known, events)
+                    again, delay, known = self._step(job, known, events)
                 except ConflictError:  # the job changed since it was read: read it again
                     known = Known()
                     continue
@@ -127,11 +128,10 @@ class Reconciler:
             self.metrics.errors.labels(type(exc).__name__).inc()
             return self.failures.record(namespace, name, exc, events)
 
-    def _step(self, body: dict[str, Any], known: Known, events: Events) -> Step:
+    def _step(self, job: Job | Unparsable, known: Known, events: Events) -> Step:
         """Observe, decide, record the decision in status (write-ahead), act. Returns whether
         to step again at once, when to look again, and what the next step knows first hand."""
         now = self.clock()
-        job = read_job(body)
         if isinstance(job, Unparsable):
             return self._unparsable(job, now, events)
         meta, spec = job.meta, job.spec
@@ -148,7 +148,7 @@ class Reconciler:
         changed = status_body(new_status) != status_body(job.status)
         written = job
         if changed:  # write-ahead: the decision is recorded before it is acted on
-            answer = self.api.replace_status(body, status_body(new_status))
+            answer = self.api.replace_status(job.body, status_body(new_status))
             written = job.written(answer, new_status)
         events.extend((written.body, event) for event in decision.events)
         if step.rescale is not None:  # recorded: now the restart in the same epoch (decide.py)
