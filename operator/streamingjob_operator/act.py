@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from streamingjob_operator.api.job import Job, JobMeta
-from streamingjob_operator.api.models import StreamingJobSpec, StreamingJobStatus
+from streamingjob_operator.api.models import StreamingJobStatus
 from streamingjob_operator.api.naming import LABEL_DRIVER, go_configmap_name
 from streamingjob_operator.children.builders import (
     build_disruption_budget,
@@ -107,9 +107,9 @@ class Actor:
         whether it exists or not, no write where nothing changed."""
         body, spec = job.body, job.spec  # the children are built from the API server's object
         children = [build_service(body), build_report_configmap(body)]
-        children.append(self._disruption_budget(body, spec, st))
+        children.append(self._disruption_budget(job, st))
         if spec.service_account_name is None:
-            children += [build_service_account(body), self._role(body, spec, st)]
+            children += [build_service_account(body), self._role(job, st)]
             children.append(build_role_binding(body))
         if spec.spark_ui.enabled:
             children.append(build_ui_service(body))
@@ -118,27 +118,23 @@ class Actor:
             self.api.apply(child)
 
     @staticmethod
-    def _disruption_budget(
-        job: dict[str, Any], spec: StreamingJobSpec, st: StreamingJobStatus
-    ) -> dict[str, Any]:
+    def _disruption_budget(job: Job, st: StreamingJobStatus) -> dict[str, Any]:
         """The budget of the job's driver: st.driver_pod, the running one while another
         waits beside it (launched with st.executors of them: more than the spec's after a
         scale-down that hands over warm), else the one launched now (st.executors is 0)."""
-        executors = max(spec.executor.instances, st.executors)
-        return build_disruption_budget(job, st.driver_pod, executors)
+        executors = max(job.spec.executor.instances, st.executors)
+        return build_disruption_budget(job.body, st.driver_pod, executors)
 
     @staticmethod
-    def _role(
-        job: dict[str, Any], spec: StreamingJobSpec, st: StreamingJobStatus
-    ) -> dict[str, Any]:
+    def _role(job: Job, st: StreamingJobStatus) -> dict[str, Any]:
         """The driver Role: this driver's executors, and during a warm hand-over or beside a
         standby also the waiting driver's (the running one was launched with st.executors
         of them)."""
-        waiting = handover.active(st) or standby.current(st)
+        waiting, spec = handover.active(st) or standby.current(st), job.spec
         if waiting is None:
-            return build_role(job, st.driver_pod, spec.executor.instances)
+            return build_role(job.body, st.driver_pod, spec.executor.instances)
         instances = max(spec.executor.instances, st.executors)
-        return build_role(job, st.driver_pod, instances, handing_over_to=waiting.pod)
+        return build_role(job.body, st.driver_pod, instances, handing_over_to=waiting.pod)
 
     def _launch_waiting(
         self, job: Job, decision: Decision, pods: list[dict[str, Any]]
