@@ -12,7 +12,8 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from streamingjob_operator.api.models import StreamingJobSpec, StreamingJobStatus
+from streamingjob_operator.api.job import Job, JobMeta
+from streamingjob_operator.api.models import StreamingJobStatus
 from streamingjob_operator.api.naming import LABEL_DRIVER, go_configmap_name
 from streamingjob_operator.children.builders import (
     build_disruption_budget,
@@ -32,6 +33,7 @@ from streamingjob_operator.io.k8s import KubeApi
 from streamingjob_operator.io.metrics import Metrics
 from streamingjob_operator.rules import handover, standby
 from streamingjob_operator.rules.decide import Decision
+from streamingjob_operator.rules.fencing import not_launching
 from streamingjob_operator.rules.launch import Launch
 from streamingjob_operator.rules.observed import GO_KEY, iso
 from streamingjob_operator.seen import Seen, resource_version
@@ -54,8 +56,7 @@ class Actor:
 
     def act(
         self,
-        job: dict[str, Any],
-        spec: StreamingJobSpec,
+        job: Job,
         decision: Decision,
         pods: list[dict[str, Any]],
         previous_ui_service: str = "",
@@ -66,8 +67,7 @@ class Actor:
             # sparkUI switched off: status named the Service until this step's write; one
             # delete, once. A crash right before it leaves a Service selecting a driver without
             # a UI; the job's deletion removes it (finalizer.py, owner reference).
-            meta = job["metadata"]
-            self.api.delete("Service", meta["namespace"], previous_ui_service)
+            self.api.delete("Service", job.meta.namespace, previous_ui_service)
         if decision.action == "delete":
             gone = [self._delete_pod(job, pod, force=True) for pod in decision.force_delete]
             gone += [self._delete_pod(job, pod) for pod in decision.delete]
@@ -76,15 +76,15 @@ class Actor:
             removed = {*decision.force_delete, *decision.delete}
             return [p for p in pods if p["metadata"]["name"] not in removed]
         if decision.action == "launch":
-            return self._launch(job, spec, decision)
+            return self._launch(job, decision)
         if decision.action in ("launch-waiting", "launch-standby"):
-            return self._launch_waiting(job, spec, decision, pods)
+            return self._launch_waiting(job, decision, pods)
         if decision.action == "go":
-            self.go(job, spec, decision)
+            self.go(job, decision)
         return pods
 
-    def _delete_pod(self, job: dict[str, Any], pod: str, *, force: bool = False) -> bool:
-        namespace, name = job["metadata"]["namespace"], job["metadata"]["name"]
+    def _delete_pod(self, job: Job, pod: str, *, force: bool = False) -> bool:
+        namespace, name = job.meta.key
         log.info("deleting pod %s/%s%s", namespace, pod, " (force)" if force else "")
         self.seen.mark(namespace, name, pod, Seen.DELETING)
         gone = False
@@ -94,166 +94,141 @@ class Actor:
             self.seen.mark(namespace, name, pod, None if gone else "")
         return gone
 
-    def _still_wanted(self, meta: dict[str, Any]) -> bool:
+    def _still_wanted(self, meta: JobMeta) -> bool:
         """The job (this very object, by uid) exists and is not being deleted."""
-        current = self.api.get_job(meta["namespace"], meta["name"])
+        current = self.api.get_job(meta.namespace, meta.name)
         if current is None:
             return False
-        now = current["metadata"]
-        return not now.get("deletionTimestamp") and now.get("uid") == meta.get("uid")
+        now = JobMeta.of(current["metadata"])
+        return not now.deleting and now.uid == meta.uid
 
-    def _apply_children(
-        self, job: dict[str, Any], spec: StreamingJobSpec, st: StreamingJobStatus
-    ) -> None:
+    def _apply_children(self, job: Job, st: StreamingJobStatus) -> None:
         """The launch's children besides the driver, each one server-side apply: one call
         whether it exists or not, no write where nothing changed."""
-        children = [build_service(job), build_report_configmap(job)]
-        children.append(self._disruption_budget(job, spec, st))
+        body, spec = job.body, job.spec  # the children are built from the API server's object
+        children = [build_service(body), build_report_configmap(body)]
+        children.append(self._disruption_budget(job, st))
         if spec.service_account_name is None:
-            children += [build_service_account(job), self._role(job, spec, st)]
-            children.append(build_role_binding(job))
+            children += [build_service_account(body), self._role(job, st)]
+            children.append(build_role_binding(body))
         if spec.spark_ui.enabled:
-            children.append(build_ui_service(job))
-        children.append(build_job_configmap(job, spec, st.avoid_nodes))  # this launch's
+            children.append(build_ui_service(body))
+        children.append(build_job_configmap(body, spec, st.avoid_nodes))  # this launch's
         for child in children:
             self.api.apply(child)
 
     @staticmethod
-    def _disruption_budget(
-        job: dict[str, Any], spec: StreamingJobSpec, st: StreamingJobStatus
-    ) -> dict[str, Any]:
+    def _disruption_budget(job: Job, st: StreamingJobStatus) -> dict[str, Any]:
         """The budget of the job's driver: st.driver_pod, the running one while another
         waits beside it (launched with st.executors of them: more than the spec's after a
         scale-down that hands over warm), else the one launched now (st.executors is 0)."""
-        executors = max(spec.executor.instances, st.executors)
-        return build_disruption_budget(job, st.driver_pod, executors)
+        executors = max(job.spec.executor.instances, st.executors)
+        return build_disruption_budget(job.body, st.driver_pod, executors)
 
     @staticmethod
-    def _role(
-        job: dict[str, Any], spec: StreamingJobSpec, st: StreamingJobStatus
-    ) -> dict[str, Any]:
+    def _role(job: Job, st: StreamingJobStatus) -> dict[str, Any]:
         """The driver Role: this driver's executors, and during a warm hand-over or beside a
         standby also the waiting driver's (the running one was launched with st.executors
         of them)."""
-        waiting = handover.active(st) or standby.current(st)
+        waiting, spec = handover.active(st) or standby.current(st), job.spec
         if waiting is None:
-            return build_role(job, st.driver_pod, spec.executor.instances)
+            return build_role(job.body, st.driver_pod, spec.executor.instances)
         instances = max(spec.executor.instances, st.executors)
-        return build_role(job, st.driver_pod, instances, handing_over_to=waiting.pod)
+        return build_role(job.body, st.driver_pod, instances, handing_over_to=waiting.pod)
 
     def _launch_waiting(
-        self,
-        job: dict[str, Any],
-        spec: StreamingJobSpec,
-        decision: Decision,
-        pods: list[dict[str, Any]],
+        self, job: Job, decision: Decision, pods: list[dict[str, Any]]
     ) -> list[dict[str, Any]] | None:
         """A warm hand-over's next driver or the standby, started beside the running one: it
         waits for the go (handover.py), so no fencing list precedes it; the go has its own."""
-        st, meta = decision.status, job["metadata"]
-        self._apply_children(job, spec, st)
-        self.api.apply(build_go_configmap(job))  # where its go will be (only a waiting one's)
+        st = decision.status
+        self._apply_children(job, st)
+        self.api.apply(build_go_configmap(job.body))  # where its go will be (a waiting one's)
         settings = self.settings
         of = Launch.standby if decision.action == "launch-standby" else Launch.waiting
         launch = of(st, entrypoint=settings.driver_entrypoint, spark_submit=settings.spark_submit)
-        created = self._create_driver(job, build_driver_pod(job, spec, launch))
+        created = self._create_driver(job, build_driver_pod(job.body, job.spec, launch))
         if created is None:
             return None  # it exists already: the next step lists again and adopts it
-        log.info("started %s/%s waiting for the go", meta["namespace"], launch.driver_pod)
+        log.info("started %s/%s waiting for the go", job.meta.namespace, launch.driver_pod)
         return [*pods, created]
 
-    def go(self, job: dict[str, Any], spec: StreamingJobSpec, decision: Decision) -> None:
+    def go(self, job: Job, decision: Decision) -> None:
         """The go of a warm hand-over, after the fencing read: only the next driver and its
         executors are left of the job's pods (decide saw the running driver gone; this
-        direct list confirms it right before the write)."""
-        st, meta = decision.status, job["metadata"]
+        direct list confirms it right before the write: handover.no_go)."""
+        st, meta, body, spec = decision.status, job.meta, job.body, job.spec
         waiting = handover.active(st)
         assert waiting is not None
-        pods = self.api.list_job_pods(meta["namespace"], meta["name"])
-        self.seen.saw_pods(meta["namespace"], meta["name"], pods)
-        others = [
-            p["metadata"]["name"]
-            for p in pods
-            if waiting.pod not in (p["metadata"]["name"], _driver_of(p))
-        ]
-        if others:
-            raise TransientError(
-                f"no go for {waiting.pod}: pods still present: {', '.join(others)}",
-                delay=self.settings.fencing_poll_seconds,
-            )
+        pods = self.api.list_job_pods(meta.namespace, meta.name)
+        self.seen.saw_pods(meta.namespace, meta.name, pods)
+        if why := handover.no_go(waiting, ((_name(p), _driver_of(p)) for p in pods)):
+            raise TransientError(why, delay=self.settings.fencing_poll_seconds)
         # the budget moves to the next driver before its go (none of the old one's pods is
         # left): a crash after the go cannot leave the running driver's executors uncovered
-        self.api.apply(build_disruption_budget(job, waiting.pod, spec.executor.instances))
-        go = {
-            "pod": waiting.pod,
-            "epoch": waiting.epoch,
-            "attempt": waiting.attempt,
-            "time": iso(self.clock()),
-        }
+        self.api.apply(build_disruption_budget(body, waiting.pod, spec.executor.instances))
+        go = handover.go_signal(waiting, self.clock())
         # its own ConfigMap, which no driver may write (builders.build_role); applied again
         # for a hand-over an older operator started, before that ConfigMap existed
-        self.api.apply(build_go_configmap(job))
-        name = go_configmap_name(meta["name"])
-        self.api.set_configmap_key(meta["namespace"], name, GO_KEY, json.dumps(go))
-        log.info("go written for %s/%s", meta["namespace"], waiting.pod)
+        self.api.apply(build_go_configmap(body))
+        name = go_configmap_name(meta.name)
+        self.api.set_configmap_key(meta.namespace, name, GO_KEY, json.dumps(go))
+        log.info("go written for %s/%s", meta.namespace, waiting.pod)
         if spec.service_account_name is None:  # the Role names the one driver left
-            self.api.apply(build_role(job, waiting.pod, spec.executor.instances))
+            self.api.apply(build_role(body, waiting.pod, spec.executor.instances))
 
-    def _create_driver(self, job: dict[str, Any], pod: dict[str, Any]) -> dict[str, Any] | None:
+    def _create_driver(self, job: Job, pod: dict[str, Any]) -> dict[str, Any] | None:
         """Creates a driver pod (None: it exists already); one of a job deleted meanwhile is
         removed again."""
-        meta, driver = job["metadata"], pod["metadata"]["name"]
-        self.seen.mark(meta["namespace"], meta["name"], driver, Seen.CREATING)
+        meta, driver = job.meta, _name(pod)
+        self.seen.mark(meta.namespace, meta.name, driver, Seen.CREATING)
         created = None
         try:
             created = self.api.create_pod(pod)
         finally:
             state = resource_version(created) if created is not None else None
-            self.seen.mark(meta["namespace"], meta["name"], driver, state)
+            self.seen.mark(meta.namespace, meta.name, driver, state)
         if created is None:
             return None
         if not self._still_wanted(meta):
             # Deleted while launching: its finalizer may have looked for pods before this
             # one existed, and nothing but the garbage collector would remove it. A deletion
             # that starts after this look finds the pod itself (the finalizer lists after it).
-            self.api.delete_pod(meta["namespace"], driver)
+            self.api.delete_pod(meta.namespace, driver)
             raise TransientError(
-                f"{meta['namespace']}/{meta['name']} was deleted while launching: {driver} removed"
+                f"{meta.namespace}/{meta.name} was deleted while launching: {driver} removed"
             )
         return created
 
-    def _launch(
-        self, job: dict[str, Any], spec: StreamingJobSpec, decision: Decision
-    ) -> list[dict[str, Any]] | None:
-        st = decision.status
-        meta = job["metadata"]
-        self._apply_children(job, spec, st)
+    def _launch(self, job: Job, decision: Decision) -> list[dict[str, Any]] | None:
+        st, meta = decision.status, job.meta
+        self._apply_children(job, st)
         # Fencing, checked again right before the create: no other pod of the job exists.
-        pods = self.api.list_job_pods(meta["namespace"], meta["name"])
-        self.seen.saw_pods(meta["namespace"], meta["name"], pods)
-        others = [p["metadata"]["name"] for p in pods if p["metadata"]["name"] != st.driver_pod]
-        if others:
-            raise TransientError(
-                f"not launching {st.driver_pod}: pods still present: {', '.join(others)}",
-                delay=self.settings.fencing_poll_seconds,
-            )
+        pods = self.api.list_job_pods(meta.namespace, meta.name)
+        self.seen.saw_pods(meta.namespace, meta.name, pods)
+        if why := not_launching(st.driver_pod, [_name(p) for p in pods]):
+            raise TransientError(why, delay=self.settings.fencing_poll_seconds)
         settings = self.settings
         launch = Launch.of(
             st, entrypoint=settings.driver_entrypoint, spark_submit=settings.spark_submit
         )
-        created = self._create_driver(job, build_driver_pod(job, spec, launch))
+        created = self._create_driver(job, build_driver_pod(job.body, job.spec, launch))
         if created is None:
             return None  # it exists already: the next step lists again and adopts it
         self.metrics.launches.labels("fresh" if st.attempt == 1 else "restore").inc()
         log.info(
             "launched %s/%s epoch %d attempt %d at %s",
-            meta["namespace"],
+            meta.namespace,
             st.driver_pod,
             st.epoch,
             st.attempt,
             iso(self.clock()),
         )
         return [*pods, created]
+
+
+def _name(pod: dict[str, Any]) -> str:
+    return str(pod["metadata"]["name"])
 
 
 def _driver_of(pod: dict[str, Any]) -> str:

@@ -1,6 +1,7 @@
-"""The observe step: a job's pods and its runner's report (read, or known first hand within
-one reconcile), the node view, the go of a warm hand-over, the spec's problems (validate.py),
-and the operator's reading of the group in Kafka, as the values decide() takes."""
+"""The observe step: the job read once into its typed object (api/job.py), its pods and its
+runner's report (read, or known first hand within one reconcile), the node view, the go of a
+warm hand-over, the spec's problems (validate.py), and the operator's reading of the group in
+Kafka, as the values decide() takes."""
 
 from __future__ import annotations
 
@@ -15,8 +16,10 @@ from spark_app.kafka_config import (
     ENV_SECURITY_PROTOCOL,
     ENV_SSL_CA_PEM,
 )
-from streamingjob_operator.api.models import StreamingJobSpec, StreamingJobStatus
+from streamingjob_operator.api.job import Job, JobMeta
+from streamingjob_operator.api.models import StreamingJobSpec, StreamingJobStatus, parse_status
 from streamingjob_operator.api.naming import go_configmap_name, report_configmap_name
+from streamingjob_operator.children.validation import InvalidJobError, parse
 from streamingjob_operator.io.k8s import KubeApi
 from streamingjob_operator.io.kafka import KafkaMonitor, KafkaTarget
 from streamingjob_operator.io.nodes import NodeTracker, with_node_view
@@ -32,6 +35,25 @@ from streamingjob_operator.rules.observed import (
 from streamingjob_operator.rules.status import KafkaView
 from streamingjob_operator.seen import Seen
 from streamingjob_operator.validate import Validator
+
+
+@dataclass(frozen=True)
+class Unparsable:
+    """A job whose spec the models cannot read: Invalid, and nothing else decided."""
+
+    meta: JobMeta
+    status: StreamingJobStatus
+    problems: list[InvalidJobError]
+    body: dict[str, Any]
+
+
+def read_job(body: dict[str, Any]) -> Job | Unparsable:
+    """The job as the API server returned it, read once for the whole step."""
+    meta, status = JobMeta.of(body["metadata"]), parse_status(body.get("status"))
+    spec, problems = parse(body.get("spec") or {})
+    if spec is None:  # the schema let it through (an older CRD)
+        return Unparsable(meta, status, problems, body)
+    return Job(meta, spec, status, body)
 
 
 @dataclass
@@ -56,52 +78,44 @@ class Observer:
         self.validator = validator
 
     def observe(
-        self,
-        job: dict[str, Any],
-        spec: StreamingJobSpec,
-        old_status: StreamingJobStatus,
-        known: Known,
-        now: datetime,
+        self, job: Job, known: Known, now: datetime
     ) -> tuple[list[dict[str, Any]], dict[str, Any] | None, Observed]:
         """The job's pods and report, and decide()'s view of them."""
-        meta = job["metadata"]
-        pods, report = self._pods(job, old_status, known)
+        meta = job.meta
+        pods, report = self._pods(job, known)
         observed = Observed(
             now=now,
-            pods=self._with_node_view(meta["namespace"], meta["name"], pods),
+            pods=self._with_node_view(meta.namespace, meta.name, pods),
             report=parse_report(report),
-            invalid=self.validator.problems_of(job, spec, old_status),
+            invalid=self.validator.problems_of(job),
             handover=parse_signal(report, HANDOVER_KEY),
-            go=parse_signal(self._go_configmap(job, old_status), GO_KEY),
+            go=parse_signal(self._go_configmap(job), GO_KEY),
         )
         return pods, report, observed
 
-    def _go_configmap(self, job: dict[str, Any], status: StreamingJobStatus) -> Any:
+    def _go_configmap(self, job: Job) -> Any:
         """The go ConfigMap, read only while a warm hand-over is under way (only then does
         its go.json decide anything); read afresh: the go step before wrote it."""
-        if handover.active(status) is None:
+        if handover.active(job.status) is None:
             return None
-        meta = job["metadata"]
-        return self.api.get_configmap(meta["namespace"], go_configmap_name(meta["name"]))
+        return self.api.get_configmap(job.meta.namespace, go_configmap_name(job.meta.name))
 
-    def _pods(
-        self, job: dict[str, Any], status: StreamingJobStatus, known: Known
-    ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    def _pods(self, job: Job, known: Known) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
         """The job's pods (direct list) and, once a driver was created, the runner's report
         ConfigMap; what this reconcile already knows first hand is not read again."""
         if known.pods is not None:
             return known.pods, known.report
+        status, meta = job.status, job.meta
         if status.epoch == 0:
             # Never launched: a driver is created only after status records its target
             # (write-ahead), so none of ours exists, and fencing lists right before any create.
             # One list less per new job, each a quorum read of every pod in the namespace.
             return [], None
-        meta = job["metadata"]
-        pods = self.api.list_job_pods(meta["namespace"], meta["name"])
-        self.seen.saw_pods(meta["namespace"], meta["name"], pods)
+        pods = self.api.list_job_pods(meta.namespace, meta.name)
+        self.seen.saw_pods(meta.namespace, meta.name, pods)
         report = None
         if status.launch_state == "Created":
-            report = self.api.get_configmap(meta["namespace"], report_configmap_name(meta["name"]))
+            report = self.api.get_configmap(meta.namespace, report_configmap_name(meta.name))
         return pods, report
 
     def _with_node_view(
@@ -114,15 +128,13 @@ class Observer:
             self.nodes.track((namespace, name), {p.node for p in infos if p.node})
         return infos
 
-    def kafka_view(
-        self, job: dict[str, Any], spec: StreamingJobSpec, now: datetime
-    ) -> KafkaView | None:
+    def kafka_view(self, job: Job, now: datetime) -> KafkaView | None:
         """The operator's last reading of the job's group, refreshed when due."""
-        if self.kafka is None or spec.suspend:
+        if self.kafka is None or job.spec.suspend:
             return None
-        key = (job["metadata"]["namespace"], job["metadata"]["name"])
+        key = job.meta.key
         if self.kafka.is_due(key, now):
-            target = self.kafka_target(key[0], spec)
+            target = self.kafka_target(key[0], job.spec)
             if target is not None:
                 self.kafka.refresh(key, target)
         return self.kafka.view(key)

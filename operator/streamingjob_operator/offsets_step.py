@@ -1,6 +1,6 @@
-"""spec.offsetsAction in the reconcile (its rules: rules/offsets_action.py): gated on the
-decision (a running job refuses it, recorded in the decision's status), run once the job is
-suspended with no pod left, its outcome recorded in status and an Event. Kafka is asked in
+"""spec.offsetsAction in the reconcile (its rules: rules/offsets_action.py; its gate on the
+decision, a running job's refusal included: rules/plan.py): run once the job is suspended with
+no pod left, its outcome recorded in status and an Event. Kafka is asked in
 the reconcile's thread, each request retried through a leader change within
 kafkaDeadlineSeconds. Should recording it fail (the API server down), the next reconcile runs
 the action again: every action is idempotent except a reset to latest, which then takes the
@@ -16,16 +16,16 @@ from typing import Any
 from spark_app.kafka_metadata import KafkaUnavailable, UnknownTopic
 from spark_app.offsets_admin import OffsetsRefused, OffsetsResult
 from spark_app.options import OptionError
-from streamingjob_operator.api.models import OffsetsActionSpec, StreamingJobSpec, parse_status
+from streamingjob_operator.api.job import Job, JobMeta
+from streamingjob_operator.api.models import OffsetsActionSpec, parse_status
 from streamingjob_operator.children.builders import build_offsets_configmap
 from streamingjob_operator.io.errors import ConflictError, TransientError
 from streamingjob_operator.io.k8s import KubeApi
 from streamingjob_operator.io.kafka import run_offsets_action
 from streamingjob_operator.observe import Observer
 from streamingjob_operator.rules import offsets_action
-from streamingjob_operator.rules.decide import Decision, Event
+from streamingjob_operator.rules.decide import Event
 from streamingjob_operator.rules.history import keep_warnings
-from streamingjob_operator.rules.observed import Observed
 from streamingjob_operator.rules.status import set_conditions, status_body
 from streamingjob_operator.settings import OperatorSettings
 
@@ -45,79 +45,55 @@ class OffsetsActions:
         self.api, self.settings, self.observer, self.clock = api, settings, observer, clock
         self.runner = run_offsets_action  # the Kafka side (a test may stand in for it)
 
-    def gate(
-        self, job: dict[str, Any], spec: StreamingJobSpec, decision: Decision, observed: Observed
-    ) -> offsets_action.Gate | None:
-        """What this step does with a pending spec.offsetsAction (offsets_action.gate); a
-        refusal is recorded in the decision's status and events."""
-        pods_left = bool(observed.pods) or decision.action != "none"
-        gate = offsets_action.gate(spec, decision.status, pods_left)
-        if gate == "refuse" and spec.offsets_action is not None:
-            decision.events.append(
-                offsets_action.record(
-                    decision.status,
-                    spec.offsets_action,
-                    "Refused",
-                    offsets_action.RUNNING_REFUSAL,
-                    who=offsets_action.requested_by(job["metadata"]),
-                    now=observed.now,
-                    history_limit=self.settings.history_limit,
-                )
-            )
-        return gate
-
-    def run(
-        self,
-        job: dict[str, Any],
-        spec: StreamingJobSpec,
-        events: list[tuple[dict[str, Any], Event]],
-    ) -> dict[str, Any]:
+    def run(self, job: Job, events: list[tuple[dict[str, Any], Event]]) -> dict[str, Any]:
         """Runs spec.offsetsAction and records the outcome; returns the job as written."""
-        action = spec.offsets_action
+        action = job.spec.offsets_action
         assert action is not None
-        meta = job["metadata"]
-        namespace, name = meta["namespace"], meta["name"]
-        outcome, message, result, config_map = self._ask_kafka(job, spec, action)
+        who = offsets_action.requested_by(job.meta)
+        namespace, name = job.meta.key
+        outcome, message, result, config_map = self._ask_kafka(job, action)
         # Kafka has answered: record it even if the job changed meanwhile (a resume right
         # after the request must still see offsetsActedSinceLaunch), on the job as it is now.
+        body = job.body
         for _ in range(_RECORD_TRIES):
             now = self.clock()
-            st = parse_status(job.get("status"))
+            st = parse_status(body.get("status"))
             event = offsets_action.record(
                 st,
                 action,
                 outcome,
                 message,
-                who=offsets_action.requested_by(meta),
+                who=who,
                 now=now,
                 history_limit=self.settings.history_limit,
                 result=result,
                 config_map=config_map,
             )
-            set_conditions(st, int(job["metadata"].get("generation") or 0), now)
-            keep_warnings(st, name, meta.get("uid", ""), [event], now)  # a refusal, a failure
+            set_conditions(st, JobMeta.of(body["metadata"]).generation, now)
+            meta = JobMeta.of(body["metadata"])
+            keep_warnings(st, meta.name, meta.uid, [event], now)  # a refusal, a failure
             try:
-                job = self.api.replace_status(job, status_body(st))
+                body = self.api.replace_status(body, status_body(st))
                 break
             except ConflictError:
                 fresh = self.api.get_job(namespace, name)
                 if fresh is None:
-                    return job
-                job = fresh
+                    return body
+                body = fresh
         else:
             raise TransientError(f"offsets action of {namespace}/{name}: status kept changing")
         log.info("offsets action of %s/%s: %s", namespace, name, event.message)
-        events.append((job, event))
-        return job
+        events.append((body, event))
+        return body
 
     def _ask_kafka(
-        self, job: dict[str, Any], spec: StreamingJobSpec, action: OffsetsActionSpec
+        self, job: Job, action: OffsetsActionSpec
     ) -> tuple[offsets_action.Outcome, str, OffsetsResult | None, str]:
         """The offsets action's Kafka side: (outcome, message, result, the listing
         ConfigMap's name); a success's listing is applied here."""
         result = None
         try:
-            target = self.observer.kafka_target(job["metadata"]["namespace"], spec)
+            target = self.observer.kafka_target(job.meta.namespace, job.spec)
             if target is None:
                 raise OffsetsRefused("the Secret of spec.kafkaCredentials is missing")
             request = offsets_action.request(action)
@@ -127,7 +103,7 @@ class OffsetsActions:
             )
             message = result.summary()
             listing = offsets_action.listing(result, self.clock())
-            child = build_offsets_configmap(job, listing.data)
+            child = build_offsets_configmap(job.body, listing.data)
             self.api.apply(child)
             return "Succeeded", message, result, child["metadata"]["name"]
         except OffsetsRefused as exc:

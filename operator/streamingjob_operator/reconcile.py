@@ -1,6 +1,8 @@
 """One idempotent reconcile: observe → validate → decide → act → record, the loop alone: the
-steps are observe.py (with validate.py), the pure rules/decide.py, act.py, and the status
-write here; failures.py records what stops a reconcile; offsets_step.py and scaling.py act on
+steps are observe.py (the job read once into its typed object, api/job.py; validate.py), the
+pure rules/plan.py (decide.py's step and what goes with it: the offsets gate, the Kafka
+reading, the autoscaler) and rules/autoscaling.py's scale_back, act.py, and the status write
+here; failures.py records what stops a reconcile; offsets_step.py and scaling.py act on
 spec.offsetsAction and the autoscaler. Deletion is `finalizer.py`; what reconciles saw, for
 the handlers, is `seen.py`.
 
@@ -25,24 +27,24 @@ import logging
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
 
 from streamingjob_operator.act import Actor
 from streamingjob_operator.announce import Announcer, Events
-from streamingjob_operator.api.models import StreamingJobSpec, StreamingJobStatus, parse_status
-from streamingjob_operator.autoscaling import foreign_scale, note_applied
-from streamingjob_operator.children.validation import InvalidJobError, parse, summary
+from streamingjob_operator.api.job import Job
+from streamingjob_operator.children.validation import summary
 from streamingjob_operator.failures import Failures
 from streamingjob_operator.io.errors import ConflictError, TransientError
 from streamingjob_operator.io.k8s import KubeApi
 from streamingjob_operator.io.kafka import KafkaMonitor
 from streamingjob_operator.io.metrics import Metrics
 from streamingjob_operator.io.nodes import NodeTracker
-from streamingjob_operator.observe import Known, Observer
+from streamingjob_operator.observe import Known, Observer, Unparsable, read_job
 from streamingjob_operator.offsets_step import OffsetsActions
-from streamingjob_operator.rules.decide import DecideConfig, Decision, Event, decide, invalid
+from streamingjob_operator.rules.autoscaling import scale_back
+from streamingjob_operator.rules.decide import DecideConfig
 from streamingjob_operator.rules.history import keep_warnings
-from streamingjob_operator.rules.status import KafkaView, apply_kafka, set_conditions, status_body
+from streamingjob_operator.rules.plan import next_step, plan, unparsable
+from streamingjob_operator.rules.status import status_body
 from streamingjob_operator.scaling import Scaling
 from streamingjob_operator.seen import Seen
 from streamingjob_operator.settings import OperatorSettings
@@ -51,6 +53,8 @@ from streamingjob_operator.validate import Validator
 log = logging.getLogger(__name__)
 
 MAX_STEPS = 8
+
+Step = tuple[bool, float | None, Known]  # step again at once, when to look again, what is known
 
 
 class Reconciler:
@@ -81,7 +85,7 @@ class Reconciler:
         self.actor = Actor(api, settings, self.seen, self.metrics, clock)
         self.failures = Failures(api, settings, self.metrics, kafka, clock)
         self.offsets = OffsetsActions(api, settings, self.observer, clock)
-        self.scaling = Scaling(api, self.metrics, clock)
+        self.scaling = Scaling(api, self.metrics)
         self.announcer = Announcer(api, clock)
 
     def reconcile(self, namespace: str, name: str) -> float | None:
@@ -99,15 +103,16 @@ class Reconciler:
             known = Known()
             delay: float | None = self.settings.fencing_poll_seconds
             for _ in range(MAX_STEPS):
-                job = known.job or self.api.get_job(namespace, name)
-                if job is None or job["metadata"].get("deletionTimestamp"):
+                body = known.job or self.api.get_job(namespace, name)
+                job = read_job(body) if body is not None else None
+                if job is None or job.meta.deleting:
                     self.metrics.jobs.forget((namespace, name))  # its series go with it
                     self.scaling.forget((namespace, name))
                     self.announcer.forget((namespace, name))
                     return None
-                self.seen.saw_job(namespace, name, job)
+                self.seen.saw_job(job.meta)
                 if known.job is None:  # read afresh: warnings kept but not posted yet
-                    events.extend(self.announcer.unposted(job))
+                    events.extend(self.announcer.unposted(job.body))
                 try:
                     again, delay, known = self._step(job, known, events)
                 except ConflictError:  # the job changed since it was read: read it again
@@ -115,7 +120,7 @@ class Reconciler:
                     continue
                 if not again:
                     break
-            if (last := known.job or job) is not None:
+            if (last := known.job or body) is not None:
                 self.failures.clear(last)
             self.metrics.reconciles.labels("ok").inc()
             return delay
@@ -129,109 +134,52 @@ class Reconciler:
             self.metrics.errors.labels(type(exc).__name__).inc()
             return self.failures.record(namespace, name, exc, events)
 
-    def _step(
-        self, job: dict[str, Any], known: Known, events: Events
-    ) -> tuple[bool, float | None, Known]:
+    def _step(self, job: Job | Unparsable, known: Known, events: Events) -> Step:
         """Observe, decide, record the decision in status (write-ahead), act. Returns whether
         to step again at once, when to look again, and what the next step knows first hand."""
-        meta = job["metadata"]
-        key = (meta["namespace"], meta["name"])
         now = self.clock()
-        old_status = parse_status(job.get("status"))
-        spec, problems = parse(job.get("spec") or {})
-        if spec is None:  # the schema let it through (an older CRD): the same Invalid path
-            return self._unparsable(job, old_status, problems, now, events)
-        if foreign := foreign_scale(spec, old_status, meta.get("managedFields") or []):
+        if isinstance(job, Unparsable):
+            return self._unparsable(job, now, events)
+        meta, spec = job.meta, job.spec
+        if back := scale_back(spec, job.status, meta.managed_fields, meta.generation, now):
             # before anything is decided on it: the autoscaler owns the count (no restart)
-            self.scaling.undo(job, old_status, foreign.owned, foreign.message, events)
+            self.scaling.undo(job, back, events, now)
             return True, 0.0, Known()
-        pods, report, observed = self.observer.observe(job, spec, old_status, known, now)
-        decision = decide(
-            spec,
-            old_status,
-            observed,
-            namespace=key[0],
-            name=key[1],
-            cfg=self.cfg,
-            uid=meta.get("uid", ""),
-        )
-        new_status = decision.status
-        note_applied(spec, new_status)
-        offsets_gate = self.offsets.gate(job, spec, decision, observed)
-        kafka_view = self._apply_kafka_view(job, spec, old_status, decision, now)
-        rescale = self.scaling.step(job, spec, decision, kafka_view, observed)
+        pods, report, observed = self.observer.observe(job, known, now)
+        kafka_view = self.observer.kafka_view(job, now)
+        step = plan(job, observed, kafka_view, self.scaling.window(meta.key), self.cfg)
+        self.scaling.keep(meta.key, step.window)
+        decision, new_status = step.decision, step.decision.status
 
-        keep_warnings(new_status, key[1], meta.get("uid", ""), decision.events, now)
-        changed = status_body(new_status) != status_body(old_status)
+        keep_warnings(new_status, meta.name, meta.uid, decision.events, now)
+        changed = status_body(new_status) != status_body(job.status)
+        written = job
         if changed:  # write-ahead: the decision is recorded before it is acted on
-            job = self.api.replace_status(job, status_body(new_status))
-        events.extend((job, event) for event in decision.events)
-        if rescale is not None:  # recorded: now the restart in the same epoch (decide.py)
-            self.scaling.rescale(job, rescale)
-            self.metrics.jobs.update(key, new_status, kafka_view, observed.report)
+            answer = self.api.replace_status(job.body, status_body(new_status))
+            written = job.written(answer, new_status)
+        events.extend((written.body, event) for event in decision.events)
+        if step.rescale is not None:  # recorded: now the restart in the same epoch (decide.py)
+            self.scaling.rescale(written, step.rescale)
+            self.metrics.jobs.update(meta.key, new_status, kafka_view, observed.report)
             return True, 0.0, Known()
         if decision.restart_reason:
             self.metrics.restarts.labels(decision.restart_reason).inc()
-            self.metrics.jobs.restarted(key, decision.restart_reason)
-        self.metrics.jobs.update(key, new_status, kafka_view, observed.report)
+            self.metrics.jobs.restarted(meta.key, decision.restart_reason)
+        self.metrics.jobs.update(meta.key, new_status, kafka_view, observed.report)
 
-        pods_after = self.actor.act(job, spec, decision, pods, old_status.spark_ui_service)
-        if offsets_gate == "run" and decision.action == "none":
-            job = self.offsets.run(job, spec, events)
-        return self._next_step(decision, changed, Known(job=job, pods=pods_after, report=report))
+        pods_after = self.actor.act(written, decision, pods, job.status.spark_ui_service)
+        body = self.offsets.run(written, events) if step.run_offsets else written.body
+        again, delay, reuse = next_step(decision, changed, pods_after is not None)
+        if reuse == "job":
+            return again, delay, Known(job=body)
+        return again, delay, Known(job=body, pods=pods_after, report=report)
 
-    def _unparsable(
-        self,
-        job: dict[str, Any],
-        old_status: StreamingJobStatus,
-        problems: list[InvalidJobError],
-        now: datetime,
-        events: Events,
-    ) -> tuple[bool, float | None, Known]:
-        """A spec the models cannot read: Invalid, recorded, nothing else decided."""
-        decision = invalid(old_status, summary(problems), now, self.cfg)
-        set_conditions(decision.status, int(job["metadata"].get("generation") or 0), now)
-        meta = job["metadata"]
-        keep_warnings(decision.status, meta["name"], meta.get("uid", ""), decision.events, now)
-        if status_body(decision.status) != status_body(old_status):
-            job = self.api.replace_status(job, status_body(decision.status))
-        events.extend((job, event) for event in decision.events)
+    def _unparsable(self, job: Unparsable, now: datetime, events: Events) -> Step:
+        decision = unparsable(job.status, summary(job.problems), job.meta.generation, now, self.cfg)
+        meta = job.meta
+        keep_warnings(decision.status, meta.name, meta.uid, decision.events, now)
+        body = job.body
+        if status_body(decision.status) != status_body(job.status):
+            body = self.api.replace_status(body, status_body(decision.status))
+        events.extend((body, event) for event in decision.events)
         return False, decision.requeue_after, Known()
-
-    def _apply_kafka_view(
-        self,
-        job: dict[str, Any],
-        spec: StreamingJobSpec,
-        old_status: StreamingJobStatus,
-        decision: Decision,
-        now: datetime,
-    ) -> KafkaView | None:
-        """The operator's reading of the group, into the decision's status and conditions; a
-        Warning Event when its problem is new."""
-        kafka_view = self.observer.kafka_view(job, spec, now)
-        apply_kafka(decision.status, kafka_view)
-        set_conditions(
-            decision.status, int(job["metadata"].get("generation") or 0), now, kafka_view
-        )
-        if kafka_view is not None and kafka_view.problem:
-            previous = next((c for c in old_status.conditions if c.type == "Degraded"), None)
-            if previous is None or previous.message != kafka_view.problem:
-                decision.events.append(Event("Warning", "KafkaUnavailable", kafka_view.problem))
-        return kafka_view
-
-    @staticmethod
-    def _next_step(
-        decision: Decision, changed: bool, known: Known
-    ) -> tuple[bool, float | None, Known]:
-        # A launch, a deletion that completed at once, or a recorded transition that asks for
-        # an immediate next step continues in this reconcile; deletions still under way are
-        # given time (fencingPollSeconds) to complete.
-        if decision.action in ("launch", "launch-waiting", "launch-standby"):
-            return True, 0.0, known
-        if decision.action == "go":  # read the ConfigMap again: the go is part of the state
-            return True, 0.0, Known(job=known.job)
-        if decision.action == "delete":
-            return known.pods is not None, decision.requeue_after, known
-        if decision.action == "none" and changed and decision.requeue_after == 0:
-            return True, 0.0, known
-        return False, decision.requeue_after, known

@@ -6,6 +6,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from streamingjob_operator.api.job import JobMeta
+
 
 class Seen:
     """What the reconciles last observed of each job: its generation and its pods' resource
@@ -31,9 +33,9 @@ class Seen:
 
     # --- written by reconciles -----------------------------------------------------------
 
-    def saw_job(self, namespace: str, name: str, job: dict[str, Any]) -> None:
+    def saw_job(self, meta: JobMeta) -> None:
         with self._lock:
-            self._generations[(namespace, name)] = int(job["metadata"].get("generation") or 0)
+            self._generations[meta.key] = meta.generation
 
     def saw_pods(self, namespace: str, name: str, pods: list[dict[str, Any]]) -> None:
         """A list of the job's pods (replaces what was known)."""

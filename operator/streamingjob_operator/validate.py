@@ -5,9 +5,7 @@ are read every time (they may go)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from streamingjob_operator.api.models import StreamingJobSpec, StreamingJobStatus
+from streamingjob_operator.api.job import Job
 from streamingjob_operator.children.dry_run import dry_run_pods, rejection_problems
 from streamingjob_operator.children.validation import (
     InvalidJobError,
@@ -27,33 +25,30 @@ class Validator:
         # (uid, generation) whose spec passed the checks without Secrets
         self._valid: set[tuple[str, int]] = set()
 
-    def problems_of(
-        self, job: dict[str, Any], spec: StreamingJobSpec, status: StreamingJobStatus
-    ) -> str | None:
+    def problems_of(self, job: Job) -> str | None:
         """The problems of a spec that may be launched next: before a launch, on a new
         generation (a manual act would relaunch), and while Invalid (to see it fixed).
         None: nothing in the way."""
-        generation = int(job["metadata"].get("generation") or 0)
+        status, generation = job.status, job.meta.generation
         if (
             status.launch_state == "Created"
             and status.phase != "Invalid"
             and generation == status.observed_generation
         ):
             return None
-        problems = self.validate(job, spec, status)
+        problems = self.validate(job)
         return summary(problems) if problems else None
 
-    def validate(
-        self, job: dict[str, Any], spec: StreamingJobSpec, status: StreamingJobStatus
-    ) -> list[InvalidJobError]:
-        meta = job["metadata"]
-        problems = check_secrets(spec, meta["namespace"], self.api.secret_data)
-        key = (meta.get("uid", ""), int(meta.get("generation") or 0))
+    def validate(self, job: Job) -> list[InvalidJobError]:
+        spec, meta = job.spec, job.meta
+        problems = check_secrets(spec, meta.namespace, self.api.secret_data)
+        key = (meta.uid, meta.generation)
         if key in self._valid:
             return problems
-        problems += check_spec(spec) + check_size(job, spec)
+        # the children are built from the object as the API server returned it
+        problems += check_spec(spec) + check_size(job.body, spec)
         if not problems:
-            for dry in dry_run_pods(job, spec, status):
+            for dry in dry_run_pods(job.body, spec, job.status):
                 if dry.template_only and problems:
                     continue  # the template's fields were named already
                 rejection = self.api.dry_run_create(dry.obj)

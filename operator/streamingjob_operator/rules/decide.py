@@ -46,8 +46,7 @@ re-exported here.
 
 from __future__ import annotations
 
-from streamingjob_operator.api.spec_models import StreamingJobSpec
-from streamingjob_operator.api.status_models import StreamingJobStatus
+from streamingjob_operator.api import job as api
 from streamingjob_operator.rules import handover, standby
 from streamingjob_operator.rules.epochs import (
     ADDED_SINCE_RELEASE,
@@ -106,38 +105,20 @@ __all__ = [
 ]
 
 
-def decide(
-    spec: StreamingJobSpec,
-    status: StreamingJobStatus,
-    observed: Observed,
-    *,
-    namespace: str,
-    name: str,
-    cfg: DecideConfig | None = None,
-    uid: str = "",
-) -> Decision:
+def decide(job: api.Job, observed: Observed, cfg: DecideConfig | None = None) -> Decision:
     """The one decision of a reconcile step, by what the job is doing: suspended, acted on by
     hand (first launch, resume, nonce, spec change), ended, launching, or launched."""
-    d = _dispatch(spec, status, observed, namespace=namespace, name=name, cfg=cfg, uid=uid)
+    d = _dispatch(job, observed, cfg or DecideConfig())
     if d.status.phase != "Running":
         d.status.executors = 0  # the scale's status replicas: only a running job has any
     return d
 
 
-def _dispatch(
-    spec: StreamingJobSpec,
-    status: StreamingJobStatus,
-    observed: Observed,
-    *,
-    namespace: str,
-    name: str,
-    cfg: DecideConfig | None,
-    uid: str,
-) -> Decision:
-    cfg = cfg or DecideConfig()
-    st = status.model_copy(deep=True)
+def _dispatch(of: api.Job, observed: Observed, cfg: DecideConfig) -> Decision:
+    spec, meta = of.spec, of.meta
+    st = of.status.model_copy(deep=True)
     d = Decision(action="none", status=st, requeue_after=cfg.resync_seconds)
-    job = Job(spec, namespace, name, observed, cfg, uid)
+    job = Job(spec, meta.namespace, meta.name, observed, cfg, meta.uid)
 
     if spec.suspend:
         note_failure_left_behind(job, d)

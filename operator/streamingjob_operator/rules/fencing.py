@@ -62,6 +62,13 @@ def silent_since(pod: PodInfo, now: datetime, silent: float) -> datetime | None:
     return None
 
 
+def not_launching(driver: str, pods: list[str]) -> str | None:
+    """Why a launch must wait, from a direct list right before the create (rule 7): any
+    other pod of the job. None: launch."""
+    others = [pod for pod in pods if pod != driver]
+    return f"not launching {driver}: pods still present: {', '.join(others)}" if others else None
+
+
 def has_ended(pod: PodInfo) -> bool:
     """The pod's process has exited. Its container's terminated state comes about a second
     before the terminal phase, which the kubelet sets only after cleaning up the pod."""

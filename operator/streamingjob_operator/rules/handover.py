@@ -26,6 +26,9 @@ the pods observed, and the reconciler lists them again right before writing it.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from datetime import datetime
+
 from streamingjob_operator.api.status_models import (
     HandoverStatus,
     StreamingJobStatus,
@@ -272,3 +275,20 @@ def _lost(job: Job, st: StreamingJobStatus | None, pod: PodInfo) -> bool:
     return is_lost(
         pod, job.now, cfg.node_lost_grace_seconds, unknown_since, cfg.node_silent_seconds
     )
+
+
+def no_go(waiting: WaitingDriver, pods: Iterable[tuple[str, str]]) -> str | None:
+    """Why the go must wait, from a direct list right before writing it (pod name, the
+    driver it belongs to): any pod but the next driver and its executors. None: go."""
+    others = [name for name, driver in pods if waiting.pod not in (name, driver)]
+    return f"no go for {waiting.pod}: pods still present: {', '.join(others)}" if others else None
+
+
+def go_signal(waiting: WaitingDriver, now: datetime) -> dict[str, str | int]:
+    """The go the next driver waits for (go.json): its pod and target, and when."""
+    return {
+        "pod": waiting.pod,
+        "epoch": waiting.epoch,
+        "attempt": waiting.attempt,
+        "time": iso(now),
+    }

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Literal
 
 from spark_app.offsets_admin import OffsetsRequest, OffsetsResult, request_of
+from streamingjob_operator.api.job import JobMeta
 from streamingjob_operator.api.models import (
     API_GROUP,
     HistoryEntry,
@@ -73,17 +74,17 @@ def request(action: OffsetsActionSpec) -> OffsetsRequest:
     return request_of(action.action, action.to, action.timestamp, parts or None)
 
 
-def requested_by(meta: dict[str, Any]) -> tuple[str, str]:
+def requested_by(meta: JobMeta) -> tuple[str, str]:
     """(who, when): the annotation if the user set one, else the field manager that last
     wrote spec.offsetsAction (kubectl-patch, kubectl-client-side-apply, a GitOps
     controller...) and when. The API server records managers, not user names: the audit
     log has those."""
     owner, when = "", ""
-    for entry in meta.get("managedFields") or []:
+    for entry in meta.managed_fields:
         fields = ((entry.get("fieldsV1") or {}).get("f:spec") or {}).get("f:offsetsAction")
         if fields is not None and str(entry.get("time") or "") >= when:
             owner, when = str(entry.get("manager") or ""), str(entry.get("time") or "")
-    annotated = (meta.get("annotations") or {}).get(REQUESTED_BY_ANNOTATION)
+    annotated = meta.annotations.get(REQUESTED_BY_ANNOTATION)
     return (str(annotated)[:253] if annotated else owner), when
 
 

@@ -6,6 +6,7 @@ import copy
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from streamingjob_operator.api.job import Job, JobMeta
 from streamingjob_operator.api.models import StreamingJobSpec, StreamingJobStatus, parse_spec
 from streamingjob_operator.rules.decide import DecideConfig, Decision, decide
 from streamingjob_operator.rules.observed import Observed, PodInfo, Termination
@@ -67,15 +68,8 @@ def run(
     uid: str = "",
     **observed: Any,
 ) -> Decision:
-    return decide(
-        spec,
-        status,
-        Observed(now=now, pods=tuple(pods), **observed),
-        namespace=NS,
-        name=NAME,
-        cfg=cfg,
-        uid=uid,
-    )
+    job = Job(JobMeta(name=NAME, namespace=NS, uid=uid), spec, status, {})
+    return decide(job, Observed(now=now, pods=tuple(pods), **observed), cfg)
 
 
 def launched(spec: StreamingJobSpec, now: datetime = T0) -> StreamingJobStatus:

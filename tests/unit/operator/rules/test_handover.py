@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import pytest
 
+from streamingjob_operator.api.job import Job, JobMeta
 from streamingjob_operator.api.models import StreamingJobStatus
+from streamingjob_operator.rules import handover
 from streamingjob_operator.rules.decide import FIELD_CLASSES, IGNORE, REASONS
-from streamingjob_operator.rules.observed import Signal, Termination, parse_signal
+from streamingjob_operator.rules.observed import Signal, Termination, iso, parse_signal
 from streamingjob_operator.rules.status import set_conditions, status_body
 from tests.unit.operator.helpers_operator import (
     T0,
@@ -310,15 +312,30 @@ def test_the_go_is_written_where_no_driver_may_write_and_read_back_from_there():
     st.handover.phase = "Stopping"  # type: ignore[union-attr]
     api = _Api([NEW])
     reconciler = Reconciler(api, OperatorSettings())  # type: ignore[arg-type]
-    job = {"metadata": {"name": "orders", "namespace": "ns", "uid": "u"}}
-    reconciler.actor.go(job, _spec(redeployNonce=1), Decision(action="go", status=st))
+    body = {"metadata": {"name": "orders", "namespace": "ns", "uid": "u"}}
+    job = Job(JobMeta.of(body["metadata"]), _spec(redeployNonce=1), st, body)
+    reconciler.actor.go(job, Decision(action="go", status=st))
     assert set(api.keys) == {("orders-go", "go.json")}
     assert ("ConfigMap", "orders-go") in api.applied
     assert ("PodDisruptionBudget", "orders-executors") in api.applied  # moved to the next
-    go = parse_signal(reconciler.observer._go_configmap(job, st), "go.json")
+    go = parse_signal(reconciler.observer._go_configmap(job), "go.json")
     assert go is not None and go.names(NEW, 2, 1)
     # outside a hand-over the go decides nothing: not read
-    assert reconciler.observer._go_configmap(job, StreamingJobStatus()) is None
+    idle = Job(job.meta, job.spec, StreamingJobStatus(), body)
+    assert reconciler.observer._go_configmap(idle) is None
+
+
+def test_the_go_waits_for_every_pod_but_the_next_driver_and_its_executors():
+    """The go's own fencing (handover.no_go), from the direct list right before its write:
+    the running driver or one of its executors still listed means no go yet."""
+    waiting = _warming().handover
+    assert waiting is not None
+    mine = [(NEW, ""), ("orders-exec-1", NEW)]
+    assert handover.no_go(waiting, mine) is None
+    why = handover.no_go(waiting, [*mine, ("orders-exec-0", OLD), (OLD, "")])
+    assert why == f"no go for {NEW}: pods still present: orders-exec-0, {OLD}"
+    go = handover.go_signal(waiting, T0)
+    assert go == {"pod": NEW, "epoch": waiting.epoch, "attempt": waiting.attempt, "time": iso(T0)}
 
 
 def test_the_hand_over_reasons_are_in_the_vocabulary():

@@ -12,6 +12,7 @@ from spark_app.offsets_admin import (
     plan,
     request_of,
 )
+from streamingjob_operator.api.job import JobMeta
 from streamingjob_operator.api.models import InvalidSpecError
 from streamingjob_operator.rules import offsets_action
 from streamingjob_operator.rules.decide import FIELD_CLASSES, SEPARATE, job_hash, pod_hash
@@ -98,10 +99,10 @@ def test_requested_by_prefers_the_annotation_then_the_last_manager_of_the_field(
         "time": "2026-01-01T00:00:03Z",
         "fieldsV1": {"f:spec": {"f:suspend": {}}},
     }
-    meta = {"managedFields": [entry, other]}
-    assert offsets_action.requested_by(meta) == ("argocd", "2026-01-01T00:00:02Z")
+    meta = {"name": "orders", "namespace": "team", "managedFields": [entry, other]}
+    assert offsets_action.requested_by(JobMeta.of(meta)) == ("argocd", "2026-01-01T00:00:02Z")
     meta["annotations"] = {offsets_action.REQUESTED_BY_ANNOTATION: "alice"}
-    assert offsets_action.requested_by(meta)[0] == "alice"
+    assert offsets_action.requested_by(JobMeta.of(meta))[0] == "alice"
 
 
 @pytest.mark.parametrize(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from streamingjob_operator.api.job import JobMeta
 from streamingjob_operator.seen import Seen
 
 pytestmark = pytest.mark.unit
@@ -25,7 +26,7 @@ def test_a_job_never_observed_is_always_news():
 
 def test_job_events_are_news_only_for_a_new_generation():
     seen = Seen()
-    seen.saw_job(NS, JOB, {"metadata": {"generation": 3}})
+    seen.saw_job(JobMeta(name=JOB, namespace=NS, generation=3))
     assert not seen.job_is_news(NS, JOB, 3)  # a status write or kopf's finalizer patch
     assert seen.job_is_news(NS, JOB, 4)  # a spec change
     assert seen.job_is_news(NS, "other", 3)

@@ -1,7 +1,7 @@
-"""The autoscaler in the operator (autoscaling.py): readings per Kafka reading of the current
-run, what status.autoscaler shows, the rescale it returns, foreign scales, the spec's rules,
-the condition, the status body and the metrics. The whole loop on a real API server and
-broker: tests/integration/operator/test_op_autoscaler.py."""
+"""The autoscaler's step (rules/autoscaling.py): readings per Kafka reading of the current
+run, what status.autoscaler shows, the rescale it returns, foreign scales and what is
+recorded of them, the spec's rules, the condition, the status body and the metrics. The
+whole loop on a real API server and broker: tests/integration/operator/test_op_autoscaler.py."""
 
 from __future__ import annotations
 
@@ -16,8 +16,9 @@ from streamingjob_operator.api.models import (
     InvalidSpecError,
     StreamingJobStatus,
 )
-from streamingjob_operator.autoscaling import Autoscaling, foreign_scale, note_applied
 from streamingjob_operator.io.metrics import Metrics
+from streamingjob_operator.rules import autoscaling
+from streamingjob_operator.rules.autoscaling import Window, foreign_scale, note_applied, scale_back
 from streamingjob_operator.rules.observed import Report, iso, parse_report
 from streamingjob_operator.rules.status import KafkaView, set_conditions, status_body
 from tests.unit.operator.helpers_operator import T0, make_spec
@@ -31,6 +32,17 @@ ENABLED = {
     "autoscaler__stabilizationSeconds": 0,
     "autoscaler__metricsWindowSeconds": 10,
 }
+
+
+class Autoscaling:
+    """The shell's memory of one job's window of readings (scaling.py) around the pure step."""
+
+    def __init__(self) -> None:
+        self.window: Window | None = None
+
+    def step(self, key, spec, st, kafka, report, now):
+        rescale, self.window = autoscaling.step(spec, st, kafka, report, self.window, now)
+        return rescale
 
 
 def _running(**kw) -> StreamingJobStatus:
@@ -213,3 +225,37 @@ def test_recommendation_and_utilization_are_metrics():
     base = (("job", "orders"), ("namespace", "team"))
     assert got[("streamingjob_autoscaler_recommended_executors", base)] == 3
     assert got[("streamingjob_autoscaler_utilization", base)] == 0.62
+
+
+def test_a_foreign_scale_is_recorded_before_it_is_set_back():
+    """scale_back: the conflict in status (a condition) and a ScaleRefused Event, recorded
+    before spec.executor.instances is set back; nothing to record when it completes the
+    autoscaler's own interrupted rescale."""
+    spec = make_spec(**ENABLED, executor__instances=1)
+    decided = AutoscalerDecisionStatus(
+        time="t", action="ScaledUp", from_executors=1, to_executors=3
+    )
+    own = _running(autoscaler=AutoscalerStatus(executors=3, pending=True, last_decision=decided))
+    assert scale_back(spec, own, [], 4, T0) == autoscaling.ScaleBack(3, None, None)
+    done = _running(autoscaler=AutoscalerStatus(executors=3, last_decision=decided))
+    back = scale_back(spec, done, [], 4, T0)
+    assert back is not None and back.owned == 3 and back.status is not None
+    assert back.event is not None and (back.event.type, back.event.reason) == (
+        "Warning",
+        "ScaleRefused",
+    )
+    a = back.status.autoscaler
+    assert a is not None and (a.conflict, a.conflict_time) == (back.event.message, iso(T0))
+    cond = next(c for c in back.status.conditions if c.type == "AutoscalerConflict")
+    assert (cond.status, cond.reason, cond.observed_generation) == ("True", "ForeignScale", 4)
+    assert done.autoscaler is not None and not done.autoscaler.conflict  # a copy was changed
+    assert scale_back(make_spec(**ENABLED, executor__instances=3), done, [], 4, T0) is None
+
+
+def test_a_run_without_a_new_reading_keeps_its_window_and_a_disabled_one_drops_it():
+    spec, st = make_spec(**ENABLED), _running()
+    rescale, window = autoscaling.step(spec, st, _view(1, 150, 100), _report(1), None, T0)
+    assert rescale is None and window is not None and len(window.samples) == 1
+    again = autoscaling.step(spec, st, _view(1, 150, 100), _report(1), window, T0)
+    assert again == (None, window)  # the same reading: nothing added, nothing evaluated
+    assert autoscaling.step(make_spec(), st, None, None, window, T0) == (None, None)
