@@ -2,7 +2,8 @@
 reader schema given inline asks the registry only for writer schemas by id; each subject name
 strategy finds the subject a Confluent serializer registers under; an https registry is
 verified with the CA of schemaRegistryCaFile, and refused clearly without it
-(spark_app/options.py, spark_app/typed_values.py, spark_app/schema_registry_client.py)."""
+(spark_app/api/options.py, spark_app/formats/typed_values.py,
+spark_app/formats/schema_registry_client.py)."""
 
 from __future__ import annotations
 
@@ -16,10 +17,10 @@ import pytest
 
 from devbed.schema_registry import SchemaRegistry, wire_format
 from devbed.tls import Authority
-from spark_app import typed_values
-from spark_app.decoding import AvroDecoder, ReaderSchemaError, resolve_reader_schema
-from spark_app.options import SourceOptions, ValueDecoding
-from spark_app.schema_registry_client import RegistryTLSError, SchemaRegistryClient
+from spark_app.api.options import SourceOptions, ValueDecoding
+from spark_app.formats import typed_values
+from spark_app.formats.decoding import AvroDecoder, ReaderSchemaError, resolve_reader_schema
+from spark_app.formats.schema_registry_client import RegistryTLSError, SchemaRegistryClient
 
 pytestmark = pytest.mark.integration
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from spark_app.manifest import CLIENT_KEY_FIELDS, FILE_SINK_FORMATS, SINK_OUTPUT_MODES
+from spark_app.api.manifest import CLIENT_KEY_FIELDS, FILE_SINK_FORMATS, SINK_OUTPUT_MODES
 
 Case = tuple[dict[str, Any], str]  # (spec, the field its refusal names)
 

@@ -22,7 +22,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from spark_app.avro_types import UnsupportedAvroSchema, arrow_column, converter, spark_type
+from spark_app.formats.avro_types import UnsupportedAvroSchema, arrow_column, converter, spark_type
 
 pytestmark = pytest.mark.unit
 

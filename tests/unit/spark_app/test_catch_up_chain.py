@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from spark_app.checkpoint_log import DurableBatch
-from spark_app.group_offsets import newest_durable, sink_batch
-from spark_app.manifest import checkpoint_location, epoch_sink_path
+from spark_app.api.manifest import checkpoint_location, epoch_sink_path
+from spark_app.runner.checkpoint_log import DurableBatch
+from spark_app.runner.group_offsets import newest_durable, sink_batch
 
 pytestmark = pytest.mark.unit
 

@@ -6,8 +6,8 @@ import threading
 
 import pytest
 
-from spark_app.committer import OffsetCommitter
-from spark_app.partition_state import PartitionStateTable
+from spark_app.source.committer import OffsetCommitter
+from spark_app.source.partition_state import PartitionStateTable
 
 pytestmark = pytest.mark.unit
 
@@ -63,8 +63,8 @@ def test_snapshots_are_never_torn_while_the_source_threads_run(monkeypatch):
     <= planned per partition (fails without the table's lock)."""
     from pyspark.sql.streaming.datasource import ReadAllAvailable
 
-    from spark_app import driver_side as source_module
-    from spark_app.options import SourceOptions
+    from spark_app.api.options import SourceOptions
+    from spark_app.source import driver_side as source_module
 
     commits: list[dict] = []
     monkeypatch.setattr(source_module, "KafkaMetadata", FakeKafka)
@@ -134,8 +134,8 @@ def test_an_older_discovery_reading_never_overwrites_a_newer_log_end(monkeypatch
     start and fail with a spurious data-loss error."""
     from pyspark.sql.streaming.datasource import ReadAllAvailable
 
-    from spark_app import driver_side as source_module
-    from spark_app.options import SourceOptions
+    from spark_app.api.options import SourceOptions
+    from spark_app.source import driver_side as source_module
 
     read, release, next_reading, finish = (threading.Event() for _ in range(4))
 

@@ -3,7 +3,7 @@
 
 import pytest
 
-from spark_app.checkpoint_log import (
+from spark_app.runner.checkpoint_log import (
     CheckpointUnreadable,
     ahead_of_group,
     newest_batch,

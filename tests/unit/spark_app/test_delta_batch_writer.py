@@ -11,7 +11,7 @@ import pytest
 from deltalake import DeltaTable as Table
 from deltalake.exceptions import CommitFailedError
 
-from spark_app.delta_sink import (
+from spark_app.sinks.delta_sink import (
     BatchWriter,
     DeltaTable,
     SchemaIncompatible,

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from spark_app.delta_maintenance import (
+from spark_app.api.manifest import S3_ACCESS_KEY_ENV, S3_SECRET_KEY_ENV
+from spark_app.sinks.delta_maintenance import (
     EXIT_INVALID,
     EXIT_NO_TABLE,
     EXIT_OK,
@@ -23,7 +24,6 @@ from spark_app.delta_maintenance import (
     store_error,
     target_of_manifest,
 )
-from spark_app.manifest import S3_ACCESS_KEY_ENV, S3_SECRET_KEY_ENV
 from streamingjob_operator.api.models import StreamingJob
 from streamingjob_operator.children.driver_pod import build_job_configmap
 from streamingjob_operator.children.pod_parts import container_security, pod_security
@@ -122,7 +122,7 @@ def test_the_example_cronjob_runs_the_cli_on_the_manifest_the_operator_gives_the
     # the command: the installed entry point of this CLI, with arguments it takes
     command, *argv = container["args"]
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
-    assert scripts[command] == "spark_app.delta_maintenance:main"
+    assert scripts[command] == "spark_app.sinks.delta_maintenance:main"
     args = parse_args(argv)
 
     # --manifest is the job's manifest: the operator's ConfigMap, its key, mounted there

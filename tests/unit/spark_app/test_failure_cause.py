@@ -3,7 +3,7 @@ wrapping, which the operator shows in the Degraded condition (runner.failure_cau
 
 import pytest
 
-from spark_app.preflight import failure_cause
+from spark_app.runner.preflight import failure_cause
 
 pytestmark = pytest.mark.unit
 
@@ -12,9 +12,9 @@ Job aborted due to stage failure: Task 0 in stage 3.0 failed 1 times, most recen
 Lost task 0.0 in stage 3.0 (TID 7) (10.0.0.5 executor driver): \
 org.apache.spark.api.python.PythonException: \
 Traceback (most recent call last):
-  File "/opt/app/spark_app/native_read.py", line 170, in _batches
+  File "/opt/app/spark_app/source/native_read.py", line 170, in _batches
     raise topic_deleted(p, exc.args[0]) from None
-spark_app.partition_reader.TopicDeletedError: topic orders was deleted while the job read \
+spark_app.source.partition_reader.TopicDeletedError: topic orders was deleted while the job read \
 orders-2 [40, 90) (stuck at offset 40); the batch fails
 \tat org.apache.spark.api.python.BasePythonRunner$ReaderIterator.handlePythonException(...)
 """
@@ -34,17 +34,19 @@ def test_the_last_of_chained_errors_is_the_one_raised():
 
 def test_a_poison_record_or_a_registry_outage_is_the_cause():
     poison = SPARK_WRAPPED.replace(
-        "spark_app.partition_reader.TopicDeletedError: topic orders was deleted while the job "
-        "read orders-2 [40, 90) (stuck at offset 40); the batch fails",
-        "spark_app.decoding.PoisonRecordError: poison record orders-2 offset 41: truncated: "
-        "3 bytes",
+        "spark_app.source.partition_reader.TopicDeletedError: topic orders was deleted while the "
+        "job read orders-2 [40, 90) (stuck at offset 40); the batch fails",
+        "spark_app.formats.decoding.PoisonRecordError: poison record orders-2 offset 41: "
+        "truncated: 3 bytes",
     )
     assert failure_cause(poison) == "poison record orders-2 offset 41: truncated: 3 bytes"
-    outage = "x\nspark_app.schema_registry_client.RegistryUnavailable: orders-0 offset 9: down"
+    outage = (
+        "x\nspark_app.formats.schema_registry_client.RegistryUnavailable: orders-0 offset 9: down"
+    )
     assert failure_cause(outage) == "orders-0 offset 9: down"
     # an executor fetching a writer schema from an https registry it cannot verify
     untrusted = (
-        "x\nspark_app.schema_registry_client.RegistryTLSError: schema registry "
+        "x\nspark_app.formats.schema_registry_client.RegistryTLSError: schema registry "
         "https://schema-registry.data.svc:8443: its TLS certificate does not verify with the CA "
         "in option schemaRegistryCaFile='/ca.crt'"
     )
@@ -58,10 +60,10 @@ def test_any_other_failure_is_sparks_first_line():
 
 def test_a_dead_letter_topic_that_cannot_be_written_is_the_cause():
     text = SPARK_WRAPPED.replace(
-        "spark_app.partition_reader.TopicDeletedError: topic orders was deleted while the job "
-        "read orders-2 [40, 90) (stuck at offset 40); the batch fails",
-        "spark_app.dead_letter.DeadLetterError: could not write 1 dead record(s) of orders[2] "
-        "to the dead-letter topic dead: TOPIC_AUTHORIZATION_FAILED",
+        "spark_app.source.partition_reader.TopicDeletedError: topic orders was deleted while the "
+        "job read orders-2 [40, 90) (stuck at offset 40); the batch fails",
+        "spark_app.sinks.dead_letter.DeadLetterError: could not write 1 dead record(s) of "
+        "orders[2] to the dead-letter topic dead: TOPIC_AUTHORIZATION_FAILED",
     )
     assert failure_cause(text) == (
         "could not write 1 dead record(s) of orders[2] to the dead-letter topic dead: "

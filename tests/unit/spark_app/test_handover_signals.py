@@ -1,5 +1,5 @@
 """The waiting driver's go.json: only a well-formed go naming this driver is obeyed; anything
-else is ignored with one log line, never a crash (spark_app/handover_signals.py)."""
+else is ignored with one log line, never a crash (spark_app/runner/handover_signals.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from spark_app import handover_signals as handover
-from spark_app.handover_signals import (
+from spark_app.runner import handover_signals as handover
+from spark_app.runner.handover_signals import (
     GO_KEY,
     HANDOVER_KEY,
     FileSignals,
@@ -22,8 +22,8 @@ from spark_app.handover_signals import (
     parse_go,
     readiness,
 )
-from spark_app.runner import parse_args
-from spark_app.supervise import batch_end_time
+from spark_app.runner.runner import parse_args
+from spark_app.runner.supervise import batch_end_time
 
 pytestmark = pytest.mark.unit
 
@@ -59,7 +59,7 @@ def test_a_malformed_go_is_refused_naming_what_is_wrong(text, named):
 
 def test_only_this_drivers_go_counts_and_the_rest_is_logged_once(caplog):
     watcher = GoWatcher(ME)
-    caplog.set_level(logging.INFO, logger="spark_app.handover_signals")
+    caplog.set_level(logging.INFO, logger="spark_app.runner.handover_signals")
     others = [
         "{not json",
         json.dumps({**GO, "pod": "orders-driver-1-1"}),
@@ -161,7 +161,7 @@ def test_ready_is_sent_again_until_it_arrives_and_only_then_a_go_counts(monkeypa
 def test_a_go_file_that_is_not_text_is_ignored(tmp_path, caplog):
     signals = FileSignals(tmp_path)
     (tmp_path / GO_KEY).write_bytes(b"\xff\xfe{")
-    caplog.set_level(logging.INFO, logger="spark_app.handover_signals")
+    caplog.set_level(logging.INFO, logger="spark_app.runner.handover_signals")
     assert not GoWatcher(ME).is_mine(signals.go_text())
     assert "is not JSON" in caplog.records[0].message
 

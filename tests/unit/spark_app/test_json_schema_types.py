@@ -1,6 +1,6 @@
 """JSON Schema reader schemas become Spark column types, what has no shape is refused naming
-the field, and documents are read in the reader's shape (spark_app/json_schema_types.py,
-spark_app/json_values.py). On a real registry and broker:
+the field, and documents are read in the reader's shape (spark_app/formats/json_schema_types.py,
+spark_app/formats/json_values.py). On a real registry and broker:
 tests/integration/test_json_decoding.py."""
 
 from __future__ import annotations
@@ -22,12 +22,12 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from spark_app.decoding import decode_value_column
-from spark_app.json_schema_types import UnsupportedJsonSchema, compile_shape
-from spark_app.json_values import JsonPayloads
-from spark_app.poison import MALFORMED_PAYLOAD, UNRESOLVABLE_SCHEMA, Poison
-from spark_app.schema_registry_client import RegisteredSchema
-from spark_app.value_formats import UnsupportedSchema
+from spark_app.formats.decoding import decode_value_column
+from spark_app.formats.json_schema_types import UnsupportedJsonSchema, compile_shape
+from spark_app.formats.json_values import JsonPayloads
+from spark_app.formats.poison import MALFORMED_PAYLOAD, UNRESOLVABLE_SCHEMA, Poison
+from spark_app.formats.schema_registry_client import RegisteredSchema
+from spark_app.formats.value_formats import UnsupportedSchema
 
 pytestmark = pytest.mark.unit
 
@@ -235,7 +235,7 @@ def test_what_is_not_utf8_json_is_a_malformed_payload(payload):
 def test_decoded_values_make_the_column_spark_checks():
     import pyarrow as pa
 
-    from spark_app.decoding import WireDecoder
+    from spark_app.formats.decoding import WireDecoder
 
     class NoRegistry:
         url = "http://registry.data.svc:8081"
@@ -268,9 +268,9 @@ def test_decoded_values_make_the_column_spark_checks():
 
 
 def test_an_inline_json_reader_schema_is_checked_as_json_schema_at_start():
-    from spark_app.decoding import ReaderSchemaError, inline_reader_schema
-    from spark_app.options import OptionError, SourceOptions
-    from spark_app.typed_values import TypedValues
+    from spark_app.api.options import OptionError, SourceOptions
+    from spark_app.formats.decoding import ReaderSchemaError, inline_reader_schema
+    from spark_app.formats.typed_values import TypedValues
 
     base = {
         "kafka.bootstrap.servers": "b:9092",

@@ -14,15 +14,15 @@ import pytest
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from devbed.schema_registry import wire_format
-from spark_app import typed_values
-from spark_app.dead_letter import dead_letter_headers
-from spark_app.decoding import AvroDecoder, PoisonRecordError, decode_columns
-from spark_app.options import DeadLetterTarget, OptionError, SourceOptions, ValueDecoding
-from spark_app.partition_range import KafkaInputPartition, arrow_schema, spark_schema
-from spark_app.partition_reader import to_record_batch
-from spark_app.schema_registry_client import RegisteredSchema
-from spark_app.source import KafkaCheckpointedDataSource
-from spark_app.typed_values import TypedValues
+from spark_app.api.options import DeadLetterTarget, OptionError, SourceOptions, ValueDecoding
+from spark_app.formats import typed_values
+from spark_app.formats.decoding import AvroDecoder, PoisonRecordError, decode_columns
+from spark_app.formats.schema_registry_client import RegisteredSchema
+from spark_app.formats.typed_values import TypedValues
+from spark_app.sinks.dead_letter import dead_letter_headers
+from spark_app.source.partition_range import KafkaInputPartition, arrow_schema, spark_schema
+from spark_app.source.partition_reader import to_record_batch
+from spark_app.source.source import KafkaCheckpointedDataSource
 from tests.unit.spark_app.test_typed_values import ORDER, READER, SCHEMA, NoRegistry
 
 pytestmark = pytest.mark.unit

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from spark_app.query import LOCAL_FS_CONF, LOCAL_FS_JAR, local_file_system_conf
+from spark_app.runner.query import LOCAL_FS_CONF, LOCAL_FS_JAR, local_file_system_conf
 
 pytestmark = pytest.mark.unit
 

@@ -10,9 +10,9 @@ import logging
 
 import pytest
 
-from spark_app import native_read, partition_reader
-from spark_app.partition_range import KafkaInputPartition, client_config
-from spark_app.partition_reader import read_range
+from spark_app.source import native_read, partition_reader
+from spark_app.source.partition_range import KafkaInputPartition, client_config
+from spark_app.source.partition_reader import read_range
 
 pytestmark = pytest.mark.unit
 
@@ -57,7 +57,7 @@ def test_the_native_module_is_built_here_so_both_paths_are_tested():
 
 @pytest.mark.usefixtures("no_native_module")
 def test_auto_reads_with_python_when_the_module_is_missing(python_reads, caplog):
-    caplog.set_level(logging.WARNING, "spark_app.native_read")
+    caplog.set_level(logging.WARNING, "spark_app.source.native_read")
     assert list(read_range(part("auto"))) == ["python-batch"]
     assert list(read_range(part("auto"))) == ["python-batch"]
     assert len(python_reads) == 2
@@ -76,7 +76,7 @@ def test_the_driver_says_once_which_path_why_and_how_to_get_the_native_one(
     assert "because streamingjob_native is not installed" in line
     assert "`make native` builds the native one" in line
     # the driver hands its partitions `python`: no worker repeats the line (local[2]: twice)
-    caplog.set_level(logging.DEBUG, "spark_app.native_read")
+    caplog.set_level(logging.DEBUG, "spark_app.source.native_read")
     assert native_read.executor_read_path("auto") == "python"
     assert list(read_range(part(native_read.executor_read_path("auto")))) == ["python-batch"]
     assert caplog.text == ""
@@ -109,7 +109,7 @@ def test_a_setting_the_native_build_lacks_falls_back_or_fails_per_read_path(
 ):
     # OIDC token retrieval needs libcurl, which confluent's librdkafka has and ours has not.
     monkeypatch.setattr(native_read, "_warned", set())
-    caplog.set_level(logging.WARNING, "spark_app.native_read")
+    caplog.set_level(logging.WARNING, "spark_app.source.native_read")
     oidc = {"sasl.oauthbearer.method": "oidc"}
     assert list(read_range(part("auto", **oidc))) == ["python-batch"]
     assert "cannot use the client configuration" in caplog.text
@@ -145,7 +145,7 @@ def test_the_native_path_takes_the_same_client_configuration(monkeypatch, python
 def test_the_engine_is_the_fetcher_where_it_understands_every_setting(monkeypatch, caplog):
     """Readers open without connecting, so no broker is needed to see the choice."""
     monkeypatch.setattr(native_read, "_warned", set())
-    caplog.set_level(logging.INFO, "spark_app.native_read")
+    caplog.set_level(logging.INFO, "spark_app.source.native_read")
 
     def opened(p: KafkaInputPartition):
         reader = native_read.open_range(p, client_config(p))

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from spark_app import offsets as off
+from spark_app.api import offsets as off
 
 pytestmark = pytest.mark.unit
 
@@ -146,8 +146,8 @@ class _Kafka:
 
 @pytest.fixture
 def driver(monkeypatch):
-    from spark_app import driver_side
-    from spark_app.options import SourceOptions
+    from spark_app.api.options import SourceOptions
+    from spark_app.source import driver_side
 
     monkeypatch.setattr(driver_side, "KafkaMetadata", _Kafka)
     options = SourceOptions.parse(
@@ -188,7 +188,7 @@ def test_the_driver_keeps_the_epoch_each_log_end_came_with_and_hands_it_to_the_n
 
 
 def test_an_epoch_is_kept_only_with_a_position_its_log_end_covers():
-    from spark_app.driver_side import epochs_at
+    from spark_app.source.driver_side import epochs_at
 
     ends, epochs = {TP: 100, ("orders", 1): 40}, {TP: 7, ("orders", 1): 2}
     # 120 is past the end epoch 7 came with (a log truncated below a checkpoint, read on

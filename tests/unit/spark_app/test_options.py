@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from spark_app.options import OptionError, SourceOptions, redact
+from spark_app.api.options import OptionError, SourceOptions, redact
 
 pytestmark = pytest.mark.unit
 

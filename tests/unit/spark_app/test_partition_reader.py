@@ -12,9 +12,14 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException, Message
 from confluent_kafka import TopicPartition as KafkaTP
 
-from spark_app import partition_reader as reader
-from spark_app.partition_range import DataLossError, KafkaInputPartition, arrow_schema, gc_paused
-from spark_app.partition_reader import _drain
+from spark_app.source import partition_reader as reader
+from spark_app.source.partition_range import (
+    DataLossError,
+    KafkaInputPartition,
+    arrow_schema,
+    gc_paused,
+)
+from spark_app.source.partition_reader import _drain
 
 pytestmark = pytest.mark.unit
 
@@ -253,7 +258,7 @@ def test_batches_are_record_batches_with_sparks_schema():
 
 
 def test_executors_import_neither_the_manifest_nor_pydantic():
-    # A worker unpickling the reader imports spark_app.source; pydantic costs ~0.2 s there.
+    # A worker unpickling the reader imports spark_app.source.source; pydantic costs ~0.2 s there.
     import os
     import subprocess
     import sys
@@ -262,7 +267,8 @@ def test_executors_import_neither_the_manifest_nor_pydantic():
     repo = str(Path(__file__).resolve().parents[3])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([repo, os.environ.get("PYTHONPATH", "")])}
     code = (
-        "import sys, spark_app.source; print({'pydantic', 'spark_app.manifest'} & {*sys.modules})"
+        "import sys, spark_app.source.source; "
+        "print({'pydantic', 'spark_app.api.manifest'} & {*sys.modules})"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env

@@ -1,7 +1,7 @@
 """Protobuf values without services: the message-index varints, the Spark type of a message
 (Spark's from_protobuf mapping), records written with the reader's own schema id (which need
 no registry) decoded through the seam's WireDecoder to column values, and a reader given
-inline (spark_app/protobuf_values.py, protobuf_types.py, protobuf_schema.py). With the
+inline (spark_app/formats/protobuf_values.py, protobuf_types.py, protobuf_schema.py). With the
 registry: tests/integration/test_protobuf_decoding.py."""
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from spark_app.avro_types import arrow_column
-from spark_app.decoding import (
+from spark_app.formats.avro_types import arrow_column
+from spark_app.formats.decoding import (
     MALFORMED_PAYLOAD,
     TRUNCATED,
     UNRESOLVABLE_SCHEMA,
@@ -41,8 +41,8 @@ from spark_app.decoding import (
     WireDecoder,
     inline_reader_schema,
 )
-from spark_app.protobuf_schema import ProtobufSchemaError, compile_schema, message_at
-from spark_app.protobuf_values import (
+from spark_app.formats.protobuf_schema import ProtobufSchemaError, compile_schema, message_at
+from spark_app.formats.protobuf_values import (
     MessageIndexError,
     ProtobufReaderSchema,
     column_type,
@@ -51,12 +51,12 @@ from spark_app.protobuf_values import (
     pinned_reader,
     read_message_indexes,
 )
-from spark_app.schema_registry_client import (
+from spark_app.formats.schema_registry_client import (
     RegisteredSchema,
     SchemaReference,
     SchemaRegistryClient,
 )
-from spark_app.value_formats import InvalidSchema, UnsupportedSchema
+from spark_app.formats.value_formats import InvalidSchema, UnsupportedSchema
 from tests.support.protobuf_messages import message_classes, proto_wire_format, zigzag_varint
 
 pytestmark = pytest.mark.unit

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from spark_app import report as report_module
-from spark_app.report import Reporter, Throughput
+from spark_app.runner import report as report_module
+from spark_app.runner.report import Reporter, Throughput
 
 pytestmark = pytest.mark.unit
 

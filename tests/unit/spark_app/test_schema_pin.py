@@ -1,12 +1,12 @@
-"""The reader schema's version pinned per epoch (spark_app/schema_pin.py): a restore reads
+"""The reader schema's version pinned per epoch (spark_app/formats/schema_pin.py): a restore reads
 what the epoch started with, a fresh epoch resolves `latest` again, a spec version wins."""
 
 from __future__ import annotations
 
 import pytest
 
-from spark_app import schema_pin as pin
-from spark_app.schema_pin import FROM_CHECKPOINT, FROM_SPEC, RESOLVED, Pin, PinUnreadable
+from spark_app.formats import schema_pin as pin
+from spark_app.formats.schema_pin import FROM_CHECKPOINT, FROM_SPEC, RESOLVED, Pin, PinUnreadable
 
 pytestmark = pytest.mark.unit
 

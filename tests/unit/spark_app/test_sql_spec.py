@@ -1,6 +1,6 @@
 """spec.job.sql as the models and the CRD see it: exclusive with transform (one message naming
 both fields, in pydantic and in the CEL rule), bounded, never blank; and the clipping of
-Spark's messages (spark_app.sql_transform.spark_message)."""
+Spark's messages (spark_app.runner.sql_transform.spark_message)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from spark_app.manifest import MAX_SQL, SQL_OR_TRANSFORM, ManifestError, load_manifest
-from spark_app.sql_transform import MESSAGE_LIMIT, spark_message
+from spark_app.api.manifest import MAX_SQL, SQL_OR_TRANSFORM, ManifestError, load_manifest
+from spark_app.runner.sql_transform import MESSAGE_LIMIT, spark_message
 from streamingjob_operator.api.crd import build_crd
 
 pytestmark = pytest.mark.unit

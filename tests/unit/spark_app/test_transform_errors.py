@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from spark_app.manifest import JobSpec
-from spark_app.query import InvalidJob, transformed
+from spark_app.api.manifest import JobSpec
+from spark_app.runner.query import InvalidJob, transformed
 
 pytestmark = pytest.mark.unit
 

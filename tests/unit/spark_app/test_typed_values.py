@@ -16,21 +16,21 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from devbed.kafka_broker import free_port
 from devbed.schema_registry import wire_format
-from spark_app import typed_values
-from spark_app.avro_types import arrow_column
-from spark_app.decoding import (
+from spark_app.api.options import OptionError, SourceOptions
+from spark_app.formats import typed_values
+from spark_app.formats.avro_types import arrow_column
+from spark_app.formats.decoding import (
     AvroDecoder,
     PoisonRecordError,
     ReaderSchemaError,
     decode_value_column,
 )
-from spark_app.options import OptionError, SourceOptions
-from spark_app.partition_range import KafkaInputPartition, arrow_schema, spark_schema
-from spark_app.partition_reader import to_record_batch
-from spark_app.schema_registry_client import RegisteredSchema, RegistryUnavailable
-from spark_app.source import KafkaCheckpointedDataSource
-from spark_app.typed_values import TypedValues
-from spark_app.value_decoder import decoded
+from spark_app.formats.schema_registry_client import RegisteredSchema, RegistryUnavailable
+from spark_app.formats.typed_values import TypedValues
+from spark_app.source.partition_range import KafkaInputPartition, arrow_schema, spark_schema
+from spark_app.source.partition_reader import to_record_batch
+from spark_app.source.source import KafkaCheckpointedDataSource
+from spark_app.source.value_decoder import decoded
 
 pytestmark = pytest.mark.unit
 

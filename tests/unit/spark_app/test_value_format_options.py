@@ -5,7 +5,7 @@ import urllib.parse
 
 import pytest
 
-from spark_app.options import OptionError, SourceOptions
+from spark_app.api.options import OptionError, SourceOptions
 
 pytestmark = pytest.mark.unit
 
@@ -74,7 +74,7 @@ def test_credentials_never_show_in_errors_or_reprs():
 
 
 def test_raw_values_keep_sparks_columns_without_a_registry():
-    from spark_app.source import KafkaCheckpointedDataSource
+    from spark_app.source.source import KafkaCheckpointedDataSource
 
     schema = KafkaCheckpointedDataSource(dict(BASE)).schema()
     assert schema.fieldNames()[1] == "value" and schema["value"].dataType.typeName() == "binary"

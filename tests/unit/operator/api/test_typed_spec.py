@@ -10,17 +10,9 @@ from typing import Any
 import pytest
 import yaml
 
-from spark_app.kafka_config import (
-    ENV_REGISTRY_PASSWORD,
-    ENV_REGISTRY_USERNAME,
-    REGISTRY_CA_DIR,
-    REGISTRY_CA_FILE,
-    REGISTRY_CREDENTIAL_ENV,
-    job_options,
-)
-from spark_app.manifest import load_manifest
-from spark_app.options import SourceOptions
-from spark_app.value_spec import (
+from spark_app.api.manifest import load_manifest
+from spark_app.api.options import SourceOptions
+from spark_app.api.value_spec import (
     CA_NEEDS_HTTPS,
     DEAD_LETTER_NEEDS_DECODED,
     DEAD_LETTER_NEEDS_GROUP,
@@ -31,6 +23,14 @@ from spark_app.value_spec import (
     RECORD_NAME_UNUSED,
     REGISTRY_ONLY,
     SUBJECT_NEEDED,
+)
+from spark_app.kafka.kafka_config import (
+    ENV_REGISTRY_PASSWORD,
+    ENV_REGISTRY_USERNAME,
+    REGISTRY_CA_DIR,
+    REGISTRY_CA_FILE,
+    REGISTRY_CREDENTIAL_ENV,
+    job_options,
 )
 from streamingjob_operator.api.crd import build_crd
 from streamingjob_operator.children.cleanup import build_cleanup_job
