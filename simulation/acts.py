@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from spark_app.kafka.kafka_config import EXIT_INVALID, REFUSED_MARK, RUNNER_EXIT_REASONS
+from spark_app.api.exit_codes import EXIT_INVALID, REFUSED_MARK, RUNNER_EXIT_REASONS
 from streamingjob_operator.api.models import API_GROUP, API_VERSION
 from streamingjob_operator.api.naming import FINALIZER
 

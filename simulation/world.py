@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from spark_app.kafka.kafka_config import EXIT_INVALID, REFUSED_MARK, RUNNER_EXIT_REASONS
+from spark_app.api.exit_codes import EXIT_INVALID, REFUSED_MARK, RUNNER_EXIT_REASONS
 from streamingjob_operator.api.naming import (
     LABEL_JOB,
     job_configmap_name,

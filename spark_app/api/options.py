@@ -16,8 +16,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spark_app.api.offsets import parse_starting_offsets
-from spark_app.formats.schema_registry_client import SchemaRegistryClient
-from spark_app.formats.value_formats import FORMATS
 
 _RESET_STRATEGIES = ("earliest", "latest", "error")
 _ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
@@ -44,6 +42,8 @@ RESERVED_CLIENT_KEYS = {
 # (spark_app/formats/decoding.py, one module per format: spark_app/formats/value_formats.py). Each
 # decoded column has options of its own (valueFormat, valueSubject, ...; keyFormat, keySubject, ...)
 # and shares the registry's connection (schemaRegistry*).
+# the formats decoded with a registry's schemas (spark_app.formats.value_formats: a module each)
+FORMATS = ("avro", "json", "protobuf")
 VALUE_FORMATS = ("raw", *FORMATS)
 DECODED_COLUMNS = ("value", "key")
 _DECODED = "valueFormat={0} (or keyFormat={0})".format(" / ".join(FORMATS))  # the registry's use
@@ -122,22 +122,13 @@ class ValueDecoding:
     registry_timeout_ms: int = 60_000
     reader_schema: str | None = field(default=None, repr=False)  # <column>Schema; long
     ca_file: str | None = None  # schemaRegistryCaFile: the CA an https registry is verified with
-    format: str = "avro"  # a key of spark_app.formats.value_formats.FORMATS
+    format: str = "avro"  # one of FORMATS
     message_name: str | None = None  # <column>MessageName: Protobuf's reader message
     column: str = "value"  # DECODED_COLUMNS: the column decoded, and its options' prefix
 
     def option(self, suffix: str) -> str:
         """This column's option of that suffix: option("Format") is valueFormat or keyFormat."""
         return f"{self.column}{suffix}"
-
-    def registry_client(self) -> SchemaRegistryClient:
-        return SchemaRegistryClient(
-            self.registry_url,
-            self.username,
-            self.password,
-            self.registry_timeout_ms / 1000,
-            ca_file=self.ca_file,
-        )
 
 
 def _decodings(

@@ -32,6 +32,7 @@ from spark_app.formats.poison import (
     TRUNCATED,
     UNKNOWN_SCHEMA_ID,
     UNRESOLVABLE_SCHEMA,
+    DeadRecord,
     Poison,
 )
 from spark_app.formats.schema_registry_client import (
@@ -41,7 +42,6 @@ from spark_app.formats.schema_registry_client import (
     SchemaRegistryClient,
 )
 from spark_app.formats.value_formats import InvalidSchema, UnsupportedSchema, format_module
-from spark_app.sinks.dead_letter import DeadRecord
 
 __all__ = [  # the reasons and Poison live in spark_app.formats.poison; callers know them from here
     "BAD_MAGIC_BYTE",

@@ -16,8 +16,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from spark_app.formats import native_module
 from spark_app.formats.schema_registry_client import RegisteredSchema, RegistryUnavailable
-from spark_app.source import native_read
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ def for_reader(reader: RegisteredSchema, column_type: Any) -> NativeAvro | None:
     from pyspark.sql.pandas.types import to_arrow_type
 
     name = f"id {reader.schema_id}" if reader.schema_id is not None else "valueSchema"
-    native = native_read.module()
+    native = native_module.module()
     if native is None or not hasattr(native, "AvroValues"):
         _log_once("Avro values (reader schema %s) decode in Python: no native decoder", name)
         return None

@@ -3,12 +3,13 @@
 A format's decoder returns a `Poison` for a bad record and never raises for one: the caller
 (`spark_app.formats.decoding.decode_value_column`) decides whether it goes to the dead-letter topic
 or fails the query naming the record. The reasons are the dead-letter header
-`streamingjob.error.reason`, so they are one vocabulary across formats.
+`streamingjob.error.reason`, so they are one vocabulary across formats. A `DeadRecord` is such a
+record with where it came from, as the dead-letter topic (spark_app.sinks.dead_letter) gets it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 BAD_MAGIC_BYTE = "bad-magic-byte"
 TRUNCATED = "truncated"
@@ -33,3 +34,20 @@ class Poison:
     message: str
     schema_id: int | None = None
     column: str | None = None
+
+
+@dataclass(frozen=True)
+class DeadRecord:
+    """A source record the job cannot read, and why (a `spark_app.formats.decoding` poison
+    reason)."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int | None
+    key: bytes | None
+    value: bytes | None
+    reason: str
+    message: str
+    headers: list[tuple[str, bytes | None]] = field(default_factory=list)
+    column: str | None = None  # the column that cannot be decoded: value or key

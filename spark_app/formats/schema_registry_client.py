@@ -24,6 +24,8 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
+from spark_app.api.options import ValueDecoding
+
 log = logging.getLogger(__name__)
 
 _ACCEPT = "application/vnd.schemaregistry.v1+json, application/json"
@@ -203,3 +205,14 @@ def _error_code(error: urllib.error.HTTPError) -> int | None:
         return int(json.loads(error.read())["error_code"])
     except (ValueError, KeyError, TypeError, OSError):
         return None
+
+
+def client_for(decoding: ValueDecoding) -> SchemaRegistryClient:
+    """The registry client of a decoded column's options (basic auth, CA file, timeout)."""
+    return SchemaRegistryClient(
+        decoding.registry_url,
+        decoding.username,
+        decoding.password,
+        decoding.registry_timeout_ms / 1000,
+        ca_file=decoding.ca_file,
+    )

@@ -29,6 +29,7 @@ from spark_app.formats.schema_registry_client import (
     RegistryRefused,
     RegistryTLSError,
     RegistryUnavailable,
+    client_for,
 )
 
 
@@ -59,7 +60,7 @@ def at_query_start(decoding: ValueDecoding) -> TypedValues:
     option to fix."""
     used = f"{decoding.option('Format')}={decoding.format}"
     try:
-        client = decoding.registry_client()  # reads schemaRegistryCaFile, if any
+        client = client_for(decoding)  # reads schemaRegistryCaFile, if any
         if decoding.reader_schema is not None:
             reader = inline_reader_schema(
                 decoding.reader_schema,

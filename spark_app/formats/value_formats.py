@@ -19,8 +19,8 @@ gives:
 - `payload_decoder(reader, client) -> PayloadDecoder`: what the executors decode one payload
   with (below); `client` is the registry, for what writer schemas import.
 
-A new format is one such module plus one line in FORMATS (and the spec's enum,
-`spark_app.api.value_spec.ValueSpec.format`).
+A new format is one such module, named `<format>_values`, plus its name in
+`spark_app.api.options.FORMATS` (and the spec's enum, `spark_app.api.value_spec.ValueSpec.format`).
 """
 
 from __future__ import annotations
@@ -28,19 +28,16 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
+from spark_app.api.options import FORMATS as DECODED
+
 if TYPE_CHECKING:
     from spark_app.formats.schema_registry_client import RegisteredSchema, SchemaRegistryClient
 
-# A pyspark DataType; not imported here: options (and through them the operator, which has no
-# pyspark) import FORMATS from this module.
+# A pyspark DataType; not imported here: the format modules import what they need.
 DataType = Any
 
-# valueFormat option value -> the module that decodes it
-FORMATS: dict[str, str] = {
-    "avro": "spark_app.formats.avro_values",
-    "json": "spark_app.formats.json_values",
-    "protobuf": "spark_app.formats.protobuf_values",
-}
+# valueFormat option value -> the module that decodes it: <format>_values in this folder
+FORMATS: dict[str, str] = {name: f"spark_app.formats.{name}_values" for name in DECODED}
 
 
 class UnsupportedSchema(ValueError):

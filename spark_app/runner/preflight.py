@@ -14,17 +14,17 @@ import re
 from pathlib import Path
 from typing import Any
 
-from spark_app.api.manifest import (
-    RunnerManifest,
-)
-from spark_app.kafka.kafka_config import (
+from spark_app.api.exit_codes import (
     EXIT_INVALID,
     EXIT_KAFKA_AUTH,
     EXIT_KAFKA_TLS,
     EXIT_KAFKA_UNAVAILABLE,
     REFUSED_MARK,
-    job_options,
 )
+from spark_app.api.manifest import (
+    RunnerManifest,
+)
+from spark_app.kafka.kafka_config import job_options
 from spark_app.runner.query import (
     InvalidJob,
     load_transform,

@@ -21,33 +21,16 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 from spark_app.api.options import DeadLetterTarget
+from spark_app.formats.poison import DeadRecord
 
 log = logging.getLogger("spark_app.source.source")
 
 # how long one transaction step may take before the task fails (and is retried)
 _TIMEOUT_S = 60.0
 HEADER_PREFIX = "streamingjob."
-
-
-@dataclass(frozen=True)
-class DeadRecord:
-    """A source record the job cannot read, and why (a `spark_app.formats.decoding` poison
-    reason)."""
-
-    topic: str
-    partition: int
-    offset: int
-    timestamp: int | None
-    key: bytes | None
-    value: bytes | None
-    reason: str
-    message: str
-    headers: list[tuple[str, bytes | None]] = field(default_factory=list)
-    column: str | None = None  # the column that cannot be decoded: value or key
 
 
 class DeadLetterError(RuntimeError):

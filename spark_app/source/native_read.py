@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from functools import lru_cache
-from types import ModuleType
 
+from spark_app.formats.native_module import module
+from spark_app.formats.native_module import unavailable_reason as _unavailable_reason
 from spark_app.source.partition_range import (
     KafkaInputPartition,
     arrow_schema,
@@ -41,18 +41,6 @@ class NativeUnavailable(RuntimeError):
     """readPath=native, but the native read path cannot be used here."""
 
 
-@lru_cache(maxsize=1)
-def module() -> ModuleType | None:
-    """The native module, or None when it is not installed or does not load."""
-    try:
-        import streamingjob_native
-    except ImportError as exc:
-        _unavailable_reason.append(str(exc))
-        return None
-    return streamingjob_native
-
-
-_unavailable_reason: list[str] = []
 _warned: set[str] = set()
 
 

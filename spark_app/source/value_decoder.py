@@ -15,8 +15,10 @@ from collections.abc import Iterator
 from typing import Any
 
 from spark_app.formats.decoding import WireDecoder, decode_columns
+from spark_app.formats.poison import DeadRecord
+from spark_app.formats.schema_registry_client import client_for
 from spark_app.formats.typed_values import TypedValues
-from spark_app.sinks.dead_letter import DeadRecord, write_dead_records
+from spark_app.sinks.dead_letter import write_dead_records
 from spark_app.source.partition_range import KafkaInputPartition, gc_paused
 
 log = logging.getLogger(__name__)
@@ -28,7 +30,7 @@ _decoders: dict[TypedValues, WireDecoder] = {}
 
 def decoder_for(values: TypedValues) -> WireDecoder:
     if values not in _decoders:
-        client = values.decoding.registry_client()
+        client = client_for(values.decoding)
         _decoders[values] = WireDecoder(client, values.reader, values.decoding.format)
     return _decoders[values]
 

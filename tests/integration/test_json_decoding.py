@@ -26,8 +26,8 @@ from spark_app.formats.decoding import (
     decode_value_column,
     resolve_reader_schema,
 )
+from spark_app.formats.poison import DeadRecord
 from spark_app.formats.schema_registry_client import SchemaRegistryClient
-from spark_app.sinks.dead_letter import DeadRecord
 from spark_app.source.partition_range import KafkaInputPartition
 from spark_app.source.partition_reader import read_range
 from tests.support.kafka_tools import consume_values, new_topic

@@ -20,7 +20,11 @@ from devbed.tls import Authority
 from spark_app.api.options import SourceOptions, ValueDecoding
 from spark_app.formats import typed_values
 from spark_app.formats.decoding import AvroDecoder, ReaderSchemaError, resolve_reader_schema
-from spark_app.formats.schema_registry_client import RegistryTLSError, SchemaRegistryClient
+from spark_app.formats.schema_registry_client import (
+    RegistryTLSError,
+    SchemaRegistryClient,
+    client_for,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -68,7 +72,7 @@ def test_an_inline_reader_schema_reads_records_of_every_registered_writer_schema
     values = typed_values.at_query_start(decoding)
     assert values.reader.schema_id is None
     assert values.describe() == f"inline reader schema {namespace}.Order (option valueSchema)"
-    client = decoding.registry_client()
+    client = client_for(decoding)
     decoder = AvroDecoder(client, values.reader)
     rows = [
         decoder.decode(wire_format(id1, v1, {"id": 1, "item": "a"})),
@@ -87,7 +91,7 @@ def test_an_inline_reader_schema_no_writer_resolves_to_is_a_poison_record(
     schema_id = schema_registry.register(f"{namespace}-value", writer)
     reader = {**writer, "fields": [{"name": "sku", "type": "string"}]}  # no default: unresolvable
     decoding = _decoding(schema_registry, "t", valueSchema=json.dumps(reader))
-    decoder = AvroDecoder(decoding.registry_client(), typed_values.at_query_start(decoding).reader)
+    decoder = AvroDecoder(client_for(decoding), typed_values.at_query_start(decoding).reader)
     poison = decoder.decode(wire_format(schema_id, writer, {"id": 1, "item": "a"}))
     assert getattr(poison, "reason", None) == "unresolvable-schema"
 
@@ -164,7 +168,7 @@ def test_an_https_registry_is_read_with_its_ca_file(tls_registry: SchemaRegistry
     decoding = _decoding(tls_registry, f"orders-{namespace}", schemaRegistryCaFile=ca)
     values = typed_values.at_query_start(decoding)
     assert values.reader.schema_id == schema_id
-    client = decoding.registry_client()
+    client = client_for(decoding)
     decoder = AvroDecoder(client, resolve_reader_schema(client, f"orders-{namespace}-value"))
     record = {"id": 1, "item": "a"}
     assert decoder.decode(wire_format(schema_id, _order(namespace), record)) == record

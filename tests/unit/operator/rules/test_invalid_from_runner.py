@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from spark_app.kafka.kafka_config import REFUSED_MARK
+from spark_app.api.exit_codes import REFUSED_MARK
 from spark_app.runner import preflight
 from streamingjob_operator.rules.observed import Termination
 from streamingjob_operator.rules.status import set_conditions
