@@ -24,7 +24,8 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from spark_app.api.manifest import JobSpec, SourceSpec
+from spark_app.api.job_spec import JobSpec
+from spark_app.api.source_spec import SourceSpec
 
 ENV_SECURITY_PROTOCOL = "KAFKA_SECURITY_PROTOCOL"
 ENV_SASL_MECHANISM = "KAFKA_SASL_MECHANISM"

@@ -21,9 +21,7 @@ from spark_app.api.exit_codes import (
     EXIT_KAFKA_UNAVAILABLE,
     REFUSED_MARK,
 )
-from spark_app.api.manifest import (
-    RunnerManifest,
-)
+from spark_app.api.manifest import RunnerManifest
 from spark_app.kafka.kafka_config import job_options
 from spark_app.runner.query import (
     InvalidJob,

@@ -32,11 +32,7 @@ from pathlib import Path
 
 import yaml
 
-from spark_app.api.manifest import (
-    ManifestError,
-    checkpoint_location,
-    load_manifest,
-)
+from spark_app.api.manifest import ManifestError, checkpoint_location, load_manifest
 from spark_app.runner import warmup
 from spark_app.runner.preflight import (
     KafkaStartFailed,

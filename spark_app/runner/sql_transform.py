@@ -1,5 +1,5 @@
 """`spec.job.sql`: a Spark SQL query over the source, run on the source's DataFrame registered
-as the temporary view `source` (`manifest.SQL_VIEW`), instead of a transform in an image.
+as the temporary view `source` (`job_spec.SQL_VIEW`), instead of a transform in an image.
 
 Spark parses and analyses a statement when `spark.sql` is called, before any query starts, so
 every mistake is found before anything is read. A statement that is not a query (DROP TABLE,
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from spark_app.api.manifest import SQL_VIEW
+from spark_app.api.job_spec import SQL_VIEW
 
 FIELD = "spec.job.sql"
 MESSAGE_LIMIT = 1500  # Spark's part of a message: the termination log holds 4 KiB in all

@@ -17,9 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from spark_app.api.exit_codes import EXIT_CATCH_UP_FAILED
-from spark_app.api.manifest import (
-    RunnerManifest,
-)
+from spark_app.api.manifest import RunnerManifest
 from spark_app.formats import schema_pin
 from spark_app.kafka.kafka_config import job_options
 from spark_app.runner import group_offsets as group_writer

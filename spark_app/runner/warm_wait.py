@@ -12,9 +12,7 @@ import threading
 import time
 from typing import Any
 
-from spark_app.api.manifest import (
-    RunnerManifest,
-)
+from spark_app.api.manifest import RunnerManifest
 from spark_app.runner import handover_signals as handover
 from spark_app.runner import warmup
 from spark_app.runner.preflight import (

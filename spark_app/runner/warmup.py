@@ -95,7 +95,7 @@ def warm_python_workers(spark) -> list[str]:
     return sorted(set(hosts))
 
 
-FILE_FORMATS = ("parquet", "json", "csv", "orc")  # Spark's file sink (manifest.SinkSpec)
+FILE_FORMATS = ("parquet", "json", "csv", "orc")  # Spark's file sink (sink_spec.SinkSpec)
 WARMUP_FORMAT = "streamingjob_warmup"
 
 

@@ -14,13 +14,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from spark_app.api.manifest import (
-    NO_NULL_VALUES,
-    JobSpec,
-    MapValue,
-    S3Spec,
-    check_keys,
-)
+from spark_app.api.field_rules import NO_NULL_VALUES, MapValue, check_keys
+from spark_app.api.job_spec import JobSpec
+from spark_app.api.manifest import S3Spec
 from spark_app.api.spec_base import K8S_NAME, SpecModel, secret_key, secret_name
 from streamingjob_operator.api.policy_models import (
     DAY,

@@ -33,9 +33,9 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from spark_app.api.manifest import SourceSpec
 from spark_app.api.offsets_admin import OffsetsRequest, OffsetsResult
 from spark_app.api.options import OptionError, SourceOptions
+from spark_app.api.source_spec import SourceSpec
 from spark_app.kafka import offsets_run
 from spark_app.kafka.kafka_config import source_options
 from spark_app.kafka.kafka_metadata import (

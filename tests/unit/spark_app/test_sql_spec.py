@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from spark_app.api.manifest import MAX_SQL, SQL_OR_TRANSFORM, ManifestError, load_manifest
+from spark_app.api.job_spec import MAX_SQL, SQL_OR_TRANSFORM
+from spark_app.api.manifest import ManifestError, load_manifest
 from spark_app.runner.sql_transform import MESSAGE_LIMIT, spark_message
 from streamingjob_operator.api.crd import build_crd
 

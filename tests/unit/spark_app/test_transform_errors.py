@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from spark_app.api.manifest import JobSpec
+from spark_app.api.job_spec import JobSpec
 from spark_app.runner.query import InvalidJob, transformed
 
 pytestmark = pytest.mark.unit

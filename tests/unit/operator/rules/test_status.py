@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from spark_app.api.manifest import SourceSpec
 from spark_app.api.options import SourceOptions
+from spark_app.api.source_spec import SourceSpec
 from spark_app.kafka.kafka_metadata import KafkaMetadata
 from streamingjob_operator.api.models import (
     HistoryEntry,
