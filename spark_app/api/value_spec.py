@@ -17,8 +17,8 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from spark_app.api.decoding_options import RECORD_NAME_PATTERN
 from spark_app.api.offsets import MAX_TOPIC
-from spark_app.api.options import RECORD_NAME_PATTERN
 from spark_app.api.spec_base import (
     BOOTSTRAP,
     MAX_TEXT,

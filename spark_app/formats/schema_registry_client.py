@@ -24,7 +24,7 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
-from spark_app.api.options import ValueDecoding
+from spark_app.api.decoding_options import ValueDecoding
 
 log = logging.getLogger(__name__)
 

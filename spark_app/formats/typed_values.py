@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from pyspark.sql.types import StructField, StructType
 
-from spark_app.api.options import ValueDecoding
+from spark_app.api.decoding_options import ValueDecoding
 from spark_app.formats.decoding import (
     ReaderSchemaError,
     inline_reader_schema,

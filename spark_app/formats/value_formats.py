@@ -20,7 +20,8 @@ gives:
   with (below); `client` is the registry, for what writer schemas import.
 
 A new format is one such module, named `<format>_values`, plus its name in
-`spark_app.api.options.FORMATS` (and the spec's enum, `spark_app.api.value_spec.ValueSpec.format`).
+`spark_app.api.decoding_options.FORMATS` (and the spec's enum,
+`spark_app.api.value_spec.ValueSpec.format`).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from spark_app.api.options import FORMATS as DECODED
+from spark_app.api.decoding_options import FORMATS as DECODED
 
 if TYPE_CHECKING:
     from spark_app.formats.schema_registry_client import RegisteredSchema, SchemaRegistryClient

@@ -24,7 +24,8 @@ import yaml
 
 from spark_app.api.manifest import ManifestError, load_manifest
 from spark_app.api.offsets_admin import ACTIONS, RESET_TARGETS, OffsetsRefused, request_of
-from spark_app.api.options import OptionError, SourceOptions
+from spark_app.api.option_values import OptionError
+from spark_app.api.options import SourceOptions
 from spark_app.kafka.kafka_config import source_options
 from spark_app.kafka.kafka_metadata import KafkaMetadata, KafkaUnavailable, UnknownTopic
 from spark_app.kafka.offsets_run import run

@@ -78,7 +78,8 @@ def preflight(
 ) -> None:
     """Fails fast, before Spark starts, on what would otherwise fail inside a batch.
     `credentials`: the manifest's spec.kafkaCredentials (names only), for the messages."""
-    from spark_app.api.options import OptionError, SourceOptions
+    from spark_app.api.option_values import OptionError
+    from spark_app.api.options import SourceOptions
     from spark_app.kafka.kafka_metadata import (
         KafkaAuthFailed,
         KafkaMetadata,

@@ -304,7 +304,8 @@ def _reader_pins(spark, manifest: RunnerManifest, location: str) -> dict[str, sc
     epoch (`spark_app/formats/schema_pin.py`): the spec's version, the one the epoch's checkpoint
     pinned (a restore), or the subject's latest now (a fresh epoch; written by run() before
     the query starts). Reads only."""
-    from spark_app.api.options import OptionError, SourceOptions
+    from spark_app.api.option_values import OptionError
+    from spark_app.api.options import SourceOptions
     from spark_app.formats.decoding import ReaderSchemaError
     from spark_app.formats.typed_values import at_query_start
 

@@ -23,7 +23,7 @@ import logging
 import time
 from typing import Any
 
-from spark_app.api.options import DeadLetterTarget
+from spark_app.api.dead_letter_options import DeadLetterTarget
 from spark_app.formats.poison import DeadRecord
 
 log = logging.getLogger("spark_app.source.source")

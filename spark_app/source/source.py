@@ -25,7 +25,8 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from spark_app.api import offsets as off
-from spark_app.api.options import OptionError, SourceOptions
+from spark_app.api.option_values import OptionError
+from spark_app.api.options import SourceOptions
 from spark_app.formats import typed_values
 from spark_app.formats.typed_values import TypedValues
 from spark_app.source.driver_side import DriverSide

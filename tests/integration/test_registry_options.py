@@ -17,7 +17,8 @@ import pytest
 
 from devbed.schema_registry import SchemaRegistry, wire_format
 from devbed.tls import Authority
-from spark_app.api.options import SourceOptions, ValueDecoding
+from spark_app.api.decoding_options import ValueDecoding
+from spark_app.api.options import SourceOptions
 from spark_app.formats import typed_values
 from spark_app.formats.decoding import AvroDecoder, ReaderSchemaError, resolve_reader_schema
 from spark_app.formats.schema_registry_client import (

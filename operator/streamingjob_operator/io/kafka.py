@@ -34,7 +34,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from spark_app.api.offsets_admin import OffsetsRequest, OffsetsResult
-from spark_app.api.options import OptionError, SourceOptions
+from spark_app.api.option_values import OptionError
+from spark_app.api.options import SourceOptions
 from spark_app.api.source_spec import SourceSpec
 from spark_app.kafka import offsets_run
 from spark_app.kafka.kafka_config import source_options

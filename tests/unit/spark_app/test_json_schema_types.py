@@ -268,7 +268,8 @@ def test_decoded_values_make_the_column_spark_checks():
 
 
 def test_an_inline_json_reader_schema_is_checked_as_json_schema_at_start():
-    from spark_app.api.options import OptionError, SourceOptions
+    from spark_app.api.option_values import OptionError
+    from spark_app.api.options import SourceOptions
     from spark_app.formats.decoding import ReaderSchemaError, inline_reader_schema
     from spark_app.formats.typed_values import TypedValues
 

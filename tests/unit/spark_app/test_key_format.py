@@ -14,7 +14,10 @@ import pytest
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from devbed.schema_registry import wire_format
-from spark_app.api.options import DeadLetterTarget, OptionError, SourceOptions, ValueDecoding
+from spark_app.api.dead_letter_options import DeadLetterTarget
+from spark_app.api.decoding_options import ValueDecoding
+from spark_app.api.option_values import OptionError
+from spark_app.api.options import SourceOptions
 from spark_app.formats import typed_values
 from spark_app.formats.decoding import AvroDecoder, PoisonRecordError, decode_columns
 from spark_app.formats.schema_registry_client import RegisteredSchema

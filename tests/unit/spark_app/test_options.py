@@ -5,7 +5,8 @@ import re
 
 import pytest
 
-from spark_app.api.options import OptionError, SourceOptions, redact
+from spark_app.api.option_values import OptionError
+from spark_app.api.options import SourceOptions, redact
 
 pytestmark = pytest.mark.unit
 

@@ -16,7 +16,8 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from devbed.kafka_broker import free_port
 from devbed.schema_registry import wire_format
-from spark_app.api.options import OptionError, SourceOptions
+from spark_app.api.option_values import OptionError
+from spark_app.api.options import SourceOptions
 from spark_app.formats import typed_values
 from spark_app.formats.avro_types import arrow_column
 from spark_app.formats.decoding import (

@@ -5,7 +5,8 @@ import urllib.parse
 
 import pytest
 
-from spark_app.api.options import OptionError, SourceOptions
+from spark_app.api.option_values import OptionError
+from spark_app.api.options import SourceOptions
 from spark_app.formats.schema_registry_client import client_for
 
 pytestmark = pytest.mark.unit

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from spark_app.api.options import OptionError, SourceOptions
+from spark_app.api.option_values import OptionError
+from spark_app.api.options import SourceOptions
 from spark_app.api.value_spec import MESSAGE_NAME_PROTOBUF_ONLY, READER_SCHEMA_ALONE, REGISTRY_ONLY
 from spark_app.kafka.kafka_config import job_options
 from streamingjob_operator.api.crd import build_crd
