@@ -12,17 +12,17 @@ from pydantic import (
     model_validator,
 )
 
-from spark_app.api.sink_spec import SinkSpec
-from spark_app.api.source_spec import SourceSpec
-from spark_app.api.spec_base import (
-    SpecModel,
-)
-from spark_app.api.value_spec import (
+from spark_app.api.dead_letter_spec import (
     DEAD_LETTER_DECODED_RULE,
     DEAD_LETTER_GROUP_RULE,
     DEAD_LETTER_NEEDS_DECODED,
     DEAD_LETTER_NEEDS_GROUP,
     DeadLetterSpec,
+)
+from spark_app.api.sink_spec import SinkSpec
+from spark_app.api.source_spec import SourceSpec
+from spark_app.api.spec_base import (
+    SpecModel,
 )
 
 _TRANSFORM_REF = r"^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*$"

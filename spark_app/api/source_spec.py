@@ -22,6 +22,14 @@ from spark_app.api.field_rules import (
     check_keys,
     refusing_keys_schema,
 )
+from spark_app.api.key_spec import (
+    KEY_NEEDS_REGISTRY,
+    KEY_REGISTRY_RULE,
+    KEY_SUBJECT_NEEDED,
+    KEY_SUBJECT_RULE,
+    KeySpec,
+    key_problem,
+)
 from spark_app.api.offsets import MAX_TOPIC, parse_starting_offsets
 from spark_app.api.spec_base import (
     BOOTSTRAP,
@@ -31,18 +39,7 @@ from spark_app.api.spec_base import (
     TRIMMED,
     SpecModel,
 )
-from spark_app.api.value_spec import (
-    KEY_NEEDS_REGISTRY,
-    KEY_REGISTRY_RULE,
-    KEY_SUBJECT_NEEDED,
-    KEY_SUBJECT_RULE,
-    SUBJECT_NEEDED,
-    SUBJECT_RULE,
-    KeySpec,
-    ValueSpec,
-    key_problem,
-    needs_subject,
-)
+from spark_app.api.value_spec import SUBJECT_NEEDED, SUBJECT_RULE, ValueSpec, needs_subject
 
 # A start mode: named, a timestamp (ms), or per-partition JSON (checked by the models).
 STARTING_OFFSETS = r"^(committed|earliest|latest|timestamp:[0-9]{1,13}|\{[\s\S]*\})$"

@@ -10,7 +10,7 @@ import re
 from typing import Any
 
 from spark_app.api.manifest import S3_ACCESS_KEY_ENV, S3_SECRET_KEY_ENV
-from spark_app.api.value_spec import RegistryCASecret, RegistryCredentialsSecret
+from spark_app.api.registry_spec import RegistryCASecret, RegistryCredentialsSecret
 from spark_app.kafka.kafka_config import (
     ENV_REGISTRY_PASSWORD,
     ENV_REGISTRY_USERNAME,
