@@ -31,6 +31,12 @@ from typing import TYPE_CHECKING
 
 from spark_app.api.offsets import Epochs, Positions, TopicPartition
 from spark_app.api.options import SourceOptions
+from spark_app.kafka.group_commits import commit_retried
+from spark_app.kafka.kafka_errors import (
+    KafkaUnavailable,
+    SecurityErrors,
+    UnknownTopic,
+)
 from spark_app.kafka.kafka_retry import (
     DEADLINE_S,
     Attempts,
@@ -49,14 +55,6 @@ INTERNAL_TOPIC = re.compile(r"^__")
 # A topic (or partition) the answering broker does not know: deleted, or its metadata not
 # there yet (UNKNOWN_TOPIC_OR_PART, librdkafka's _UNKNOWN_TOPIC and _UNKNOWN_PARTITION).
 _UNKNOWN_TOPIC_CODES = frozenset({3, -188, -190})
-# A standalone commit refused because the group has live members (ILLEGAL_GENERATION,
-# UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS): the user's answer to give, never retried.
-_GROUP_BUSY_CODES = frozenset({22, 25, 27})
-
-
-def _commit_transient(failure: BaseException) -> bool:
-    error = kafka_error(failure)
-    return is_transient(failure) and not (error and error.code() in _GROUP_BUSY_CODES)
 
 
 def matching_topics(pattern: str, topics: Iterable[str]) -> list[str]:
@@ -70,51 +68,6 @@ def matching_topics(pattern: str, topics: Iterable[str]) -> list[str]:
 # How long a subscribed topic missing from the metadata is asked for again before it is
 # unknown: brokers learn a newly created topic from the controller within a second or two.
 METADATA_SETTLE_S = 5.0
-
-
-class KafkaUnavailable(RuntimeError):
-    pass
-
-
-class KafkaAuthFailed(KafkaUnavailable):
-    """The broker refused the SASL credentials (wrong user name, password or mechanism)."""
-
-
-class KafkaTLSFailed(KafkaUnavailable):
-    """The TLS handshake failed: most often the broker's certificate does not verify
-    against the configured CA (or the host name is not among its names)."""
-
-
-class UnknownTopic(RuntimeError):
-    pass
-
-
-class SecurityErrors:
-    """librdkafka's error callback: keeps the last authentication or TLS error (its text
-    names the broker and the cause, never a credential)."""
-
-    def __init__(self) -> None:
-        self.last: tuple[type[KafkaUnavailable], str] | None = None
-
-    def __call__(self, error) -> None:
-        from confluent_kafka import KafkaError
-
-        kinds = {KafkaError._AUTHENTICATION: KafkaAuthFailed, KafkaError._SSL: KafkaTLSFailed}
-        kind = kinds.get(error.code())
-        if kind is not None:
-            self.last = (kind, error.str())
-
-    def error(self, bootstrap: str) -> KafkaUnavailable | None:
-        if self.last is None:
-            return None
-        kind, text = self.last
-        cause = (
-            "authentication failed (SASL): the broker refused the user name or password"
-            if kind is KafkaAuthFailed
-            else "certificate verify failed (TLS): the broker's certificate is not signed by "
-            "the configured CA or does not name the host"
-        )
-        return kind(f"Kafka at {bootstrap}: {cause} ({text})")
 
 
 class KafkaMetadata:
@@ -373,45 +326,3 @@ class KafkaMetadata:
             if self._consumer is not None:
                 self._consumer.close()
             self._consumer = self._admin = None
-
-
-def commit_sync(consumer: Consumer, offsets: Positions) -> None:
-    """One synchronous standalone commit; a partition the broker refused raises its error."""
-    from confluent_kafka import KafkaException
-    from confluent_kafka import TopicPartition as KafkaTP
-
-    answer = consumer.commit(
-        offsets=[KafkaTP(t, p, o) for (t, p), o in sorted(offsets.items())], asynchronous=False
-    )
-    failed = [tp for tp in answer or () if tp.error is not None]
-    if failed:
-        raise KafkaException(failed[0].error)
-
-
-def commit_retried(consumer: Consumer, offsets: Positions, deadline_s: float) -> None:
-    """`commit_sync` through a coordinator or leader move (kafka_retry), within `deadline_s`;
-    a refusal or the last failure raises the client's own exception."""
-    try:
-        retrying(
-            lambda _timeout: commit_sync(consumer, offsets),
-            Attempts(deadline_s),
-            transient=_commit_transient,
-        )
-    except GaveUp as exc:
-        raise exc.last from None
-
-
-def group_committer(options: SourceOptions, timeout_s: float = DEADLINE_S):
-    """A commit function for OffsetCommitter: a standalone commit to the group (no
-    subscription, so no rebalance), with its own client so it never blocks planning, retried
-    through a coordinator or leader move within `timeout_s` (kafka_retry)."""
-    from confluent_kafka import Consumer
-
-    if options.group_id is None:  # commits are only made for a group (SourceOptions)
-        raise ValueError("no kafka.group.id to commit to")
-    consumer = Consumer(options.client(**{"group.id": options.group_id}))
-
-    def commit(offsets: Positions) -> None:
-        commit_retried(consumer, offsets, timeout_s)
-
-    return commit

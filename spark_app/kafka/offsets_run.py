@@ -16,7 +16,7 @@ from spark_app.api.offsets_admin import (
     plan,
     selected,
 )
-from spark_app.kafka.kafka_metadata import KafkaUnavailable
+from spark_app.kafka.kafka_errors import KafkaUnavailable
 
 
 def run(metadata, request: OffsetsRequest, *, dry_run: bool = False) -> OffsetsResult:

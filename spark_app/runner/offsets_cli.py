@@ -27,7 +27,8 @@ from spark_app.api.offsets_admin import ACTIONS, RESET_TARGETS, OffsetsRefused, 
 from spark_app.api.option_values import OptionError
 from spark_app.api.options import SourceOptions
 from spark_app.kafka.kafka_config import source_options
-from spark_app.kafka.kafka_metadata import KafkaMetadata, KafkaUnavailable, UnknownTopic
+from spark_app.kafka.kafka_errors import KafkaUnavailable, UnknownTopic
+from spark_app.kafka.kafka_metadata import KafkaMetadata
 from spark_app.kafka.offsets_run import run
 
 EXIT_REFUSED, EXIT_KAFKA, EXIT_MANIFEST = 2, 3, 4

@@ -80,13 +80,13 @@ def preflight(
     `credentials`: the manifest's spec.kafkaCredentials (names only), for the messages."""
     from spark_app.api.option_values import OptionError
     from spark_app.api.options import SourceOptions
-    from spark_app.kafka.kafka_metadata import (
+    from spark_app.kafka.kafka_errors import (
         KafkaAuthFailed,
-        KafkaMetadata,
         KafkaTLSFailed,
         KafkaUnavailable,
         UnknownTopic,
     )
+    from spark_app.kafka.kafka_metadata import KafkaMetadata
 
     sasl_field, ca_field = _credentials_fields(credentials)
 

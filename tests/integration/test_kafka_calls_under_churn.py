@@ -16,7 +16,8 @@ import pytest
 from devbed.kafka_cluster import KafkaCluster
 from spark_app.api.offsets_admin import OffsetsRequest
 from spark_app.api.options import SourceOptions
-from spark_app.kafka.kafka_metadata import KafkaMetadata, group_committer
+from spark_app.kafka.group_commits import group_committer
+from spark_app.kafka.kafka_metadata import KafkaMetadata
 from tests.support.kafka_tools import DURABLE, ContinuousProducer, new_topic
 
 # make test runs it beside the Spark and e2e tiers (scripts/test-all.sh): there its failover

@@ -39,13 +39,13 @@ from spark_app.api.options import SourceOptions
 from spark_app.api.source_spec import SourceSpec
 from spark_app.kafka import offsets_run
 from spark_app.kafka.kafka_config import source_options
-from spark_app.kafka.kafka_metadata import (
+from spark_app.kafka.kafka_errors import (
     KafkaAuthFailed,
-    KafkaMetadata,
     KafkaTLSFailed,
     KafkaUnavailable,
     UnknownTopic,
 )
+from spark_app.kafka.kafka_metadata import KafkaMetadata
 from spark_app.kafka.kafka_retry import DEADLINE_S
 from streamingjob_operator.rules.status import KafkaView
 
