@@ -151,7 +151,7 @@ def _decoders(schema_registry: SchemaRegistry) -> tuple[AvroDecoder, AvroDecoder
 
 
 def _batch(values: list[bytes | None]) -> pa.RecordBatch:
-    from tests.unit.spark_app.test_typed_values import raw_batch
+    from tests.unit.spark_app.formats.test_typed_values import raw_batch
 
     return raw_batch(values)
 

@@ -5,7 +5,7 @@ evolution both ways (a newer reader reads older records, a pinned older reader n
 each poison kind; the registry asked once per id; reader errors at start. Through the seam
 (spark_app/formats/decoding.py's resolve_reader_schema and WireDecoder, valueFormat=protobuf:
 spark_app/formats/protobuf_values.py). Without services:
-tests/unit/spark_app/test_protobuf_values.py."""
+tests/unit/spark_app/formats/test_protobuf_values.py."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Protobuf typed records in the job spec (spec.job.source.value.format protobuf and
 value.messageName): the models and their CRD rules, the source options they map to
 (valueFormat=protobuf, valueMessageName), and the options' own errors. Decoding:
-tests/unit/spark_app/test_protobuf_values.py."""
+tests/unit/spark_app/formats/test_protobuf_values.py."""
 
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ from spark_app.sinks.dead_letter import dead_letter_headers
 from spark_app.source.partition_range import KafkaInputPartition, arrow_schema, spark_schema
 from spark_app.source.partition_reader import to_record_batch
 from spark_app.source.source import KafkaCheckpointedDataSource
-from tests.unit.spark_app.test_typed_values import ORDER, READER, SCHEMA, NoRegistry
+from tests.unit.spark_app.formats.test_typed_values import ORDER, READER, SCHEMA, NoRegistry
 
 pytestmark = pytest.mark.unit
 

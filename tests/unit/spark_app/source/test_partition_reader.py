@@ -264,7 +264,7 @@ def test_executors_import_neither_the_manifest_nor_pydantic():
     import sys
     from pathlib import Path
 
-    repo = str(Path(__file__).resolve().parents[3])
+    repo = str(Path(__file__).resolve().parents[4])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([repo, os.environ.get("PYTHONPATH", "")])}
     code = (
         "import sys, spark_app.source.source; "

@@ -30,7 +30,7 @@ from streamingjob_operator.children.pod_parts import container_security, pod_sec
 
 pytestmark = pytest.mark.unit
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 EXAMPLE = ROOT / "examples" / "delta-maintenance-cronjob.yaml"
 
 
