@@ -124,7 +124,7 @@ def check_start(
 
 
 # The source's own errors, as the executor's Python traceback ends in them inside Spark's
-# wrapping ("…spark_app.source.partition_reader.TopicDeletedError: topic t was deleted …").
+# wrapping ("…spark_app.source.partition_range.TopicDeletedError: topic t was deleted …").
 _SOURCE_ERROR = re.compile(
     r"\b(?:DataLossError|TopicDeletedError|UnknownTopic|KafkaUnavailable|KafkaException"
     r"|TimeoutError|NativeUnavailable|PoisonRecordError|RegistryUnavailable|RegistryRefused"
