@@ -52,10 +52,10 @@ from source_bench import builtin_kafka_jars, cpu_by_role, spark_session  # noqa:
 from devbed.cache import CACHE  # noqa: E402
 from devbed.kafka_broker import KafkaBroker  # noqa: E402
 from devbed.schema_registry import SchemaRegistry  # noqa: E402
-from spark_app import native_read  # noqa: E402
 from spark_app.formats.avro_types import arrow_column  # noqa: E402
 from spark_app.formats.decoding import AvroDecoder, decode_value_column, resolve_reader_schema  # noqa: E402
 from spark_app.formats.schema_registry_client import SchemaRegistryClient  # noqa: E402
+from spark_app.source import native_read  # noqa: E402
 from spark_app.source.partition_range import KafkaInputPartition  # noqa: E402
 from spark_app.source.partition_reader import read_range  # noqa: E402
 from tests.support.kafka_tools import log_end_offsets, new_topic  # noqa: E402

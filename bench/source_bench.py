@@ -46,7 +46,7 @@ from produce import produce  # noqa: E402
 
 from devbed.cache import CACHE  # noqa: E402
 from devbed.kafka_broker import KafkaBroker  # noqa: E402
-from spark_app import native_read  # noqa: E402
+from spark_app.source import native_read  # noqa: E402
 from spark_app.source.partition_range import FETCH_DEFAULTS, KafkaInputPartition  # noqa: E402
 from spark_app.source.partition_reader import read_range  # noqa: E402
 from tests.support.kafka_tools import log_end_offsets, new_topic  # noqa: E402
