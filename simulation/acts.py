@@ -34,7 +34,7 @@ NAME = "orders"
 # commit-log entry, before the batch's group commit)
 CRASH_STAGES = ("sink", "commit", "plan", "start", "catch-up", "resolve", "restore", "final-commit")
 # How a driver exits (code, termination reason, message): every exit the operator tells
-# apart (spark_app/kafka/kafka_config.py; restarts.failure_of). The runner's own causes come at its
+# apart (spark_app/kafka/config.py; restarts.failure_of). The runner's own causes come at its
 # start, before any read; a failure of the query or an OOM kill anywhere.
 EXITS = (
     (1, "", "py4j: the query failed"),

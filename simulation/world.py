@@ -371,7 +371,7 @@ class World:
 
 
 def cause_of(code: int, reason: str, message: str) -> str:
-    """What the runner's exit says (spark_app/kafka/kafka_config.py): its own causes by code, its
+    """What the runner's exit says (spark_app/kafka/config.py): its own causes by code, its
     refusal by the mark leading the message; any other exit is a failure of the query."""
     if reason == OOM:
         return OOM

@@ -29,7 +29,7 @@ pub struct Range {
 
 /// How long a topic must stay out of every metadata answer before a reader calls it deleted:
 /// a broker that just (re)started may not know every topic yet. The driver waits as long
-/// (`METADATA_SETTLE_S` in spark_app/kafka/kafka_metadata.py).
+/// (`METADATA_SETTLE_S` in spark_app/kafka/metadata.py).
 pub const TOPIC_GONE_AFTER: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Whether the topic a reader reads was deleted, from the metadata answers it gets.

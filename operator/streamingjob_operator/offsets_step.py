@@ -15,7 +15,7 @@ from typing import Any
 
 from spark_app.api.offsets_admin import OffsetsRefused, OffsetsResult
 from spark_app.api.option_values import OptionError
-from spark_app.kafka.kafka_errors import KafkaUnavailable, UnknownTopic
+from spark_app.kafka.errors import KafkaUnavailable, UnknownTopic
 from streamingjob_operator.api.models import OffsetsActionSpec, StreamingJobSpec, parse_status
 from streamingjob_operator.children.builders import build_offsets_configmap
 from streamingjob_operator.io.errors import ConflictError, TransientError

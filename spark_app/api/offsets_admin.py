@@ -6,7 +6,7 @@ alter (per-partition offsets), for all or some partitions. The one implementatio
   a timestamp, the offsets Kafka resolved for it) it computes the new offsets, or raises
   `OffsetsRefused` naming the partition and its valid range. Nothing is written then.
 * `spark_app.kafka.offsets_run.run` does the I/O with the source's own look-ups
-  (`spark_app.kafka.kafka_metadata`): partitions, watermarks (the LSO under read_committed),
+  (`spark_app.kafka.metadata`): partitions, watermarks (the LSO under read_committed),
   committed offsets (read through a consumer of the group, never the admin API, see that
   module), offsets for a time; then commits the plan with a standalone commit of the group
   (no subscription, so no rebalance). The broker refuses a standalone commit while the group

@@ -1,7 +1,7 @@
 """Typed records in the job spec: `spec.job.source.value` (the value's format, its reader
 schema, the field rules a key shares: spark_app.api.key_spec), with the registry in
 spark_app.api.registry_spec and `spec.job.deadLetter` in spark_app.api.dead_letter_spec.
-`spark_app.kafka.kafka_config` turns them into the source's options (valueFormat,
+`spark_app.kafka.config` turns them into the source's options (valueFormat,
 schemaRegistry*, valueSubject, valueSubjectStrategy, valueRecordName, valueSchemaVersion,
 valueSchema, valueMessageName, deadLetter*); the registry's basic-auth credentials come only
 from a Secret, as the environment variables SCHEMA_REGISTRY_USERNAME and

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from spark_app.api.offsets import Positions
 from spark_app.api.options import SourceOptions
-from spark_app.kafka.kafka_retry import (
+from spark_app.kafka.retry import (
     DEADLINE_S,
     Attempts,
     GaveUp,
@@ -47,8 +47,8 @@ def commit_sync(consumer: Consumer, offsets: Positions) -> None:
 
 
 def commit_retried(consumer: Consumer, offsets: Positions, deadline_s: float) -> None:
-    """`commit_sync` through a coordinator or leader move (kafka_retry), within `deadline_s`;
-    a refusal or the last failure raises the client's own exception."""
+    """`commit_sync` through a coordinator or leader move (spark_app.kafka.retry), within
+    `deadline_s`; a refusal or the last failure raises the client's own exception."""
     try:
         retrying(
             lambda _timeout: commit_sync(consumer, offsets),
@@ -62,7 +62,7 @@ def commit_retried(consumer: Consumer, offsets: Positions, deadline_s: float) ->
 def group_committer(options: SourceOptions, timeout_s: float = DEADLINE_S):
     """A commit function for OffsetCommitter: a standalone commit to the group (no
     subscription, so no rebalance), with its own client so it never blocks planning, retried
-    through a coordinator or leader move within `timeout_s` (kafka_retry)."""
+    through a coordinator or leader move within `timeout_s` (spark_app.kafka.retry)."""
     from confluent_kafka import Consumer
 
     if options.group_id is None:  # commits are only made for a group (SourceOptions)

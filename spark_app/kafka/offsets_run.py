@@ -1,6 +1,6 @@
 """Runs an offsets action on a job's consumer group: the I/O half of
 `spark_app.api.offsets_admin` (which plans, purely): reads the group's committed offsets and the
-log ranges with the source's own look-ups (`spark_app.kafka.kafka_metadata`), plans, and commits
+log ranges with the source's own look-ups (`spark_app.kafka.metadata`), plans, and commits
 with a standalone commit of the group (no subscription, so no rebalance)."""
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from spark_app.api.offsets_admin import (
     plan,
     selected,
 )
-from spark_app.kafka.kafka_errors import KafkaUnavailable
+from spark_app.kafka.errors import KafkaUnavailable
 
 
 def run(metadata, request: OffsetsRequest, *, dry_run: bool = False) -> OffsetsResult:
     """Reads, plans and (unless list or dry_run) commits with `metadata`, a
-    `spark_app.kafka.kafka_metadata.KafkaMetadata` of the job's source. Raises OffsetsRefused, or
+    `spark_app.kafka.metadata.KafkaMetadata` of the job's source. Raises OffsetsRefused, or
     KafkaUnavailable / UnknownTopic when Kafka does not answer or a topic is missing."""
     group = metadata.options.group_id
     if not group:

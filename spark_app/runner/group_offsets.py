@@ -24,10 +24,10 @@ from spark_app.api import offsets as off
 from spark_app.api.manifest import RunnerManifest, epoch_sink_path
 from spark_app.api.offsets import Positions
 from spark_app.api.options import SourceOptions
+from spark_app.kafka.config import source_options
 from spark_app.kafka.group_commits import group_committer
-from spark_app.kafka.kafka_config import source_options
-from spark_app.kafka.kafka_metadata import KafkaMetadata
-from spark_app.kafka.kafka_retry import DEADLINE_S
+from spark_app.kafka.metadata import KafkaMetadata
+from spark_app.kafka.retry import DEADLINE_S
 from spark_app.runner.checkpoint_log import (
     CheckpointFiles,
     CheckpointUnreadable,

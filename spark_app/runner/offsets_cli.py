@@ -26,9 +26,9 @@ from spark_app.api.manifest import ManifestError, load_manifest
 from spark_app.api.offsets_admin import ACTIONS, RESET_TARGETS, OffsetsRefused, request_of
 from spark_app.api.option_values import OptionError
 from spark_app.api.options import SourceOptions
-from spark_app.kafka.kafka_config import source_options
-from spark_app.kafka.kafka_errors import KafkaUnavailable, UnknownTopic
-from spark_app.kafka.kafka_metadata import KafkaMetadata
+from spark_app.kafka.config import source_options
+from spark_app.kafka.errors import KafkaUnavailable, UnknownTopic
+from spark_app.kafka.metadata import KafkaMetadata
 from spark_app.kafka.offsets_run import run
 
 EXIT_REFUSED, EXIT_KAFKA, EXIT_MANIFEST = 2, 3, 4

@@ -22,7 +22,7 @@ from spark_app.api.exit_codes import (
     REFUSED_MARK,
 )
 from spark_app.api.manifest import RunnerManifest
-from spark_app.kafka.kafka_config import job_options
+from spark_app.kafka.config import job_options
 from spark_app.runner.query import (
     InvalidJob,
     load_transform,
@@ -35,7 +35,7 @@ log = logging.getLogger("spark_app.runner.runner")  # one logger: the driver's l
 EXIT_OK, EXIT_FAILED = 0, 1  # and EXIT_INVALID (2), EXIT_KAFKA_AUTH (3), EXIT_KAFKA_TLS (4),
 
 
-# EXIT_CATCH_UP_FAILED (5), EXIT_KAFKA_UNAVAILABLE (6): spark_app.kafka.kafka_config
+# EXIT_CATCH_UP_FAILED (5), EXIT_KAFKA_UNAVAILABLE (6): spark_app.kafka.config
 TERMINATION_LOG = Path(os.environ.get("STREAMJOB_TERMINATION_LOG", "/dev/termination-log"))
 
 
@@ -80,13 +80,13 @@ def preflight(
     `credentials`: the manifest's spec.kafkaCredentials (names only), for the messages."""
     from spark_app.api.option_values import OptionError
     from spark_app.api.options import SourceOptions
-    from spark_app.kafka.kafka_errors import (
+    from spark_app.kafka.errors import (
         KafkaAuthFailed,
         KafkaTLSFailed,
         KafkaUnavailable,
         UnknownTopic,
     )
-    from spark_app.kafka.kafka_metadata import KafkaMetadata
+    from spark_app.kafka.metadata import KafkaMetadata
 
     sasl_field, ca_field = _credentials_fields(credentials)
 

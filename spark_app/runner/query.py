@@ -12,7 +12,7 @@ from pathlib import Path
 
 from spark_app.api.job_spec import JobSpec
 from spark_app.api.manifest import RunnerManifest, epoch_sink_path
-from spark_app.kafka.kafka_config import credential_options, job_options
+from spark_app.kafka.config import credential_options, job_options
 from spark_app.runner.sql_transform import SqlRefused, apply_sql
 from spark_app.sinks.delta_sink import DeltaTable, app_id, batch_writer
 

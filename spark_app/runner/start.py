@@ -19,7 +19,7 @@ from typing import Any
 from spark_app.api.exit_codes import EXIT_CATCH_UP_FAILED
 from spark_app.api.manifest import RunnerManifest
 from spark_app.formats import schema_pin
-from spark_app.kafka.kafka_config import job_options
+from spark_app.kafka.config import job_options
 from spark_app.runner import group_offsets as group_writer
 from spark_app.runner.checkpoint_log import CheckpointFiles
 from spark_app.runner.group_offsets import GroupOffsets

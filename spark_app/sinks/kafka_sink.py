@@ -7,7 +7,7 @@ a restored batch may write records again (the documented at-least-once of Kafka 
 A leader change costs a pause, not a failed batch: librdkafka retries each record (idempotence
 keeps the order and nearly always writes it once: a leader change that bumps the producer's
 epoch can write one twice, librdkafka's open issue #4953) until its delivery timeout,
-`_DELIVERY_TIMEOUT_MS` (2 min, twice the driver's look-up deadline of `spark_app.kafka.kafka_retry`,
+`_DELIVERY_TIMEOUT_MS` (2 min, twice the driver's look-up deadline of `spark_app.kafka.retry`,
 which says why that outlasts a broker restart), and the flush waits for the last record's
 answer.
 """

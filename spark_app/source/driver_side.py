@@ -24,7 +24,7 @@ from spark_app.api.offsets import Epochs, Positions, StartDecision, TopicPartiti
 from spark_app.api.options import SourceOptions
 from spark_app.formats.typed_values import TypedValues
 from spark_app.kafka.group_commits import group_committer
-from spark_app.kafka.kafka_metadata import KafkaMetadata
+from spark_app.kafka.metadata import KafkaMetadata
 from spark_app.sinks.dead_letter import DeadLetterTally
 from spark_app.source import native_read
 from spark_app.source.committer import OffsetCommitter

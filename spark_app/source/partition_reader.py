@@ -48,7 +48,7 @@ _CONSUME_CHUNK = 1000
 
 # How long a topic must stay out of the metadata before a stalled read calls it deleted (a
 # broker that just restarted may not know every topic yet); the native engines and the
-# driver (kafka_metadata.METADATA_SETTLE_S) wait as long, and look once a second.
+# driver (spark_app.kafka.metadata.METADATA_SETTLE_S) wait as long, and look once a second.
 TOPIC_GONE_AFTER_S = 5.0
 TOPIC_CHECK_EVERY_S = 1.0
 

@@ -23,7 +23,7 @@ from devbed.polling import wait_for
 from devbed.tls import Authority
 from spark_app.api.exit_codes import REFUSED_MARK
 from spark_app.api.options import READ_PATH_ENV
-from spark_app.kafka.kafka_config import (
+from spark_app.kafka.config import (
     ENV_SASL_MECHANISM,
     ENV_SASL_PASSWORD,
     ENV_SASL_USERNAME,

@@ -13,7 +13,7 @@ import pytest
 from spark_app.api.option_values import OptionError
 from spark_app.api.options import SourceOptions
 from spark_app.api.value_spec import MESSAGE_NAME_PROTOBUF_ONLY, READER_SCHEMA_ALONE, REGISTRY_ONLY
-from spark_app.kafka.kafka_config import job_options
+from spark_app.kafka.config import job_options
 from streamingjob_operator.api.crd import build_crd
 from streamingjob_operator.children.validation import check_source, parse
 from tests.unit.operator.helpers_operator import BASE_SPEC, make_spec

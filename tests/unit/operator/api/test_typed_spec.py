@@ -21,7 +21,7 @@ from spark_app.api.value_spec import (
     REGISTRY_ONLY,
     SUBJECT_NEEDED,
 )
-from spark_app.kafka.kafka_config import (
+from spark_app.kafka.config import (
     ENV_REGISTRY_PASSWORD,
     ENV_REGISTRY_USERNAME,
     REGISTRY_CA_DIR,

@@ -7,7 +7,7 @@
   which reads the Secrets itself, passes the CA in memory instead (`KAFKA_SSL_CA_PEM`).
 * `source_options`: a job's `spec.job.source` as the `kafka_checkpointed` source's Spark
   options. The driver starts its query with them and the operator parses the same options
-  (`spark_app.api.options.SourceOptions`) for its own look-ups (`spark_app.kafka.kafka_metadata`),
+  (`spark_app.api.options.SourceOptions`) for its own look-ups (`spark_app.kafka.metadata`),
   so both talk to Kafka with one configuration. With `spec.job.source.value` it adds the typed
   records' options (valueFormat, schemaRegistryUrl, ...), with `spec.job.source.key` the
   key's (keyFormat, keySubject, ...); the registry's basic-auth

@@ -1,7 +1,7 @@
 """Kafka look-ups of the driver-side source and of the operator: partitions, watermarks,
 committed offsets, commits.
 
-Every call is a series of fresh bounded attempts under one deadline (`spark_app.kafka.kafka_retry`:
+Every call is a series of fresh bounded attempts under one deadline (`spark_app.kafka.retry`:
 it rides out a leader or coordinator change, a broker restart) and then raises
 `KafkaUnavailable` naming the broker, so an unreachable cluster is a clear error rather than a
 hang. A broker that refuses the client's
@@ -31,13 +31,13 @@ from typing import TYPE_CHECKING
 
 from spark_app.api.offsets import Epochs, Positions, TopicPartition
 from spark_app.api.options import SourceOptions
-from spark_app.kafka.group_commits import commit_retried
-from spark_app.kafka.kafka_errors import (
+from spark_app.kafka.errors import (
     KafkaUnavailable,
     SecurityErrors,
     UnknownTopic,
 )
-from spark_app.kafka.kafka_retry import (
+from spark_app.kafka.group_commits import commit_retried
+from spark_app.kafka.retry import (
     DEADLINE_S,
     Attempts,
     GaveUp,
@@ -128,7 +128,7 @@ class KafkaMetadata:
         )
 
     def _call(self, what: str, call, refresh_admin: bool = False, topics=(), deadline_s=None):
-        """`call(timeout)` as fresh bounded attempts under the one deadline (kafka_retry):
+        """`call(timeout)` as fresh bounded attempts under the one deadline (spark_app.kafka.retry):
         between attempts a refused login or certificate ends the wait, a topic found deleted
         ends it naming the topic, and with `refresh_admin` the admin client is replaced, so
         the next attempt starts from fresh metadata instead of a leader that moved."""
