@@ -52,12 +52,12 @@ from source_bench import builtin_kafka_jars, cpu_by_role, spark_session  # noqa:
 from devbed.cache import CACHE  # noqa: E402
 from devbed.kafka_broker import KafkaBroker  # noqa: E402
 from devbed.schema_registry import SchemaRegistry  # noqa: E402
-from spark_app import native_read  # noqa: E402
-from spark_app.avro_types import arrow_column  # noqa: E402
-from spark_app.decoding import AvroDecoder, decode_value_column, resolve_reader_schema  # noqa: E402
-from spark_app.partition_range import KafkaInputPartition  # noqa: E402
-from spark_app.partition_reader import read_range  # noqa: E402
-from spark_app.schema_registry_client import SchemaRegistryClient  # noqa: E402
+from spark_app.formats.avro_types import arrow_column  # noqa: E402
+from spark_app.formats.decoding import AvroDecoder, decode_value_column, resolve_reader_schema  # noqa: E402
+from spark_app.formats.schema_registry_client import SchemaRegistryClient  # noqa: E402
+from spark_app.source import native_read  # noqa: E402
+from spark_app.source.partition_range import KafkaInputPartition  # noqa: E402
+from spark_app.source.partition_reader import read_range  # noqa: E402
 from tests.support.kafka_tools import log_end_offsets, new_topic  # noqa: E402
 
 RECORDS = int(os.environ.get("BENCH_RECORDS", 1_000_000))  # --records sets it too
@@ -203,8 +203,8 @@ def raw_batches(bootstrap: str, topic: str) -> list[Any]:
 
 
 def native_alone(batches: list[Any], rust: AvroDecoder, python: AvroDecoder) -> dict[str, Any]:
-    """(e): the same as (d) with the Rust decoder (`spark_app.native_avro`), best of 3 by CPU
-    and by wall time; first checked to give the Python decoder's column on every batch."""
+    """(e): the same as (d) with the Rust decoder (`spark_app.formats.native_avro`), best of 3 by
+    CPU and by wall time; first checked to give the Python decoder's column on every batch."""
     for batch in batches:
         ours = decode_value_column(batch, rust).column("value")
         if not ours.equals(decode_value_column(batch, python).column("value")):

@@ -2,11 +2,11 @@
 
     python bench/delta_profile.py OUT.json --manifest job.yaml [runner arguments]
 
-Runs `spark_app.runner.main` in this process (the code on PYTHONPATH: this checkout's or
-another's, for a before/after) with the function `spark_app.query` hands to foreachBatch
+Runs `spark_app.runner.runner.main` in this process (the code on PYTHONPATH: this checkout's or
+another's, for a before/after) with the function `spark_app.runner.query` hands to foreachBatch
 wrapped: each call runs under cProfile in the callback thread that makes it, and at the end
 OUT.json gets the seconds every step took, summed over the batches. Steps are found by
-function name, so the same wrapper measures either version of spark_app/delta_sink.py.
+function name, so the same wrapper measures either version of spark_app/sinks/delta_sink.py.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pathlib import Path
 STEPS = {
     "toArrow: the batch run and collected to the driver": ("sql/classic/dataframe.py", "toArrow"),
     "committed_batch: the table's txn version (our log read)": (
-        "spark_app/delta_sink.py",
+        "spark_app/sinks/delta_sink.py",
         "committed_batch",
     ),
     "is_deltatable: a listing of _delta_log": ("deltalake/table.py", "is_deltatable"),
@@ -53,8 +53,8 @@ def step_seconds(stats: pstats.Stats) -> dict[str, dict[str, float]]:
 
 
 def main(out: Path, runner_args: list[str]) -> int:
-    import spark_app.query as query
-    from spark_app.runner import main as runner_main
+    import spark_app.runner.query as query
+    from spark_app.runner.runner import main as runner_main
 
     profiler = cProfile.Profile()
     calls: list[float] = []

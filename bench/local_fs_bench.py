@@ -21,8 +21,8 @@ import time
 from pathlib import Path
 
 from devbed.kafka_broker import KafkaBroker
-from spark_app.options import NATIVE_ENGINE_ENV, READ_PATH_ENV
-from spark_app.query import LOCAL_FS_CONF, local_file_system_conf
+from spark_app.api.options import NATIVE_ENGINE_ENV, READ_PATH_ENV
+from spark_app.runner.query import LOCAL_FS_CONF, local_file_system_conf
 from tests.support.kafka_tools import new_topic, produce
 from tests.support.runner_process import RunnerProcess, job_manifest
 

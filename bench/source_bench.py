@@ -46,9 +46,9 @@ from produce import produce  # noqa: E402
 
 from devbed.cache import CACHE  # noqa: E402
 from devbed.kafka_broker import KafkaBroker  # noqa: E402
-from spark_app import native_read  # noqa: E402
-from spark_app.partition_range import FETCH_DEFAULTS, KafkaInputPartition  # noqa: E402
-from spark_app.partition_reader import read_range  # noqa: E402
+from spark_app.source import native_read  # noqa: E402
+from spark_app.source.partition_range import FETCH_DEFAULTS, KafkaInputPartition  # noqa: E402
+from spark_app.source.partition_reader import read_range  # noqa: E402
 from tests.support.kafka_tools import log_end_offsets, new_topic  # noqa: E402
 
 RECORDS = int(os.environ.get("BENCH_RECORDS", 5_000_000))  # --records sets it too
@@ -84,7 +84,7 @@ def builtin_kafka_jars() -> list[str]:
 def spark_session(jars: list[str]):
     from pyspark.sql import SparkSession
 
-    from spark_app.source import KafkaCheckpointedDataSource
+    from spark_app.source.source import KafkaCheckpointedDataSource
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")

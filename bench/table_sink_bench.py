@@ -5,7 +5,7 @@ runner as a process, as a driver pod runs it (`python -m spark_app`, local[2]), 
 availableNow and maxOffsetsPerTrigger (so --batches batches) and the same source, once per
 sink and round, the sinks interleaved in every round:
   parquet         Spark's Parquet file sink, checkpoints and output on the local disk
-  delta           the Delta sink (spark_app/delta_sink.py), the same on the local disk
+  delta           the Delta sink (spark_app/sinks/delta_sink.py), the same on the local disk
   parquet_s3a     the Parquet file sink with checkpoints and output on MinIO (s3a://)
   delta_s3a       the Delta sink with checkpoints and table on MinIO
   delta_before    the Delta sink of another checkout (--baseline-code-root, e.g. an export of
@@ -197,7 +197,7 @@ def arrow_batch(batch_id: int, rows: int):
 
 
 def load_before(code_root: Path):
-    """The baseline's spark_app/delta_sink.py as a module of its own (delta_sink_before)."""
+    """The baseline's spark_app/sinks/delta_sink.py as a module of its own (delta_sink_before)."""
     spec = importlib.util.spec_from_file_location(
         "delta_sink_before", code_root / "spark_app" / "delta_sink.py"
     )
@@ -213,7 +213,7 @@ def commit_costs(before_root: Path, base: str, options: dict, commits: int, rows
     `rows` appended through the sink's writer before (the baseline's DeltaTable.write) and
     now (BatchWriter), alternating, each into a table of its own; the seconds of each
     commit, log reads included, as the medians of three windows (first, middle, last)."""
-    from spark_app.delta_sink import BatchWriter, DeltaTable
+    from spark_app.sinks.delta_sink import BatchWriter, DeltaTable
 
     before = load_before(before_root).DeltaTable(f"{base}/before", options)
     now = BatchWriter(DeltaTable(f"{base}/now", options), "bench-app")
@@ -336,7 +336,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def writers_alone(args: argparse.Namespace, workdir: Path, store) -> dict[str, Any]:
     """commit_costs on the local disk and, with the object store up, on MinIO."""
-    from spark_app.delta_sink import storage_options
+    from spark_app.sinks.delta_sink import storage_options
 
     found = {}
     found["local_disk"] = commit_costs(

@@ -651,7 +651,7 @@ class AvroOrders:
         return n % self.poison_every == 0
 
     def reason(self, n: int) -> str:
-        """The source's poison reason (spark_app/decoding.py) of id n's record."""
+        """The source's poison reason (spark_app/formats/decoding.py) of id n's record."""
         return "truncated" if (n // self.poison_every) % 2 == 0 else "bad-magic-byte"
 
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from spark_app.kafka_config import EXIT_INVALID, REFUSED_MARK, RUNNER_EXIT_REASONS
+from spark_app.api.exit_codes import EXIT_INVALID, REFUSED_MARK, RUNNER_EXIT_REASONS
 from streamingjob_operator.api.models import API_GROUP, API_VERSION
 from streamingjob_operator.api.naming import FINALIZER
 
@@ -47,7 +47,7 @@ CRASH_STAGES = (
     "dead-letter+1",
 )
 # How a driver exits (code, termination reason, message): every exit the operator tells
-# apart (spark_app/kafka_config.py; restarts.failure_of). The runner's own causes come at its
+# apart (spark_app/kafka/config.py; restarts.failure_of). The runner's own causes come at its
 # start, before any read; a failure of the query or an OOM kill anywhere.
 EXITS = (
     (1, "", "py4j: the query failed"),

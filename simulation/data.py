@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from spark_app import offsets as off
-from spark_app.checkpoint_log import CheckpointFiles
-from spark_app.offsets import Positions
+from spark_app.api import offsets as off
+from spark_app.api.offsets import Positions
+from spark_app.runner.checkpoint_log import CheckpointFiles
 
 TOPIC = "orders"
 Record = tuple[str, int, int]
@@ -102,7 +102,7 @@ class Checkpoint(CheckpointFiles):
         self.location = location.rstrip("/")
 
     def newest(self, log: str) -> int | None:
-        from spark_app.checkpoint_log import newest_batch
+        from spark_app.runner.checkpoint_log import newest_batch
 
         return newest_batch(self.files.names(f"{self.location}/{log}".rstrip("/")))
 

@@ -1,4 +1,4 @@
-"""A driver process as the runner behaves (spark_app/runner.py), one stage per event.
+"""A driver process as the runner behaves (spark_app/runner/runner.py), one stage per event.
 
 Its arguments are parsed by the runner's own `parse_args` from the pod the operator built;
 its manifest is the job ConfigMap's `job.yaml` as it was when the process started. Where
@@ -18,17 +18,17 @@ from typing import Any
 
 import yaml
 
-from spark_app import dead_letter
-from spark_app import offsets as off
-from spark_app.checkpoint_log import ahead_of_group
-from spark_app.delta_sink import app_id
-from spark_app.group_offsets import newest_durable, sink_batch
-from spark_app.manifest import RunnerManifest, epoch_sink_path, load_manifest
-from spark_app.offsets import Positions
-from spark_app.options import DeadLetterTarget
-from spark_app.poison import MALFORMED_PAYLOAD
-from spark_app.runner import parse_args
-from spark_app.start import start_point
+from spark_app.api import offsets as off
+from spark_app.api.dead_letter_options import DeadLetterTarget
+from spark_app.api.manifest import RunnerManifest, epoch_sink_path, load_manifest
+from spark_app.api.offsets import Positions
+from spark_app.formats.poison import MALFORMED_PAYLOAD
+from spark_app.runner.checkpoint_log import ahead_of_group
+from spark_app.runner.group_offsets import newest_durable, sink_batch
+from spark_app.runner.runner import parse_args
+from spark_app.runner.start import start_point
+from spark_app.sinks import dead_letter
+from spark_app.sinks.delta_sink import app_id
 from streamingjob_operator.api.naming import LABEL_JOB
 
 from .data import Checkpoint, DeadLetterTopic, Files, FileSink, Kafka, Record, Table, records

@@ -9,9 +9,9 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from spark_app import offsets_run
-from spark_app.offsets_admin import OffsetsRequest, OffsetsResult
-from spark_app.options import SourceOptions
+from spark_app.api.offsets_admin import OffsetsRequest, OffsetsResult
+from spark_app.api.options import SourceOptions
+from spark_app.kafka import offsets_run
 from streamingjob_operator.io.kafka import KafkaTarget
 from streamingjob_operator.rules.status import KafkaView
 

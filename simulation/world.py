@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from spark_app.kafka_config import EXIT_INVALID, REFUSED_MARK, RUNNER_EXIT_REASONS
+from spark_app.api.exit_codes import EXIT_INVALID, REFUSED_MARK, RUNNER_EXIT_REASONS
 from streamingjob_operator.api.naming import (
     LABEL_JOB,
     job_configmap_name,
@@ -380,7 +380,7 @@ class World:
 
 
 def cause_of(code: int, reason: str, message: str) -> str:
-    """What the runner's exit says (spark_app/kafka_config.py): its own causes by code, its
+    """What the runner's exit says (spark_app/kafka/config.py): its own causes by code, its
     refusal by the mark leading the message; any other exit is a failure of the query."""
     if reason == OOM:
         return OOM

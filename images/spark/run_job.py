@@ -1,5 +1,5 @@
 import sys
 
-from spark_app.runner import main
+from spark_app.runner.runner import main
 
 sys.exit(main())

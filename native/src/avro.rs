@@ -1,5 +1,5 @@
 //! Avro values of the Confluent wire format (magic byte 0, 4-byte big-endian schema id, Avro
-//! binary) decoded into the Arrow column the Python decoder gives (spark_app/avro_values.py):
+//! binary) decoded into the Arrow column the Python decoder gives (spark_app/formats/avro_values.py):
 //! arrow-avro reads and resolves each writer schema to the reader schema, then `conform` gives
 //! the column Spark's type mapping asks for (the `target` type Python hands over).
 //!

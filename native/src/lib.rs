@@ -2,7 +2,7 @@
 //!
 //! `RangeReader` reads one Kafka partition's offset range `[start, end)` and hands out Arrow
 //! record batches through the Arrow C data interface; Python imports them with
-//! `pyarrow.RecordBatch._import_from_c` (spark_app/native_read.py). Two engines read:
+//! `pyarrow.RecordBatch._import_from_c` (spark_app/source/native_read.py). Two engines read:
 //! `fetch` (Kafka's Fetch protocol decoded straight into Arrow, for the settings it
 //! understands) and `librdkafka` (its consumer, for every setting). Python keeps the policy
 //! (data loss, error texts); this crate only reads.
@@ -29,7 +29,7 @@ pub struct Range {
 
 /// How long a topic must stay out of every metadata answer before a reader calls it deleted:
 /// a broker that just (re)started may not know every topic yet. The driver waits as long
-/// (`METADATA_SETTLE_S` in spark_app/kafka_metadata.py).
+/// (`METADATA_SETTLE_S` in spark_app/kafka/metadata.py).
 pub const TOPIC_GONE_AFTER: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Whether the topic a reader reads was deleted, from the metadata answers it gets.

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from spark_app.kafka_config import (
+from spark_app.kafka.config import (
     ENV_SASL_MECHANISM,
     ENV_SASL_PASSWORD,
     ENV_SASL_USERNAME,

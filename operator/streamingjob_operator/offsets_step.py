@@ -13,9 +13,9 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from spark_app.kafka_metadata import KafkaUnavailable, UnknownTopic
-from spark_app.offsets_admin import OffsetsRefused, OffsetsResult
-from spark_app.options import OptionError
+from spark_app.api.offsets_admin import OffsetsRefused, OffsetsResult
+from spark_app.api.option_values import OptionError
+from spark_app.kafka.errors import KafkaUnavailable, UnknownTopic
 from streamingjob_operator.api.job import Job, JobMeta
 from streamingjob_operator.api.models import OffsetsActionSpec, parse_status
 from streamingjob_operator.children.builders import build_offsets_configmap

@@ -56,7 +56,7 @@ class OperatorSettings(BaseModel):
     node_lost_grace_seconds: float = Field(default=40.0, gt=0)
     kubelet_lease_renew_seconds: float = Field(default=timing.KUBELET_LEASE_RENEW_SECONDS, gt=0)
     kafka_timeout_seconds: float = Field(default=5.0, gt=0)
-    # outlasts a broker restart (spark_app.kafka_retry says why 60)
+    # outlasts a broker restart (spark_app.kafka.retry says why 60)
     kafka_deadline_seconds: float = Field(default=60.0, gt=0)
     kafka_poll_seconds: float = Field(default=30.0, gt=0)
     kafka_workers: int = Field(default=4, ge=1)

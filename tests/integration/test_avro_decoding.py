@@ -1,7 +1,7 @@
 """Avro values in the Confluent wire format, from a real broker, decoded with schemas from a
 real registry (Apicurio, Confluent-compatible API): evolution resolves to the reader schema,
 poison records are classified with a reason, the registry is asked once per id, an outage or
-bad credentials are clear errors (spark_app/decoding.py)."""
+bad credentials are clear errors (spark_app/formats/decoding.py)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from confluent_kafka import Producer
 
 from devbed.kafka_broker import KafkaBroker, free_port
 from devbed.schema_registry import SchemaRegistry, wire_format
-from spark_app.avro_types import arrow_column
-from spark_app.decoding import (
+from spark_app.formats.avro_types import arrow_column
+from spark_app.formats.decoding import (
     BAD_MAGIC_BYTE,
     MALFORMED_PAYLOAD,
     TRUNCATED,
@@ -31,13 +31,13 @@ from spark_app.decoding import (
     decode_value_column,
     resolve_reader_schema,
 )
-from spark_app.partition_range import KafkaInputPartition
-from spark_app.partition_reader import read_range
-from spark_app.schema_registry_client import (
+from spark_app.formats.schema_registry_client import (
     RegistryRefused,
     RegistryUnavailable,
     SchemaRegistryClient,
 )
+from spark_app.source.partition_range import KafkaInputPartition
+from spark_app.source.partition_reader import read_range
 from tests.support.kafka_tools import consume_values, new_topic
 
 pytestmark = pytest.mark.integration

@@ -13,8 +13,9 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from devbed.polling import wait_for
-from spark_app.dead_letter import DeadLetterTally, DeadRecord, write_dead_records
-from spark_app.options import DeadLetterTarget
+from spark_app.api.dead_letter_options import DeadLetterTarget
+from spark_app.formats.poison import DeadRecord
+from spark_app.sinks.dead_letter import DeadLetterTally, write_dead_records
 from tests.support.kafka_tools import consume_to_end, group_offsets, new_topic
 
 pytestmark = pytest.mark.integration

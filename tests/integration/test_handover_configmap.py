@@ -1,4 +1,4 @@
-"""The warm hand-over's ConfigMap transport (spark_app/handover_signals.py) against a real
+"""The warm hand-over's ConfigMap transport (spark_app/runner/handover_signals.py) against a real
 kube-apiserver, as the driver's service account with the driver Role's rights on the job's
 report ConfigMap (get, patch) and go ConfigMap (get): handover.json published next to the
 running driver's report.json, go.json read from the go ConfigMap (which the driver cannot
@@ -19,8 +19,14 @@ from kubernetes.client.rest import ApiException
 
 from devbed.kube_apiserver import KubeAPIServer, running_apiserver
 from devbed.polling import wait_for
-from spark_app.handover_signals import GO_KEY, HANDOVER_KEY, ConfigMapSignals, Identity, await_go
-from spark_app.report import ApiAccess, ConfigMapPublisher
+from spark_app.runner.handover_signals import (
+    GO_KEY,
+    HANDOVER_KEY,
+    ConfigMapSignals,
+    Identity,
+    await_go,
+)
+from spark_app.runner.report import ApiAccess, ConfigMapPublisher
 
 pytestmark = pytest.mark.integration
 
@@ -103,7 +109,7 @@ def signals_once_rbac_allows(access: ApiAccess, namespace: str) -> ConfigMapSign
 def test_ready_is_published_and_only_this_drivers_go_is_taken(
     apiserver: KubeAPIServer, namespace: str, access: ApiAccess, caplog
 ) -> None:
-    caplog.set_level(logging.INFO, logger="spark_app.handover_signals")
+    caplog.set_level(logging.INFO, logger="spark_app.runner.handover_signals")
     signals = signals_once_rbac_allows(access, namespace)
     assert signals.go_text() is None
     stop, outcome = threading.Event(), []

@@ -1,7 +1,8 @@
 """JSON Schema values in the Confluent wire format, from a real broker, decoded with schemas
 from a real registry (Apicurio, Confluent-compatible API, schemaType JSON): records of older
 and newer schemas read in the reader's shape, each poison kind is classified, what has no
-column shape is refused at start (spark_app/json_values.py through spark_app/decoding.py)."""
+column shape is refused at start (spark_app/formats/json_values.py through
+spark_app/formats/decoding.py)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,7 @@ from confluent_kafka import Producer
 
 from devbed.kafka_broker import KafkaBroker
 from devbed.schema_registry import SchemaRegistry, json_wire_format
-from spark_app.dead_letter import DeadRecord
-from spark_app.decoding import (
+from spark_app.formats.decoding import (
     BAD_MAGIC_BYTE,
     MALFORMED_PAYLOAD,
     TRUNCATED,
@@ -26,9 +26,10 @@ from spark_app.decoding import (
     decode_value_column,
     resolve_reader_schema,
 )
-from spark_app.partition_range import KafkaInputPartition
-from spark_app.partition_reader import read_range
-from spark_app.schema_registry_client import SchemaRegistryClient
+from spark_app.formats.poison import DeadRecord
+from spark_app.formats.schema_registry_client import SchemaRegistryClient
+from spark_app.source.partition_range import KafkaInputPartition
+from spark_app.source.partition_reader import read_range
 from tests.support.kafka_tools import consume_values, new_topic
 
 pytestmark = pytest.mark.integration

@@ -1,5 +1,5 @@
 """Every Kafka call outside the executors' reads rides out a leader or coordinator change on a
-replicated cluster (spark_app.kafka_retry): the driver's look-ups (partitions, watermarks,
+replicated cluster (spark_app.kafka.retry): the driver's look-ups (partitions, watermarks,
 committed offsets, offsets for a time), the runner's group commits, the operator's lag reader
 and its offsets actions keep answering, without one error, while the node leading most
 partitions is SIGKILLed or stopped and while the group coordinator's node is stopped."""
@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 
 from devbed.kafka_cluster import KafkaCluster
-from spark_app.kafka_metadata import KafkaMetadata, group_committer
-from spark_app.offsets_admin import OffsetsRequest
-from spark_app.options import SourceOptions
+from spark_app.api.offsets_admin import OffsetsRequest
+from spark_app.api.options import SourceOptions
+from spark_app.kafka.group_commits import group_committer
+from spark_app.kafka.metadata import KafkaMetadata
 from tests.support.kafka_tools import DURABLE, ContinuousProducer, new_topic
 
 # make test runs it beside the Spark and e2e tiers (scripts/test-all.sh): there its failover

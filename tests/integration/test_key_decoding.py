@@ -2,8 +2,8 @@
 registry (Apicurio): the options name <topic>-key and <topic>-value, both reader schemas are
 pinned on the driver and the executors' decode step types both columns; a poison key is poison
 like a value, named in the error, and its dead-letter copy keeps the original bytes with the
-column that failed (spark_app/options.py, spark_app/typed_values.py, spark_app/decoding.py,
-spark_app/value_decoder.py)."""
+column that failed (spark_app/api/options.py, spark_app/formats/typed_values.py,
+spark_app/formats/decoding.py, spark_app/source/value_decoder.py)."""
 
 from __future__ import annotations
 
@@ -14,12 +14,12 @@ from confluent_kafka import Producer
 
 from devbed.kafka_broker import KafkaBroker
 from devbed.schema_registry import SchemaRegistry, wire_format
-from spark_app import typed_values
-from spark_app.decoding import BAD_MAGIC_BYTE, UNKNOWN_SCHEMA_ID, PoisonRecordError
-from spark_app.options import SourceOptions
-from spark_app.partition_range import KafkaInputPartition
-from spark_app.partition_reader import read_range
-from spark_app.value_decoder import decoded
+from spark_app.api.options import SourceOptions
+from spark_app.formats import typed_values
+from spark_app.formats.decoding import BAD_MAGIC_BYTE, UNKNOWN_SCHEMA_ID, PoisonRecordError
+from spark_app.source.partition_range import KafkaInputPartition
+from spark_app.source.partition_reader import read_range
+from spark_app.source.value_decoder import decoded
 from tests.support.kafka_tools import consume_to_end, new_topic
 
 pytestmark = pytest.mark.integration

@@ -1,4 +1,4 @@
-"""Avro values decoded in Rust (native/src/avro.rs through spark_app/native_avro.py) give
+"""Avro values decoded in Rust (native/src/avro.rs through spark_app/formats/native_avro.py) give
 exactly the column the Python decoder gives: same Arrow type, same values, for nested,
 optional and logical types, writers older and newer than the reader, several ids in one
 batch; a batch with poison falls back to Python whole, with the same reasons. Writer schemas
@@ -15,9 +15,9 @@ import pyarrow as pa
 import pytest
 
 from devbed.schema_registry import SchemaRegistry, wire_format
-from spark_app import native_avro, native_read
-from spark_app.avro_types import spark_type
-from spark_app.decoding import (
+from spark_app.formats import native_avro
+from spark_app.formats.avro_types import spark_type
+from spark_app.formats.decoding import (
     BAD_MAGIC_BYTE,
     MALFORMED_PAYLOAD,
     TRUNCATED,
@@ -27,7 +27,8 @@ from spark_app.decoding import (
     decode_value_column,
     resolve_reader_schema,
 )
-from spark_app.schema_registry_client import RegisteredSchema, SchemaRegistryClient
+from spark_app.formats.schema_registry_client import RegisteredSchema, SchemaRegistryClient
+from spark_app.source import native_read
 
 pytestmark = pytest.mark.integration
 
@@ -150,7 +151,7 @@ def _decoders(schema_registry: SchemaRegistry) -> tuple[AvroDecoder, AvroDecoder
 
 
 def _batch(values: list[bytes | None]) -> pa.RecordBatch:
-    from tests.unit.spark_app.test_typed_values import raw_batch
+    from tests.unit.spark_app.formats.test_typed_values import raw_batch
 
     return raw_batch(values)
 

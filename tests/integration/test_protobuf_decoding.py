@@ -3,8 +3,9 @@ a real registry (Apicurio, Confluent-compatible API, schemaType PROTOBUF with re
 nested messages, repeated fields, maps, enums, Timestamp, proto3 optional and wrappers;
 evolution both ways (a newer reader reads older records, a pinned older reader newer ones);
 each poison kind; the registry asked once per id; reader errors at start. Through the seam
-(spark_app/decoding.py's resolve_reader_schema and WireDecoder, valueFormat=protobuf:
-spark_app/protobuf_values.py). Without services: tests/unit/spark_app/test_protobuf_values.py."""
+(spark_app/formats/decoding.py's resolve_reader_schema and WireDecoder, valueFormat=protobuf:
+spark_app/formats/protobuf_values.py). Without services:
+tests/unit/spark_app/formats/test_protobuf_values.py."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from confluent_kafka import Producer
 
 from devbed.kafka_broker import KafkaBroker
 from devbed.schema_registry import SchemaRegistry
-from spark_app.decoding import (
+from spark_app.formats.decoding import (
     BAD_MAGIC_BYTE,
     MALFORMED_PAYLOAD,
     TRUNCATED,
@@ -28,10 +29,10 @@ from spark_app.decoding import (
     decode_value_column,
     resolve_reader_schema,
 )
-from spark_app.partition_range import KafkaInputPartition
-from spark_app.partition_reader import read_range
-from spark_app.protobuf_values import ProtobufReaderSchema
-from spark_app.schema_registry_client import SchemaRegistryClient
+from spark_app.formats.protobuf_values import ProtobufReaderSchema
+from spark_app.formats.schema_registry_client import SchemaRegistryClient
+from spark_app.source.partition_range import KafkaInputPartition
+from spark_app.source.partition_reader import read_range
 from tests.integration.test_avro_decoding import ORDER_V1 as AVRO_ORDER
 from tests.support.kafka_tools import consume_values, new_topic
 from tests.support.protobuf_messages import message_classes, proto_wire_format

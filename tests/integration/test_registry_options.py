@@ -2,7 +2,8 @@
 reader schema given inline asks the registry only for writer schemas by id; each subject name
 strategy finds the subject a Confluent serializer registers under; an https registry is
 verified with the CA of schemaRegistryCaFile, and refused clearly without it
-(spark_app/options.py, spark_app/typed_values.py, spark_app/schema_registry_client.py)."""
+(spark_app/api/options.py, spark_app/formats/typed_values.py,
+spark_app/formats/schema_registry_client.py)."""
 
 from __future__ import annotations
 
@@ -16,10 +17,15 @@ import pytest
 
 from devbed.schema_registry import SchemaRegistry, wire_format
 from devbed.tls import Authority
-from spark_app import typed_values
-from spark_app.decoding import AvroDecoder, ReaderSchemaError, resolve_reader_schema
-from spark_app.options import SourceOptions, ValueDecoding
-from spark_app.schema_registry_client import RegistryTLSError, SchemaRegistryClient
+from spark_app.api.decoding_options import ValueDecoding
+from spark_app.api.options import SourceOptions
+from spark_app.formats import typed_values
+from spark_app.formats.decoding import AvroDecoder, ReaderSchemaError, resolve_reader_schema
+from spark_app.formats.schema_registry_client import (
+    RegistryTLSError,
+    SchemaRegistryClient,
+    client_for,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -67,7 +73,7 @@ def test_an_inline_reader_schema_reads_records_of_every_registered_writer_schema
     values = typed_values.at_query_start(decoding)
     assert values.reader.schema_id is None
     assert values.describe() == f"inline reader schema {namespace}.Order (option valueSchema)"
-    client = decoding.registry_client()
+    client = client_for(decoding)
     decoder = AvroDecoder(client, values.reader)
     rows = [
         decoder.decode(wire_format(id1, v1, {"id": 1, "item": "a"})),
@@ -86,7 +92,7 @@ def test_an_inline_reader_schema_no_writer_resolves_to_is_a_poison_record(
     schema_id = schema_registry.register(f"{namespace}-value", writer)
     reader = {**writer, "fields": [{"name": "sku", "type": "string"}]}  # no default: unresolvable
     decoding = _decoding(schema_registry, "t", valueSchema=json.dumps(reader))
-    decoder = AvroDecoder(decoding.registry_client(), typed_values.at_query_start(decoding).reader)
+    decoder = AvroDecoder(client_for(decoding), typed_values.at_query_start(decoding).reader)
     poison = decoder.decode(wire_format(schema_id, writer, {"id": 1, "item": "a"}))
     assert getattr(poison, "reason", None) == "unresolvable-schema"
 
@@ -163,7 +169,7 @@ def test_an_https_registry_is_read_with_its_ca_file(tls_registry: SchemaRegistry
     decoding = _decoding(tls_registry, f"orders-{namespace}", schemaRegistryCaFile=ca)
     values = typed_values.at_query_start(decoding)
     assert values.reader.schema_id == schema_id
-    client = decoding.registry_client()
+    client = client_for(decoding)
     decoder = AvroDecoder(client, resolve_reader_schema(client, f"orders-{namespace}-value"))
     record = {"id": 1, "item": "a"}
     assert decoder.decode(wire_format(schema_id, _order(namespace), record)) == record

@@ -61,7 +61,7 @@ def test_the_simulation_sees_a_reading_driver_forced_out(monkeypatch):
 def _without_progress_check(monkeypatch):
     """The dead-letter writer's progress check broken on purpose: every poison record read
     is written again, also below the offset a committed transaction handled."""
-    from spark_app import dead_letter
+    from spark_app.sinks import dead_letter
 
     original = dead_letter.transaction_of
     monkeypatch.setattr(

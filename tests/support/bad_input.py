@@ -15,7 +15,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from spark_app.manifest import CLIENT_KEY_FIELDS, FILE_SINK_FORMATS, SINK_OUTPUT_MODES
+from spark_app.api.sink_spec import FILE_SINK_FORMATS, SINK_OUTPUT_MODES
+from spark_app.api.source_spec import CLIENT_KEY_FIELDS
 
 Case = tuple[dict[str, Any], str]  # (spec, the field its refusal names)
 

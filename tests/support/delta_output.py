@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from devbed.object_store import REGION, Storage
-from spark_app.delta_sink import storage_options, table_uri
+from spark_app.sinks.delta_sink import storage_options, table_uri
 
 
 def delta_sink(storage: Storage) -> dict:

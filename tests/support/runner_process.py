@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 import yaml
 
 from devbed.object_store import Storage
-from spark_app.manifest import API_GROUP, API_VERSION
+from spark_app.api.manifest import API_GROUP, API_VERSION
 
 
 def job_manifest(

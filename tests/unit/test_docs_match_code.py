@@ -11,8 +11,8 @@ import pytest
 from pydantic import ValidationError
 
 from devbed.kafka_versions import BROKER_VERSIONS, OLDEST
-from spark_app.kafka_metadata import matching_topics
-from spark_app.manifest import SourceSpec
+from spark_app.api.source_spec import SourceSpec
+from spark_app.kafka.metadata import matching_topics
 from streamingjob_operator.rules.decide import REASONS, Event
 from streamingjob_operator.settings import OperatorSettings
 

@@ -38,7 +38,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     (wheel,) = wheels.glob("streamingjob-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    assert "spark_app/runner.py" in names and "streamingjob_operator/handlers.py" in names
+    assert "spark_app/runner/runner.py" in names and "streamingjob_operator/handlers.py" in names
     assert not [n for n in names if n.startswith(("tests/", "operator/"))]
     subprocess.run(
         [*pip, "install", "--no-deps", "--target", str(target), str(wheel)],

@@ -127,7 +127,7 @@ def modules() -> dict[str, Path]:
 
 
 def check_code_reference(token: str) -> None:
-    """A source file (`spark_app/offsets.py`), a function or class of a module
+    """A source file (`spark_app/api/offsets.py`), a function or class of a module
     (`decide.lost_at`, `k8s.KubeApi`), or a member of a class (`GroupOffsets.catch_up`,
     `Actor._still_wanted`). Anything else (fields, options, paths in a checkpoint) is
     not code and is not checked."""

@@ -220,7 +220,8 @@ def _version(root: dict[str, Any]) -> dict[str, Any]:
 
 def render() -> str:
     header = (
-        "# Generated from operator/streamingjob_operator/api/models.py and spark_app/manifest.py."
+        "# Generated from operator/streamingjob_operator/api/models.py and "
+        "spark_app/api/manifest.py."
         f"\n# Do not edit: regenerate with `{REGENERATE}`.\n"
     )
     return header + yaml.safe_dump(build_crd(), sort_keys=False, width=100)

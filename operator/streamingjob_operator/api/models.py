@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from spark_app.manifest import API_GROUP, API_VERSION, KIND
+from spark_app.api.manifest import API_GROUP, API_VERSION, KIND
 from streamingjob_operator.api.policy_models import (
     AutoscalerSpec,
     BackoffSpec,

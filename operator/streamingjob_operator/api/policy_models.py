@@ -8,8 +8,8 @@ from typing import Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
-from spark_app.manifest import CheckpointSpec
-from spark_app.spec_base import SpecModel
+from spark_app.api.manifest import CheckpointSpec
+from spark_app.api.spec_base import SpecModel
 
 DAY = 86_400
 

@@ -1,7 +1,7 @@
 """The StreamingJob spec: what the user asks for, the one source of truth for the CRD's spec schema.
 
 The job part (`spec.job`, `spec.checkpoint.location`, `spec.sparkConf`) comes from
-`spark_app.manifest`, which the runner reads; how the operator treats the job (checkpoint,
+`spark_app.api.manifest`, which the runner reads; how the operator treats the job (checkpoint,
 restarts, offsets actions, autoscaler) from `policy_models.py`; the pods' settings are here.
 Every field carries a description (it becomes `kubectl explain` text) and cross-field rules are
 mirrored as CEL rules in `x-kubernetes-validations` so the API server rejects what pydantic
@@ -14,14 +14,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from spark_app.manifest import (
-    NO_NULL_VALUES,
-    JobSpec,
-    MapValue,
-    S3Spec,
-    check_keys,
-)
-from spark_app.spec_base import K8S_NAME, SpecModel, secret_key, secret_name
+from spark_app.api.field_rules import NO_NULL_VALUES, MapValue, check_keys
+from spark_app.api.job_spec import JobSpec
+from spark_app.api.manifest import S3Spec
+from spark_app.api.spec_base import K8S_NAME, SpecModel, secret_key, secret_name
 from streamingjob_operator.api.policy_models import (
     DAY,
     AutoscalerSpec,

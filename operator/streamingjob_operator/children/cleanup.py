@@ -7,7 +7,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from spark_app.manifest import job_checkpoints
+from spark_app.api.manifest import job_checkpoints
 from streamingjob_operator.api.models import StreamingJobSpec
 from streamingjob_operator.children.builders import (
     IMAGE_HADOOP_CONF,

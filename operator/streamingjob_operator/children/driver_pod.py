@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from spark_app.manifest import CheckpointSpec
+from spark_app.api.manifest import CheckpointSpec
 from streamingjob_operator.api.models import API_GROUP, API_VERSION, KIND, StreamingJobSpec
 from streamingjob_operator.api.naming import (
     LABEL_ATTEMPT,

@@ -9,7 +9,9 @@ import copy
 import re
 from typing import Any
 
-from spark_app.kafka_config import (
+from spark_app.api.manifest import S3_ACCESS_KEY_ENV, S3_SECRET_KEY_ENV
+from spark_app.api.registry_spec import RegistryCASecret, RegistryCredentialsSecret
+from spark_app.kafka.config import (
     ENV_REGISTRY_PASSWORD,
     ENV_REGISTRY_USERNAME,
     ENV_SASL_MECHANISM,
@@ -19,17 +21,15 @@ from spark_app.kafka_config import (
     ENV_SSL_CA_LOCATION,
     REGISTRY_CA_DIR,
 )
-from spark_app.manifest import S3_ACCESS_KEY_ENV, S3_SECRET_KEY_ENV
-from spark_app.value_spec import RegistryCASecret, RegistryCredentialsSecret
 from streamingjob_operator.api.models import StreamingJobSpec
 from streamingjob_operator.api.naming import LABEL_DRIVER, job_selector
 
-ENV_USERNAME, ENV_PASSWORD = ENV_SASL_USERNAME, ENV_SASL_PASSWORD  # spark_app.kafka_config
+ENV_USERNAME, ENV_PASSWORD = ENV_SASL_USERNAME, ENV_SASL_PASSWORD  # spark_app.kafka.config
 SPARK_UID = 185  # the spark user of Apache Spark images
 KAFKA_CA_VOLUME = "streamingjob-kafka-ca"
 KAFKA_CA_DIR = "/etc/streamingjob-kafka-ca"  # not below CONFIG_DIR: a ConfigMap volume
 KAFKA_CA_FILE = f"{KAFKA_CA_DIR}/ca.crt"
-REGISTRY_CA_VOLUME = "streamingjob-registry-ca"  # at REGISTRY_CA_DIR (spark_app.kafka_config)
+REGISTRY_CA_VOLUME = "streamingjob-registry-ca"  # at REGISTRY_CA_DIR (spark_app.kafka.config)
 # Writable directories of a container whose root filesystem is read-only (emptyDirs): Spark's
 # local dirs and work dir, Python's and the JVM's temporary files, the runner's work files.
 SCRATCH_VOLUME = "streamingjob-scratch"
@@ -130,7 +130,7 @@ def pod_mounts(spec: StreamingJobSpec) -> list[dict[str, Any]]:
 
 def s3_env(spec: StreamingJobSpec) -> list[dict[str, Any]]:
     """The object store's access key pair, from its Secret, as the environment variables
-    S3A reads (the runner selects that provider; spark_app.manifest.S3Spec)."""
+    S3A reads (the runner selects that provider; spark_app.api.manifest.S3Spec)."""
     creds = spec.s3.credentials_secret if spec.s3 else None
     if creds is None:
         return []
@@ -158,7 +158,7 @@ REGISTRY_CA_FIELD = "spec.job.source.value.schemaRegistry.caSecret"
 
 def registry_env(spec: StreamingJobSpec) -> list[dict[str, Any]]:
     """The schema registry's basic-auth pair, from its Secret: the driver resolves the reader
-    schema, the executors fetch writer schemas by id (spark_app.kafka_config reads them)."""
+    schema, the executors fetch writer schemas by id (spark_app.kafka.config reads them)."""
     creds = _registry_secret(spec)
     if creds is None:
         return []

@@ -28,8 +28,9 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from spark_app.kafka_config import job_options
-from spark_app.options import OptionError, SourceOptions
+from spark_app.api.option_values import OptionError
+from spark_app.api.options import SourceOptions
+from spark_app.kafka.config import job_options
 from streamingjob_operator.api.models import StreamingJobSpec
 from streamingjob_operator.children.driver_pod import (
     build_job_configmap,

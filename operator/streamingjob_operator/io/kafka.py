@@ -1,7 +1,7 @@
 """The operator's own view of Kafka: the group's committed offsets and the log end offsets.
 
-The look-ups are the source's (`spark_app.kafka_metadata.KafkaMetadata`), built from the
-options the driver's source gets (`spark_app.kafka_config.source_options`, credentials from
+The look-ups are the source's (`spark_app.kafka.metadata.KafkaMetadata`), built from the
+options the driver's source gets (`spark_app.kafka.config.source_options`, credentials from
 the job's Secret as the pod gets them): the same partitions (internal `__` topics hidden from
 patterns), log ends (the LSO under read_committed) and committed offsets, read through a
 consumer of the group. Never the admin API's ListConsumerGroupOffsets: librdkafka's admin
@@ -13,7 +13,7 @@ it, closed once no job uses it and no reading is in flight; never dropped under 
 
 Readings run on a small dedicated thread pool, each request retried in fresh bounded
 attempts through a leader or coordinator change under one deadline
-(`spark_app.kafka_retry`); a reconcile never waits for Kafka: it takes the latest cached
+(`spark_app.kafka.retry`); a reconcile never waits for Kafka: it takes the latest cached
 reading and asks for a fresh one when it is old. An unreachable broker or an unknown topic
 becomes a `problem` naming the spec field, never an exception in the reconcile (after good
 readings, only once it has lasted the deadline: `held_back`); a broker
@@ -33,19 +33,20 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from spark_app import offsets_run
-from spark_app.kafka_config import source_options
-from spark_app.kafka_metadata import (
+from spark_app.api.offsets_admin import OffsetsRequest, OffsetsResult
+from spark_app.api.option_values import OptionError
+from spark_app.api.options import SourceOptions
+from spark_app.api.source_spec import SourceSpec
+from spark_app.kafka import offsets_run
+from spark_app.kafka.config import source_options
+from spark_app.kafka.errors import (
     KafkaAuthFailed,
-    KafkaMetadata,
     KafkaTLSFailed,
     KafkaUnavailable,
     UnknownTopic,
 )
-from spark_app.kafka_retry import DEADLINE_S
-from spark_app.manifest import SourceSpec
-from spark_app.offsets_admin import OffsetsRequest, OffsetsResult
-from spark_app.options import OptionError, SourceOptions
+from spark_app.kafka.metadata import KafkaMetadata
+from spark_app.kafka.retry import DEADLINE_S
 from streamingjob_operator.rules.status import KafkaView
 
 log = logging.getLogger(__name__)
@@ -168,7 +169,7 @@ class KafkaMonitor:
     ) -> None:
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kafka")
         self._timeout = timeout
-        self._deadline = deadline  # one reading rides out a leader change (kafka_retry)
+        self._deadline = deadline  # one reading rides out a leader change (spark_app.kafka.retry)
         self._max_age = max_age
         self._lock = threading.Lock()
         self._views: dict[tuple[str, str], KafkaView] = {}

@@ -13,7 +13,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from spark_app.manifest import checkpoint_location
+from spark_app.api.manifest import checkpoint_location
 from streamingjob_operator.api.naming import driver_pod_name, executor_selector, ui_service_name
 from streamingjob_operator.api.spec_models import StreamingJobSpec
 from streamingjob_operator.api.status_models import StreamingJobStatus

@@ -234,11 +234,11 @@ def parse_report(configmap: dict[str, Any] | None) -> Report | None:
 
 
 THROUGHPUT_KEYS = ("batches", "rows", "busyMs", "executionMs")
-# The executors' time in tasks (spark_app/runner.py executor_task_ms): the autoscaler's
+# The executors' time in tasks (spark_app/runner/runner.py executor_task_ms): the autoscaler's
 # processing rate per executor. Optional: a runner that cannot read it (or an older one)
 # leaves it out, and the autoscaler falls back to addBatch time.
 TASK_MS_KEY = "taskMs"
-# a reason of the source's decoder (spark_app/decoding.py); a few at most: metric labels
+# a reason of the source's decoder (spark_app/formats/decoding.py); a few at most: metric labels
 _REASON = re.compile(r"^[a-z][a-z-]{0,39}$")
 _MAX_REASONS = 8
 

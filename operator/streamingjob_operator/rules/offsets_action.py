@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from spark_app.offsets_admin import OffsetsRequest, OffsetsResult, request_of
+from spark_app.api.offsets_admin import OffsetsRequest, OffsetsResult, request_of
 from streamingjob_operator.api.job import JobMeta
 from streamingjob_operator.api.models import (
     API_GROUP,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from spark_app.kafka_config import EXIT_INVALID, REFUSED_MARK, RUNNER_EXIT_REASONS
+from spark_app.api.exit_codes import EXIT_INVALID, REFUSED_MARK, RUNNER_EXIT_REASONS
 from streamingjob_operator.api.policy_models import RestartPolicySpec
 from streamingjob_operator.api.spec_models import StreamingJobSpec
 from streamingjob_operator.api.status_models import StreamingJobStatus

@@ -149,7 +149,7 @@ def test_refused_credentials_are_degraded_naming_the_secret_with_restart_backoff
 FRESH_BROKER_READER = r"""
 import faulthandler, sys, time
 faulthandler.enable()
-from spark_app.manifest import SourceSpec
+from spark_app.api.source_spec import SourceSpec
 from streamingjob_operator.io.kafka import KafkaMonitor, KafkaTarget
 jobs, seconds = int(sys.argv[1]), float(sys.argv[2])
 print("ready", flush=True)
@@ -224,7 +224,7 @@ def test_patterns_hide_internal_topics_and_clients_are_shared_per_connection(kaf
     """The operator's look-ups are the source's: a pattern never matches `__` topics (the
     offsets topic would count as lag), and jobs with the same connection share one client,
     closed when the last of them is forgotten."""
-    from spark_app.manifest import SourceSpec
+    from spark_app.api.source_spec import SourceSpec
     from streamingjob_operator.io.kafka import KafkaMonitor, KafkaTarget
     from tests.support.kafka_tools import commit_offsets, new_topic, produce
 
@@ -264,7 +264,7 @@ def test_closing_stops_a_reading_of_an_unreachable_cluster_after_its_attempt_in_
     import time
 
     from devbed.kafka_broker import free_port
-    from spark_app.manifest import SourceSpec
+    from spark_app.api.source_spec import SourceSpec
     from streamingjob_operator.io.kafka import KafkaMonitor, KafkaTarget
 
     monitor = KafkaMonitor(workers=1, timeout=1, max_age=0, deadline=60)

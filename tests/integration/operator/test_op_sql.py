@@ -8,8 +8,8 @@ import threading
 
 import pytest
 
-from spark_app.kafka_config import REFUSED_MARK
-from spark_app.manifest import MAX_SQL, SQL_OR_TRANSFORM
+from spark_app.api.exit_codes import REFUSED_MARK
+from spark_app.api.job_spec import MAX_SQL, SQL_OR_TRANSFORM
 from tests.integration.operator.kube_helpers import Kube, job_spec, rejected, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]

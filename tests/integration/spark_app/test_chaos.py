@@ -35,7 +35,7 @@ import pytest
 from confluent_kafka import TopicPartition
 
 from devbed.kafka_cluster import KafkaCluster
-from spark_app.options import NATIVE_ENGINE_ENV, READ_PATH_ENV
+from spark_app.api.options import NATIVE_ENGINE_ENV, READ_PATH_ENV
 from tests.support.file_sink import committed_rows
 from tests.support.kafka_tools import (
     DURABLE,

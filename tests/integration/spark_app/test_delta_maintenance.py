@@ -1,6 +1,6 @@
 """Maintenance of a job's Delta table while the job runs keeps every record exactly once.
 
-The maintenance CLI (spark_app/delta_maintenance.py) runs as a real process, as a CronJob
+The maintenance CLI (spark_app/sinks/delta_maintenance.py) runs as a real process, as a CronJob
 runs it, beside the runner (a real process on local Spark, a real broker): compaction, a log
 checkpoint with cleanup under a short `delta.logRetentionDuration`, and vacuum with no
 retention. Then the two moments that read the table's app transactions happen after the
@@ -23,7 +23,7 @@ import pytest
 from devbed.kafka_broker import free_port
 from devbed.object_store import Storage
 from devbed.polling import wait_for
-from spark_app.delta_maintenance import EXIT_NO_TABLE, EXIT_UNREACHABLE
+from spark_app.sinks.delta_maintenance import EXIT_NO_TABLE, EXIT_UNREACHABLE
 from tests.integration.spark_app.test_delta_sink import (
     checkpoint_of,
     redeploy_finds_the_batch,
@@ -66,7 +66,7 @@ def maintained_job(name: str, bootstrap: str, topic: str, tmp_path: Path, storag
 
 def maintenance(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "spark_app.delta_maintenance", *args],
+        [sys.executable, "-m", "spark_app.sinks.delta_maintenance", *args],
         env={**os.environ, **(env or {})},
         capture_output=True,
         text=True,

@@ -12,7 +12,7 @@ import pytest
 
 from devbed.object_store import Storage
 from devbed.polling import wait_for
-from spark_app.handover_signals import GO_KEY, HANDOVER_KEY, POD_NAME_ENV
+from spark_app.runner.handover_signals import GO_KEY, HANDOVER_KEY, POD_NAME_ENV
 from tests.integration.spark_app.test_runner import assert_exactly_once, sink_rows, wait_for_all
 from tests.support.kafka_tools import group_offsets, new_topic, produce
 from tests.support.runner_process import RunnerProcess, job_manifest

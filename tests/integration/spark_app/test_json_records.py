@@ -25,7 +25,7 @@ from pyspark.sql.types import (
 from devbed.kafka_broker import KafkaBroker
 from devbed.polling import wait_for
 from devbed.schema_registry import SchemaRegistry, json_wire_format
-from spark_app.decoding import MALFORMED_PAYLOAD
+from spark_app.formats.decoding import MALFORMED_PAYLOAD
 from tests.integration.spark_app.test_typed_records import (  # the Avro tests' query helpers
     Query,
     _dead_letters,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_app.query import LOCAL_FS_CONF, local_file_system_conf
+from spark_app.runner.query import LOCAL_FS_CONF, local_file_system_conf
 from tests.support.spark_session import local_session
 
 pytestmark = pytest.mark.integration

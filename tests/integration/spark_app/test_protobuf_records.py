@@ -13,7 +13,7 @@ import pytest
 
 from devbed.kafka_broker import KafkaBroker
 from devbed.schema_registry import SchemaRegistry
-from spark_app.decoding import MALFORMED_PAYLOAD
+from spark_app.formats.decoding import MALFORMED_PAYLOAD
 from tests.integration.spark_app.test_typed_records import (  # the Avro tests' query helpers
     Query,
     produce,

@@ -22,10 +22,10 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable
 from devbed.kafka_broker import KafkaBroker
 from devbed.kafka_cluster import KafkaCluster
 from devbed.polling import wait_for
-from spark_app import offsets as off
-from spark_app.partition_range import DataLossError, KafkaInputPartition
-from spark_app.partition_reader import read_range
-from spark_app.source import KafkaStreamReader
+from spark_app.api import offsets as off
+from spark_app.source.partition_range import DataLossError, KafkaInputPartition
+from spark_app.source.partition_reader import read_range
+from spark_app.source.source import KafkaStreamReader
 from tests.integration.spark_app.test_source_on_broker import on_path
 from tests.integration.spark_app.test_source_on_broker import reader as stream_reader
 from tests.support.kafka_tools import DURABLE, new_topic, produce

@@ -21,15 +21,15 @@ from devbed.kafka_versions import driver_kill_versions, version_id
 from devbed.object_store import Storage
 from devbed.polling import wait_for
 from devbed.tls import Authority
-from spark_app.kafka_config import (
+from spark_app.api.exit_codes import REFUSED_MARK
+from spark_app.api.options import READ_PATH_ENV
+from spark_app.kafka.config import (
     ENV_SASL_MECHANISM,
     ENV_SASL_PASSWORD,
     ENV_SASL_USERNAME,
     ENV_SECURITY_PROTOCOL,
     ENV_SSL_CA_LOCATION,
-    REFUSED_MARK,
 )
-from spark_app.options import READ_PATH_ENV
 from tests.support.file_sink import committed_rows
 from tests.support.kafka_tools import (
     ContinuousProducer,

@@ -22,17 +22,17 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 from devbed.kafka_broker import KafkaBroker
 from devbed.polling import wait_for
 from devbed.tls import Authority
-from spark_app import offsets as off
-from spark_app.offsets import StartError
-from spark_app.options import SourceOptions
-from spark_app.partition_range import (
+from spark_app.api import offsets as off
+from spark_app.api.offsets import StartError
+from spark_app.api.options import SourceOptions
+from spark_app.source.partition_range import (
     DataLossError,
     KafkaInputPartition,
     TopicDeletedError,
     arrow_schema,
 )
-from spark_app.partition_reader import read_range
-from spark_app.source import KafkaStreamReader
+from spark_app.source.partition_reader import read_range
+from spark_app.source.source import KafkaStreamReader
 from tests.support.kafka_tools import (
     add_partitions,
     commit_offsets,

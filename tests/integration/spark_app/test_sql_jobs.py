@@ -19,8 +19,8 @@ import yaml
 from pyspark.sql import SparkSession
 
 from devbed.kafka_broker import free_port
-from spark_app.kafka_config import REFUSED_MARK
-from spark_app.sql_transform import SqlRefused, apply_sql
+from spark_app.api.exit_codes import REFUSED_MARK
+from spark_app.runner.sql_transform import SqlRefused, apply_sql
 from tests.support.file_sink import committed_files
 from tests.support.kafka_tools import (
     consume_to_end,

@@ -35,16 +35,16 @@ from pyspark.sql.types import (
 from devbed.kafka_broker import KafkaBroker, free_port
 from devbed.polling import wait_for
 from devbed.schema_registry import SchemaRegistry, wire_format
-from spark_app import offsets_cli
-from spark_app.decoding import (
+from spark_app.formats.decoding import (
     BAD_MAGIC_BYTE,
     TRUNCATED,
     UNKNOWN_SCHEMA_ID,
     UNRESOLVABLE_SCHEMA,
 )
-from spark_app.preflight import failure_cause
-from spark_app.schema_registry_client import RegistryUnavailable
-from spark_app.source import FORMAT, KafkaCheckpointedDataSource
+from spark_app.formats.schema_registry_client import RegistryUnavailable
+from spark_app.runner import offsets_cli
+from spark_app.runner.preflight import failure_cause
+from spark_app.source.source import FORMAT, KafkaCheckpointedDataSource
 from tests.support.kafka_tools import consume_to_end, group_offsets, log_end_offsets, new_topic
 from tests.support.runner_process import job_manifest
 from tests.support.spark_session import local_session

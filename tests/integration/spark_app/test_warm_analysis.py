@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from spark_app import handover_signals as handover
-from spark_app import preflight, runner
+from spark_app.runner import handover_signals as handover
+from spark_app.runner import preflight, runner
 from tests.support.kafka_tools import new_topic
 from tests.support.runner_process import job_manifest
 from tests.support.spark_session import local_session

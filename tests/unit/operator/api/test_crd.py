@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from spark_app.manifest import NO_NULL_VALUES
+from spark_app.api.field_rules import NO_NULL_VALUES
 from streamingjob_operator.api.crd import REGENERATE, build_crd, render
 from streamingjob_operator.api.models import StreamingJob
 from streamingjob_operator.children.validation import check_spec

@@ -7,14 +7,14 @@ from typing import Any
 
 import pytest
 
-from spark_app.kafka_config import job_options
-from spark_app.options import SourceOptions
-from spark_app.value_spec import (
+from spark_app.api.key_spec import (
     KEY_NEEDS_REGISTRY,
     KEY_READER_SCHEMA_ALONE,
     KEY_SUBJECT_NEEDED,
     KEY_SUBJECT_ONLY,
 )
+from spark_app.api.options import SourceOptions
+from spark_app.kafka.config import job_options
 from streamingjob_operator.api.crd import build_crd
 from streamingjob_operator.children.validation import parse
 from streamingjob_operator.rules.epochs import job_hash, pod_hash

@@ -1,7 +1,7 @@
 """Protobuf typed records in the job spec (spec.job.source.value.format protobuf and
 value.messageName): the models and their CRD rules, the source options they map to
 (valueFormat=protobuf, valueMessageName), and the options' own errors. Decoding:
-tests/unit/spark_app/test_protobuf_values.py."""
+tests/unit/spark_app/formats/test_protobuf_values.py."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
-from spark_app.kafka_config import job_options
-from spark_app.options import OptionError, SourceOptions
-from spark_app.value_spec import MESSAGE_NAME_PROTOBUF_ONLY, READER_SCHEMA_ALONE, REGISTRY_ONLY
+from spark_app.api.option_values import OptionError
+from spark_app.api.options import SourceOptions
+from spark_app.api.value_spec import MESSAGE_NAME_PROTOBUF_ONLY, READER_SCHEMA_ALONE, REGISTRY_ONLY
+from spark_app.kafka.config import job_options
 from streamingjob_operator.api.crd import build_crd
 from streamingjob_operator.children.validation import check_source, parse
 from tests.unit.operator.helpers_operator import BASE_SPEC, make_spec

@@ -10,27 +10,24 @@ from typing import Any
 import pytest
 import yaml
 
-from spark_app.kafka_config import (
+from spark_app.api.dead_letter_spec import DEAD_LETTER_NEEDS_DECODED, DEAD_LETTER_NEEDS_GROUP
+from spark_app.api.manifest import load_manifest
+from spark_app.api.options import SourceOptions
+from spark_app.api.registry_spec import CA_NEEDS_HTTPS, NEEDS_RECORD_NAME, RECORD_NAME_UNUSED
+from spark_app.api.value_spec import (
+    MESSAGE_NAME_PROTOBUF_ONLY,
+    NEEDS_REGISTRY,
+    READER_SCHEMA_ALONE,
+    REGISTRY_ONLY,
+    SUBJECT_NEEDED,
+)
+from spark_app.kafka.config import (
     ENV_REGISTRY_PASSWORD,
     ENV_REGISTRY_USERNAME,
     REGISTRY_CA_DIR,
     REGISTRY_CA_FILE,
     REGISTRY_CREDENTIAL_ENV,
     job_options,
-)
-from spark_app.manifest import load_manifest
-from spark_app.options import SourceOptions
-from spark_app.value_spec import (
-    CA_NEEDS_HTTPS,
-    DEAD_LETTER_NEEDS_DECODED,
-    DEAD_LETTER_NEEDS_GROUP,
-    MESSAGE_NAME_PROTOBUF_ONLY,
-    NEEDS_RECORD_NAME,
-    NEEDS_REGISTRY,
-    READER_SCHEMA_ALONE,
-    RECORD_NAME_UNUSED,
-    REGISTRY_ONLY,
-    SUBJECT_NEEDED,
 )
 from streamingjob_operator.api.crd import build_crd
 from streamingjob_operator.children.cleanup import build_cleanup_job

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from spark_app.manifest import load_manifest
+from spark_app.api.manifest import load_manifest
 from streamingjob_operator.api.models import StreamingJobStatus
 from streamingjob_operator.api.naming import (
     LABEL_ATTEMPT,
@@ -642,7 +642,7 @@ def test_s3_credentials_reach_driver_executors_and_cleanup_only_by_secret_ref():
 
 
 def test_s3_spec_gives_the_s3a_session_confs():
-    from spark_app.manifest import S3Spec
+    from spark_app.api.manifest import S3Spec
 
     conf = S3Spec.model_validate(S3).hadoop_conf()
     assert conf == {

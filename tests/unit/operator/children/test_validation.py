@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from spark_app.manifest import CLIENT_KEY_FIELDS, SourceSpec
-from spark_app.options import RESERVED_CLIENT_KEYS
+from spark_app.api.options import RESERVED_CLIENT_KEYS
+from spark_app.api.source_spec import CLIENT_KEY_FIELDS, SourceSpec
 from streamingjob_operator.api.crd import build_crd
 from streamingjob_operator.api.models import StreamingJobStatus
 from streamingjob_operator.api.naming import (

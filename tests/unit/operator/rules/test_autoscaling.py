@@ -93,7 +93,7 @@ def test_a_sustained_overload_is_a_scale_up_recorded_in_status():
 
 
 def _report_configmap(second: int, task_ms_per_row: int) -> dict:
-    """The runner's report ConfigMap as it writes it (spark_app/report.py Throughput): the
+    """The runner's report ConfigMap as it writes it (spark_app/runner/report.py Throughput): the
     batches' totals, and the executors' task time (taskMs)."""
     rows = 150 * second
     throughput = {

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from spark_app.manifest import checkpoint_location
+from spark_app.api.manifest import checkpoint_location
 from streamingjob_operator.api.models import StreamingJobSpec, StreamingJobStatus
 from streamingjob_operator.io.errors import InvalidJobError
 from streamingjob_operator.rules.decide import (

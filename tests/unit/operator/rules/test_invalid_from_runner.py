@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from spark_app import preflight
-from spark_app.kafka_config import REFUSED_MARK
+from spark_app.api.exit_codes import REFUSED_MARK
+from spark_app.runner import preflight
 from streamingjob_operator.rules.observed import Termination
 from streamingjob_operator.rules.status import set_conditions
 from tests.unit.operator.helpers_operator import driver, later, launched, make_spec, run

@@ -1,11 +1,11 @@
 """spec.offsetsAction, pure: when it runs, how it is recorded, the resume after it, and the
-plan of spark_app.offsets_admin (ranges, timestamps, refusals)."""
+plan of spark_app.api.offsets_admin (ranges, timestamps, refusals)."""
 
 from __future__ import annotations
 
 import pytest
 
-from spark_app.offsets_admin import (
+from spark_app.api.offsets_admin import (
     OffsetsRefused,
     OffsetsRequest,
     parse_timestamp,
@@ -120,7 +120,7 @@ def test_malformed_actions_are_invalid(bad):
         make_spec(offsetsAction=bad)
 
 
-# --- spark_app.offsets_admin.plan -----------------------------------------------------------
+# --- spark_app.api.offsets_admin.plan -----------------------------------------------------------
 
 RANGES = {("t", 0): (5, 20), ("t", 1): (0, 10)}
 COMMITTED = {("t", 0): 7, ("t", 1): None}

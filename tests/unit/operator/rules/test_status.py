@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from spark_app.kafka_metadata import KafkaMetadata
-from spark_app.manifest import SourceSpec
-from spark_app.options import SourceOptions
+from spark_app.api.options import SourceOptions
+from spark_app.api.source_spec import SourceSpec
+from spark_app.kafka.metadata import KafkaMetadata
 from streamingjob_operator.api.models import (
     HistoryEntry,
     InvalidSpecError,

@@ -75,7 +75,7 @@ def test_the_driver_pods_grace_is_derived_from_the_runners_stop_and_final_commit
 def test_the_runners_stop_timings_are_the_ones_the_pods_grace_is_made_of():
     """The operator passes no stop timings (an older job image would not know the options):
     the runner's defaults are timing.DRIVER_STOP's."""
-    from spark_app import runner
+    from spark_app.runner import runner
 
     defaults = runner.parse_args(["--manifest", "m"])
     assert defaults.stop_timeout == timing.DRIVER_STOP.stop_deadline_seconds

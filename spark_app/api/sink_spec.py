@@ -1,0 +1,240 @@
+"""spec.job.sink: where the job writes (files, Kafka, a Delta table, console, noop), the output
+modes each sink runs and the options the job sets itself.
+
+This module must not import pyspark: the operator imports it too.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from spark_app.api.field_rules import (
+    CLIENT_KEY,
+    LOCATION,
+    Options,
+    check_keys,
+    check_location,
+    keys_schema,
+    location_schema,
+    refusing_keys_schema,
+)
+from spark_app.api.offsets import MAX_TOPIC
+from spark_app.api.spec_base import (
+    BOOTSTRAP,
+    MAX_TEXT,
+    TOPIC,
+    TOPIC_RULE,
+    SpecModel,
+)
+
+FILE_SINK_FORMATS = ("parquet", "json", "csv", "orc")
+_MODES = ("append", "update", "complete")
+# The output modes Spark runs per sink (measured on Spark 4.3: its file sink refuses update and
+# complete; the kafka_checkpointed writer has no update, "does not support Update output mode").
+SINK_OUTPUT_MODES: dict[str, tuple[str, ...]] = {
+    **dict.fromkeys(FILE_SINK_FORMATS, ("append",)),
+    "kafka": ("append", "complete"),
+    "delta": ("append",),
+    "console": _MODES,
+    "noop": _MODES,
+}
+# Sink options the job sets from a field (Spark's options are case-insensitive, the user's are
+# applied last): an override would move the epoch's output or its checkpoint, and with them
+# exactly-once and restore.
+SINK_OPTION_FIELDS = {
+    "path": "spec.job.sink.path",
+    "checkpointlocation": "spec.checkpoint.location",
+    "topic": "spec.job.sink.topic",
+    "kafka.bootstrap.servers": "spec.job.sink.bootstrapServers",
+}
+
+
+def _sink_options_schema() -> dict[str, Any]:
+    return refusing_keys_schema(
+        SINK_OPTION_FIELDS, "k.lowerAscii()", "options the job sets from a field"
+    )
+
+
+def _modes_rules() -> list[dict[str, Any]]:
+    """CEL: outputMode among the modes its sink runs (SINK_OUTPUT_MODES), one rule per set."""
+    by_modes: dict[tuple[str, ...], list[str]] = {}
+    for sink, modes in SINK_OUTPUT_MODES.items():
+        if modes != _MODES:
+            by_modes.setdefault(modes, []).append(sink)
+    return [
+        {
+            "rule": f"!(self.format in {sinks}) || !has(self.outputMode) || "
+            f"self.outputMode in {list(modes)}",
+            "message": f"outputMode must be {' or '.join(modes)} for the {'/'.join(sinks)} sink",
+            "fieldPath": ".outputMode",
+        }
+        for modes, sinks in by_modes.items()
+    ]
+
+
+COLUMN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+DELTA_PATH = "path is required for the delta sink: the table's location"
+DELTA_SCHEME = (
+    "the delta sink writes to file:///path on a mounted volume or s3a://bucket/prefix "
+    "(delta-rs reaches no other file system)"
+)
+NO_ICEBERG = (
+    "format iceberg is not available yet: no Apache Iceberg release runs on Spark 4.3 (its "
+    "newest Spark runtime is for Spark 4.1 and fails to load on 4.3); use format delta"
+)
+NO_DELTA_OPTIONS = (
+    "options are passed to Spark's sinks; the delta sink is not one: set partitionBy and "
+    "tableProperties instead"
+)
+TABLE_FIELDS_ONLY = "partitionBy and tableProperties are for table sinks (format delta) only"
+
+
+class SinkSpec(SpecModel):
+    """Where the job writes. File formats use Spark's exactly-once file sink."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "!(self.format in ['parquet', 'json', 'csv', 'orc']) || has(self.path)",
+                    "message": "path is required for file sinks",
+                },
+                {
+                    "rule": "self.format != 'kafka' || has(self.topic)",
+                    "message": "topic is required for the kafka sink",
+                },
+                {"rule": "self.format != 'delta' || has(self.path)", "message": DELTA_PATH},
+                {
+                    "rule": "self.format != 'delta' || !has(self.path) || "
+                    "self.path.startsWith('file:///') || self.path.startsWith('s3a://')",
+                    "message": DELTA_SCHEME,
+                    "fieldPath": ".path",
+                },
+                {"rule": "self.format != 'iceberg'", "message": NO_ICEBERG},
+                {
+                    "rule": "self.format != 'delta' || !has(self.options) || "
+                    "self.options.size() == 0",
+                    "message": NO_DELTA_OPTIONS,
+                    "fieldPath": ".options",
+                },
+                {
+                    "rule": "self.format == 'delta' || "
+                    "(!has(self.partitionBy) && !has(self.tableProperties))",
+                    "message": TABLE_FIELDS_ONLY,
+                },
+                *_modes_rules(),
+            ]
+        }
+    )
+
+    format: Literal[
+        "parquet", "json", "csv", "orc", "delta", "iceberg", "kafka", "console", "noop"
+    ] = Field(
+        description="parquet, json, csv or orc: Spark's file sink (exactly-once with the "
+        "checkpoint). delta: a Delta Lake table at path, one table across epochs, exactly "
+        "once for every reader. iceberg: not yet (no Apache Iceberg release runs on Spark "
+        "4.3). kafka: a topic (at-least-once). console, noop: for trials."
+    )
+    path: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=1024,
+        pattern=LOCATION,
+        json_schema_extra=location_schema(),
+        description="Output directory URI of a file sink. Each deployment epoch writes "
+        "<path>/epoch-<n> (Spark's file sink log is keyed by batch id, which restarts at 0 "
+        "on a redeploy); restarts within an epoch continue the same directory. For the "
+        "delta sink: the table's location (file:///... or s3a://...), the same table for "
+        "every epoch.",
+    )
+    topic: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_TOPIC,
+        pattern=TOPIC,
+        description=f"Output topic of the kafka sink. {TOPIC_RULE}.",
+    )
+    bootstrap_servers: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_TEXT,
+        pattern=BOOTSTRAP,
+        description="Bootstrap servers of the kafka sink; defaults to the source's.",
+    )
+    output_mode: Literal["append", "update", "complete"] = Field(
+        default="append",
+        description="Spark output mode. File sinks run append only, the kafka sink append or "
+        "complete; console and noop run all three.",
+    )
+    partition_by: list[Annotated[str, Field(min_length=1, max_length=128, pattern=COLUMN)]] = Field(
+        default_factory=list,
+        max_length=8,
+        description="delta: the columns that partition a new table (an existing table "
+        "keeps its own partitioning).",
+    )
+    table_properties: Options = Field(
+        default_factory=dict,
+        description="delta: table properties set when the job creates the table, e.g. "
+        "delta.logRetentionDuration or delta.deletedFileRetentionDuration.",
+        json_schema_extra=keys_schema(CLIENT_KEY, 255),
+    )
+    options: Options = Field(
+        default_factory=dict,
+        description="Extra options passed to the Spark sink. Credentials are refused here: "
+        "use the spec's Secret references. So are the options the job sets from a field "
+        "(any case: " + ", ".join(SINK_OPTION_FIELDS) + ").",
+        json_schema_extra=_sink_options_schema(),
+    )
+
+    @field_validator("options")
+    @classmethod
+    def _option_keys(cls, value: dict[str, str]) -> dict[str, str]:
+        for key in value:
+            if (field := SINK_OPTION_FIELDS.get(key.lower())) is not None:
+                raise ValueError(
+                    f"sink option {key[:100]!r} would override {field}: remove it and set {field}"
+                )
+        return check_keys(value, CLIENT_KEY, "sink option")
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, value: str | None) -> str | None:
+        return None if value is None else check_location(value)
+
+    @field_validator("output_mode")
+    @classmethod
+    def _output_mode(cls, value: str, info: ValidationInfo) -> str:
+        sink = info.data.get("format")  # absent: format itself is invalid (reported there)
+        modes = SINK_OUTPUT_MODES.get(sink, _MODES) if isinstance(sink, str) else _MODES
+        if value not in modes:
+            raise ValueError(
+                f"the {sink} sink runs outputMode {' or '.join(modes)} only (Spark refuses "
+                f"{value} for it): set outputMode: {modes[0]}"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _check(self) -> SinkSpec:
+        if self.format in FILE_SINK_FORMATS and not self.path:
+            raise ValueError(f"path is required for the {self.format} file sink")
+        if self.format == "kafka" and not self.topic:
+            raise ValueError("topic is required for the kafka sink")
+        if self.format == "delta" and not self.path:
+            raise ValueError(DELTA_PATH)
+        if self.format == "delta" and not self.path.startswith(("file:///", "s3a://")):  # type: ignore[union-attr]
+            raise ValueError(DELTA_SCHEME)
+        if self.format == "iceberg":
+            raise ValueError(NO_ICEBERG)
+        if self.format == "delta" and self.options:
+            raise ValueError(NO_DELTA_OPTIONS)
+        if self.format != "delta" and (self.partition_by or self.table_properties):
+            raise ValueError(TABLE_FIELDS_ONLY)
+        return self

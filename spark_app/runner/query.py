@@ -1,0 +1,213 @@
+"""The manifest → Spark mapping: the session (with the job's settings and our source
+registered) and the query (source → optional transform or SQL query → sink, per epoch)."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from spark_app.api.job_spec import JobSpec
+from spark_app.api.manifest import RunnerManifest, epoch_sink_path
+from spark_app.kafka.config import credential_options, job_options
+from spark_app.runner.sql_transform import SqlRefused, apply_sql
+from spark_app.sinks.delta_sink import DeltaTable, app_id, batch_writer
+
+log = logging.getLogger(__name__)
+
+SOURCE_REPORT, DRAIN_FILE = "source-report.json", "drain"  # in the run's work directory
+
+
+class InvalidJob(ValueError):
+    """Input that cannot run, named by its manifest field."""
+
+
+def load_transform(reference: str):
+    module_name, _, function_name = reference.partition(":")
+    try:
+        function = getattr(importlib.import_module(module_name), function_name)
+    except (ImportError, AttributeError) as exc:
+        raise InvalidJob(
+            f"spec.job.transform: cannot load {reference!r} ({exc}); the module must be "
+            "importable in the driver image"
+        ) from None
+    if not callable(function):
+        raise InvalidJob(f"spec.job.transform: {reference!r} is not a function")
+    return function
+
+
+def query_options(
+    job: JobSpec, name: str, epoch: int, workdir: Path, pinned: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The source's options; it reports to and takes drain requests from files in `workdir`.
+    `pinned`: the epoch's reader schema versions (valueSchemaVersion, keySchemaVersion)."""
+    options = {**job_options(job), **(pinned or {})}
+    # The runner commits the group's offsets itself (GroupOffsets): as soon as a batch is
+    # durable, at a graceful stop and for the previous epoch. One writer, no race.
+    options["commitOffsetsOnCheckpoints"] = "false"
+    options["reportPath"] = str(workdir / SOURCE_REPORT)
+    options["drainPath"] = str(workdir / DRAIN_FILE)
+    options["jobName"], options["jobEpoch"] = name, str(epoch)  # named by dead-letter copies
+    return options
+
+
+def source_frame(
+    spark,
+    job: JobSpec,
+    name: str,
+    epoch: int,
+    workdir: Path,
+    pinned: Mapping[str, str] | None = None,
+):
+    """The source's DataFrame (load() resolves its columns: a reader schema at the registry)."""
+    from spark_app.source.source import FORMAT
+
+    options = query_options(job, name, epoch, workdir, pinned)
+    return spark.readStream.format(FORMAT).options(**options).load()
+
+
+def transformed(spark, job: JobSpec, frame):
+    """The source's DataFrame through the job's SQL query or transform, analysed but not
+    started: one that cannot run fails here (InvalidJob), before anything is read."""
+    if job.sql:
+        try:
+            return apply_sql(spark, frame, job.sql)
+        except SqlRefused as exc:
+            raise InvalidJob(str(exc)) from None
+    if job.transform:
+        frame = _call_transform(job.transform, frame)
+        if not hasattr(frame, "writeStream"):
+            raise InvalidJob(f"spec.job.transform: {job.transform} must return a DataFrame")
+    return frame
+
+
+def _call_transform(reference: str, frame):
+    """The transform's DataFrame. An error it raises while the query is planned (a package
+    the image lacks, a bug) would raise again at every restart: InvalidJob, nothing read.
+    Spark's own rejections of what it built pass on (the runner names them)."""
+    from pyspark.errors import AnalysisException, IllegalArgumentException
+
+    try:
+        return load_transform(reference)(frame)
+    except (InvalidJob, AnalysisException, IllegalArgumentException):
+        raise
+    except Exception as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise InvalidJob(
+            f"spec.job.transform: {reference} raised {type(exc).__name__}: {first}"
+        ) from None
+
+
+def start_query(frame, job: JobSpec, name: str, epoch: int, location: str):
+    """The query writing `frame` (`transformed`'s) to the job's sink, started."""
+    writer = frame.writeStream.queryName(name).outputMode(job.sink.output_mode)
+    writer = writer.option("checkpointLocation", location)
+    writer = _to_sink(writer, frame.sparkSession, job, epoch, location)
+    if job.trigger.processing_time:
+        writer = writer.trigger(processingTime=job.trigger.processing_time)
+    elif job.trigger.available_now:
+        writer = writer.trigger(availableNow=True)
+    return writer.start()
+
+
+def check_sink(spark, job: JobSpec, schema) -> None:
+    """The sink's checks of the query's columns (`schema`, Spark's), before it starts:
+    InvalidJob naming what does not fit. The Kafka sink writes `value` (and `key`), strings
+    or bytes; a Delta table that exists takes the columns it has and compatible changes
+    (`delta_sink.schema_change`)."""
+    from pyspark.sql.types import BinaryType, StringType
+
+    if job.sink.format == "kafka":
+        fields = {field.name: field.dataType for field in schema.fields}
+        for column in ("value", "key"):
+            kind = fields.get(column)
+            if (column == "value" and kind is None) or (
+                kind is not None and not isinstance(kind, (BinaryType, StringType))
+            ):
+                raise InvalidJob(
+                    f"spec.job.sink: the kafka sink writes a column {column} of type string "
+                    f"or binary{' (key is optional)' if column == 'key' else ''}; the query "
+                    f"gives {kind.simpleString() if kind else 'none'} (columns: "
+                    f"{', '.join(fields)}): cast or rename it in spec.job.sql or the transform"
+                )
+    if job.sink.format == "delta":
+        from spark_app.sinks.delta_sink import SchemaIncompatible
+
+        table = DeltaTable.for_session(spark, job.sink.path or "", job.sink.partition_by)
+        try:
+            table.check(schema)
+        except SchemaIncompatible as exc:
+            raise InvalidJob(f"spec.job.sink: {exc}") from None
+        except Exception as exc:  # the table unreadable now: each batch checks it again
+            log.warning("cannot check the Delta table's schema before the start: %s", exc)
+
+
+def _to_sink(writer, spark, job: JobSpec, epoch: int, location: str):
+    """`writer` aimed at the job's sink: a Delta table (one commit per batch, keyed by this
+    checkpoint), our Kafka writer, or a Spark sink (files: one directory per epoch)."""
+    from spark_app.source.source import FORMAT
+
+    sink = job.sink
+    if sink.format == "delta":
+        path = sink.path or ""  # required for delta (SinkSpec)
+        table = DeltaTable.for_session(spark, path, sink.partition_by, sink.table_properties)
+        return writer.foreachBatch(batch_writer(table, app_id(location)))
+    if sink.format == "kafka":
+        bootstrap = sink.bootstrap_servers or job.source.bootstrap_servers
+        writer = writer.format(FORMAT).option("topic", sink.topic or "")
+        writer = writer.option("kafka.bootstrap.servers", bootstrap)
+        writer = writer.options(**credential_options(job_options(job)))
+    else:
+        writer = writer.format(sink.format)
+        if sink.path:
+            # a location the operator did not lay out (a local run's override): per epoch
+            directory = epoch_sink_path(sink.path, location)
+            writer = writer.option("path", directory or f"{sink.path.rstrip('/')}/epoch-{epoch}")
+    return writer.options(**sink.options)
+
+
+# Hadoop's local file system without child processes (jvm/localfs): without Hadoop's native
+# library, which pyspark does not ship, Hadoop's own runs a chmod process for every file it
+# writes and a readlink for every rename Spark's checkpoint makes, ~30 a micro-batch of a job
+# checkpointing to a local disk: 1.44x the CPU per batch (bench/local_fs_bench.py). Used
+# where Spark's jars have it (scripts/localfs-jar.sh); a job's sparkConf may still set either
+# key.
+LOCAL_FS_JAR = "streamingjob-localfs.jar"
+LOCAL_FS_CONF = {
+    "spark.hadoop.fs.file.impl": "dev.sparkkafka.localfs.NoForkLocalFileSystem",
+    "spark.hadoop.fs.AbstractFileSystem.file.impl": "dev.sparkkafka.localfs.NoForkLocalFs",
+}
+
+
+def local_file_system_conf() -> dict[str, str]:
+    import pyspark
+
+    spark_home = os.environ.get("SPARK_HOME") or os.path.dirname(pyspark.__file__)
+    return LOCAL_FS_CONF if os.path.isfile(os.path.join(spark_home, "jars", LOCAL_FS_JAR)) else {}
+
+
+def build_session(manifest: RunnerManifest, master: str | None):
+    from pyspark.sql import SparkSession
+
+    from spark_app.source.source import KafkaCheckpointedDataSource
+
+    conf = manifest.spec.session_conf()
+    # Python workers must run this interpreter (it has pyarrow and confluent-kafka).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder.appName(manifest.metadata.name)
+    under_submit = "PYSPARK_GATEWAY_PORT" in os.environ  # launched by spark-submit
+    if master or not under_submit:
+        builder = builder.master(master or conf.pop("spark.master", "local[2]"))
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        conf.setdefault("spark.ui.enabled", "false")
+        conf.setdefault("spark.ui.showConsoleProgress", "false")
+        conf.setdefault("spark.sql.shuffle.partitions", "2")
+    for key, value in {**local_file_system_conf(), **conf}.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    spark.dataSource.register(KafkaCheckpointedDataSource)
+    return spark

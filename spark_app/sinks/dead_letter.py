@@ -1,0 +1,209 @@
+"""The dead-letter topic: source records that cannot be decoded, each written exactly once.
+
+A dead record keeps its original key, value and headers, and gains headers naming where it
+came from and why it could not be read (`streamingjob.*`, below), so a consumer of the
+dead-letter topic can repair it and produce it back.
+
+Exactly once, with Kafka's own read-process-write transactions. The dead records of one source
+partition are written by a transactional producer whose `transactional.id` names the job and
+that partition, and the same transaction commits, for a progress group of the job
+(`<group>.dead-letter`), the source offset after the last record it handled. So:
+* a dead record below the progress offset was written by a committed transaction: skipped
+  (a batch re-read after a restore, a redeploy from older committed offsets, a retried task);
+* a writer that died mid-transaction is fenced by the next one with the same id, whose
+  `init_transactions` aborts the open transaction: its records never reach a
+  `read_committed` consumer (the dead-letter topic's consumers must read that way).
+A transaction that fails raises: the task fails and Spark retries it, the batch is not done.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from typing import Any
+
+from spark_app.api.dead_letter_options import DeadLetterTarget
+from spark_app.formats.poison import DeadRecord
+
+log = logging.getLogger("spark_app.source.source")
+
+# how long one transaction step may take before the task fails (and is retried)
+_TIMEOUT_S = 60.0
+HEADER_PREFIX = "streamingjob."
+
+
+class DeadLetterError(RuntimeError):
+    pass
+
+
+def dead_letter_headers(record: DeadRecord, target: DeadLetterTarget) -> list:
+    """The record's own headers, then where it came from and why it is here."""
+    named = {
+        "source.topic": record.topic,
+        "source.partition": record.partition,
+        "source.offset": record.offset,
+        "source.timestamp": record.timestamp,
+        "error.reason": record.reason,
+        "error.column": record.column,
+        "error.message": record.message,
+        "job": target.job,
+        "epoch": target.epoch,
+    }
+    ours = [(HEADER_PREFIX + k, str(v).encode()) for k, v in named.items() if v is not None]
+    return [*record.headers, *ours]
+
+
+def transaction_of(
+    records: list[DeadRecord], progress: int, end: int
+) -> tuple[list[DeadRecord], int] | None:
+    """What one partition's dead-letter transaction holds, the pure part of
+    `write_dead_records` (the simulation runs it too): the dead records no committed
+    transaction wrote (at or past the partition's progress offset; negative: none committed)
+    and the progress offset committed with them (`end`: the read handled up to there).
+    None: nothing to write, the progress stays."""
+    new = [r for r in records if r.offset >= max(progress, 0)]
+    return (new, end) if new else None
+
+
+def write_dead_records(
+    target: DeadLetterTarget, topic: str, partition: int, records: list[DeadRecord], end: int
+) -> int:
+    """Writes the dead records of one source partition read up to offset `end` (exclusive)
+    that no committed transaction wrote before; returns how many it wrote."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    producer = Producer(
+        {
+            **target.client,
+            "transactional.id": target.transactional_id(topic, partition),
+            "transaction.timeout.ms": int(_TIMEOUT_S * 1000),
+            "log_level": 3,
+        }
+    )
+    progress = Consumer(
+        {
+            **target.client,
+            "group.id": target.progress_group,
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "log_level": 3,
+        }
+    )
+    try:
+        producer.init_transactions(_TIMEOUT_S)  # fences and aborts an earlier writer's
+        [done] = progress.committed([TopicPartition(topic, partition)], timeout=_TIMEOUT_S)
+        transaction = transaction_of(records, done.offset, end)
+        if transaction is None:
+            return 0
+        new, handled = transaction
+        _in_transaction(producer, target, new, progress, TopicPartition(topic, partition, handled))
+        return len(new)
+    except Exception as exc:
+        raise DeadLetterError(
+            f"could not write {len(records)} dead record(s) of {topic}[{partition}] to the "
+            f"dead-letter topic {target.topic}: {exc}"
+        ) from exc
+    finally:
+        progress.close()
+
+
+def _in_transaction(producer, target: DeadLetterTarget, records, progress, handled) -> None:
+    """The records and the progress offset, in one transaction (aborted on any failure)."""
+    producer.begin_transaction()
+    try:
+        for record in records:
+            _produce(producer, target.topic, record, dead_letter_headers(record, target))
+        metadata = progress.consumer_group_metadata()
+        producer.send_offsets_to_transaction([handled], metadata, _TIMEOUT_S)
+        producer.commit_transaction(_TIMEOUT_S)
+    except Exception:
+        # fenced or gone, the abort fails too: the next writer's init_transactions aborts it
+        with contextlib.suppress(Exception):
+            producer.abort_transaction(_TIMEOUT_S)
+        raise
+
+
+def _produce(producer, topic: str, record: DeadRecord, headers: list) -> None:
+    while True:
+        try:
+            producer.produce(topic, value=record.value, key=record.key, headers=headers)
+            producer.poll(0)
+            return
+        except BufferError:  # local queue full (a topic of poison): serve callbacks, retry
+            producer.poll(0.1)
+
+
+class DeadLetterTally:
+    """The driver's count of this job's dead records by reason, since the run started: it
+    reads the dead-letter topic as its consumers do (read_committed), from the log ends it
+    found at the start, and counts the copies that name this job. Non-blocking; a Kafka
+    problem is logged and counted again at the next call (the count is for status, never a
+    reason to stop the job)."""
+
+    _BATCH = 5000  # copies read per call at most: a report is never held up for long
+    _RETRY_S = 10.0  # between looks for a topic that does not exist yet, or a failed start
+    _EVERY_S = 1.0  # the report asks ~85 times a second when idle: read at most this often
+
+    def __init__(self, target: DeadLetterTarget):
+        self.target = target
+        self.by_reason: dict[str, int] = {}
+        self._consumer: Any = None
+        self._from_start = False  # the topic did not exist when the run began: all is new
+        self._next_start = 0.0
+        self._next_read = 0.0
+
+    def counts(self) -> dict[str, int]:
+        if time.monotonic() < self._next_read:
+            return dict(self.by_reason)
+        self._next_read = time.monotonic() + self._EVERY_S
+        try:
+            self._read_new()
+        except Exception as exc:
+            log.warning("could not count the dead-letter topic %s: %s", self.target.topic, exc)
+        return dict(self.by_reason)
+
+    def _read_new(self) -> None:
+        if self._consumer is None:
+            if time.monotonic() < self._next_start:
+                return
+            self._next_start = time.monotonic() + self._RETRY_S
+            self._consumer = self._start()
+            if self._consumer is None:
+                return  # the topic does not exist yet: no copy was written
+        job = self.target.job.encode()
+        for message in self._consumer.consume(self._BATCH, 0):
+            if message.error() is not None:
+                continue
+            headers = dict(message.headers() or [])
+            if headers.get(HEADER_PREFIX + "job") == job:
+                reason = (headers.get(HEADER_PREFIX + "error.reason") or b"unknown").decode()
+                self.by_reason[reason] = self.by_reason.get(reason, 0) + 1
+
+    def _start(self) -> Any:
+        from confluent_kafka import Consumer, TopicPartition
+
+        consumer = Consumer(
+            {
+                **self.target.client,
+                "group.id": f"{self.target.progress_group}.tally",  # never commits
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+                "log_level": 3,
+            }
+        )
+        topic = consumer.list_topics(self.target.topic, timeout=10).topics.get(self.target.topic)
+        if topic is None or topic.error is not None or not topic.partitions:
+            consumer.close()
+            self._from_start = True
+            return None
+        start = [TopicPartition(self.target.topic, p, 0) for p in topic.partitions]
+        if not self._from_start:
+            for tp in start:
+                tp.offset = consumer.get_watermark_offsets(tp, timeout=10)[1]
+        consumer.assign(start)
+        return consumer
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()

@@ -1,0 +1,386 @@
+"""The driver side of the `kafka_checkpointed` source: everything the driver-side reader keeps
+between Spark's planning calls (clients, the partition state table, the committer and the
+discovery threads), created on the first planning call so the reader itself stays cheap and
+picklable (see `spark_app.source.source` and docs/source.md).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+
+from pyspark.sql.streaming.datasource import (
+    ReadLimit,
+    ReadMaxRows,
+)
+
+from spark_app.api import offsets as off
+from spark_app.api.offsets import Epochs, Positions, StartDecision, TopicPartition
+from spark_app.api.options import SourceOptions
+from spark_app.formats.typed_values import TypedValues
+from spark_app.kafka.group_commits import group_committer
+from spark_app.kafka.metadata import KafkaMetadata
+from spark_app.sinks.dead_letter import DeadLetterTally
+from spark_app.source import native_read
+from spark_app.source.committer import OffsetCommitter
+from spark_app.source.partition_range import DataLossError, KafkaInputPartition
+from spark_app.source.partition_state import PartitionStateTable
+
+log = logging.getLogger("spark_app.source.source")
+
+
+class DriverSide:
+    """Everything the driver-side reader keeps between planning calls."""
+
+    def __init__(
+        self,
+        options: SourceOptions,
+        values: TypedValues | None = None,
+        keys: TypedValues | None = None,
+    ):
+        self.options = options
+        self.values = values  # valueFormat avro/json: the reader schema pinned at query start
+        self.keys = keys  # keyFormat avro/json: likewise
+        self.read_path = native_read.executor_read_path(options.read_path)
+        self.table = PartitionStateTable()
+        self.metadata = KafkaMetadata(options)
+        self.committer = (
+            OffsetCommitter(self.table, group_committer(options))
+            if options.commit_offsets_on_checkpoints
+            else None
+        )
+        self._low: Positions = {}
+        self._fetched_at = 0.0
+        self._fresh_start: dict[TopicPartition, StartDecision] | None = None
+        self._started_fresh = False
+        self._target: Positions | None = None  # Trigger.AvailableNow: never read past it
+        self._loss_seen: set[tuple[TopicPartition, int]] = set()
+        self._closed = threading.Event()
+        self._reported_version: tuple | None = None
+        self._draining = False
+        self._dead_letters = DeadLetterTally(options.dead_letter) if options.dead_letter else None
+        self._refresh_order = threading.Lock()
+        self._refreshes_started = self._refresh_applied = 0
+        self._refresh(discover=True)
+        self._discovery = None
+        if options.partition_discovery_interval_ms > 0:
+            self._discovery = threading.Thread(
+                target=self._discover_forever, name="partition-discovery", daemon=True
+            )
+            self._discovery.start()
+        self.write_report()
+        if _is_spark_source_runner():
+            signal.signal(signal.SIGTERM, self._on_sigterm)
+            _log_to_stderr()
+        log.info(native_read.read_path_line(options.read_path, options.native_engine))
+        for typed in (values, keys):
+            if typed is not None:
+                column, fmt = typed.decoding.column, typed.decoding.format
+                log.info("%ss: %s, decoded on the executors to %s", column, fmt, typed.describe())
+
+    def _on_sigterm(self, signum: int, frame: object) -> None:
+        """The JVM ends this process with SIGTERM and never calls stop(): send the pending
+        commit (bounded) so an idle stream's last batch reaches the group, then exit."""
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # it can arrive twice
+        self.close(timeout=3.0)
+        raise SystemExit(0)
+
+    # -- lookups ---------------------------------------------------------------------------
+    def _refresh(self, discover: bool) -> None:
+        """Reads partitions and log ends. The micro-batch and discovery threads both refresh,
+        and their readings may finish out of order: an older one never overwrites a newer one
+        (a log end going back would look like data loss to the next batch)."""
+        with self._refresh_order:
+            self._refreshes_started += 1
+            reading = self._refreshes_started
+        tps = self.metadata.topic_partitions() if discover else self.table.partitions()
+        watermarks, epochs = self.metadata.log_ends(tps)
+        with self.table.lock:
+            if reading < self._refresh_applied:
+                return  # a newer reading is in the table already
+            self._refresh_applied = reading
+            ends = {tp: high for tp, (_, high) in watermarks.items()}
+            new = self.table.discover(ends, epochs)
+            self._low.update({tp: low for tp, (low, _) in watermarks.items()})
+            self._fetched_at = time.monotonic()
+        if new and self.table.snapshot().version > 1:
+            log.info("partitions discovered: %s (read from earliest)", _names(new))
+
+    def _discover_forever(self) -> None:
+        interval = self.options.partition_discovery_interval_ms / 1000
+        while not self._closed.wait(interval):
+            try:
+                self._refresh(discover=True)
+            except Exception as exc:
+                log.warning("partition discovery failed: %s", exc)
+
+    def _latest(self) -> tuple[Positions, Epochs]:
+        """Log ends, cached: Spark asks ~85 times a second when idle; and the leader epoch
+        each came with (one snapshot: an end and its epoch are of the same answer)."""
+        stale = time.monotonic() - self._fetched_at >= self.options.min_fetch_interval_ms / 1000
+        if stale:
+            self._refresh(discover=self.options.partition_discovery_interval_ms == 0)
+        snapshot = self.table.snapshot()
+        latest, epochs = snapshot.column("latest"), snapshot.column("latest_epoch")
+        if self._target is not None:
+            # Partitions discovered after the target was frozen are left to the next run
+            # (as Spark's own Kafka source): their moving end would keep this run going.
+            target = self._target
+            latest = {tp: min(o, target[tp]) for tp, o in latest.items() if tp in target}
+        return latest, epochs
+
+    # -- planning --------------------------------------------------------------------------
+    def note_fresh_start(self) -> None:
+        self._started_fresh = True
+
+    def latest_offset(self, start: dict, limit: ReadLimit) -> dict:
+        fresh = off.is_fresh_start(start)
+        if not fresh:
+            # Spark calls latestOffset(start=end of batch N) only after commits/N is
+            # written: the earliest moment batch N is known durable (rule 3).
+            self.checkpoint_complete(off.end_positions(start))
+        if self._drain_requested():
+            return start  # no new batch: the runner stops the query between batches
+        log_ends, epochs = self._latest()
+        if fresh:
+            begin = self._resolve_fresh_start(log_ends)
+            begin_epochs = epochs_at(begin, log_ends, epochs)
+        else:
+            begin, begin_epochs = off.end_positions(start), off.end_epochs(start)
+        self._check_data_loss(begin, log_ends)
+        latest = {tp: max(o, begin.get(tp, 0)) for tp, o in log_ends.items()}
+        if isinstance(limit, ReadMaxRows):
+            end = off.rate_limit(begin, latest, limit.max_rows)
+        else:
+            end = latest
+        unmoved = {tp: e for tp, e in begin_epochs.items() if end.get(tp) == begin.get(tp)}
+        end_epochs = epochs_at(end, log_ends, epochs, unmoved)
+        if fresh:
+            self.table.plan(end)
+            return off.batch_offset(end, begin, end_epochs, begin_epochs)
+        if end == begin:
+            return start  # unchanged JSON: no new batch
+        self.table.plan(end)
+        return off.batch_offset(end, epochs=end_epochs)
+
+    def _drain_requested(self) -> bool:
+        """The runner creates the drain file on SIGTERM. Spark plans the next batch as soon as
+        one ends when batches take longer than the trigger interval, so without this a busy
+        query never pauses between batches and a graceful stop would interrupt one."""
+        if not self._draining and self.options.drain_path:
+            self._draining = os.path.exists(self.options.drain_path)
+            if self._draining:
+                log.info("graceful stop: no new batch is planned")
+        return self._draining
+
+    def _resolve_fresh_start(self, latest: Positions) -> Positions:
+        """Resolves the start once per process; batch 0's end offset pins it for replays."""
+        if self._fresh_start is None:
+            mode = off.parse_starting_offsets(self.options.starting_offsets)
+            tps = sorted(latest)
+            committed = (
+                self.metadata.committed(tps) if self.options.group_id else dict.fromkeys(tps)
+            )
+            by_time = self.metadata.offsets_for_time(tps, mode) if isinstance(mode, int) else {}
+            self._fresh_start = {
+                tp: off.resolve_start(
+                    tp,
+                    mode,
+                    self.options.offset_reset_strategy,
+                    self._low.get(tp, 0),
+                    latest[tp],
+                    committed.get(tp),
+                    by_time.get(tp),
+                )
+                for tp in tps
+            }
+            log.info("fresh start (no checkpoint): %s", describe_start(self._fresh_start))
+            self.write_report()
+        return {tp: decision.offset for tp, decision in self._fresh_start.items()}
+
+    def _check_data_loss(self, begin: Positions, latest: Positions) -> None:
+        for tp, offset in sorted(begin.items()):
+            low = self._low.get(tp)
+            if tp not in latest:
+                problem = f"{tp[0]}-{tp[1]} no longer exists (it was at offset {offset})"
+            elif latest[tp] < offset:
+                problem = (
+                    f"{tp[0]}-{tp[1]} ends at {latest[tp]}, before the checkpointed "
+                    f"offset {offset} (was the topic recreated?)"
+                )
+            elif low is not None and offset < low:
+                problem = (
+                    f"{tp[0]}-{tp[1]}: offsets {offset}..{low - 1} were deleted by "
+                    f"retention before they were read (log start {low})"
+                )
+            else:
+                continue
+            if self.options.fail_on_data_loss:
+                raise DataLossError(
+                    problem + "; failOnDataLoss=true. Set failOnDataLoss=false to skip "
+                    "the lost offsets, or redeploy to start from the committed offsets"
+                )
+            if (tp, offset) not in self._loss_seen:
+                self._loss_seen.add((tp, offset))
+                if tp in latest and latest[tp] < offset:  # truncated: new records at
+                    self.table.record_data_loss(offset - latest[tp])  # these offsets are skipped
+                elif low is not None and offset < low:
+                    self.table.record_data_loss(low - offset)
+                log.warning("%s; continuing (failOnDataLoss=false)", problem)
+
+    def plan_partitions(self, start: dict, end: dict) -> list[KafkaInputPartition]:
+        begin = off.start_positions(start, end)
+        begin_epochs = off.start_epochs(start, end)  # none in a checkpoint of an older version
+        stop = off.end_positions(end)
+        if off.is_fresh_start(start) and self._fresh_start is None:
+            # Batch 0 replayed after a crash: its start was pinned by the earlier run.
+            self._fresh_start = {tp: StartDecision(o, "pinned") for tp, o in begin.items()}
+            self.write_report()
+        self.table.plan(stop)
+        client = self.options.client()
+        if self.options.group_id:
+            client["group.id"] = f"{self.options.group_id}-reader"  # never commits
+        dead_letter = self.options.dead_letter
+        return [
+            KafkaInputPartition(
+                topic=tp[0],
+                partition=tp[1],
+                start=begin.get(tp, 0),
+                end=stop[tp],
+                start_epoch=begin_epochs.get(tp) if tp in begin else None,
+                client_config=client,
+                fail_on_data_loss=self.options.fail_on_data_loss,
+                # a dead-letter copy keeps the record's headers, asked for or not
+                include_headers=self.options.include_headers or dead_letter is not None,
+                headers_for_dead_letter_only=not self.options.include_headers,
+                poll_timeout_ms=self.options.poll_timeout_ms,
+                max_records_per_batch=self.options.max_records_per_batch,
+                read_path=self.read_path,
+                native_engine=self.options.native_engine,
+                values=self.values,
+                keys=self.keys,
+                dead_letter=dead_letter,
+            )
+            for tp in sorted(stop)
+            if stop[tp] > begin.get(tp, 0)
+        ]
+
+    def checkpoint_complete(self, end: Positions) -> None:
+        """Batch with end offsets `end` is durable: record it, hand it to the committer."""
+        self.table.mark_checkpointed(end)
+        if self.committer is not None:
+            self.committer.submit(end)
+
+    def freeze_target(self) -> None:
+        self._target, self._fetched_at = None, 0.0
+        self._target = self._latest()[0]
+        log.info("Trigger.AvailableNow: reading up to %s", off.to_json(self._target))
+
+    def report_latest(self) -> dict | None:
+        latest = self.table.snapshot().column("latest")
+        self.write_report()
+        return off.batch_offset(latest) if latest else None
+
+    # -- reporting -------------------------------------------------------------------------
+    def write_report(self) -> None:
+        """The source's view for the runner (a different process): atomic JSON file."""
+        if not self.options.report_path:
+            return
+        snap = self.table.snapshot()
+        dead = self._dead_letters.counts() if self._dead_letters else {}
+        key = (snap.version, self._started_fresh, id(self._fresh_start), sum(dead.values()))
+        if key == self._reported_version:
+            return  # reportLatestOffset runs ~85 times a second when idle
+        self._reported_version = key
+        report = {
+            "startPath": "fresh" if self._started_fresh else "restored",
+            "startOffsets": _decisions_json(self._fresh_start or {}),
+            "latestOffsets": off.to_json(snap.column("latest")),
+            "checkpointedOffsets": off.to_json(snap.column("checkpointed")),
+            "commits": {
+                "enabled": self.committer is not None,
+                "succeeded": snap.commits_succeeded,
+                "failed": snap.commits_failed,
+                "skipped": snap.commits_skipped,
+                "lastCommitted": off.to_json(snap.column("committed")),
+            },
+            "dataLossSkippedOffsets": snap.data_loss_skipped_offsets,
+            "deadLetterRecords": dead,  # this run's copies on the dead-letter topic, by reason
+        }
+        tmp = f"{self.options.report_path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as out:
+            json.dump(report, out)
+        os.replace(tmp, self.options.report_path)
+
+    def close(self, timeout: float = 5.0) -> None:
+        self._closed.set()
+        if self.committer is not None:
+            self.committer.close(timeout)
+        self.write_report()
+        self.metadata.close()
+        if self._dead_letters is not None:
+            self._dead_letters.close()
+
+
+def _log_to_stderr() -> None:
+    """The runner process Spark spawns has no logging set up; our INFO lines (start
+    decisions, discovered partitions) belong in the driver log."""
+    logger = logging.getLogger("spark_app")
+    if not logger.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+
+
+def _is_spark_source_runner() -> bool:
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    return (
+        threading.current_thread() is threading.main_thread()
+        and spec is not None
+        and spec.name.endswith("python_streaming_source_runner")
+    )
+
+
+def epochs_at(
+    positions: Positions,
+    log_ends: Positions,
+    epochs: Epochs,
+    known: Epochs | None = None,
+) -> Epochs:
+    """The leader epoch to keep with each position (semantics rule 16): the one a log end at
+    or past it came with (that leader's log held every offset below the position, so asking
+    the leader of a later read where that epoch ends tells whether the log was truncated
+    below it), else the one `known` for that very position; none where neither is known."""
+    kept: Epochs = {}
+    for tp, offset in positions.items():
+        if tp in epochs and offset <= log_ends.get(tp, -1):
+            kept[tp] = epochs[tp]
+        elif known and tp in known:
+            kept[tp] = known[tp]
+    return kept
+
+
+def _names(tps: list[TopicPartition]) -> str:
+    return ", ".join(f"{t}-{p}" for t, p in tps)
+
+
+def _decisions_json(decisions: dict[TopicPartition, StartDecision]) -> dict:
+    nested: dict[str, dict[str, dict]] = {}
+    for (topic, partition), d in sorted(decisions.items()):
+        nested.setdefault(topic, {})[str(partition)] = {"offset": d.offset, "from": d.origin}
+    return nested
+
+
+def describe_start(decisions: dict[TopicPartition, StartDecision]) -> str:
+    """'committed offsets for orders-0, orders-1; earliest for orders-2' style summary."""
+    by_origin: dict[str, list[TopicPartition]] = {}
+    for tp, decision in sorted(decisions.items()):
+        by_origin.setdefault(decision.origin, []).append(tp)
+    return "; ".join(f"{origin} for {_names(tps)}" for origin, tps in by_origin.items())
