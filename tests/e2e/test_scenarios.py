@@ -1590,6 +1590,9 @@ def _step(job: Job, producer: ProducerLoop, rate: float, target: int) -> tuple[P
     return producer, sample
 
 
+# Two steps of up to 240 s to decide, 240 s to read and 480 s to drain each, then the sink's
+# 240 s: pytest's 600 s default (592 s in a green run) is not this scenario's bound.
+@pytest.mark.timeout(1500)
 def test_the_autoscaler_follows_a_step_load_once_per_step_exactly_once(
     job: Job, caused_restarts: set[str]
 ) -> None:
