@@ -24,7 +24,6 @@ from array import array
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-import numpy as np
 from confluent_kafka import Consumer, Producer, TopicPartition
 from latency_stats import due, next_due_s, stamp_of, stamped
 
@@ -105,12 +104,12 @@ class PacedProducer:
 # -- the watchers ----------------------------------------------------------------------------
 class Watcher:
     """A sink watcher's process: `seen` counts the records it found so far; `stop()` returns
-    every (produced_ns, visible_ns) pair as two numpy arrays."""
+    every (produced_ns, visible_ns) pair as two arrays of int64."""
 
     def __init__(self, target, args: tuple, workdir: Path):
         self.seen = _MP.Value("q", 0, lock=False)
         self._stop = _MP.Event()
-        self._out = workdir / f"watch-{os.getpid()}-{time.monotonic_ns()}.npz"
+        self._out = workdir / f"watch-{os.getpid()}-{time.monotonic_ns()}.bin"
         self._process = _MP.Process(
             target=target, args=(*args, self.seen, self._stop, str(self._out)), daemon=True
         )
@@ -124,21 +123,23 @@ class Watcher:
             time.sleep(0.05)
         return True
 
-    def stop(self) -> tuple[np.ndarray, np.ndarray]:
+    def stop(self) -> tuple[array, array]:
         self._stop.set()
         self._process.join(60)
-        with np.load(self._out) as pairs:
-            produced, visible = pairs["produced"], pairs["visible"]
+        produced, visible = array("q"), array("q")
+        with open(self._out, "rb") as pairs:
+            count = int.from_bytes(pairs.read(8), "little")
+            produced.fromfile(pairs, count)
+            visible.fromfile(pairs, count)
         self._out.unlink()
         return produced, visible
 
 
 def _save(out: str, produced: array, visible: array) -> None:
-    np.savez(
-        out,
-        produced=np.frombuffer(produced, dtype=np.int64),
-        visible=np.frombuffer(visible, dtype=np.int64),
-    )
+    with open(out, "wb") as pairs:
+        pairs.write(len(produced).to_bytes(8, "little"))
+        produced.tofile(pairs)
+        visible.tofile(pairs)
 
 
 def _file_sink_main(sink_dir: str, seen, stop, out: str) -> None:

@@ -30,7 +30,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import numpy as np
 from latency_bench import (
     PARTITIONS,
     REPO,
@@ -158,14 +157,16 @@ def profile_one(spark, broker, producer, source: str, workdir: Path, args) -> di
         spark, reader(spark, source, broker.bootstrap, topic, fmt), "file", 0, where
     )
     wait_started(query)
+    primed = producer.phase(topic, PARTITIONS, 20, 1.0)["sent"]  # as in latency_bench.py
+    watcher.wait_for(primed, 90)
     start_s = time.time() - started
     phase = producer.phase(topic, PARTITIONS, args.rate, args.warm + args.seconds)
-    watcher.wait_for(phase["sent"], 20)
+    watcher.wait_for(primed + phase["sent"], 20)
     progress = query.recentProgress
     query.stop()
     produced, visible = watcher.stop()
     window = (phase["began_s"] + args.warm, phase["ended_s"])
-    chosen = produced >= int(window[0] * 1e9)
+    begin_ns = int(window[0] * 1e9)
     busy = [p for p in progress if p["numInputRows"] > 0]
     in_window = [
         p
@@ -177,7 +178,9 @@ def profile_one(spark, broker, producer, source: str, workdir: Path, args) -> di
     result = {
         "source": source,
         "query_start_to_ready_s": round(start_s, 2),
-        "latency": summary_ms(np.sort(visible[chosen] - produced[chosen])),
+        "latency": summary_ms(
+            sorted(v - p for p, v in zip(produced, visible, strict=True) if p >= begin_ns)
+        ),
         "batches": len(in_window),
         "rows_per_batch_median": _median([p["numInputRows"] for p in in_window]),
         "durationMs_median": {

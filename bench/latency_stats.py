@@ -41,7 +41,7 @@ def next_due_s(rate: float, sent: int) -> float:
 def nearest_rank(sorted_values: Sequence[float], q: float) -> float:
     """The q-quantile (0 < q <= 1) by nearest rank: a value that was measured, never an
     interpolation between two."""
-    if len(sorted_values) == 0:
+    if not sorted_values:
         raise ValueError("no values")
     if not 0 < q <= 1:
         raise ValueError(f"q={q}: a quantile is in (0, 1]")
@@ -49,15 +49,15 @@ def nearest_rank(sorted_values: Sequence[float], q: float) -> float:
 
 
 def summary_ms(values: Sequence[int]) -> dict[str, float | int]:
-    """p50 / p99 / max in milliseconds (0.1 ms) and the count of a cell's latencies, given
-    sorted (a list, or a sorted numpy array for the bench's millions)."""
-    if len(values) == 0:
+    """p50 / p99 / max in milliseconds (0.1 ms) and the count of a cell's latencies (ns),
+    given sorted."""
+    if not values:
         return {"n": 0}
     return {
         "n": len(values),
-        "p50_ms": round(float(nearest_rank(values, 0.50)) / 1e6, 1),
-        "p99_ms": round(float(nearest_rank(values, 0.99)) / 1e6, 1),
-        "max_ms": round(float(values[-1]) / 1e6, 1),
+        "p50_ms": round(nearest_rank(values, 0.50) / 1e6, 1),
+        "p99_ms": round(nearest_rank(values, 0.99) / 1e6, 1),
+        "max_ms": round(values[-1] / 1e6, 1),
     }
 
 
