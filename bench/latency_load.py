@@ -126,6 +126,8 @@ class Watcher:
     def stop(self) -> tuple[array, array]:
         self._stop.set()
         self._process.join(60)
+        if not self._out.exists():
+            raise RuntimeError(f"the sink watcher ended with exit code {self._process.exitcode}")
         produced, visible = array("q"), array("q")
         with open(self._out, "rb") as pairs:
             count = int.from_bytes(pairs.read(8), "little")
