@@ -92,7 +92,14 @@ def spark_session(jars: list[str], ui: bool = False):
     return spark
 
 
-def reader(spark, source: str, bootstrap: str, topic: str, fmt: str = "kafka_checkpointed"):
+def reader(
+    spark,
+    source: str,
+    bootstrap: str,
+    topic: str,
+    fmt: str = "kafka_checkpointed",
+    extra: dict[str, str] | None = None,
+):
     if source in ("builtin", "realtime"):
         options = {"kafka.bootstrap.servers": bootstrap, "subscribe": topic}
         return spark.readStream.format("kafka").options(**options, startingOffsets="earliest")
@@ -104,6 +111,7 @@ def reader(spark, source: str, bootstrap: str, topic: str, fmt: str = "kafka_che
         "startingOffsets": "earliest",
         "readPath": "python" if source == "python" else "native",
         **paths[source],
+        **(extra or {}),
     }
     return spark.readStream.format(fmt).options(**options)
 
