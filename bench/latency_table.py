@@ -75,5 +75,33 @@ def tables(latency: dict) -> str:
     return "\n".join(out)
 
 
+def profile_table(profile: dict) -> str:
+    """bench/results/latency-profile.json as one table: a row per part of a batch (median ms),
+    a column per query."""
+    queries = profile["profiles"]
+    rows: list[tuple[str, list[object]]] = [
+        (
+            "latency p50 / p99 (ms)",
+            [f"{q['latency']['p50_ms']:g} / {q['latency']['p99_ms']:g}" for q in queries],
+        ),
+        ("batches per second", [q["batches_per_s"] for q in queries]),
+        ("rows per batch", [q["rows_per_batch_median"] for q in queries]),
+    ]
+    for key in queries[0]["durationMs_median"]:
+        rows.append((f"durationMs.{key}", [q["durationMs_median"][key] for q in queries]))
+    for key in queries[0]["stages"]:
+        rows.append((f"stage: {key}", [q["stages"][key] for q in queries]))
+    ours = next(q["ours"] for q in queries if "ours" in q)
+    for key in ours:
+        rows.append((f"ours: {key}", [q.get("ours", {}).get(key, DASH) for q in queries]))
+    head = "| per batch, median | " + " | ".join(q["query"] for q in queries) + " |"
+    out = [head, "|---" * (len(queries) + 1) + "|"]
+    out += [f"| {name} | " + " | ".join(str(v) for v in values) + " |" for name, values in rows]
+    return "\n".join(out)
+
+
 if __name__ == "__main__":
-    print(tables(json.loads(Path(sys.argv[1] if len(sys.argv) > 1 else RESULTS).read_text())))
+    if len(sys.argv) > 1 and sys.argv[1] == "--profile":
+        print(profile_table(json.loads((RESULTS.parent / "latency-profile.json").read_text())))
+    else:
+        print(tables(json.loads(Path(sys.argv[1] if len(sys.argv) > 1 else RESULTS).read_text())))
