@@ -276,7 +276,7 @@ def the_plan(quick: bool) -> tuple[Plan, list[tuple[str, str, int | None]]]:
     if quick:
         plan = Plan((1_000, 10_000), (0,), ("kafka",), SOURCES, 2.0, 4.0, 10.0)
     else:
-        plan = Plan(RATES, TRIGGERS_MS, SINKS, SOURCES, 3.0, 8.0, 20.0)
+        plan = Plan(RATES, TRIGGERS_MS, SINKS, SOURCES, 3.0, 7.0, 15.0)
     queries: list[tuple[str, str, int | None]] = []
     for sink in plan.sinks:
         for trigger in plan.triggers_ms:
