@@ -174,17 +174,14 @@ def cells_of(
             v - p for p, v in zip(produced, visible, strict=True) if begin_ns <= p < end_ns
         )
         window = (phase["began_s"] + plan.warm_s, phase["ended_s"])
-        sent_in_window = round(
-            phase["sent"] * (end_ns - begin_ns) / 1e9 / (phase["ended_s"] - phase["began_s"])
-        )
         cells.append(
             {
                 "rate": phase["rate"],
                 "reached_per_s": phase["reached_per_s"],
                 **summary_ms(latencies),
-                # records sent in the window that no reader saw before the drain ended: the
-                # query fell behind, so p99 and max are lower bounds
-                "unseen_about": max(0, sent_in_window - len(latencies)),
+                # False: the sink had not shown every record sent so far `drain_s` after the
+                # phase ended; the query fell behind, so p99 and max are lower bounds
+                "caught_up": phase["caught_up"],
                 "batches_per_s": batches_per_s(batches, window),
                 "loadavg_1m": phase["loadavg_1m"],
             }
@@ -225,6 +222,7 @@ def run_query(spark, broker, producer, source, sink, trigger_ms, plan, workdir) 
             sent += phase["sent"]
             caught_up = watcher.wait_for(sent, plan.drain_s)
             phase["loadavg_1m"] = round(os.getloadavg()[0], 2)
+            phase["caught_up"] = caught_up
             phases.append(phase)
             print(
                 f"  {label}: {rate}/s (reached {phase['reached_per_s']}/s), "
@@ -246,7 +244,15 @@ def run_query(spark, broker, producer, source, sink, trigger_ms, plan, workdir) 
     for cell in cells:
         print(f"    {cell}", flush=True)
     trigger = "real-time" if trigger_ms is None else f"{trigger_ms} ms"
-    return {"source": source, "sink": sink, "trigger": trigger, "cells": cells, "error": error}
+    sent_total = sent if phases else 0
+    return {
+        "source": source,
+        "sink": sink,
+        "trigger": trigger,
+        "cells": cells,
+        "unseen_at_stop": max(0, sent_total - len(produced)),
+        "error": error,
+    }
 
 
 def ratios(queries: list[dict]) -> list[dict]:

@@ -16,7 +16,7 @@ def _cell(cell: dict | None) -> str:
     if not cell or "p99_ms" not in cell:
         return DASH
     text = f"{cell['p50_ms']:g} / {cell['p99_ms']:g} / {cell['max_ms']:g}"
-    return text + (" (behind)" if cell.get("unseen_about", 0) > 0 else "")
+    return text + ("" if cell.get("caught_up", True) else " (behind)")
 
 
 def _times(value: float | None) -> str:
