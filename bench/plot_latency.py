@@ -35,6 +35,7 @@ def _cells(latency: dict) -> dict[tuple[str, str, str], dict[int, float]]:
 
 def latency_figure(latency: dict) -> str:
     cells = _cells(latency)
+    loads = [c["loadavg_1m"] for q in latency["queries"] for c in q["cells"]]
     plan = latency["plan"]
     rates, sinks = plan["rates"], plan["sinks"]
     triggers = [f"{t} ms" for t in plan["triggers_ms"]]
@@ -49,7 +50,8 @@ def latency_figure(latency: dict) -> str:
         "End-to-end latency, p99: producer → visible to a reader of the sink",
         f"rates {', '.join(num(r / 1e3, 0) + ' K' for r in rates)} records/s; "
         f"local[{plan['partitions']}], {plan['partitions']} partitions, "
-        f"{num(plan['measure_s'], 0)} s measured per cell; bench/latency_bench.py",
+        f"{num(plan['measure_s'], 0)} s per cell; load average {num(min(loads), 0)}"
+        f"\N{EN DASH}{num(max(loads), 0)} on 2 cores (other jobs ran too)",
     )
 
     def y_at(top: float, value: float) -> float:
