@@ -149,6 +149,12 @@ bench: toolchain native ## Benchmarks side by side; results in bench/results/, t
 	$(TREE) $(PY) bench/table_sink_bench.py $(if $(BENCH_BASELINE),--baseline-code-root $(BENCH_BASELINE))
 	$(PY) bench/plot.py
 
+.PHONY: bench-latency
+bench-latency: toolchain native ## End-to-end latency beside Spark's Kafka source (about 20 min: bench/results/latency.json), a small batch's profile (latency-profile.json), the plots; LATENCY_ARGS=--quick: a 3-minute smoke check that writes nothing
+	$(TREE) $(PY) bench/latency_bench.py $(LATENCY_ARGS)
+	$(if $(LATENCY_ARGS),,$(TREE) $(PY) bench/latency_profile.py)
+	$(PY) bench/plot.py
+
 .PHONY: plots
 plots: ## Redraw the figures of docs/benchmarks.md (docs/img/*.svg) from bench/results/*.json
 	$(PY) bench/plot.py

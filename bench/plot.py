@@ -389,7 +389,7 @@ def operator_figure(operator: dict) -> str:
 
 def figures(results: dict[str, dict]) -> dict[str, str]:
     """File name under docs/img/ → its SVG."""
-    return {
+    drawn = {
         "source-throughput.svg": source_figure(results["source"]),
         "decode-throughput.svg": decode_figure(results["decode"]),
         "recovery-on-kind.svg": recovery_figure(results["e2e"]),
@@ -397,6 +397,12 @@ def figures(results: dict[str, dict]) -> dict[str, str]:
         "group-offsets.svg": offsets_figure(results["offsets"], results["offsets-before"]),
         "table-sinks.svg": table_sink_figure(results["table-sink"]),
     }
+    if "latency" in results:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from plot_latency import latency_figure  # its own module: this one is long enough
+
+        drawn["latency.svg"] = latency_figure(results["latency"])
+    return drawn
 
 
 def headline(results: dict[str, dict]) -> dict[str, str]:
