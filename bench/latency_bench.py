@@ -45,7 +45,7 @@ from latency_stats import batches_per_s, ratio, summary_ms  # noqa: E402
 from source_bench import builtin_kafka_jars  # noqa: E402
 
 from devbed.kafka_broker import KafkaBroker  # noqa: E402
-from spark_app import native_read  # noqa: E402
+from spark_app.source import native_read  # noqa: E402
 from tests.support.kafka_tools import new_topic  # noqa: E402
 
 RESULTS = REPO / "bench" / "results" / "latency.json"
@@ -71,7 +71,7 @@ class Plan:
 def spark_session(jars: list[str], ui: bool = False):
     from pyspark.sql import SparkSession
 
-    from spark_app.source import KafkaCheckpointedDataSource
+    from spark_app.source.source import KafkaCheckpointedDataSource
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")

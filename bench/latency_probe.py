@@ -1,6 +1,6 @@
 """`kafka_checkpointed_probe`: our source with a stopwatch, for the latency profile only.
 
-The same reader (spark_app/source.py), each call it serves timed and appended as one JSON line
+The same reader (spark_app/source/source.py), each call it serves timed and appended as one JSON line
 to $LATENCY_PROBE_LOG: in the driver's runner process latestOffset, partitions and commit; in
 an executor's Python worker read(), from its call to its first Arrow batch and to its last
 (the worker's pid says whether workers are reused between batches). Epoch seconds, so the
@@ -18,7 +18,7 @@ from pyspark.sql.datasource import InputPartition
 from pyspark.sql.streaming.datasource import ReadLimit
 from pyspark.sql.types import StructType
 
-from spark_app.source import KafkaCheckpointedDataSource, KafkaStreamReader
+from spark_app.source.source import KafkaCheckpointedDataSource, KafkaStreamReader
 
 LOG_ENV = "LATENCY_PROBE_LOG"
 
