@@ -1,10 +1,10 @@
 """`kafka_checkpointed_probe`: our source with a stopwatch, for the latency profile only.
 
 The same reader (spark_app/source/source.py), each call it serves timed and appended as one
-JSON line to $LATENCY_PROBE_LOG: in the driver's runner process latestOffset, partitions and commit; in
-an executor's Python worker read(), from its call to its first Arrow batch and to its last
-(the worker's pid says whether workers are reused between batches). Epoch seconds, so the
-lines line up with Spark's StreamingQueryProgress of the same batch.
+JSON line to $LATENCY_PROBE_LOG: in the driver's runner process latestOffset, partitions and
+commit; in an executor's Python worker read(), from its call to its first Arrow batch and to
+its last (the worker's pid says whether workers are reused between batches). Epoch seconds, so
+the lines line up with Spark's StreamingQueryProgress of the same batch.
 """
 
 from __future__ import annotations
