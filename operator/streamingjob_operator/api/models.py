@@ -31,7 +31,8 @@ from streamingjob_operator.api.spec_models import (
     StreamingJobSpec,
     TolerationSpec,
 )
-from streamingjob_operator.api.status_models import (
+from streamingjob_operator.api.status_models import StreamingJobStatus
+from streamingjob_operator.api.status_records import (
     AutoscalerDecisionStatus,
     AutoscalerStatus,
     Condition,
@@ -39,7 +40,6 @@ from streamingjob_operator.api.status_models import (
     OffsetsActionStatus,
     OffsetsPartitionResult,
     ReconcileFailure,
-    StreamingJobStatus,
     WarningRecord,
 )
 

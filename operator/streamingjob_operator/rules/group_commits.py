@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from streamingjob_operator.api.status_models import GroupCommitsStatus, StreamingJobStatus
+from streamingjob_operator.api.status_models import StreamingJobStatus
+from streamingjob_operator.api.status_records import GroupCommitsStatus
 from streamingjob_operator.rules.history import Event
 from streamingjob_operator.rules.observed import Report, iso
 

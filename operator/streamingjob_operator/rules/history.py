@@ -10,11 +10,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
-from streamingjob_operator.api.status_models import (
-    HistoryEntry,
-    StreamingJobStatus,
-    WarningRecord,
-)
+from streamingjob_operator.api.status_models import StreamingJobStatus
+from streamingjob_operator.api.status_records import HistoryEntry, WarningRecord
 from streamingjob_operator.rules.observed import iso
 
 # The fixed vocabulary of Event reasons (also used in status.history).
