@@ -5,11 +5,10 @@ every delay comes from the history's seeded random stream, so a seed replays exa
 
 from __future__ import annotations
 
-import heapq
 import json
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from spark_app.api.exit_codes import EXIT_INVALID, REFUSED_MARK, RUNNER_EXIT_REASONS
@@ -20,11 +19,11 @@ from streamingjob_operator.api.naming import (
 )
 from streamingjob_operator.rules.observed import iso
 
-from .clock import Clock
 from .cluster import Server
 from .data import DeadLetterTopic, Files, FileSink, Kafka, Table
 from .driver import Driver, Sinks
 from .driver import World as DriverWorld
+from .timeline import Timeline
 
 NAMESPACE = "team"
 OOM = "OOMKilled"
@@ -52,18 +51,9 @@ class Failure:
     event_seen: bool = False
 
 
-@dataclass(order=True)
-class Event:
-    at: float
-    seq: int
-    kind: str = field(compare=False)
-    arg: Any = field(compare=False, default=None)
-
-
-class World:
+class World(Timeline):
     def __init__(self, seed: int, partitions: int = 2) -> None:
-        self.rng = random.Random(seed)
-        self.clock = Clock()
+        super().__init__(seed)
         self.server = Server(self.clock)
         self.server.delete_pod = self._delete_pod
         poison = random.Random(f"poison-{seed}")  # its own stream: the others draw as before
@@ -82,30 +72,10 @@ class World:
         # an offsets action moved a group (offsets.py): the checker hears of it
         self.offsets_moved: Callable[[str, dict[Any, int]], None] = lambda group, moved: None
         self.watch_stalled_until = -1.0
-        self.queue: list[Event] = []
-        self.seq = 0
-        self.trace: list[str] = []
         self.unfenced: list[str] = []  # reading drivers on live nodes force-deleted
         self.api_back_at = 0.0  # when the last control-plane outage ended
         for _ in range(3):
             self.add_node()
-
-    # --- the event queue ---------------------------------------------------------------
-
-    def at(self, delay: float, kind: str, arg: Any = None) -> None:
-        self.seq += 1
-        heapq.heappush(self.queue, Event(self.clock.t + max(delay, 0.0), self.seq, kind, arg))
-
-    def pop(self) -> Event:
-        event = heapq.heappop(self.queue)
-        self.clock.t = max(self.clock.t, event.at)
-        return event
-
-    def log(self, line: str) -> None:
-        self.trace.append(f"{self.clock.t:8.1f}s {line}")
-
-    def delay(self, low: float, high: float) -> float:
-        return round(self.rng.uniform(low, high), 1)
 
     # --- nodes and their leases ------------------------------------------------------------
 
