@@ -151,7 +151,6 @@ class Reconciler:
         self.scaling.keep(meta.key, step.window)
         decision, new_status = step.decision, step.decision.status
 
-        keep_warnings(new_status, meta.name, meta.uid, decision.events, now)
         changed = status_body(new_status) != status_body(job.status)
         written = job
         if changed:  # write-ahead: the decision is recorded before it is acted on

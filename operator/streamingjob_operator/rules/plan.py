@@ -2,7 +2,8 @@
 step records and does beside it: a recorded rescale seen applied, a pending
 spec.offsetsAction gated on the decision (refused while the job runs), the operator's reading
 of the group in Kafka (lag, the Degraded condition, a Warning Event when its problem is new),
-and, when nothing else is to be done, the autoscaler's step (autoscaling.py). The reconciler
+and, when nothing else is to be done, the autoscaler's step (autoscaling.py); its Warnings
+kept in status (history.keep_warnings) so that any later process posts them. The reconciler
 (reconcile.py) records the plan's status, then acts on it; it decides nothing itself, not
 even whether to step again (`next_step`) or what an unreadable spec makes of the job
 (`unparsable`).
@@ -19,6 +20,7 @@ from streamingjob_operator.api.status_models import StreamingJobStatus
 from streamingjob_operator.rules import autoscaling, offsets_action
 from streamingjob_operator.rules.autoscaling import Rescale, Window, note_applied
 from streamingjob_operator.rules.decide import DecideConfig, Decision, Event, decide, invalid
+from streamingjob_operator.rules.history import keep_warnings
 from streamingjob_operator.rules.observed import Observed
 from streamingjob_operator.rules.status import KafkaView, apply_kafka, set_conditions
 
@@ -56,6 +58,8 @@ def plan(
         set_conditions(st, meta.generation, observed.now, kafka)
         if rescale is not None:
             decision.events.append(Event("Normal", rescale.event_reason, rescale.reason))
+    # the step's Warnings kept with the status that records them (announce.py posts them)
+    keep_warnings(decision.status, meta.name, meta.uid, decision.events, observed.now)
     return Plan(decision, gate == "run" and decision.action == "none", rescale, window)
 
 
