@@ -141,9 +141,9 @@ class Reconciler:
         if isinstance(job, Unparsable):
             return self._unparsable(job, now, events)
         meta, spec = job.meta, job.spec
-        if back := scale_back(spec, job.status, meta.managed_fields, meta.generation, now):
+        if back := scale_back(spec, job.status, meta, now):
             # before anything is decided on it: the autoscaler owns the count (no restart)
-            self.scaling.undo(job, back, events, now)
+            self.scaling.undo(job, back, events)
             return True, 0.0, Known()
         pods, report, observed = self.observer.observe(job, known, now)
         kafka_view = self.observer.kafka_view(job, now)

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import logging
 import threading
-from datetime import datetime
 from typing import Any
 
 from streamingjob_operator.api.job import Job
 from streamingjob_operator.io.k8s import KubeApi
 from streamingjob_operator.io.metrics import Metrics
 from streamingjob_operator.rules.autoscaling import Rescale, ScaleBack, Window
-from streamingjob_operator.rules.history import Event, keep_warnings
+from streamingjob_operator.rules.history import Event
 from streamingjob_operator.rules.status import status_body
 
 log = logging.getLogger(__name__)
@@ -51,19 +50,12 @@ class Scaling:
         self.metrics.autoscaler_decisions.labels(rescale.event_reason).inc()
         self.api.set_executor_instances(job.body, rescale.to)
 
-    def undo(
-        self,
-        job: Job,
-        back: ScaleBack,
-        events: list[tuple[dict[str, Any], Event]],
-        now: datetime,
-    ) -> None:
+    def undo(self, job: Job, back: ScaleBack, events: list[tuple[dict[str, Any], Event]]) -> None:
         """Sets spec.executor.instances back to the autoscaler's count: recorded first, then
         written. No status to record: the autoscaler's own rescale was interrupted after its
         status write; completed."""
         body = job.body
         if back.status is not None and back.event is not None:
-            keep_warnings(back.status, job.meta.name, job.meta.uid, [back.event], now)
             body = self.api.replace_status(body, status_body(back.status))
             events.append((body, back.event))
             self.metrics.autoscaler_decisions.labels("ScaleRefused").inc()

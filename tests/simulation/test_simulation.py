@@ -12,6 +12,7 @@ import pytest
 
 from simulation.history import Act
 from simulation.search import explore, run, shrink, story
+from spark_app.sinks import dead_letter
 
 pytestmark = pytest.mark.unit
 
@@ -61,8 +62,6 @@ def test_the_simulation_sees_a_reading_driver_forced_out(monkeypatch):
 def _without_progress_check(monkeypatch):
     """The dead-letter writer's progress check broken on purpose: every poison record read
     is written again, also below the offset a committed transaction handled."""
-    from spark_app.sinks import dead_letter
-
     original = dead_letter.transaction_of
     monkeypatch.setattr(
         dead_letter, "transaction_of", lambda records, progress, end: original(records, -1, end)

@@ -296,8 +296,6 @@ class KubeApi(NodeAndLeaseCalls):
         out.update(secret.get("stringData") or {})
         return out
 
-    # --- the operator's leader-election Lease (leadership.py) --------------------------
-
     # --- events ------------------------------------------------------------------------
 
     def post_event(

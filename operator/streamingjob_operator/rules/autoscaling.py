@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from streamingjob_operator.api.job import JobMeta
 from streamingjob_operator.api.models import (
     AutoscalerDecisionStatus,
     AutoscalerStatus,
@@ -32,7 +33,7 @@ from streamingjob_operator.api.models import (
 )
 from streamingjob_operator.rules.autoscaler import recommend
 from streamingjob_operator.rules.autoscaler_values import Job, Policy, Recommendation, Sample
-from streamingjob_operator.rules.history import Event
+from streamingjob_operator.rules.history import Event, keep_warnings
 from streamingjob_operator.rules.observed import TASK_MS_KEY, Report, iso, parse_time
 from streamingjob_operator.rules.status import KafkaView, compute_lag, set_conditions
 
@@ -114,15 +115,12 @@ def foreign_scale(
 
 
 def scale_back(
-    spec: StreamingJobSpec,
-    status: StreamingJobStatus,
-    managed_fields: Sequence[dict[str, Any]],
-    generation: int,
-    now: datetime,
+    spec: StreamingJobSpec, status: StreamingJobStatus, meta: JobMeta, now: datetime
 ) -> ScaleBack | None:
     """A foreign scale, decided before anything else is (no restart for it): named in
-    status.autoscaler.conflict (a condition) and a Warning Event, then set back."""
-    foreign = foreign_scale(spec, status, managed_fields)
+    status.autoscaler.conflict (a condition) and a Warning Event kept in status, then set
+    back."""
+    foreign = foreign_scale(spec, status, meta.managed_fields)
     if foreign is None:
         return None
     if not foreign.message:
@@ -130,8 +128,10 @@ def scale_back(
     st = status.model_copy(deep=True)
     assert st.autoscaler is not None
     st.autoscaler.conflict, st.autoscaler.conflict_time = foreign.message, iso(now)
-    set_conditions(st, generation, now)
-    return ScaleBack(foreign.owned, st, Event("Warning", "ScaleRefused", foreign.message))
+    set_conditions(st, meta.generation, now)
+    refused = Event("Warning", "ScaleRefused", foreign.message)
+    keep_warnings(st, meta.name, meta.uid, [refused], now)
+    return ScaleBack(foreign.owned, st, refused)
 
 
 def note_applied(spec: StreamingJobSpec, st: StreamingJobStatus) -> None:

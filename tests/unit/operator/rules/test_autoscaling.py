@@ -10,6 +10,7 @@ from datetime import timedelta
 
 import pytest
 
+from streamingjob_operator.api.job import JobMeta
 from streamingjob_operator.api.models import (
     AutoscalerDecisionStatus,
     AutoscalerStatus,
@@ -32,6 +33,9 @@ ENABLED = {
     "autoscaler__stabilizationSeconds": 0,
     "autoscaler__metricsWindowSeconds": 10,
 }
+
+# a foreign scale's job: no field writer named, generation 4
+META = JobMeta(name="orders", namespace="team", uid="u-1", generation=4)
 
 
 class Autoscaling:
@@ -236,9 +240,9 @@ def test_a_foreign_scale_is_recorded_before_it_is_set_back():
         time="t", action="ScaledUp", from_executors=1, to_executors=3
     )
     own = _running(autoscaler=AutoscalerStatus(executors=3, pending=True, last_decision=decided))
-    assert scale_back(spec, own, [], 4, T0) == autoscaling.ScaleBack(3, None, None)
+    assert scale_back(spec, own, META, T0) == autoscaling.ScaleBack(3, None, None)
     done = _running(autoscaler=AutoscalerStatus(executors=3, last_decision=decided))
-    back = scale_back(spec, done, [], 4, T0)
+    back = scale_back(spec, done, META, T0)
     assert back is not None and back.owned == 3 and back.status is not None
     assert back.event is not None and (back.event.type, back.event.reason) == (
         "Warning",
@@ -249,7 +253,7 @@ def test_a_foreign_scale_is_recorded_before_it_is_set_back():
     cond = next(c for c in back.status.conditions if c.type == "AutoscalerConflict")
     assert (cond.status, cond.reason, cond.observed_generation) == ("True", "ForeignScale", 4)
     assert done.autoscaler is not None and not done.autoscaler.conflict  # a copy was changed
-    assert scale_back(make_spec(**ENABLED, executor__instances=3), done, [], 4, T0) is None
+    assert scale_back(make_spec(**ENABLED, executor__instances=3), done, META, T0) is None
 
 
 def test_a_run_without_a_new_reading_keeps_its_window_and_a_disabled_one_drops_it():
