@@ -160,6 +160,7 @@ impl RangeReader {
         };
         reader.assign(range.start)?;
         if range.start_epoch >= 0 && range.start < range.end {
+            pause_for_tests("STREAMJOB_TEST_VALIDATE_AFTER_MS");
             reader.validate_start(range.start, range.start_epoch)?;
         }
         Ok(reader)
@@ -170,6 +171,11 @@ impl RangeReader {
     /// position with an epoch is checked with OffsetsForLeaderEpoch (KIP-320). A log
     /// truncated below it then arrives as the offset reset `out_of_range` maps. The seek is
     /// answered once the partition takes it; records fetched before it are dropped.
+    ///
+    /// The assignment's first fetch may beat the seek: a start below the log start has then
+    /// already been reset, which (`auto.offset.reset=error`) queues its error and stops the
+    /// partition, and the seek is refused with `__STATE`. `next_batch` meets that queued
+    /// error, the answer the seek would have led to (CI run 56: the read failed instead).
     fn validate_start(&mut self, offset: i64, epoch: i32) -> Result<(), ReadError> {
         let timeout = i32::try_from(self.poll_timeout.as_millis()).unwrap_or(i32::MAX);
         unsafe {
@@ -187,7 +193,10 @@ impl RangeReader {
                 code
             };
             rd::rd_kafka_topic_partition_list_destroy(list);
-            check(err)
+            match err {
+                Err::RD_KAFKA_RESP_ERR__STATE => Ok(()),
+                err => check(err),
+            }
         }
     }
 
@@ -435,6 +444,14 @@ unsafe fn bytes<'a>(data: *const c_void, len: usize) -> Option<&'a [u8]> {
         None
     } else {
         Some(std::slice::from_raw_parts(data as *const u8, len))
+    }
+}
+
+/// Fault injection for the tests only: a pause of the milliseconds the variable names (none
+/// when unset), which lets a race that a loaded machine runs into happen every time.
+fn pause_for_tests(variable: &str) {
+    if let Some(ms) = std::env::var(variable).ok().and_then(|v| v.parse().ok()) {
+        std::thread::sleep(Duration::from_millis(ms));
     }
 }
 
