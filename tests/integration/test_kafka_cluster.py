@@ -14,6 +14,7 @@ import pytest
 from devbed.kafka_broker import kafka_version
 from devbed.kafka_cluster import KafkaCluster
 from devbed.kafka_versions import OLDEST, full_matrix
+from devbed.polling import wait_for
 from tests.support.kafka_tools import consume_values, new_topic, produce
 
 pytestmark = [pytest.mark.integration, pytest.mark.broker_versions]
@@ -50,4 +51,7 @@ def test_reassignment_and_preferred_election_move_leaders(cluster: KafkaCluster)
     cluster.wait_in_sync(topic)
     cluster.reassign(topic, {0: [3, 1, 2], 1: [2, 3, 1]})
     cluster.elect_preferred_leaders(topic)
-    assert cluster.leaders(topic) == {0: 3, 1: 2}
+    # each node applies the controller's metadata records in its own time, and a look-up asks
+    # any node: one that lags still names the old leader a moment (CI run 57, loaded: 1 for 3)
+    moved = {0: 3, 1: 2}
+    wait_for(lambda: cluster.leaders(topic) == moved, 30, f"look-ups to name leaders {moved}")
