@@ -12,7 +12,8 @@
 - a checkpoint belongs to one epoch of one job: a driver restores only its own epoch's;
 - names are never reused: no pod name of a job is created twice;
 - one leader: no replica writes once another holds the Lease;
-- every failure the world caused reaches status and an Event (reported.py);
+- every failure the world caused reaches status and an Event (reported.py), and one Event:
+  no two Warnings of the same reason name the same driver pod (reported.py);
 - once faults stop, the job converges: Running (or Suspended), every record read, the group
   committed to the end.
 """
@@ -112,6 +113,7 @@ class Checker:
         found += self._redeploys_start_fresh()
         found += [Violation("two leaders", what) for what in self.world.server.deposed]
         self.world.server.deposed.clear()
+        found += [Violation("told twice", what) for what in self.reports.told_twice()]
         return found + [Violation("unreported", what) for what in self.reports.check()]
 
     def _redeploys_start_fresh(self) -> list[Violation]:

@@ -5,22 +5,41 @@ entry's message naming the pod: a redeploy starts the failure count, and with it
 Degraded, afresh) and in a Warning Event on the job naming the pod. The bound counts from
 when both the API server and a leading operator are there (an outage or a change of leader
 delays every report). Also a failure whose operator process recorded it in status and ended
-before posting its Event (a crash, a lost Lease): the next leader posts it (announce.py)."""
+before posting its Event (a crash, a lost Lease): the next leader posts it (announce.py).
+
+And each failure told once: no two Warning Events with the same reason name the same driver
+pod (its epoch and attempt) of the job. Events are counted as the API server keeps them: a
+Warning posted again under its name (announce.py, after a crash) is the same Event (409),
+not a second one. Reasons of the operator's own errors (a refused request) may repeat."""
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 from .world import NAMESPACE, World
 
 BOUND = 120.0  # the node-lost grace (40 s), a fencing poll and a backoff fit well inside
+# a driver pod's name (naming.driver_pod_name): its epoch and attempt
+POD = re.compile(r"\b([a-z0-9][a-z0-9.-]*-e\d+-a\d+-driver)\b")
+# a reconcile that failed (reconcile.py): the operator's error, told each time it happens
+REPEATABLE = frozenset({"ApiRejected", "ReconcileError"})
 
 
 class Reports:
     def __init__(self, world: World, name: str, available_since: Callable[[], float]) -> None:
         self.world, self.name, self.available_since = world, name, available_since
         self.events_read = 0
+        self.told: Counter[tuple[str, str, str]] = Counter()  # (job uid, reason, pod)
+        self.twice: list[str] = []  # found by _read_events, handed out by told_twice
+
+    def told_twice(self) -> list[str]:
+        """The failures told by a second Warning Event since the last call."""
+        self._read_events()
+        found, self.twice = self.twice, []
+        return found
 
     def check(self) -> list[str]:
         """The failures past their bound, each once."""
@@ -59,7 +78,12 @@ class Reports:
 
     def _read_events(self) -> None:
         events = self.world.server.events
-        for uid, type_, _reason, message in events[self.events_read :]:
+        for uid, type_, reason, message in events[self.events_read :]:
+            if type_ == "Warning" and reason not in REPEATABLE and (pod := POD.search(message)):
+                key = (uid, reason, pod.group(1))
+                self.told[key] += 1
+                if self.told[key] == 2:
+                    self.twice.append(f"{reason} of {key[2]} in two Warning Events: {message}")
             for failure in self.world.failures:
                 if failure.uid == uid and type_ == "Warning" and failure.pod in message:
                     failure.event_seen = True

@@ -115,3 +115,24 @@ def test_the_simulation_sees_a_poison_record_dead_lettered_twice_after_a_reset(m
     _without_progress_check(monkeypatch)
     outcome = run(16, acts)
     assert outcome.violations and outcome.violations[0].rule == "dead-letter duplicate"
+
+
+def test_the_simulation_sees_a_failure_told_by_two_warnings(monkeypatch):
+    """Found by `python -m simulation 0-63` once it counted Warnings per driver pod (seed 9,
+    shrunk to these acts): the running driver crashed, its standby took over, and the
+    hand-over's next step told the failure again. Fixed, it is told once; a rule that tells
+    every driver failure twice (broken on purpose) is caught."""
+    from streamingjob_operator.rules import phases
+
+    acts = [Act(0.0, "create"), Act(149.0, "standby", 494), Act(187.2, "crash-driver", 272)]
+    assert not run(9, acts).violations
+    original = phases.on_driver_gone
+
+    def told_twice(job, d, *args, **kwargs):
+        d = original(job, d, *args, **kwargs)
+        d.events += [e for e in d.events if e.reason == "DriverFailed"]
+        return d
+
+    monkeypatch.setattr(phases, "on_driver_gone", told_twice)
+    outcome = run(9, acts)
+    assert outcome.violations and outcome.violations[0].rule == "told twice"

@@ -207,8 +207,15 @@ def _while_starting(job: Job, d: Decision, driver: PodInfo) -> Decision:
         )
         last = st.history[-1] if st.history else None
         if last is None or (last.reason, last.attempt) != ("DriverNotStarting", st.attempt):
+            # the Warning once per attempt, also when another entry came between two looks
+            # (found by the simulation); the entry again: the Degraded condition reads the newest
+            told = any(
+                (h.reason, h.epoch, h.attempt) == ("DriverNotStarting", st.epoch, st.attempt)
+                for h in st.history
+            )
             record(st, now, "DriverNotStarting", st.message, cfg.history_limit)
-            d.events.append(Event("Warning", "DriverNotStarting", st.message))
+            if not told:
+                d.events.append(Event("Warning", "DriverNotStarting", st.message))
     d.requeue_after = max(min(cfg.resync_seconds, timeout - waited), 0.05)
     return d
 

@@ -108,13 +108,17 @@ def on_driver_gone(
         return _complete(job, d)
     if reason == "InvalidSpec":
         return hold_invalid(job, d, message)
-    d.events.append(Event("Warning", "DriverFailed", f"{reason}: {message}"))
+    told = f"{reason}: {message}"
+    d.events.append(Event("Warning", "DriverFailed", told))
     failures = _count_failure(job, d.status, reason)
     if refused := _restart_refused(policy, failures, message):
         return fail(d, now, *refused, cfg)
     if stale := checkpoint_too_old(spec, d.status, now):
         return fail(d, now, "StaleCheckpoint", stale, cfg)
     if standby.current(d.status) is not None:
+        # The failed driver stays the target until the standby's go: this entry is the mark
+        # by which note_failure_left_behind knows it told and counted (found by the simulation)
+        record(d.status, now, "DriverFailed", told, cfg.history_limit)
         # it saves the first delay; a crash loop's later failures still back off
         n = d.status.consecutive_failures
         delay = backoff_delay(spec, n - 1) if n > 1 else 0

@@ -92,7 +92,12 @@ def test_a_crashed_driver_hands_over_to_the_ready_standby_only_once_it_is_gone(
     # a new standby behind it, under a name never used
     _ready_standby(kube, ns, "orders", 3)
     assert kube.driver_names(ns) == [spare, "orders-e1-a3-driver"]
-    kube.wait_for_events(ns, "orders", {"StandbyReady", "StandbyTakeover", "HandedOver"})
+    events = kube.wait_for_events(ns, "orders", {"StandbyReady", "StandbyTakeover", "HandedOver"})
+    # the failure told once, though the hand-over followed the failed driver for several steps
+    failed = [e for e in events if e.reason == "DriverFailed" and old in (e.message or "")]
+    assert len(failed) == 1 and (failed[0].count or 1) == 1, failed
+    kept = [w for w in kube.status(ns, "orders")["warnings"] if w["reason"] == "DriverFailed"]
+    assert len(kept) == 1, kept
 
 
 def test_a_failed_standby_is_replaced_and_switching_it_off_removes_it(

@@ -9,6 +9,7 @@ import pytest
 
 from spark_app.api.manifest import checkpoint_location
 from streamingjob_operator.api.models import StreamingJobSpec, StreamingJobStatus
+from streamingjob_operator.api.status_records import HistoryEntry
 from streamingjob_operator.io.errors import InvalidJobError
 from streamingjob_operator.rules.decide import (
     FIELD_CLASSES,
@@ -168,6 +169,23 @@ def test_driver_that_cannot_start_says_why_once_per_attempt():
     assert d.requeue_after == 30  # resync, well before the timeout
     again = run(spec, d.status, [pulling], later(40))
     assert again.events == [] and len(again.status.history) == len(d.status.history)
+
+
+def test_a_driver_that_cannot_start_is_told_once_also_after_another_entry_in_history():
+    """Found by the simulation (issue 41, seed 0 of `0-63` once it counted Warnings per
+    driver pod): a refused offsets action wrote its entry between two looks at a driver whose
+    image could not be pulled, and the second look told it again. The history entry comes
+    back (the Degraded condition reads the newest entry), the Warning does not."""
+    spec = make_spec(restartPolicy__startTimeoutSeconds=300)
+    st = _created(spec)
+    pulling = driver(st.driver_pod, "Pending", not_starting="ImagePullBackOff: Back-off")
+    d = run(spec, st, [pulling], later(20))
+    assert [e.reason for e in d.events] == ["DriverNotStarting"]
+    refused = HistoryEntry(time=iso(later(30)), reason="OffsetsRefused", message="not suspended")
+    d.status.history.append(refused)
+    again = run(spec, d.status, [pulling], later(40))
+    assert again.events == []
+    assert again.status.history[-1].reason == "DriverNotStarting"
 
 
 def test_driver_not_started_within_timeout_is_a_failed_attempt():

@@ -97,6 +97,23 @@ def test_a_killed_driver_hands_over_to_the_standby_at_once_and_only_once_it_is_g
     assert d.status.standby is not None and d.status.standby.pod == "orders-e1-a3-driver"
 
 
+def test_a_failure_the_standby_takes_over_from_is_told_and_counted_once():
+    """Found by the simulation (issue 41, seeds 6, 9, 18, 21, 41 and 53 of `0-63` once it
+    counted Warnings per driver pod): the failed driver stays the target while the standby
+    takes over, and the hand-over's next step told and counted its failure a second time."""
+    st = _ready_status()
+    killed = [exited(OLD, 1), executor(f"{OLD}-exec-1", OLD), driver(SPARE)]
+    d = run(_spec(), st, killed, later(20), handover=_ready())
+    assert [e.reason for e in d.events] == ["DriverFailed", "StandbyTakeover"]
+    assert d.status.consecutive_failures == 1
+    d = run(_spec(), d.status, killed, later(20), handover=_ready())
+    assert d.action == "delete"  # the hand-over's step: the ended driver removed
+    assert not [e for e in d.events if e.type == "Warning"]
+    assert d.status.consecutive_failures == 1 and len(d.status.recent_failures) == 1
+    told = [h for h in d.status.history if h.reason == "DriverFailed"]
+    assert len(told) == 1 and OLD in told[0].message
+
+
 def test_a_lost_node_hands_over_only_after_the_grace():
     st = _ready_status()
     silent = driver(OLD, node_heard_at=later(12))
