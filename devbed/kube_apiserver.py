@@ -23,7 +23,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from devbed.kafka_broker import free_port
+from devbed.ports import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
