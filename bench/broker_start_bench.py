@@ -22,7 +22,8 @@ from pathlib import Path
 
 from bench.broker_jit_bench import cpu_seconds
 from devbed import broker_jvm
-from devbed.kafka_broker import KafkaBroker, broker_jars
+from devbed.kafka_broker import KafkaBroker
+from devbed.kafka_jars import broker_jars
 from tests.conftest import TEST_JVM_OPTIONS
 
 

@@ -11,9 +11,12 @@ import sys
 from pathlib import Path
 
 from devbed import broker_jvm
-from devbed.kafka_broker import REPO_ROOT, broker_jars, tool_jars, train_archive
+from devbed.kafka_broker import train_archive
+from devbed.kafka_jars import broker_jars, tool_jars
 from devbed.kafka_versions import BROKER_VERSIONS
 from devbed.schema_registry import registry_dist
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 def prepare() -> None:

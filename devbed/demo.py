@@ -16,29 +16,21 @@ import sys
 import tempfile
 from pathlib import Path
 
-from devbed.kind_bed import (
-    BUCKET,
-    KAFKA_NAMESPACE,
-    OPERATOR_NAMESPACE,
+from devbed.kind_bed import job_namespace
+from devbed.kind_cluster import (
     REGISTRY,
-    RELEASE,
     REPO_ROOT,
-    STORAGE_NAMESPACE,
-    KafkaClient,
     Kube,
-    helm_for,
-    install_operator,
-    job_namespace,
     kind_down,
     kind_up,
     kubectl_for,
     project_images,
-    read_kafka_login,
-    start_kafka,
-    start_kafka_client,
-    start_object_store,
     wait_for,
 )
+from devbed.kind_kafka import KAFKA_NAMESPACE, read_kafka_login, start_kafka
+from devbed.kind_kafka_client import KafkaClient, start_kafka_client
+from devbed.kind_operator import OPERATOR_NAMESPACE, RELEASE, helm_for, install_operator
+from devbed.kind_storage import BUCKET, STORAGE_NAMESPACE, start_object_store
 
 NAMESPACE, JOB, TOPIC = "orders", "orders", "orders"
 ORDERS = 20_000  # produced before the job starts: its first batches have work

@@ -1,10 +1,9 @@
 """A real Apache Kafka broker (KRaft) on loopback, for tests and `make run`: one node alone,
 or one node of a replicated cluster (devbed/kafka_cluster.py).
 
-The broker's jars come from Maven Central through Maven (scripts/kafka/pom.xml, any Apache
-Kafka release by `version`) and are cached under $STREAMJOB_CACHE per version; nothing is
-downloaded twice. Tests kill, stop and restart brokers through this class to prove the source
-survives it.
+The broker's jars are any Apache Kafka release by `version`, cached per version
+(devbed/kafka_jars.py); its configuration is devbed/broker_config.py's. Tests kill, stop and
+restart brokers through this class to prove the source survives it.
 Each broker is one JVM, started from a class-data-sharing archive of its version
 (devbed/broker_jvm.py).
 
@@ -14,178 +13,21 @@ CLI (used by the Makefile): python -m devbed.kafka_broker {start,stop} --dir D -
 from __future__ import annotations
 
 import argparse
-import base64
 import os
-import random
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
-import uuid
-from dataclasses import dataclass
 from pathlib import Path
 
 from devbed import broker_jvm
-from devbed.cache import CACHE, built_once
+from devbed.broker_config import LOG4J_FILES, SERVER_PROPERTIES, Quorum, make_tls, new_cluster_id
+from devbed.cache import CACHE
+from devbed.kafka_jars import broker_jars, kafka_version, tool_jars
+from devbed.ports import free_port
 from devbed.process_group import read_pid, stop_group
-from devbed.tls import Authority
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
-POM = REPO_ROOT / "scripts" / "kafka" / "pom.xml"
-
-_SERVER_PROPERTIES = """\
-process.roles=broker,controller
-node.id={node_id}
-controller.quorum.voters={voters}
-# The quorum's leader resigns when a majority has not fetched from it for 1.5 x this (Kafka's
-# default 2 s). Three JVMs on two loaded cores stall longer than that: after one node was
-# killed the other two kept trading the leadership, and as each new controller restarts the
-# brokers' session clocks, the dead broker was never fenced and its partitions never moved.
-controller.quorum.fetch.timeout.ms=10000
-listeners=PLAINTEXT://127.0.0.1:{port},SASL_SSL://127.0.0.1:{sasl_port},\
-SSL://127.0.0.1:{ssl_port},CONTROLLER://127.0.0.1:{controller_port}
-advertised.listeners=PLAINTEXT://127.0.0.1:{port},SASL_SSL://127.0.0.1:{sasl_port},\
-SSL://127.0.0.1:{ssl_port}
-controller.listener.names=CONTROLLER
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,SSL:SSL,\
-CONTROLLER:PLAINTEXT
-# SASL_SSL and SSL beside PLAINTEXT (test tools, producers): SCRAM users are created at format
-# time, the certificate is signed by a CA of the test's own (devbed/tls.py). The SSL
-# listener is mutual TLS: a client shows a certificate of that CA instead of a password.
-sasl.enabled.mechanisms=SCRAM-SHA-512
-listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=\
-org.apache.kafka.common.security.scram.ScramLoginModule required;
-ssl.keystore.type=PEM
-ssl.keystore.location={keystore}
-ssl.truststore.type=PEM
-ssl.truststore.location={truststore}
-listener.name.ssl.ssl.client.auth=required
-inter.broker.listener.name=PLAINTEXT
-log.dirs={data_dir}
-num.partitions=1
-offsets.topic.replication.factor={replicas}
-offsets.topic.num.partitions=4
-transaction.state.log.replication.factor={replicas}
-transaction.state.log.min.isr={min_isr}
-default.replication.factor={replicas}
-min.insync.replicas={min_isr}
-# A replica that fell out of the ISR never becomes leader: losing acknowledged records
-# is what a test would have to detect, not what the bed does by itself.
-unclean.leader.election.enable=false
-group.initial.rebalance.delay.ms=0
-# Unknown topics must be errors, not silently created topics.
-auto.create.topics.enable=false
-log.segment.bytes=16777216
-"""
-
-_LOG4J2 = """\
-status = warn
-appender.file.type = File
-appender.file.name = file
-appender.file.fileName = {log_file}
-appender.file.layout.type = PatternLayout
-appender.file.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = {level}
-rootLogger.appenderRef.file.ref = file
-"""
-
-# Kafka 3.x logs through log4j 1 (reload4j) and ignores a log4j2 file.
-_LOG4J1 = """\
-log4j.rootLogger={level}, file
-log4j.appender.file=org.apache.log4j.FileAppender
-log4j.appender.file.File={log_file}
-log4j.appender.file.layout=org.apache.log4j.PatternLayout
-log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n
-"""
-
-
-def kafka_version() -> str:
-    """The project's default broker version (the pom's; the images use it too)."""
-    match = re.search(r"<kafka.version>([^<]+)</kafka.version>", POM.read_text())
-    if not match:
-        raise RuntimeError(f"no <kafka.version> in {POM}")
-    return match.group(1)
-
-
-def broker_jars(version: str | None = None) -> Path:
-    """The directory of a broker version's jars, resolved through Maven once and cached."""
-    return _jars(POM, "libs", version or kafka_version())
-
-
-def tool_jars(version: str) -> Path:
-    """Kafka's command-line tools of a version (beside `broker_jars`), resolved once."""
-    return _jars(POM.with_name("tools-pom.xml"), "tools", version)
-
-
-def _jars(pom: Path, name: str, version: str) -> Path:
-    def resolve(into: Path) -> None:
-        subprocess.run(
-            ["mvn", "-q", "-B", "-f", str(pom), "dependency:copy-dependencies",
-             "-DincludeScope=runtime", f"-Dkafka.version={version}", f"-DoutputDirectory={into}"],
-            check=True,
-        )  # fmt: skip
-
-    return built_once(CACHE / "kafka" / version / name, resolve)
-
-
-_HANDED_OUT: set[int] = set()
-_PORTS = random.SystemRandom()  # never the tests' seeded sequence: sessions pick apart
-
-
-def _below_ephemeral_ports() -> range:
-    """Ports the kernel never picks as an outgoing connection's local port (those come from
-    ip_local_port_range, as bind(0)'s do)."""
-    try:
-        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        low = 32768
-    return range(10_000, max(low, 10_001))
-
-
-def free_port() -> int:
-    """A port nothing listens on now, that this process has not handed out before, below the
-    kernel's ephemeral range: a port bind(0) gives is one an outgoing connection may take
-    before the server binds it (a test broker's SSL listener found its port taken beside CI's
-    thousands of loopback connections, run 45), and a released one comes back (a broker once
-    got one port for two listeners)."""
-    candidates = _below_ephemeral_ports()
-    while True:
-        port = _PORTS.choice(candidates)
-        if port in _HANDED_OUT:
-            continue
-        with socket.socket() as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        _HANDED_OUT.add(port)
-        return port
-
-
-@dataclass(frozen=True)
-class Quorum:
-    """What the nodes of one cluster share: the controller voters, the cluster id, the TLS
-    authority and SCRAM password (in `secrets`), the broker version and replication."""
-
-    voters: str
-    cluster_id: str
-    secrets: Path
-    version: str
-    replicas: int = 1
-
-    @property
-    def min_isr(self) -> int:
-        return 2 if self.replicas >= 3 else 1
-
-
-def new_cluster_id() -> str:
-    cluster_id = "-"
-    while cluster_id.startswith("-"):  # the tool would read "-..." as an option (1 in 64)
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-    return cluster_id
 
 
 class KafkaBroker:
@@ -299,7 +141,7 @@ class KafkaBroker:
         self.workdir.mkdir(parents=True, exist_ok=True)
         q = self.quorum
         props.write_text(
-            _SERVER_PROPERTIES.format(
+            SERVER_PROPERTIES.format(
                 node_id=self.node_id,
                 voters=q.voters,
                 port=self.port,
@@ -313,7 +155,7 @@ class KafkaBroker:
                 min_isr=q.min_isr,
             )
         )
-        for name, template in (("log4j2.properties", _LOG4J2), ("log4j.properties", _LOG4J1)):
+        for name, template in LOG4J_FILES:
             (self.workdir / name).write_text(
                 template.format(log_file=self.log_file, level=self.log_level)
             )
@@ -409,20 +251,6 @@ class KafkaBroker:
 
     def __exit__(self, *exc: object) -> None:
         self.stop(kill=True)
-
-
-def make_tls(secrets: Path) -> Path:
-    """Once per cluster: a CA, the listeners' certificate (SAN 127.0.0.1, localhost; every
-    node serves it), a client certificate for the SSL listener and the SCRAM password.
-    Returns the PEM keystore."""
-    keystore = secrets / "keystore.pem"
-    if not keystore.exists():
-        authority = Authority.create(secrets)
-        server = authority.issue(["127.0.0.1", "localhost"])
-        authority.issue(["streamingjob-client"], stem="client", usage="clientAuth")
-        (secrets / "scram-password").write_text(uuid.uuid4().hex)
-        keystore.write_text(server.keystore_pem())
-    return keystore
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,14 +13,10 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from devbed.kafka_broker import (
-    KafkaBroker,
-    Quorum,
-    free_port,
-    kafka_version,
-    new_cluster_id,
-    tool_jars,
-)
+from devbed.broker_config import Quorum, new_cluster_id
+from devbed.kafka_broker import KafkaBroker
+from devbed.kafka_jars import kafka_version, tool_jars
+from devbed.ports import free_port
 
 
 class KafkaCluster:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 
-from devbed.kafka_broker import kafka_version
+from devbed.kafka_jars import kafka_version
 
 OLDEST = "3.5.2"
 BROKER_VERSIONS = (OLDEST, "3.9.1", "4.0.1", kafka_version())

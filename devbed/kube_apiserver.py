@@ -23,7 +23,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from devbed.kafka_broker import free_port
+from devbed.ports import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -99,7 +99,15 @@ class KubeAPIServer:
     def _start(self, bin_dir: Path, work: Path) -> None:
         deadline = time.monotonic() + self.start_timeout
         etcd_port, peer_port, api_port = (free_port() for _ in range(3))
-        etcd_url = f"http://127.0.0.1:{etcd_port}"
+        etcd_url = self._start_etcd(bin_dir, work, etcd_port, peer_port, deadline)
+        self._start_apiserver(bin_dir, work, etcd_url, api_port, deadline)
+        self.kubeconfig = self.kubeconfig_for(ADMIN)
+
+    def _start_etcd(
+        self, bin_dir: Path, work: Path, port: int, peer_port: int, deadline: float
+    ) -> str:
+        """etcd, once it answers /health; its client URL."""
+        etcd_url = f"http://127.0.0.1:{port}"
         peer_url = f"http://127.0.0.1:{peer_port}"
         self._spawn(
             "etcd",
@@ -117,7 +125,10 @@ class KubeAPIServer:
             ],
         )
         self._wait("etcd", f"{etcd_url}/health", deadline)
+        return etcd_url
 
+    def _write_credentials(self, work: Path) -> Path:
+        """The service-account key pair and the static token file; the token file."""
         _openssl("genrsa", "-out", work / "sa.key", "2048")
         _openssl("rsa", "-in", work / "sa.key", "-pubout", "-out", work / "sa.pub")
         token_file = work / "tokens.csv"
@@ -127,6 +138,13 @@ class KubeAPIServer:
                 for name, (token, groups) in self.users.items()
             )
         )
+        return token_file
+
+    def _start_apiserver(
+        self, bin_dir: Path, work: Path, etcd_url: str, port: int, deadline: float
+    ) -> None:
+        """kube-apiserver over `etcd_url`, once it answers /readyz (its URL and CA kept)."""
+        token_file = self._write_credentials(work)
         cert_dir = work / "certs"
         self._spawn(
             "kube-apiserver",
@@ -135,7 +153,7 @@ class KubeAPIServer:
                 f"--etcd-servers={etcd_url}",
                 "--bind-address=127.0.0.1",
                 "--advertise-address=127.0.0.1",
-                f"--secure-port={api_port}",
+                f"--secure-port={port}",
                 # Without cert files the apiserver writes a self-signed pair (and its CA) here.
                 f"--cert-dir={cert_dir}",
                 f"--token-auth-file={token_file}",
@@ -152,11 +170,10 @@ class KubeAPIServer:
                 *self.extra_args,
             ],
         )
-        self.url = f"https://127.0.0.1:{api_port}"
+        self.url = f"https://127.0.0.1:{port}"
         ca_file = cert_dir / "apiserver.crt"  # serving cert followed by its self-signed CA
         self._wait("kube-apiserver", f"{self.url}/readyz", deadline, ca_file=ca_file)
         self._ca_data = base64.b64encode(ca_file.read_bytes()).decode()
-        self.kubeconfig = self.kubeconfig_for(ADMIN)
 
     def kubeconfig_for(self, user: str) -> Path:
         """Write (once) and return a kubeconfig that authenticates as ``user``."""

@@ -16,7 +16,9 @@ import time
 import urllib.request
 from pathlib import Path
 
-from devbed.kafka_broker import REPO_ROOT, free_port
+from devbed.ports import free_port
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 ACCESS_KEY = "streamingjob-test"
 # A test store's key pair: a fixed value, so failures can be reproduced by hand.

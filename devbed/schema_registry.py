@@ -29,7 +29,7 @@ import urllib.request
 from pathlib import Path
 
 from devbed.cache import CACHE, built_once
-from devbed.kafka_broker import free_port
+from devbed.ports import free_port
 from devbed.process_group import stop_group
 from devbed.tls import ServerCertificate
 

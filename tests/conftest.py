@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from devbed.kafka_broker import KafkaBroker, kafka_version
+from devbed.kafka_broker import KafkaBroker
+from devbed.kafka_jars import kafka_version
 from devbed.kafka_versions import BROKER_VERSIONS, version_id
 from devbed.schema_registry import SchemaRegistry
 

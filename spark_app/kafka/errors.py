@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    pass
+    from confluent_kafka import KafkaError
 
 
 class KafkaUnavailable(RuntimeError):
@@ -36,7 +36,7 @@ class SecurityErrors:
     def __init__(self) -> None:
         self.last: tuple[type[KafkaUnavailable], str] | None = None
 
-    def __call__(self, error) -> None:
+    def __call__(self, error: KafkaError) -> None:
         from confluent_kafka import KafkaError
 
         kinds = {KafkaError._AUTHENTICATION: KafkaAuthFailed, KafkaError._SSL: KafkaTLSFailed}

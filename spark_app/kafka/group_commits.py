@@ -6,6 +6,7 @@ is the caller's to explain, never retried.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from spark_app.api.offsets import Positions
@@ -59,7 +60,9 @@ def commit_retried(consumer: Consumer, offsets: Positions, deadline_s: float) ->
         raise exc.last from None
 
 
-def group_committer(options: SourceOptions, timeout_s: float = DEADLINE_S):
+def group_committer(
+    options: SourceOptions, timeout_s: float = DEADLINE_S
+) -> Callable[[Positions], None]:
     """A commit function for OffsetCommitter: a standalone commit to the group (no
     subscription, so no rebalance), with its own client so it never blocks planning, retried
     through a coordinator or leader move within `timeout_s` (spark_app.kafka.retry)."""

@@ -26,8 +26,8 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Collection, Iterable
+from typing import TYPE_CHECKING, TypeVar
 
 from spark_app.api.offsets import Epochs, Positions, TopicPartition
 from spark_app.api.options import SourceOptions
@@ -49,7 +49,14 @@ from spark_app.kafka.retry import (
 
 if TYPE_CHECKING:
     from confluent_kafka import Consumer
-    from confluent_kafka.admin import AdminClient
+    from confluent_kafka.admin import (
+        AdminClient,
+        ClusterMetadata,
+        ListOffsetsResultInfo,
+        OffsetSpec,
+    )
+
+T = TypeVar("T")
 
 INTERNAL_TOPIC = re.compile(r"^__")
 # A topic (or partition) the answering broker does not know: deleted, or its metadata not
@@ -86,7 +93,7 @@ class KafkaMetadata:
         self._lock = threading.Lock()  # librdkafka handles are shared by two threads here
         self._stopping = threading.Event()
 
-    def _clients(self):
+    def _clients(self) -> tuple[AdminClient, Consumer]:
         from confluent_kafka import Consumer
         from confluent_kafka.admin import AdminClient
 
@@ -127,7 +134,14 @@ class KafkaMetadata:
             "kafka.bootstrap.servers and that the brokers are reachable"
         )
 
-    def _call(self, what: str, call, refresh_admin: bool = False, topics=(), deadline_s=None):
+    def _call(
+        self,
+        what: str,
+        call: Callable[[float], T],
+        refresh_admin: bool = False,
+        topics: Collection[str] = (),
+        deadline_s: float | None = None,
+    ) -> T:
         """`call(timeout)` as fresh bounded attempts under the one deadline (spark_app.kafka.retry):
         between attempts a refused login or certificate ends the wait, a topic found deleted
         ends it naming the topic, and with `refresh_admin` the admin client is replaced, so
@@ -203,14 +217,14 @@ class KafkaMetadata:
             (topic, partition) for topic in names for partition in metadata.topics[topic].partitions
         )
 
-    def _metadata(self):
+    def _metadata(self) -> ClusterMetadata:
         return self._call(
             "a metadata request",
             lambda timeout: self._clients()[0].list_topics(timeout=timeout),
             refresh_admin=True,
         )
 
-    def _missing(self, metadata) -> list[str]:
+    def _missing(self, metadata: ClusterMetadata) -> list[str]:
         return [t for t in self.options.topics or () if t not in metadata.topics]
 
     def watermarks(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, tuple[int, int]]:
@@ -236,7 +250,7 @@ class KafkaMetadata:
     def _list_offsets(
         self,
         tps: list[TopicPartition],
-        spec,
+        spec: OffsetSpec,
         what: str,
         lowest: int = 0,
         epochs: Epochs | None = None,
@@ -257,7 +271,7 @@ class KafkaMetadata:
         )
         request = {KafkaTP(t, p): spec for t, p in tps}
 
-        def list_offsets(timeout: float):
+        def list_offsets(timeout: float) -> dict[KafkaTP, ListOffsetsResultInfo]:
             admin, _ = self._clients()  # a fresh one after a failed attempt
             futures = admin.list_offsets(
                 request, isolation_level=isolation, request_timeout=timeout

@@ -5,6 +5,8 @@ with a standalone commit of the group (no subscription, so no rebalance)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from confluent_kafka import KafkaException
 
 from spark_app.api.offsets import TopicPartition
@@ -18,8 +20,13 @@ from spark_app.api.offsets_admin import (
 )
 from spark_app.kafka.errors import KafkaUnavailable
 
+if TYPE_CHECKING:
+    from spark_app.kafka.metadata import KafkaMetadata
 
-def run(metadata, request: OffsetsRequest, *, dry_run: bool = False) -> OffsetsResult:
+
+def run(
+    metadata: KafkaMetadata, request: OffsetsRequest, *, dry_run: bool = False
+) -> OffsetsResult:
     """Reads, plans and (unless list or dry_run) commits with `metadata`, a
     `spark_app.kafka.metadata.KafkaMetadata` of the job's source. Raises OffsetsRefused, or
     KafkaUnavailable / UnknownTopic when Kafka does not answer or a topic is missing."""
@@ -55,7 +62,7 @@ def run(metadata, request: OffsetsRequest, *, dry_run: bool = False) -> OffsetsR
 _GROUP_BUSY = ("UNKNOWN_MEMBER_ID", "ILLEGAL_GENERATION", "REBALANCE_IN_PROGRESS")
 
 
-def _commit(metadata, group: str, offsets: dict[TopicPartition, int]) -> None:
+def _commit(metadata: KafkaMetadata, group: str, offsets: dict[TopicPartition, int]) -> None:
     try:
         metadata.commit(offsets)
     except KafkaException as exc:

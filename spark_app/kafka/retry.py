@@ -24,7 +24,10 @@ import time
 from collections.abc import Callable
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from confluent_kafka import KafkaError
 
 T = TypeVar("T")
 
@@ -44,7 +47,7 @@ class Attempts:
     max_backoff_s: float = 1.0
 
 
-def transient_codes() -> frozenset:
+def transient_codes() -> frozenset[int]:
     """Errors a leader or coordinator change answers with: librdkafka does not flag all of
     them as retriable in admin results."""
     from confluent_kafka import KafkaError
@@ -75,7 +78,7 @@ def transient_codes() -> frozenset:
     )
 
 
-def kafka_error(exc: BaseException):
+def kafka_error(exc: BaseException) -> KafkaError | None:
     """The KafkaError an exception carries, if any."""
     from confluent_kafka import KafkaError, KafkaException
 

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from devbed.kind_bed import Kube
+from devbed.kind_cluster import Kube
 
 
 @dataclass(frozen=True)

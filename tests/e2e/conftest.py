@@ -15,28 +15,23 @@ from collections.abc import Iterator
 
 import pytest
 
-from devbed.kind_bed import (
+from devbed.kind_cluster import Images, Kube, kind_down, kind_up, kubectl_for, project_images
+from devbed.kind_kafka import (
     KAFKA_NAMESPACE,
-    OPERATOR_NAMESPACE,
-    Helm,
-    Images,
-    KafkaClient,
     KafkaLogin,
-    Kube,
-    ObjectStore,
-    helm_for,
-    install_operator,
-    kind_down,
-    kind_up,
-    kubectl_for,
-    project_images,
     read_kafka_login,
     start_kafka,
-    start_kafka_client,
-    start_object_store,
-    uninstall_operator,
     wait_schema_registry,
 )
+from devbed.kind_kafka_client import KafkaClient, start_kafka_client
+from devbed.kind_operator import (
+    OPERATOR_NAMESPACE,
+    Helm,
+    helm_for,
+    install_operator,
+    uninstall_operator,
+)
+from devbed.kind_storage import ObjectStore, start_object_store
 from tests.e2e.results import RESULTS, RUN_RESULTS
 
 

@@ -22,7 +22,8 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from devbed.kind_bed import Kube, committed_batch
+from devbed.kind_bed import committed_batch
+from devbed.kind_cluster import Kube
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 JOB_LABEL = "sparkkafka.dev/job"

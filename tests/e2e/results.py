@@ -4,7 +4,7 @@ bench/results/e2e.json when the run ends (conftest.py), so that the tests beside
 
 from __future__ import annotations
 
-from devbed.kind_bed import REPO_ROOT
+from devbed.kind_cluster import REPO_ROOT
 
 RESULTS = REPO_ROOT / "bench" / "results" / "e2e.json"
 RUN_RESULTS = RESULTS.with_suffix(".run.json")

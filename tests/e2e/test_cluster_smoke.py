@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from devbed.kind_bed import REGISTRY, Images, Kube, worker_nodes
+from devbed.kind_cluster import REGISTRY, Images, Kube, worker_nodes
 
 pytestmark = pytest.mark.e2e
 

@@ -33,30 +33,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from devbed.kind_bed import (
-    BROKER_PODS,
-    BUCKET,
-    KAFKA_NAMESPACE,
-    OPERATOR_NAMESPACE,
-    OPERATOR_VALUES,
-    RELEASE,
-    REPO_ROOT,
-    RESTRICTED,
-    SECURED_BOOTSTRAP,
-    AvroOrders,
-    Helm,
-    KafkaClient,
-    KafkaLogin,
-    Kube,
-    ObjectStore,
-    ProducerLoop,
-    T,
-    committed_batch,
-    job_namespace,
-    typed_order,
-    wait_for,
-    worker_nodes,
-)
+from devbed.kind_bed import RESTRICTED, committed_batch, job_namespace
+from devbed.kind_cluster import REPO_ROOT, Kube, T, wait_for, worker_nodes
+from devbed.kind_kafka import BROKER_PODS, KAFKA_NAMESPACE, SECURED_BOOTSTRAP, KafkaLogin
+from devbed.kind_kafka_client import KafkaClient, ProducerLoop
+from devbed.kind_kafka_tool import AvroOrders, typed_order
+from devbed.kind_operator import OPERATOR_NAMESPACE, OPERATOR_VALUES, RELEASE, Helm
+from devbed.kind_storage import BUCKET, ObjectStore
 from devbed.polling import Unmet
 from tests.e2e.batch_timeline import BatchTimeline
 from tests.e2e.results import RUN_RESULTS

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from devbed.kafka_broker import KafkaBroker, free_port
+from devbed.kafka_broker import KafkaBroker
+from devbed.ports import free_port
 from devbed.schema_registry import SchemaRegistry, wire_format
 from spark_app.formats.avro_types import arrow_column
 from spark_app.formats.decoding import (

@@ -21,7 +21,7 @@ from spark_app.kafka.metadata import KafkaMetadata
 from tests.support.kafka_tools import DURABLE, ContinuousProducer, new_topic
 
 # make test runs it beside the Spark and e2e tiers (scripts/test-all.sh): there its failover
-# held (the quorum's fetch timeout, devbed/kafka_broker.py: 5 of 5 at load 19-72), but
+# held (the quorum's fetch timeout, devbed/broker_config.py: 5 of 5 at load 19-72), but
 # once its three nodes did not all register within 120 s of their start (now 240 s).
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(420)]
 

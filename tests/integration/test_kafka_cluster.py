@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from devbed.kafka_broker import kafka_version
 from devbed.kafka_cluster import KafkaCluster
+from devbed.kafka_jars import kafka_version
 from devbed.kafka_versions import OLDEST, full_matrix
 from devbed.polling import wait_for
 from tests.support.kafka_tools import consume_values, new_topic, produce

@@ -8,7 +8,7 @@ import io
 import fastavro
 import pytest
 
-from devbed.kind_bed import AVRO_WRITER, ORDER_SCHEMA, typed_order
+from devbed.kind_kafka_tool import AVRO_WRITER, ORDER_SCHEMA, typed_order
 
 pytestmark = pytest.mark.unit
 

@@ -263,7 +263,7 @@ def test_closing_stops_a_reading_of_an_unreachable_cluster_after_its_attempt_in_
     client is destroyed under it (the monitor waits for it)."""
     import time
 
-    from devbed.kafka_broker import free_port
+    from devbed.ports import free_port
     from spark_app.api.source_spec import SourceSpec
     from streamingjob_operator.io.kafka import KafkaMonitor, KafkaTarget
 
@@ -549,7 +549,7 @@ def test_job_metrics_and_alert_rules_on_a_real_operator(
 
     import yaml
 
-    from devbed.kafka_broker import free_port
+    from devbed.ports import free_port
     from tests.integration.operator.kube_helpers import running_operator
     from tests.support.kafka_tools import commit_offsets, new_topic, produce
 

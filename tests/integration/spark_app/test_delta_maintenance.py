@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from devbed.kafka_broker import free_port
 from devbed.object_store import Storage
 from devbed.polling import wait_for
+from devbed.ports import free_port
 from spark_app.sinks.delta_maintenance import EXIT_NO_TABLE, EXIT_UNREACHABLE
 from tests.integration.spark_app.test_delta_sink import (
     checkpoint_of,

@@ -16,10 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from devbed.kafka_broker import KafkaBroker, free_port
+from devbed.kafka_broker import KafkaBroker
 from devbed.kafka_versions import driver_kill_versions, version_id
 from devbed.object_store import Storage
 from devbed.polling import wait_for
+from devbed.ports import free_port
 from devbed.tls import Authority
 from spark_app.api.exit_codes import REFUSED_MARK
 from spark_app.api.options import READ_PATH_ENV

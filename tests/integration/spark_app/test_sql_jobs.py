@@ -18,7 +18,7 @@ import pytest
 import yaml
 from pyspark.sql import SparkSession
 
-from devbed.kafka_broker import free_port
+from devbed.ports import free_port
 from spark_app.api.exit_codes import REFUSED_MARK
 from spark_app.runner.sql_transform import SqlRefused, apply_sql
 from tests.support.file_sink import committed_files

@@ -32,8 +32,9 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from devbed.kafka_broker import KafkaBroker, free_port
+from devbed.kafka_broker import KafkaBroker
 from devbed.polling import wait_for
+from devbed.ports import free_port
 from devbed.schema_registry import SchemaRegistry, wire_format
 from spark_app.formats.decoding import (
     BAD_MAGIC_BYTE,

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from devbed.kafka_broker import free_port
+from devbed.ports import free_port
 from devbed.schema_registry import wire_format
 from spark_app.api.option_values import OptionError
 from spark_app.api.options import SourceOptions
