@@ -54,6 +54,16 @@ def _one(seed: int) -> Outcome:
     return small
 
 
+def _workers() -> multiprocessing.context.BaseContext:
+    """Workers forked from a fresh single-threaded server, never from the caller: a fork of a
+    process with threads (a pytest session whose earlier tests left API clients' pools)
+    copies objects those threads were changing, and a worker's garbage collector then
+    crashed on one (CI, stop 48: a segfault in the rest tier)."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([__name__])
+    return context
+
+
 def explore(
     seeds: Iterable[int], out: TextIO | None = None, jobs: int = 0, first: bool = False
 ) -> tuple[int, int, list[Outcome]]:
@@ -62,7 +72,7 @@ def explore(
     histories = steps = 0
     broken: list[Outcome] = []
     jobs = jobs or os.cpu_count() or 1
-    with multiprocessing.get_context("fork").Pool(jobs) as pool:
+    with _workers().Pool(jobs) as pool:
         for outcome in pool.imap_unordered(_one, seeds, chunksize=4):
             histories += 1
             steps += outcome.steps

@@ -35,6 +35,20 @@ def test_every_history_keeps_every_invariant():
     )
 
 
+def test_the_workers_are_not_forks_of_the_caller(monkeypatch):
+    """A fork of a process with threads copies the objects they were changing (CI, stop 48:
+    a worker's garbage collector crashed on one). The workers start from a clean server: a
+    change made in the caller after the import (here a `run` that fails) never reaches them."""
+    from simulation import search
+
+    def broken(seed, acts=None):
+        raise AssertionError("a worker forked from the test process")
+
+    monkeypatch.setattr(search, "run", broken)
+    histories, steps, failing = explore(range(1), jobs=1)
+    assert (histories, failing) == (1, []) and steps > 0
+
+
 def test_a_seed_replays_exactly():
     a, b = run(3), run(3)
     assert (a.steps, a.trace) == (b.steps, b.trace)
