@@ -99,6 +99,13 @@ def test_a_kill_after_the_sinks_commit_then_a_restore_and_a_redeploy_write_each_
     ids = output_ids(kafka.bootstrap, out)
     assert once_each(ids) == 8000
     assert ids == Counter(range(8000))
+    # each task wrote to both of the sink's partitions (the source's keys spread its range),
+    # while its progress is keyed by partition 0 only (sink_rules.PROGRESS_PARTITION)
+    read_in = consume_to_end(kafka.bootstrap, source, "read_committed")
+    source_of = {json.loads(m.value())["id"]: m.partition() for m in read_in}
+    read_out = consume_to_end(kafka.bootstrap, out, "read_committed")
+    spread = {(source_of[json.loads(m.value())["id"]], m.partition()) for m in read_out}
+    assert spread == {(s, p) for s in range(3) for p in range(2)}, spread
     ends = report["latestBatch"]["endOffsets"][source]
     assert group_offsets(kafka.bootstrap, "eos-group", source) == {
         int(p): o for p, o in ends.items()
