@@ -112,7 +112,9 @@ def transactional_id(prefix: str, topic: str, partition: int) -> str:
 
 
 # Logical plan nodes after which a task's output no longer comes from one source range
-# (Spark moves rows between partitions, or into one: a shuffle, a global limit).
+# (Spark moves rows between partitions, or into one: a shuffle, a global limit), or after
+# which two tasks write the output of one range (a union of the source with itself: they
+# would share its writer, and the second one's output would be skipped as committed).
 _MIXING = (
     "Aggregate",
     "AggregateInPandas",
@@ -135,6 +137,7 @@ _MIXING = (
     "Tail",
     "TransformWithState",
     "TransformWithStateInPandas",
+    "Union",
     "Window",
     "WindowInPandas",
 )
@@ -158,8 +161,8 @@ def mixing_problem(plan: str) -> str | None:
     return (
         f"spec.job.sink.deliveryGuarantee: exactly-once writes the output of each source "
         f"partition's range in its own Kafka transaction, but the query's {step} mixes "
-        "partitions: remove it from spec.job.sql or the transform, or set "
-        "deliveryGuarantee: at-least-once"
+        "partitions or reads a range twice: remove it from spec.job.sql or the transform, or "
+        "set deliveryGuarantee: at-least-once"
     )
 
 

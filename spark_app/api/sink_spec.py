@@ -202,7 +202,8 @@ class SinkSpec(SpecModel):
         "per batch in one Kafka transaction with its progress; consumers must read with "
         "isolation.level=read_committed) or at-least-once (no transactions, for consumers "
         "that cannot read read_committed; a restore may write a batch again). Needs a "
-        "query without a shuffle (no aggregation, join or repartition) for exactly-once.",
+        "query without a shuffle (no aggregation, join or repartition) or union for "
+        "exactly-once.",
     )
     transaction_timeout_ms: int | None = Field(
         default=None,

@@ -16,6 +16,7 @@ from spark_app.api.sink_rules import (
     checkpoint_id,
     headers_problem,
     interval_ms,
+    mixing_problem,
     mixing_step,
     transaction_problem,
     transactional_id,
@@ -202,3 +203,22 @@ def test_a_headers_column_is_written_only_with_the_sources_type():
     assert (
         problem is not None and problem.startswith("spec.job.sink: ") and "gives string" in problem
     )
+
+
+def test_a_query_that_reads_a_source_range_twice_is_refused():
+    """A union of the source with itself runs two tasks on each range; they share the range's
+    writer, and the second one's output was skipped as committed (found on a real broker: 298
+    records expected, 200 written). Spark 4.3's analyzed plan of such a query:"""
+    union = (
+        "~Union false, false\n"
+        ":- ~Project [key#0, value#1]\n"
+        ":  +- ~SubqueryAlias source\n"
+        ":     +- ~StreamingRelationV2 kafka_checkpointed, [key#0, value#1]\n"
+        "+- ~Project [key#0 AS key#7, value#1 AS value#8]\n"
+        "   +- ~Filter (partition#3 = 0)\n"
+        "      +- ~SubqueryAlias source\n"
+        "         +- ~StreamingRelationV2 kafka_checkpointed, [key#0, value#1]\n"
+    )
+    assert mixing_step(union) == "Union"
+    problem = mixing_problem(union)
+    assert problem is not None and "Union" in problem and "at-least-once" in problem
