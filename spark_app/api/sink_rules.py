@@ -131,6 +131,7 @@ _MIXING = (
     "Intersect",
     "Join",
     "MapGroups",
+    "RebalancePartitions",
     "Repartition",
     "RepartitionByExpression",
     "Sort",

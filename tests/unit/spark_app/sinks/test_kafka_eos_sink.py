@@ -222,3 +222,16 @@ def test_a_query_that_reads_a_source_range_twice_is_refused():
     assert mixing_step(union) == "Union"
     problem = mixing_problem(union)
     assert problem is not None and "Union" in problem and "at-least-once" in problem
+
+
+def test_a_rebalance_hint_is_a_shuffle_refused_before_reading():
+    """`SELECT /*+ REBALANCE */ ...`: Spark 4.3's analyzed plan names the shuffle
+    RebalancePartitions; without the refusal the job starts, and the write tasks after the
+    shuffle find no range announced (task_ranges.the_one) and fail each batch."""
+    plan = (
+        "~RebalancePartitions\n"
+        "+- ~Project [key#0, value#1]\n"
+        "   +- ~SubqueryAlias source\n"
+        "      +- ~StreamingRelationV2 kafka_checkpointed, [key#0, value#1]\n"
+    )
+    assert mixing_step(plan) == "RebalancePartitions"
