@@ -33,7 +33,8 @@ NAME = "orders"
 # Where an armed driver crash strikes: the stage it is about to run ("plan": after the
 # commit-log entry, before the batch's group commit; "dead-letter": before the batch's
 # dead-letter transactions, "dead-letter+1": between two of them (world._crashes_now);
-# "sink": after them, before the sink and commits/N)
+# "sink": after them, before the sink and commits/N; "sink+1": between two of the
+# exactly-once Kafka sink's transactions)
 CRASH_STAGES = (
     "sink",
     "commit",
@@ -45,6 +46,7 @@ CRASH_STAGES = (
     "final-commit",
     "dead-letter",
     "dead-letter+1",
+    "sink+1",
 )
 # How a driver exits (code, termination reason, message): every exit the operator tells
 # apart (spark_app/kafka/config.py; restarts.failure_of). The runner's own causes come at its

@@ -32,6 +32,7 @@ from spark_app.sinks.delta_sink import app_id
 from streamingjob_operator.api.naming import LABEL_JOB
 
 from .data import Checkpoint, DeadLetterTopic, Files, FileSink, Kafka, Record, Table, records
+from .kafka_out import TopicSink, exactly_once, ranges
 
 EXIT_FAILED, EXIT_CATCH_UP_FAILED = 1, 5
 
@@ -41,6 +42,7 @@ class Sinks:
     files: FileSink
     table: Table
     written: list[tuple[str, Record]] = field(default_factory=list)  # (group, record)
+    topic: TopicSink = field(default_factory=TopicSink)  # the exactly-once Kafka sink
 
     def newest(self, manifest: RunnerManifest, checkpoint: str) -> int | None:
         sink = manifest.spec.job.sink
@@ -66,6 +68,13 @@ class Sinks:
             group = manifest.spec.job.source.group_id or ""
             self.written.extend((group, row) for row in rows)
         return written
+
+    def add_range(self, manifest: RunnerManifest, location: str, task, rows: list[Record]) -> None:
+        """One task of the exactly-once Kafka sink: its transaction (`rows`, what a
+        read_committed reader then sees), or a skip."""
+        if self.topic.write_range(manifest, location, task):
+            group = manifest.spec.job.source.group_id or ""
+            self.written.extend((group, row) for row in rows)
 
 
 @dataclass
@@ -111,6 +120,7 @@ class Driver:
     pending_commit: Positions | None = None
     dead_done: set[tuple[str, int]] = field(default_factory=set)  # the batch's transactions
     reading: bool = False  # the query runs (reads, writes the sink or commits)
+    sink_tasks: int = 0  # the batch's ranges the exactly-once Kafka sink has written
     caught_up_from: str = ""  # the earlier checkpoint whose durable batch it committed
     # the runner's report (report.json): its start, then its throughput after each batch
     started: dict[str, Any] = field(default_factory=dict)
@@ -215,6 +225,7 @@ class Driver:
             lambda at: Checkpoint(w.files, at),
             lambda at: w.sinks.newest(manifest, at),
         )
+        batch = w.sinks.topic.caught_up(manifest, w.files, location, batch)
         if batch is not None:
             if w.commit_fails():
                 w.log(f"{self.pod}: catch-up commit failed: exit 5")
@@ -300,6 +311,18 @@ class Driver:
 
     def _sink(self, w: World) -> None:
         assert self.manifest is not None
+        if exactly_once(self.manifest):  # one task's transaction per step: kills between
+            tasks = ranges(self.batch_start, self.batch_end)
+            if self.sink_tasks < len(tasks):
+                task = tasks[self.sink_tasks]
+                tp = (task.topic, task.partition)
+                span = records({tp: task.start}, {tp: task.end})
+                rows = [r for r in span if not w.kafka.poison(r)]
+                w.sinks.add_range(self.manifest, self.location, task, rows)
+                self.sink_tasks += 1
+            if self.sink_tasks >= len(tasks):
+                self.sink_tasks, self.stage = 0, "commit"
+            return
         rows = [r for r in records(self.batch_start, self.batch_end) if not w.kafka.poison(r)]
         w.sinks.add_batch(self.manifest, self.epoch, self.location, self.batch, rows)
         self.stage = "commit"

@@ -96,7 +96,9 @@ def base_spec(rng: random.Random, sink: str) -> dict[str, Any]:
                 "groupId": "orders-group",
                 "maxOffsetsPerTrigger": 7,
             },
-            "sink": {"format": sink, "path": "s3a://lake/orders"},
+            "sink": {"format": "kafka", "topic": "orders-out"}
+            if sink == "kafka"
+            else {"format": sink, "path": "s3a://lake/orders"},
         },
         "checkpoint": {"location": "s3a://ckpt/base", "deleteOnJobDeletion": rng.random() < 0.5},
         "upgradeMode": rng.choice(["stateless", "last-state"]),
@@ -116,7 +118,7 @@ class History:
         self.acts = acts
         self.world = World(seed)
         self.rng = random.Random(f"acts-{seed}")
-        self.sink = random.Random(f"sink-{seed}").choice(["delta", "parquet"])  # one table
+        self.sink = random.Random(f"sink-{seed}").choice(["delta", "parquet", "kafka"])
         self.config = settings(GRACE)
         self.world.server.on_create = lambda pod: self.world.at(
             self.world.delay(0.2, 2), "kubelet", pod["metadata"]["name"]

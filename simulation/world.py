@@ -307,9 +307,12 @@ class World(Timeline):
 
     def _crashes_now(self, driver: Driver) -> bool:
         """At the armed stage; "dead-letter+1": after the batch's first dead-letter
-        transaction, before the next (its stage stays dead-letter until all are done)."""
+        transaction, before the next (its stage stays dead-letter until all are done);
+        "sink+1" likewise between the exactly-once Kafka sink's transactions."""
         if self.crash_at_stage == "dead-letter+1":
             return driver.stage == "dead-letter" and bool(driver.dead_done)
+        if self.crash_at_stage == "sink+1":  # between two of the Kafka sink's transactions
+            return driver.stage == "sink" and driver.sink_tasks > 0
         return driver.stage == self.crash_at_stage
 
     def _report(self, job: str, key: str, value: dict[str, Any]) -> bool:

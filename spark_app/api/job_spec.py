@@ -19,6 +19,7 @@ from spark_app.api.dead_letter_spec import (
     DEAD_LETTER_NEEDS_GROUP,
     DeadLetterSpec,
 )
+from spark_app.api.sink_rules import transaction_problem
 from spark_app.api.sink_spec import SinkSpec
 from spark_app.api.source_spec import SourceSpec
 from spark_app.api.spec_base import (
@@ -135,4 +136,9 @@ class JobSpec(SpecModel):
                 raise ValueError(DEAD_LETTER_NEEDS_DECODED)
             if not self.source.group_id:
                 raise ValueError(DEAD_LETTER_NEEDS_GROUP)
+        s, trigger = self.sink, self.trigger.processing_time
+        if problem := transaction_problem(
+            s.format, s.delivery_guarantee, s.transaction_timeout_ms, trigger
+        ):
+            raise ValueError(problem)
         return self

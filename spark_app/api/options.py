@@ -129,6 +129,7 @@ class SourceOptions:
     key_decoding: ValueDecoding | None = None  # keyFormat avro/json; the same registry
     dead_letter: DeadLetterTarget | None = None
     client_config: dict[str, str] = field(default_factory=dict)
+    announce_task_ranges: bool = False  # for the exactly-once Kafka sink: sinks/task_ranges.py
 
     def __repr__(self) -> str:  # never print credentials passed through kafka.*
         return (
@@ -183,6 +184,7 @@ class SourceOptions:
             key_decoding=key_decoding,
             dead_letter=dead_letter,
             client_config=client,
+            announce_task_ranges=bool_option(options, "announceTaskRanges", False),
         )
 
     def client(self, **overrides: Any) -> dict[str, Any]:

@@ -27,6 +27,15 @@ from spark_app.api.field_rules import (
     refusing_keys_schema,
 )
 from spark_app.api.offsets import MAX_TOPIC
+from spark_app.api.sink_rules import (
+    AT_LEAST_ONCE_NO_TIMEOUT,
+    DEFAULT_GUARANTEE,
+    DEFAULT_TRANSACTION_TIMEOUT_MS,
+    KAFKA_ONLY,
+    MAX_TRANSACTION_TIMEOUT_MS,
+    MIN_TRANSACTION_TIMEOUT_MS,
+    transaction_problem,
+)
 from spark_app.api.spec_base import (
     BOOTSTRAP,
     MAX_TEXT,
@@ -54,6 +63,12 @@ SINK_OPTION_FIELDS = {
     "checkpointlocation": "spec.checkpoint.location",
     "topic": "spec.job.sink.topic",
     "kafka.bootstrap.servers": "spec.job.sink.bootstrapServers",
+    "deliveryguarantee": "spec.job.sink.deliveryGuarantee",
+    "transactiontimeoutms": "spec.job.sink.transactionTimeoutMs",
+    "kafka.transaction.timeout.ms": "spec.job.sink.transactionTimeoutMs",
+    "kafka.transactional.id": "spec.job.sink.deliveryGuarantee",
+    "transactionalidprefix": "spec.job.sink.deliveryGuarantee",
+    "checkpointid": "spec.checkpoint.location",
 }
 
 
@@ -120,6 +135,17 @@ class SinkSpec(SpecModel):
                 },
                 {"rule": "self.format != 'iceberg'", "message": NO_ICEBERG},
                 {
+                    "rule": "self.format == 'kafka' || "
+                    "(!has(self.deliveryGuarantee) && !has(self.transactionTimeoutMs))",
+                    "message": KAFKA_ONLY,
+                },
+                {
+                    "rule": "!has(self.transactionTimeoutMs) || !has(self.deliveryGuarantee) || "
+                    "self.deliveryGuarantee == 'exactly-once'",
+                    "message": AT_LEAST_ONCE_NO_TIMEOUT,
+                    "fieldPath": ".transactionTimeoutMs",
+                },
+                {
                     "rule": "self.format != 'delta' || !has(self.options) || "
                     "self.options.size() == 0",
                     "message": NO_DELTA_OPTIONS,
@@ -141,7 +167,8 @@ class SinkSpec(SpecModel):
         description="parquet, json, csv or orc: Spark's file sink (exactly-once with the "
         "checkpoint). delta: a Delta Lake table at path, one table across epochs, exactly "
         "once for every reader. iceberg: not yet (no Apache Iceberg release runs on Spark "
-        "4.3). kafka: a topic (at-least-once). console, noop: for trials."
+        "4.3). kafka: a topic (exactly once for read_committed consumers, see "
+        "deliveryGuarantee). console, noop: for trials."
     )
     path: str | None = Field(
         default=None,
@@ -168,6 +195,24 @@ class SinkSpec(SpecModel):
         max_length=MAX_TEXT,
         pattern=BOOTSTRAP,
         description="Bootstrap servers of the kafka sink; defaults to the source's.",
+    )
+    delivery_guarantee: Literal["exactly-once", "at-least-once"] | None = Field(
+        default=None,
+        description="kafka sink: exactly-once (the default: each source partition's output "
+        "per batch in one Kafka transaction with its progress; consumers must read with "
+        "isolation.level=read_committed) or at-least-once (no transactions, for consumers "
+        "that cannot read read_committed; a restore may write a batch again). Needs a "
+        "query without a shuffle (no aggregation, join or repartition) or union for "
+        "exactly-once.",
+    )
+    transaction_timeout_ms: int | None = Field(
+        default=None,
+        ge=MIN_TRANSACTION_TIMEOUT_MS,
+        le=MAX_TRANSACTION_TIMEOUT_MS,
+        description="kafka sink, exactly-once: the transactions' timeout (default "
+        f"{DEFAULT_TRANSACTION_TIMEOUT_MS}). A writer that died holds read_committed "
+        "readers back at most this long; a task (its read and its write) must finish "
+        "within it, and a processingTime trigger must be shorter.",
     )
     output_mode: Literal["append", "update", "complete"] = Field(
         default="append",
@@ -237,4 +282,14 @@ class SinkSpec(SpecModel):
             raise ValueError(NO_DELTA_OPTIONS)
         if self.format != "delta" and (self.partition_by or self.table_properties):
             raise ValueError(TABLE_FIELDS_ONLY)
+        guarantee, timeout = self.delivery_guarantee, self.transaction_timeout_ms
+        if problem := transaction_problem(self.format, guarantee, timeout, None):
+            raise ValueError(problem)
         return self
+
+    @property
+    def guarantee(self) -> str:
+        """The guarantee the sink keeps for every reader (kafka: for read_committed ones)."""
+        if self.format == "kafka":
+            return self.delivery_guarantee or DEFAULT_GUARANTEE
+        return "none" if self.format in ("console", "noop") else "exactly-once"

@@ -150,6 +150,8 @@ def job_options(job: JobSpec, env: Mapping[str, str] | None = None) -> dict[str,
     """The source's options with the job's dead-letter topic (`spec.job.deadLetter`): what the
     driver's query starts with and what the runner's preflight and the operator check."""
     options = source_options(job.source, env)
+    if job.sink.format == "kafka" and job.sink.guarantee == "exactly-once":
+        options["announceTaskRanges"] = "true"  # the sink writes per source range
     if job.dead_letter is not None:
         options["deadLetterTopic"] = job.dead_letter.topic
         if job.dead_letter.bootstrap_servers:

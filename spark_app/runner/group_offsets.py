@@ -28,6 +28,7 @@ from spark_app.kafka.config import source_options
 from spark_app.kafka.group_commits import group_committer
 from spark_app.kafka.metadata import KafkaMetadata
 from spark_app.kafka.retry import DEADLINE_S
+from spark_app.runner import eos_progress
 from spark_app.runner.checkpoint_log import (
     CheckpointFiles,
     CheckpointUnreadable,
@@ -150,6 +151,8 @@ def catch_up(
                 lambda at: CheckpointFiles(spark, at),
                 lambda at: previous_sink_batch(spark, manifest, at),
             )
+            # the exactly-once Kafka sink's ranges of the next batch committed (rule 9)
+            batch = eos_progress.with_sink_progress(spark, manifest, location, batch)
         except CheckpointUnreadable as exc:
             log.warning("previous checkpoint unreadable, its offsets are not caught up: %s", exc)
             return {"location": location, "outcome": "unreadable", "error": str(exc)}

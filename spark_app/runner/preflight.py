@@ -129,7 +129,7 @@ _SOURCE_ERROR = re.compile(
     r"\b(?:DataLossError|TopicDeletedError|UnknownTopic|KafkaUnavailable|KafkaException"
     r"|TimeoutError|NativeUnavailable|PoisonRecordError|RegistryUnavailable|RegistryRefused"
     r"|RegistryTLSError"
-    r"|ReaderSchemaError|DeadLetterError): (.+)"
+    r"|ReaderSchemaError|DeadLetterError|KafkaSinkError): (.+)"
 )
 
 

@@ -10,8 +10,10 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from spark_app.api import sink_rules
 from spark_app.api.job_spec import JobSpec
 from spark_app.api.manifest import RunnerManifest, epoch_sink_path
+from spark_app.api.sink_spec import SinkSpec
 from spark_app.kafka.config import credential_options, job_options
 from spark_app.runner.sql_transform import SqlRefused, apply_sql
 from spark_app.sinks.delta_sink import DeltaTable, app_id, batch_writer
@@ -105,7 +107,7 @@ def start_query(frame, job: JobSpec, name: str, epoch: int, location: str):
     """The query writing `frame` (`transformed`'s) to the job's sink, started."""
     writer = frame.writeStream.queryName(name).outputMode(job.sink.output_mode)
     writer = writer.option("checkpointLocation", location)
-    writer = _to_sink(writer, frame.sparkSession, job, epoch, location)
+    writer = _to_sink(writer, frame.sparkSession, job, (name, epoch), location)
     if job.trigger.processing_time:
         writer = writer.trigger(processingTime=job.trigger.processing_time)
     elif job.trigger.available_now:
@@ -113,26 +115,16 @@ def start_query(frame, job: JobSpec, name: str, epoch: int, location: str):
     return writer.start()
 
 
-def check_sink(spark, job: JobSpec, schema) -> None:
-    """The sink's checks of the query's columns (`schema`, Spark's), before it starts:
-    InvalidJob naming what does not fit. The Kafka sink writes `value` (and `key`), strings
-    or bytes; a Delta table that exists takes the columns it has and compatible changes
+def check_sink(spark, job: JobSpec, frame) -> None:
+    """The sink's checks of the query (`frame`, analysed) before it starts: InvalidJob
+    naming what does not fit. The Kafka sink writes `value` (and `key`), strings or bytes,
+    exactly-once only from a query without a shuffle (`check_one_range_per_task`); a Delta
+    table that exists takes the columns it has and compatible changes
     (`delta_sink.schema_change`)."""
-    from pyspark.sql.types import BinaryType, StringType
-
+    schema = frame.schema
     if job.sink.format == "kafka":
-        fields = {field.name: field.dataType for field in schema.fields}
-        for column in ("value", "key"):
-            kind = fields.get(column)
-            if (column == "value" and kind is None) or (
-                kind is not None and not isinstance(kind, (BinaryType, StringType))
-            ):
-                raise InvalidJob(
-                    f"spec.job.sink: the kafka sink writes a column {column} of type string "
-                    f"or binary{' (key is optional)' if column == 'key' else ''}; the query "
-                    f"gives {kind.simpleString() if kind else 'none'} (columns: "
-                    f"{', '.join(fields)}): cast or rename it in spec.job.sql or the transform"
-                )
+        check_one_range_per_task(job, frame)
+        _check_kafka_columns(job, schema)
     if job.sink.format == "delta":
         from spark_app.sinks.delta_sink import SchemaIncompatible
 
@@ -145,9 +137,55 @@ def check_sink(spark, job: JobSpec, schema) -> None:
             log.warning("cannot check the Delta table's schema before the start: %s", exc)
 
 
-def _to_sink(writer, spark, job: JobSpec, epoch: int, location: str):
+def _check_kafka_columns(job: JobSpec, schema) -> None:
+    from pyspark.sql.types import BinaryType, StringType
+
+    fields = {field.name: field.dataType for field in schema.fields}
+    for column in ("value", "key"):
+        kind = fields.get(column)
+        if (column == "value" and kind is None) or (
+            kind is not None and not isinstance(kind, (BinaryType, StringType))
+        ):
+            raise InvalidJob(
+                f"spec.job.sink: the kafka sink writes a column {column} of type string "
+                f"or binary{' (key is optional)' if column == 'key' else ''}; the query "
+                f"gives {kind.simpleString() if kind else 'none'} (columns: "
+                f"{', '.join(fields)}): cast or rename it in spec.job.sql or the transform"
+            )
+    headers = fields.get("headers")
+    if job.sink.guarantee != "exactly-once" or headers is None:
+        return
+    if problem := sink_rules.headers_problem(headers.simpleString()):
+        raise InvalidJob(problem)
+
+
+def check_one_range_per_task(job: JobSpec, frame) -> None:
+    """The exactly-once Kafka sink writes each source range's output in its own transaction:
+    InvalidJob, before anything is read, for a query that mixes ranges in a task."""
+    if job.sink.format == "kafka" and job.sink.guarantee == "exactly-once":
+        plan = frame._jdf.queryExecution().analyzed().toString()
+        if problem := sink_rules.mixing_problem(plan):
+            raise InvalidJob(problem)
+
+
+def kafka_sink_options(sink: SinkSpec, job: str, location: str) -> dict[str, str]:
+    """The kafka sink's guarantee and, for exactly-once, its writers' names
+    (spark_app/sinks/kafka_eos_sink.py) and transaction timeout."""
+    if sink.guarantee != "exactly-once":
+        return {"deliveryGuarantee": sink.guarantee}
+    timeout = sink.transaction_timeout_ms or sink_rules.DEFAULT_TRANSACTION_TIMEOUT_MS
+    return {
+        "deliveryGuarantee": "exactly-once",
+        "transactionalIdPrefix": sink_rules.transactional_prefix(job, location),
+        "checkpointId": sink_rules.checkpoint_id(location),
+        "transactionTimeoutMs": str(timeout),
+    }
+
+
+def _to_sink(writer, spark, job: JobSpec, run: tuple[str, int], location: str):
     """`writer` aimed at the job's sink: a Delta table (one commit per batch, keyed by this
-    checkpoint), our Kafka writer, or a Spark sink (files: one directory per epoch)."""
+    checkpoint), our Kafka writer (`run`: the job's name and epoch), or a Spark sink (files:
+    one directory per epoch)."""
     from spark_app.source.source import FORMAT
 
     sink = job.sink
@@ -160,12 +198,14 @@ def _to_sink(writer, spark, job: JobSpec, epoch: int, location: str):
         writer = writer.format(FORMAT).option("topic", sink.topic or "")
         writer = writer.option("kafka.bootstrap.servers", bootstrap)
         writer = writer.options(**credential_options(job_options(job)))
+        writer = writer.options(**kafka_sink_options(sink, run[0], location))
     else:
         writer = writer.format(sink.format)
         if sink.path:
             # a location the operator did not lay out (a local run's override): per epoch
             directory = epoch_sink_path(sink.path, location)
-            writer = writer.option("path", directory or f"{sink.path.rstrip('/')}/epoch-{epoch}")
+            epoch_dir = f"{sink.path.rstrip('/')}/epoch-{run[1]}"
+            writer = writer.option("path", directory or epoch_dir)
     return writer.options(**sink.options)
 
 

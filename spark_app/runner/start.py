@@ -295,7 +295,7 @@ def analysed_job(
     pins = _reader_pins(spark, manifest, location)
     versions = {f"{column}SchemaVersion": str(pin.version) for column, pin in pins.items()}
     frame = _job_frame(spark, manifest, args, workdir, versions)
-    check_sink(spark, manifest.spec.job, frame.schema)
+    check_sink(spark, manifest.spec.job, frame)
     return JobFrame(frame, workdir, pins)
 
 

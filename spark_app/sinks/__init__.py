@@ -1,3 +1,3 @@
-"""Where records go: the Kafka sink, the Delta Lake table sink and its maintenance, the dead-letter
-topic. Imports `formats` and `api`.
+"""Where records go: the Kafka sinks (exactly-once and at-least-once), the Delta Lake table sink
+and its maintenance, the dead-letter topic. Imports `formats`, `kafka` and `api`.
 """

@@ -4,9 +4,10 @@ A dead record keeps its original key, value and headers, and gains headers namin
 came from and why it could not be read (`streamingjob.*`, below), so a consumer of the
 dead-letter topic can repair it and produce it back.
 
-Exactly once, with Kafka's own read-process-write transactions. The dead records of one source
-partition are written by a transactional producer whose `transactional.id` names the job and
-that partition, and the same transaction commits, for a progress group of the job
+Exactly once, with Kafka's own read-process-write transactions (`spark_app.kafka.transactions`,
+which the exactly-once Kafka sink shares). The dead records of one source partition are
+written by a transactional producer whose `transactional.id` names the job and that
+partition, and the same transaction commits, for a progress group of the job
 (`<group>.dead-letter`), the source offset after the last record it handled. So:
 * a dead record below the progress offset was written by a committed transaction: skipped
   (a batch re-read after a restore, a redeploy from older committed offsets, a retried task);
@@ -18,13 +19,13 @@ A transaction that fails raises: the task fails and Spark retries it, the batch 
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 from typing import Any
 
 from spark_app.api.dead_letter_options import DeadLetterTarget
 from spark_app.formats.poison import DeadRecord
+from spark_app.kafka.transactions import Progress, TransactionalWriter, produce
 
 log = logging.getLogger("spark_app.source.source")
 
@@ -71,33 +72,25 @@ def write_dead_records(
 ) -> int:
     """Writes the dead records of one source partition read up to offset `end` (exclusive)
     that no committed transaction wrote before; returns how many it wrote."""
-    from confluent_kafka import Consumer, Producer, TopicPartition
-
-    producer = Producer(
-        {
-            **target.client,
-            "transactional.id": target.transactional_id(topic, partition),
-            "transaction.timeout.ms": int(_TIMEOUT_S * 1000),
-            "log_level": 3,
-        }
-    )
-    progress = Consumer(
-        {
-            **target.client,
-            "group.id": target.progress_group,
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed",
-            "log_level": 3,
-        }
+    writer = TransactionalWriter(
+        target.client,
+        target.transactional_id(topic, partition),
+        target.progress_group,
+        _TIMEOUT_S,
+        int(_TIMEOUT_S * 1000),
     )
     try:
-        producer.init_transactions(_TIMEOUT_S)  # fences and aborts an earlier writer's
-        [done] = progress.committed([TopicPartition(topic, partition)], timeout=_TIMEOUT_S)
-        transaction = transaction_of(records, done.offset, end)
+        writer.open()  # fences and aborts an earlier writer's
+        transaction = transaction_of(records, writer.progress(topic, partition).offset, end)
         if transaction is None:
             return 0
         new, handled = transaction
-        _in_transaction(producer, target, new, progress, TopicPartition(topic, partition, handled))
+
+        def write(producer: Any) -> None:
+            for r in new:
+                produce(producer, target.topic, r.value, r.key, dead_letter_headers(r, target))
+
+        writer.commit(write, topic, partition, Progress(handled))
         return len(new)
     except Exception as exc:
         raise DeadLetterError(
@@ -105,33 +98,7 @@ def write_dead_records(
             f"dead-letter topic {target.topic}: {exc}"
         ) from exc
     finally:
-        progress.close()
-
-
-def _in_transaction(producer, target: DeadLetterTarget, records, progress, handled) -> None:
-    """The records and the progress offset, in one transaction (aborted on any failure)."""
-    producer.begin_transaction()
-    try:
-        for record in records:
-            _produce(producer, target.topic, record, dead_letter_headers(record, target))
-        metadata = progress.consumer_group_metadata()
-        producer.send_offsets_to_transaction([handled], metadata, _TIMEOUT_S)
-        producer.commit_transaction(_TIMEOUT_S)
-    except Exception:
-        # fenced or gone, the abort fails too: the next writer's init_transactions aborts it
-        with contextlib.suppress(Exception):
-            producer.abort_transaction(_TIMEOUT_S)
-        raise
-
-
-def _produce(producer, topic: str, record: DeadRecord, headers: list) -> None:
-    while True:
-        try:
-            producer.produce(topic, value=record.value, key=record.key, headers=headers)
-            producer.poll(0)
-            return
-        except BufferError:  # local queue full (a topic of poison): serve callbacks, retry
-            producer.poll(0.1)
+        writer.close()
 
 
 class DeadLetterTally:

@@ -265,6 +265,7 @@ class DriverSide:
                 values=self.values,
                 keys=self.keys,
                 dead_letter=dead_letter,
+                announce_range=self.options.announce_task_ranges,
             )
             for tp in sorted(stop)
             if stop[tp] > begin.get(tp, 0)

@@ -93,6 +93,7 @@ class KafkaInputPartition(InputPartition):
     keys: TypedValues | None = None  # keyFormat avro/json: likewise
     dead_letter: DeadLetterTarget | None = None  # where records that cannot be decoded go
     headers_for_dead_letter_only: bool = False  # read for the dead-letter copies, not output
+    announce_range: bool = False  # for the exactly-once Kafka sink (sinks/task_ranges.py)
 
     @property
     def name(self) -> str:

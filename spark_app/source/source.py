@@ -78,6 +78,10 @@ class KafkaCheckpointedDataSource(DataSource):
         return KafkaStreamReader(options, schema, self._values, self._keys)
 
     def streamWriter(self, schema: StructType, overwrite: bool):
+        if str(self.options.get("deliveryGuarantee", "")).lower() == "exactly-once":
+            from spark_app.sinks.kafka_eos_sink import ExactlyOnceKafkaWriter
+
+            return ExactlyOnceKafkaWriter(dict(self.options))
         from spark_app.sinks.kafka_sink import KafkaStreamWriter
 
         return KafkaStreamWriter(dict(self.options))
@@ -141,6 +145,11 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         from spark_app.source.partition_reader import read_range
 
         assert isinstance(partition, KafkaInputPartition)
+        if partition.announce_range:  # the exactly-once Kafka sink writes this range's output
+            from spark_app.sinks import task_ranges
+
+            p = partition
+            task_ranges.announce(task_ranges.TaskRange(p.topic, p.partition, p.start, p.end))
         batches = read_range(partition)
         if partition.values is None and partition.keys is None:
             return batches

@@ -150,3 +150,46 @@ def test_the_simulation_sees_a_failure_told_by_two_warnings(monkeypatch):
     monkeypatch.setattr(phases, "on_driver_gone", told_twice)
     outcome = run(9, acts)
     assert outcome.violations and outcome.violations[0].rule == "told twice"
+
+
+def _kafka_sink_acts(stage: str, redeploy_at: float | None = None) -> list[Act]:
+    """Seed 4's job writes to the exactly-once Kafka sink; its driver is killed at `stage`
+    of the first batch, which reads three partitions (three transactions)."""
+    from simulation.acts import CRASH_STAGES
+
+    acts = [
+        Act(0.0, "create"),
+        Act(1.0, "crash-driver", CRASH_STAGES.index(stage)),
+        *(Act(5.0, "produce", 800 + p) for p in range(3)),
+    ]
+    return acts + ([Act(redeploy_at, "redeploy")] if redeploy_at is not None else [])
+
+
+@pytest.mark.parametrize("stage", ["commit", "sink+1"])
+def test_the_simulation_sees_kafka_sink_output_twice_after_a_restore(monkeypatch, stage):
+    """A driver killed after all (commit) or some (sink+1) of its batch's sink transactions,
+    before commits/N: the restored driver runs the batch again, and without the replay
+    decision (`sink_rules.already_committed`) writes the committed ranges a second time."""
+    from simulation import kafka_out
+
+    outcome = run(4, _kafka_sink_acts(stage))
+    assert not outcome.violations
+    assert any(f"crashed at {stage}" in line for line in outcome.trace)
+    assert any("start -> restore" in line for line in outcome.trace)
+    monkeypatch.setattr(kafka_out, "already_committed", lambda *_: False)
+    outcome = run(4, _kafka_sink_acts(stage))
+    assert outcome.violations and outcome.violations[0].rule == "duplicate"
+
+
+def test_the_simulation_sees_kafka_sink_output_twice_after_a_redeploy(monkeypatch):
+    """A driver killed after its batch's sink transactions, before commits/N, then a
+    redeploy: the new epoch's catch-up must move the group past the committed ranges
+    (`eos_progress.merge`), or the new checkpoint writes them again."""
+    from simulation import kafka_out
+
+    outcome = run(4, _kafka_sink_acts("commit", redeploy_at=18.0))
+    assert not outcome.violations
+    assert any("e2-a1-driver: start -> catch-up" in line for line in outcome.trace)
+    monkeypatch.setattr(kafka_out, "merge", lambda durable, _planned, _committed: durable)
+    outcome = run(4, _kafka_sink_acts("commit", redeploy_at=18.0))
+    assert outcome.violations and outcome.violations[0].rule == "duplicate"

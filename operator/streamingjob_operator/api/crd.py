@@ -212,6 +212,7 @@ def _version(root: dict[str, Any]) -> dict[str, Any]:
             {"name": "Lag", "type": "integer", "jsonPath": ".status.lag"},
             {"name": "Executors", "type": "integer", "jsonPath": ".status.executors"},
             {"name": "Standby", "type": "string", "jsonPath": ".status.standby.state"},
+            {"name": "Sink", "type": "string", "jsonPath": ".status.sink", "priority": 1},
             {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
         ],
         "schema": {"openAPIV3Schema": root},

@@ -172,6 +172,11 @@ class StreamingJobStatus(StatusModel):
     deployed_checkpoint_base: str = Field(
         default="", description="spec.checkpoint.location last deployed."
     )
+    sink: str = Field(
+        default="",
+        description="The sink last deployed and the guarantee it keeps, e.g. 'kafka "
+        "exactly-once' (for read_committed readers); shown by kubectl get -o wide.",
+    )
     deployed_restart_nonce: int = Field(default=0, description="restartNonce last acted on.")
     deployed_redeploy_nonce: int = Field(default=0, description="redeployNonce last acted on.")
     restarts: int = Field(default=0, description="Restarts in this epoch and before.")

@@ -67,6 +67,8 @@ ADDED_NESTED_SINCE_RELEASE = (
     ("job", "sql"),
     ("job", "sink", "partitionBy"),
     ("job", "sink", "tableProperties"),
+    ("job", "sink", "deliveryGuarantee"),
+    ("job", "sink", "transactionTimeoutMs"),
 )
 
 
@@ -233,5 +235,6 @@ def mark_deployed(spec: StreamingJobSpec, st: StreamingJobStatus) -> None:
     st.deployed_job_hash = job_hash(spec)
     st.deployed_pod_hash = pod_hash(spec)
     st.deployed_checkpoint_base = spec.checkpoint.location
+    st.sink = f"{spec.job.sink.format} {spec.job.sink.guarantee}"  # kubectl get -o wide
     st.deployed_restart_nonce = spec.restart_nonce
     st.deployed_redeploy_nonce = spec.redeploy_nonce

@@ -36,7 +36,7 @@ from tests.support.kafka_tools import (
     ContinuousProducer,
     add_partitions,
     commit_offsets,
-    consume_values,
+    consume_to_end,
     group_offsets,
     log_end_offsets,
     new_topic,
@@ -450,8 +450,9 @@ SECURED_CREDENTIALS = {"secretName": "kafka-login", "caSecret": {"name": "kafka-
 
 
 def test_a_transform_and_the_kafka_sink_deliver_every_record_over_sasl_ssl(kafka, tmp_path):
-    """Source, committer and Kafka sink on the broker's SASL_SSL listener (SCRAM-SHA-512, a
-    CA of the test's own); the password is in no output and no report."""
+    """Source, committer and Kafka sink (exactly-once: its transactions and progress groups)
+    on the broker's SASL_SSL listener (SCRAM-SHA-512, a CA of the test's own); the password
+    is in no output and no report."""
     source, target = (new_topic(kafka.bootstrap, partitions=2) for _ in range(2))
     manifest = job_manifest("tokafka", kafka.secured_bootstrap, source, tmp_path)
     manifest["spec"]["kafkaCredentials"] = SECURED_CREDENTIALS
@@ -467,8 +468,9 @@ def test_a_transform_and_the_kafka_sink_deliver_every_record_over_sasl_ssl(kafka
         "the group's offsets at the log end",
     )
     assert runner.terminate() == 0
-    ids = Counter(json.loads(value)["id"] for value in consume_values(kafka.bootstrap, target))
-    assert ids == Counter(range(0, 2000, 2))  # no kills: at-least-once is exactly once here
+    read = consume_to_end(kafka.bootstrap, target, "read_committed")  # as consumers must
+    ids = Counter(json.loads(m.value())["id"] for m in read)
+    assert ids == Counter(range(0, 2000, 2))  # the default writer: exactly once, transactions
     assert kafka.sasl_password not in runner.output()
     assert kafka.sasl_password not in json.dumps(runner.report())
 

@@ -69,3 +69,20 @@ def test_a_dead_letter_topic_that_cannot_be_written_is_the_cause():
         "could not write 1 dead record(s) of orders[2] to the dead-letter topic dead: "
         "TOPIC_AUTHORIZATION_FAILED"
     )
+
+
+def test_a_sink_transaction_that_did_not_commit_is_the_cause():
+    """The exactly-once Kafka sink's failed commit names the range, the topic and the setting
+    in the job's status, not Spark's wrapping."""
+    said = (
+        "the transaction writing the output of orders[2] offsets 40-90 to out did not commit "
+        "(KafkaError{code=INVALID_TXN_STATE}); it ran 200s, past "
+        "spec.job.sink.transactionTimeoutMs (180000 ms): the broker aborted it; raise the "
+        "timeout or lower source.maxOffsetsPerTrigger"
+    )
+    text = SPARK_WRAPPED.replace(
+        "spark_app.source.partition_reader.TopicDeletedError: topic orders was deleted while the "
+        "job read orders-2 [40, 90) (stuck at offset 40); the batch fails",
+        f"spark_app.sinks.kafka_sink.KafkaSinkError: {said}",
+    )
+    assert failure_cause(text) == said

@@ -1,0 +1,148 @@
+"""The exactly-once Kafka sink: every record's output once for a read_committed reader,
+through a driver killed between the sink's transactions and `commits/N`, a restore and a
+redeploy (rules 4 and 9 with a Kafka topic as the sink).
+
+The runner runs as a real process on local Spark against a real broker; the output topic is
+read back as a consumer must read it (`isolation.level=read_committed`). The kill point that
+matters is after every task of batch N committed its transaction and before Spark's
+commit-log entry: the sink's fault point (`CRASH_AFTER_COMMIT_ENV`, in the writer's driver
+side commit, which Spark calls after every task succeeded) SIGKILLs the driver exactly there.
+Without the replay check (`sink_rules.already_committed`) the restore writes the batch
+again; without the catch-up of the sink's progress (`eos_progress`) the redeploy does.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from devbed.object_store import Storage
+from spark_app.api.exit_codes import REFUSED_MARK
+from spark_app.runner.checkpoint_log import source_end_offsets
+from spark_app.sinks.kafka_eos_sink import CRASH_AFTER_COMMIT_ENV
+from tests.integration.spark_app.test_runner import wait_for_all
+from tests.support.kafka_tools import consume_to_end, group_offsets, new_topic, produce
+from tests.support.runner_process import RunnerProcess, job_manifest
+
+pytestmark = pytest.mark.integration
+
+
+def kafka_job(name: str, bootstrap: str, topic: str, out: str, tmp_path: Path) -> dict:
+    manifest = job_manifest(name, bootstrap, topic, tmp_path)
+    manifest["spec"]["job"]["sink"] = {"format": "kafka", "topic": out}
+    return manifest
+
+
+def output_ids(bootstrap: str, topic: str, isolation: str = "read_committed") -> Counter:
+    return Counter(json.loads(m.value())["id"] for m in consume_to_end(bootstrap, topic, isolation))
+
+
+def once_each(ids: Counter) -> int:
+    """How many ids the output holds, after checking that it holds each of them once."""
+    duplicated = sorted((i, n) for i, n in ids.items() if n > 1)
+    assert not duplicated, (
+        f"{len(duplicated)} ids more than once for read_committed, e.g. {duplicated[:5]}"
+    )
+    return len(ids)
+
+
+def checkpoint(tmp_path: Path, job: str, epoch: int) -> Path:
+    return tmp_path / "checkpoints" / "test" / job / f"epoch-{epoch}"
+
+
+def killed_after_the_sinks_commit(runner: RunnerProcess, batch: int) -> int:
+    """`runner` SIGKILLed once batch `batch`'s transactions committed: no `commits/<batch>`.
+    Returns how many records the batches up to it read (their output is committed)."""
+    assert runner.wait(240) == -signal.SIGKILL, runner.tail()
+    location = checkpoint(runner.workdir, "eos", runner.epoch)
+    assert (location / "offsets" / str(batch)).exists()
+    assert not (location / "commits" / str(batch)).exists()
+    return sum(source_end_offsets((location / "offsets" / str(batch)).read_text()).values())
+
+
+def test_a_kill_after_the_sinks_commit_then_a_restore_and_a_redeploy_write_each_record_once(
+    kafka, tmp_path
+):
+    source = new_topic(kafka.bootstrap, partitions=3)
+    out = new_topic(kafka.bootstrap, partitions=2)
+    produce(kafka.bootstrap, source, range(6000))  # 4 batches of 1500 (maxOffsetsPerTrigger)
+    manifest = kafka_job("eos", kafka.bootstrap, source, out, tmp_path)
+
+    # epoch 1 dies after batch 1's transactions committed, before commits/1
+    first = RunnerProcess(manifest, tmp_path, env={CRASH_AFTER_COMMIT_ENV: "1"}).start()
+    read = killed_after_the_sinks_commit(first, 1)
+    assert once_each(output_ids(kafka.bootstrap, out)) == read  # batches 0 and 1
+
+    # the restore replays batch 1 (written already: skipped), then dies the same way in 2
+    first.env = {CRASH_AFTER_COMMIT_ENV: "2"}
+    first.start()
+    before, read = read, killed_after_the_sinks_commit(first, 2)
+    assert once_each(output_ids(kafka.bootstrap, out)) == read
+    group = group_offsets(kafka.bootstrap, "eos-group", source)
+    assert sum(o or 0 for o in group.values()) <= before  # batch 1's end at most
+
+    # a redeploy: a new checkpoint from the group, which the catch-up moved to the sink's
+    # progress (batch 2's end: the commit log says batch 1)
+    second = RunnerProcess(manifest, tmp_path, epoch=2)
+    previous = f"{Storage(tmp_path).checkpoints}/test/eos/epoch-1"  # as the runner had it
+    report = second.start("--previous-checkpoint", previous).wait_for_batch(0)
+    caught_up = report["previousCheckpoint"]
+    assert (caught_up["outcome"], caught_up["batch"]) == ("committed", 2), caught_up
+    produce(kafka.bootstrap, source, range(6000, 8000))
+    report = wait_for_all(second, kafka.bootstrap, source)
+    assert second.terminate() == 0
+
+    ids = output_ids(kafka.bootstrap, out)
+    assert once_each(ids) == 8000
+    assert ids == Counter(range(8000))
+    # each task wrote to both of the sink's partitions (the source's keys spread its range),
+    # while its progress is keyed by partition 0 only (sink_rules.PROGRESS_PARTITION)
+    read_in = consume_to_end(kafka.bootstrap, source, "read_committed")
+    source_of = {json.loads(m.value())["id"]: m.partition() for m in read_in}
+    read_out = consume_to_end(kafka.bootstrap, out, "read_committed")
+    spread = {(source_of[json.loads(m.value())["id"]], m.partition()) for m in read_out}
+    assert spread == {(s, p) for s in range(3) for p in range(2)}, spread
+    ends = report["latestBatch"]["endOffsets"][source]
+    assert group_offsets(kafka.bootstrap, "eos-group", source) == {
+        int(p): o for p, o in ends.items()
+    }
+
+
+GROUPED = (
+    "SELECT CAST(key AS STRING) AS key, CAST(count(*) AS STRING) AS value FROM source GROUP BY key"
+)
+# two tasks per range of partition 0: without the refusal the second one's output was
+# skipped as committed (200 records written of 298)
+SELF_UNION = (
+    "SELECT key, value FROM source UNION ALL SELECT key, value FROM source WHERE partition = 0"
+)
+
+
+@pytest.mark.parametrize(
+    ("sql", "mode", "step"),
+    [(GROUPED, "complete", "Aggregate"), (SELF_UNION, "append", "Union")],
+    ids=["grouped", "self-union"],
+)
+def test_a_query_that_mixes_source_partitions_is_refused_before_reading(
+    kafka, tmp_path, sql, mode, step
+):
+    source = new_topic(kafka.bootstrap, partitions=2)
+    out = new_topic(kafka.bootstrap, partitions=1)
+    produce(kafka.bootstrap, source, range(100))
+    manifest = kafka_job("grouped", kafka.bootstrap, source, out, tmp_path)
+    manifest["spec"]["job"]["sql"] = sql
+    manifest["spec"]["job"]["sink"]["outputMode"] = mode
+    termination = tmp_path / "termination-log"
+    termination.touch()
+    env = {"STREAMJOB_TERMINATION_LOG": str(termination)}
+    runner = RunnerProcess(manifest, tmp_path, env=env).start()
+    assert runner.wait(180) == 2, runner.tail()
+    message = termination.read_text().removeprefix(REFUSED_MARK)
+    assert message.startswith("spec.job.sink.deliveryGuarantee: exactly-once writes"), message
+    assert step in message and "at-least-once" in message
+    assert group_offsets(kafka.bootstrap, "grouped-group", source) == {0: None, 1: None}
+    assert output_ids(kafka.bootstrap, out) == Counter()
