@@ -14,6 +14,7 @@ from spark_app.api.job_spec import JobSpec
 from spark_app.api.manifest import RunnerManifest, epoch_sink_path
 from spark_app.kafka.config import credential_options, job_options
 from spark_app.runner.sql_transform import SqlRefused, apply_sql
+from spark_app.sinks import iceberg_sink
 from spark_app.sinks.delta_sink import DeltaTable, app_id, batch_writer
 
 log = logging.getLogger(__name__)
@@ -117,7 +118,7 @@ def check_sink(spark, job: JobSpec, schema) -> None:
     """The sink's checks of the query's columns (`schema`, Spark's), before it starts:
     InvalidJob naming what does not fit. The Kafka sink writes `value` (and `key`), strings
     or bytes; a Delta table that exists takes the columns it has and compatible changes
-    (`delta_sink.schema_change`)."""
+    (`delta_sink.schema_change`); an Iceberg sink needs its catalog in the environment."""
     from pyspark.sql.types import BinaryType, StringType
 
     if job.sink.format == "kafka":
@@ -143,14 +144,26 @@ def check_sink(spark, job: JobSpec, schema) -> None:
             raise InvalidJob(f"spec.job.sink: {exc}") from None
         except Exception as exc:  # the table unreadable now: each batch checks it again
             log.warning("cannot check the Delta table's schema before the start: %s", exc)
+    if job.sink.format == "iceberg":
+        try:  # the environment's catalog settings, before anything is read
+            iceberg_sink.load_catalog()
+        except iceberg_sink.CatalogMissing as exc:
+            raise InvalidJob(f"spec.job.sink: {exc}") from None
+        except Exception as exc:  # an unreachable catalog now: the first batch fails then
+            log.warning("cannot reach the Iceberg catalog before the start: %s", exc)
 
 
 def _to_sink(writer, spark, job: JobSpec, epoch: int, location: str):
-    """`writer` aimed at the job's sink: a Delta table (one commit per batch, keyed by this
-    checkpoint), our Kafka writer, or a Spark sink (files: one directory per epoch)."""
+    """`writer` aimed at the job's sink: a Delta or Iceberg table (one commit per batch, keyed
+    by this checkpoint), our Kafka writer, or a Spark sink (files: one directory per epoch)."""
     from spark_app.source.source import FORMAT
 
     sink = job.sink
+    if sink.format == "iceberg":
+        iceberg = iceberg_sink.IcebergTable(
+            sink.table or "", tuple(sink.partition_by), dict(sink.table_properties)
+        )  # table: required for iceberg (SinkSpec)
+        return writer.foreachBatch(iceberg_sink.batch_writer(iceberg, app_id(location)))
     if sink.format == "delta":
         path = sink.path or ""  # required for delta (SinkSpec)
         table = DeltaTable.for_session(spark, path, sink.partition_by, sink.table_properties)
