@@ -67,6 +67,7 @@ ADDED_NESTED_SINCE_RELEASE = (
     ("job", "sql"),
     ("job", "sink", "partitionBy"),
     ("job", "sink", "tableProperties"),
+    ("job", "sink", "table"),
 )
 
 

@@ -156,13 +156,13 @@ def test_the_newest_batch_is_the_newer_of_the_property_and_the_writers_newest_sn
 
 def test_the_catalog_comes_from_pyicebergs_variables_only(monkeypatch):
     environ = {
-        f"{CATALOG_ENV}URI": "http://catalog:8181",
+        f"{CATALOG_ENV}URI": "http://iceberg.lake.svc:8181",
         f"{CATALOG_ENV}S3__ACCESS_KEY_ID": "key",
         "pyiceberg_catalog__default__py_io_impl": "io",
         "PYICEBERG_CATALOG__OTHER__URI": "elsewhere",
     }
     assert catalog_properties(environ) == {
-        "uri": "http://catalog:8181",
+        "uri": "http://iceberg.lake.svc:8181",
         "s3.access-key-id": "key",
         "py-io-impl": "io",
     }
