@@ -146,7 +146,7 @@ def check_sink(spark, job: JobSpec, schema) -> None:
             log.warning("cannot check the Delta table's schema before the start: %s", exc)
     if job.sink.format == "iceberg":
         try:  # the environment's catalog settings, before anything is read
-            iceberg_sink.load_catalog()
+            iceberg_sink.prepare()
         except iceberg_sink.CatalogMissing as exc:
             raise InvalidJob(f"spec.job.sink: {exc}") from None
         except Exception as exc:  # an unreachable catalog now: the first batch fails then

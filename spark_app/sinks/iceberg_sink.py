@@ -107,6 +107,15 @@ def load_catalog() -> Any:
         ) from None
 
 
+def prepare() -> None:
+    """Before the query starts: the catalog from the environment (CatalogMissing), and
+    PyIceberg's writer imported, so that the first batch does not wait for its imports
+    (1.6 s of CPU)."""
+    load_catalog()
+    import pyiceberg.io.pyarrow
+    import pyiceberg.table  # noqa: F401
+
+
 def ancestor_summaries(opened: Any) -> Iterable[Mapping[str, str]]:
     """The summaries of the table's current snapshot and its ancestors, newest first."""
     from pyiceberg.table.snapshots import ancestors_of
