@@ -69,6 +69,7 @@ ADDED_NESTED_SINCE_RELEASE = (
     ("job", "sink", "tableProperties"),
     ("job", "sink", "deliveryGuarantee"),
     ("job", "sink", "transactionTimeoutMs"),
+    ("job", "sink", "table"),
 )
 
 

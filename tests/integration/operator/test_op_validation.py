@@ -62,6 +62,35 @@ def test_cel_rules(kube: Kube, ns: str):
     assert "path is required for file sinks" in rejected(kube, ns, spec)
 
 
+def test_cel_rules_of_the_iceberg_sink(kube: Kube, ns: str):
+    """The CRD's twins of SinkSpec's iceberg rules: a table named, no path, no options, and
+    table for the iceberg sink only; a valid one is accepted as it is."""
+    from spark_app.api.sink_spec import (
+        ICEBERG_NO_PATH,
+        ICEBERG_TABLE,
+        NO_DELTA_OPTIONS,
+        TABLE_ONLY,
+    )
+
+    for sink, message in [
+        ({"format": "iceberg"}, ICEBERG_TABLE),
+        ({"format": "iceberg", "table": "lake.orders", "path": "s3a://lake/o"}, ICEBERG_NO_PATH),
+        ({"format": "iceberg", "table": "lake.orders", "options": {"a": "b"}}, NO_DELTA_OPTIONS),
+        ({"format": "delta", "path": "s3a://lake/o", "table": "lake.orders"}, TABLE_ONLY),
+    ]:
+        spec = job_spec()
+        spec["job"]["sink"] = sink
+        body = rejected(kube, ns, spec)
+        assert "spec.job.sink" in body and message in body, body
+    spec = job_spec()
+    sink = {"format": "iceberg", "table": "lake.orders", "partitionBy": ["topic"]}
+    spec["job"]["sink"] = sink
+    assert kube.create_job(ns, "iceberg", spec)["spec"]["job"]["sink"] == {
+        **sink,
+        "outputMode": "append",
+    }
+
+
 def test_cel_rules_of_typed_records(kube: Kube, ns: str):
     """spec.job.source.value and spec.job.deadLetter: bad combinations refused by the API
     server naming the field; a good one stored with its defaults."""
