@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from spark_app.api.sink_rules import Progress
 from spark_app.kafka.retry import Attempts, GaveUp, retrying
@@ -33,6 +33,8 @@ __all__ = [
     "progress_reader",
     "read_progress",
 ]
+
+T = TypeVar("T")
 
 
 class TransactionError(RuntimeError):
@@ -80,7 +82,7 @@ class TransactionalWriter:
         self.progress_group = progress_group
         self.progress_reader = _progress_consumer(client, progress_group)
 
-    def _retried(self, call: Callable[[float], Any]) -> Any:
+    def _retried(self, call: Callable[[float], T]) -> T:
         """`call(timeout)` again while its failure is transient (a coordinator or leader
         moving, a timed-out request), within `timeout_s` in all (`spark_app.kafka.retry`);
         librdkafka allows each of these transactional calls to be retried so. Each attempt
@@ -156,7 +158,9 @@ def read_progress(
     return Progress(done.offset if done.offset >= 0 else -1, done.metadata or "")
 
 
-def progress_reader(client: Mapping[str, str], timeout_s: float) -> Callable:
+def progress_reader(
+    client: Mapping[str, str], timeout_s: float
+) -> Callable[[str, str, int], Progress]:
     """`read(group, topic, partition)`: a progress group's committed progress, through one
     short-lived consumer per group (read_committed: an open transaction's is not yet)."""
 
