@@ -136,9 +136,12 @@ def test_the_simulation_sees_a_failure_told_by_two_warnings(monkeypatch):
     shrunk to these acts): the running driver crashed, its standby took over, and the
     hand-over's next step told the failure again. Fixed, it is told once; a rule that tells
     every driver failure twice (broken on purpose) is caught."""
+    from simulation.acts import CRASH_STAGES
     from streamingjob_operator.rules import phases
 
-    acts = [Act(0.0, "create"), Act(149.0, "standby", 494), Act(187.2, "crash-driver", 272)]
+    # the stage by name: the shrunk history's 272 meant "plan" among the stages of its day
+    crash = Act(187.2, "crash-driver", CRASH_STAGES.index("plan"))
+    acts = [Act(0.0, "create"), Act(149.0, "standby", 494), crash]
     assert not run(9, acts).violations
     original = phases.on_driver_gone
 
