@@ -91,6 +91,44 @@ def test_cel_rules_of_the_iceberg_sink(kube: Kube, ns: str):
     }
 
 
+def test_cel_rules_of_the_kafka_sinks_guarantee(kube: Kube, ns: str):
+    """The CRD's twins of SinkSpec's rules for deliveryGuarantee and transactionTimeoutMs
+    beside the iceberg ones: kafka sink settings only, no timeout at-least-once; a valid
+    exactly-once sink is accepted as it is."""
+    from spark_app.api.sink_rules import AT_LEAST_ONCE_NO_TIMEOUT, KAFKA_ONLY
+
+    for sink, message in [
+        (
+            {"format": "parquet", "path": "s3a://lake/o", "deliveryGuarantee": "exactly-once"},
+            KAFKA_ONLY,
+        ),
+        ({"format": "iceberg", "table": "lake.orders", "transactionTimeoutMs": 200000}, KAFKA_ONLY),
+        (
+            {
+                "format": "kafka",
+                "topic": "out",
+                "deliveryGuarantee": "at-least-once",
+                "transactionTimeoutMs": 200000,
+            },
+            AT_LEAST_ONCE_NO_TIMEOUT,
+        ),
+    ]:
+        spec = job_spec()
+        spec["job"]["sink"] = sink
+        body = rejected(kube, ns, spec)
+        assert "spec.job.sink" in body and message in body, body
+    spec = job_spec()
+    sink = {
+        "format": "kafka",
+        "topic": "out",
+        "deliveryGuarantee": "exactly-once",
+        "transactionTimeoutMs": 200000,
+    }
+    spec["job"]["sink"] = sink
+    created = kube.create_job(ns, "kafka-eos", spec)["spec"]["job"]["sink"]
+    assert created == {**sink, "outputMode": "append"}
+
+
 def test_cel_rules_of_typed_records(kube: Kube, ns: str):
     """spec.job.source.value and spec.job.deadLetter: bad combinations refused by the API
     server naming the field; a good one stored with its defaults."""
