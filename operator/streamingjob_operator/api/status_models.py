@@ -78,6 +78,11 @@ class StandbyStatus(WaitingDriver):
     )
     failures: int = Field(default=0, description="Standbys failed in a row (the backoff).")
     message: str = Field(default="", description="Failed: why.")
+    avoid_nodes: list[str] = Field(
+        default_factory=list,
+        description="Nodes the operator counted lost when it started this standby: kept off "
+        "them (a pod placed there would count as lost at once, and its successor too).",
+    )
 
 
 class StreamingJobStatus(StatusModel):

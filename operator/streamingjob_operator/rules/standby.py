@@ -118,6 +118,7 @@ def _record(job: Job, d: Decision) -> Decision:
         since=iso(now),
         checkpoint_location=st.checkpoint_location,
         failures=failures,
+        avoid_nodes=sorted(job.observed.lost_nodes),
     )
     d.action, d.requeue_after = "launch-standby", 0
     return d
