@@ -4,7 +4,7 @@ and the runner. The reconciler builds it from status; the builders read it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from streamingjob_operator.api.status_models import StreamingJobStatus, WaitingDriver
 from streamingjob_operator.rules.epochs import catch_up_chain
@@ -55,8 +55,7 @@ class Launch:
         """The standby status.standby records: the running epoch's checkpoints."""
         assert st.standby is not None
         previous = catch_up_chain(st.previous_checkpoint_location, st.older_checkpoint_locations)
-        launch = cls._waits_for_go(st.standby, previous, True, entrypoint, spark_submit)
-        return replace(launch, avoid_nodes=tuple(st.standby.avoid_nodes))
+        return cls._waits_for_go(st.standby, previous, True, entrypoint, spark_submit)
 
     @classmethod
     def _waits_for_go(
@@ -73,6 +72,7 @@ class Launch:
             attempt=w.attempt,
             checkpoint_location=w.checkpoint_location,
             previous_checkpoints=previous,
+            avoid_nodes=tuple(w.avoid_nodes),
             wait_for_go=True,
             away_from_drivers=away,
             entrypoint=entrypoint,

@@ -202,6 +202,9 @@ def test_a_standby_is_kept_off_the_nodes_counted_lost_when_it_starts():
         "w1",
         "w2",
     )
+    d = run(_spec(), d.status, [driver(OLD)], later(11), lost_nodes=frozenset({"w4"}))
+    assert d.action == "launch-standby"  # its creation again: off the nodes lost by then
+    assert d.status.standby is not None and d.status.standby.avoid_nodes == ["w1", "w2", "w4"]
     quiet = run(_spec(), st, [driver(OLD)], later(10))
     assert quiet.status.standby is not None and quiet.status.standby.avoid_nodes == []
 
