@@ -74,6 +74,10 @@ class Server:
         return [o for (k, _, _), o in sorted(self.objects.items()) if k == kind]
 
 
+# the nodes the creating operator counted lost, noted on a pod (world.schedule checks them)
+LOST_WHEN_CREATED = "simulation/lost-when-created"
+
+
 class SimApi:
     """`KubeApi`'s methods as the reconciler, finalizer, handlers and the leader election
     call them. Each operator replica has its own: `cut_until` cuts that replica off the API
@@ -82,6 +86,7 @@ class SimApi:
     def __init__(self, server: Server) -> None:
         self.server = server
         self.cut_until = -1.0
+        self.lost_nodes: Callable[[], frozenset[str]] = frozenset  # its operator's view
 
     def _enter(self, what: str) -> None:
         s = self.server
@@ -161,6 +166,8 @@ class SimApi:
             self._leave("create pod")
             return None
         stored = clone(pod)
+        lost = ",".join(sorted(self.lost_nodes()))
+        stored["metadata"].setdefault("annotations", {})[LOST_WHEN_CREATED] = lost
         stored.setdefault("status", {})["phase"] = "Pending"
         stored["metadata"]["uid"] = f"pod-{self.server.version + 1}"
         self.server.put(stored)

@@ -145,9 +145,13 @@ class Checker:
 
     def _fenced(self) -> list[Violation]:
         """A reading driver stops between batches (its final commit) unless its node is lost:
-        forcing a live one out lets the next driver start while it still writes."""
+        forcing a live one out lets the next driver start while it still writes. And no
+        driver is placed on a node its operator counted lost when it created it (it would
+        count as lost at once, and its successor too: world.schedule)."""
         found = [Violation("unfenced", what) for what in self.world.unfenced]
+        found += [Violation("doomed placement", what) for what in self.world.doomed]
         self.world.unfenced.clear()
+        self.world.doomed.clear()
         return found
 
     def _poison(self) -> list[Violation]:

@@ -57,6 +57,7 @@ class Operator:
             wake=lambda namespace, name: wake(name),
             clock=clock,
         )
+        api.lost_nodes = self.tracker.lost
         readings = offsets.Readings(world.kafka, config.kafka_poll_seconds)
         readings.now = clock
         self.reconciler = Reconciler(

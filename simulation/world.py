@@ -14,12 +14,13 @@ from typing import Any
 from spark_app.api.exit_codes import EXIT_INVALID, REFUSED_MARK, RUNNER_EXIT_REASONS
 from streamingjob_operator.api.naming import (
     LABEL_JOB,
+    LABEL_ROLE,
     job_configmap_name,
     report_configmap_name,
 )
 from streamingjob_operator.rules.observed import iso
 
-from .cluster import Server
+from .cluster import LOST_WHEN_CREATED, Server
 from .data import DeadLetterTopic, Files, FileSink, Kafka, Table
 from .driver import Driver, Sinks
 from .driver import World as DriverWorld
@@ -28,6 +29,7 @@ from .timeline import Timeline
 NAMESPACE = "team"
 OOM = "OOMKilled"
 LEASE_RENEW_SECONDS = 10.0
+NODE_MONITOR_GRACE = 40.0  # the node lifecycle controller's: then it marks and taints a node
 
 
 @dataclass
@@ -73,6 +75,9 @@ class World(Timeline):
         self.offsets_moved: Callable[[str, dict[Any, int]], None] = lambda group, moved: None
         self.watch_stalled_until = -1.0
         self.unfenced: list[str] = []  # reading drivers on live nodes force-deleted
+        # driver pods the scheduler placed on a node their operator counted lost when it
+        # created them (invariants: "doomed placement")
+        self.doomed: list[str] = []
         self.api_back_at = 0.0  # when the last control-plane outage ended
         for _ in range(3):
             self.add_node()
@@ -120,11 +125,7 @@ class World(Timeline):
         if self.server.down():
             self.api_back_at = self.server.faults.outage_until
             return
-        # the controller counts from when it saw a lease, as of the control plane's return
-        seen = {n.name: max(n.renewed, self.api_back_at) for n in self.nodes.values()}
-        stale = {name for name, at in seen.items() if self.clock.t - at > 40}
-        if len(stale) == len(self.nodes):
-            return
+        stale = self.tainted()
         for pod in self.pods():
             if pod["spec"].get("nodeName") in stale and pod["status"].get("phase") == "Running":
                 conditions = pod["status"].setdefault("conditions", [])
@@ -134,6 +135,15 @@ class World(Timeline):
                         {"type": "Ready", "status": "Unknown", "lastTransitionTime": since}
                     )
                     self.pod_changed(pod)
+
+    def tainted(self) -> set[str]:
+        """The nodes the controller has marked (their pods Unknown, no new pods): leases
+        older than its grace, counted from when it saw them as of the control plane's return;
+        none when every node is that old (its full disruption mode: the control plane, not
+        the nodes, is suspect)."""
+        seen = {n.name: max(n.renewed, self.api_back_at) for n in self.nodes.values()}
+        stale = {name for name, at in seen.items() if self.clock.t - at > NODE_MONITOR_GRACE}
+        return set() if len(stale) == len(self.nodes) else stale
 
     # --- pods: scheduling, starting, deleting ----------------------------------------------
 
@@ -155,10 +165,7 @@ class World(Timeline):
             return
         node_name = pod["spec"].get("nodeName")
         if not node_name:
-            alive = [n for n in self.nodes.values() if n.alive]
-            pod["spec"]["nodeName"] = self.rng.choice(alive).name
-            self.pod_changed(pod)
-            self.at(self.delay(1, 4), "kubelet", name)
+            self.schedule(pod)
             return
         if not self.nodes[node_name].alive or self.server.down():
             if self.nodes[node_name].alive:
@@ -178,6 +185,23 @@ class World(Timeline):
             self.start_process(pod, node_name)
         elif not driver.alive:
             self.record_exit(pod, driver)
+
+    def schedule(self, pod: dict[str, Any]) -> None:
+        """The scheduler: any node its node affinity allows and the node lifecycle controller
+        has not tainted yet (a node that stopped renewing still takes pods for its
+        node-monitor grace); none fits: it tries again."""
+        name = pod["metadata"]["name"]
+        fits = sorted(set(self.nodes) - self.tainted() - _kept_off(pod))
+        if not fits:
+            self.at(2.0, "kubelet", name)
+            return
+        chosen = self.rng.choice(fits)
+        pod["spec"]["nodeName"] = chosen
+        lost = pod["metadata"].get("annotations", {}).get(LOST_WHEN_CREATED, "").split(",")
+        if pod["metadata"]["labels"].get(LABEL_ROLE) == "driver" and chosen in lost:
+            self.doomed.append(f"{name} placed on {chosen}, counted lost when it was created")
+        self.pod_changed(pod)
+        self.at(self.delay(1, 4), "kubelet", name)
 
     def start_process(self, pod: dict[str, Any], node: str) -> None:
         job = pod["metadata"]["labels"][LABEL_JOB]
@@ -360,3 +384,19 @@ def cause_of(code: int, reason: str, message: str) -> str:
     if code == EXIT_INVALID:
         return "InvalidSpec" if message.startswith(REFUSED_MARK) else "DriverFailed"
     return RUNNER_EXIT_REASONS.get(code, "DriverFailed")
+
+
+def _kept_off(pod: dict[str, Any]) -> set[str]:
+    """The nodes a pod's required node affinity excludes (hostname NotIn, ANDed into every
+    term: the only form the operator writes)."""
+    affinity = pod["spec"].get("affinity") or {}
+    required = (affinity.get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or {}
+    return {
+        value
+        for term in required.get("nodeSelectorTerms") or []
+        for expr in term.get("matchExpressions") or []
+        if expr.get("key") == "kubernetes.io/hostname" and expr.get("operator") == "NotIn"
+        for value in expr.get("values") or []
+    }

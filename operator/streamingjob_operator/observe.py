@@ -90,6 +90,7 @@ class Observer:
             invalid=self.validator.problems_of(job),
             handover=parse_signal(report, HANDOVER_KEY),
             go=parse_signal(self._go_configmap(job), GO_KEY),
+            lost_nodes=self.nodes.lost() if self.nodes is not None else frozenset(),
         )
         return pods, report, observed
 

@@ -316,6 +316,22 @@ def _columns(job: Job) -> dict[str, str]:
     return dict(zip(header.split(), row.split(), strict=False))
 
 
+def _wait_standby_ready(job: Job) -> None:
+    """Until `kubectl get sj` shows the standby Ready; a timeout shows the standby's status
+    and the job's last history entries (why it is not). The bound fits a standby that fails
+    its warm-up (readyTimeoutSeconds, 180 s) on a loaded machine and a second one's."""
+
+    def ready() -> bool | Unmet:
+        if _columns(job).get("STANDBY") == "Ready":
+            return True
+        status = job.status()
+        history = status.get("history", [])[-6:]
+        recent = [f"{h['time']} {h['reason']}: {h['message']}" for h in history]
+        return Unmet(phase=status.get("phase"), standby=status.get("standby"), history=recent)
+
+    wait_for("the standby Ready", ready, 420, 1)
+
+
 def _kill(job: Job, pod: str, method: str) -> None:
     if method == "delete":
         job.kube.run(
@@ -814,7 +830,7 @@ def test_lost_nodes_restore_on_the_surviving_worker_exactly_once(
             "-n", OPERATOR_NAMESPACE, "--reuse-values",
             "--set", f"config.nodeLostGraceSeconds={SHORT_GRACE}", "--wait", "--timeout", "180s",
         )  # fmt: skip
-        wait_for("the standby Ready", lambda: _columns(job).get("STANDBY") == "Ready", 300, 1)
+        _wait_standby_ready(job)
         for _ in range(LOSSES_SHORT_GRACE):
             samples.append(_lose_node(job, SHORT_GRACE, caused_restarts))
     finally:
@@ -1074,7 +1090,7 @@ def test_a_killed_driver_with_a_ready_standby_restores_in_seconds_exactly_once(
     job.patch({"standby": {"enabled": True}})  # on since the test before (warmed there)
     producer = ProducerLoop(job.kafka, job.topic, job.next_id, rate=20)
     try:
-        wait_for("the standby Ready", lambda: _columns(job).get("STANDBY") == "Ready", 300, 1)
+        _wait_standby_ready(job)
         status = job.status()
         epoch, attempt, driver = status["epoch"], status["attempt"], status["driverPod"]
         spare = status["standby"]

@@ -196,3 +196,26 @@ def test_the_simulation_sees_kafka_sink_output_twice_after_a_redeploy(monkeypatc
     monkeypatch.setattr(kafka_out, "merge", lambda durable, _planned, _committed: durable)
     outcome = run(4, _kafka_sink_acts("commit", redeploy_at=18.0))
     assert outcome.violations and outcome.violations[0].rule == "duplicate"
+
+
+def test_the_simulation_sees_a_driver_placed_on_a_node_counted_lost(monkeypatch):
+    """Found by `python -m simulation 0-127` once its scheduler took a silent node until the
+    node lifecycle controller's 40 s mark (seed 80, shrunk): a restart targeted before node-3
+    was lost, its driver created after the operator counted node-3 lost (grace 35 s) and
+    placed there. Each driver is now created off the nodes counted lost; without that rule
+    (broken on purpose), the placement is caught."""
+    from streamingjob_operator.rules import handover, phases, standby
+
+    acts = [
+        Act(0.0, "create", 1), Act(1.3, "change-job", 279), Act(2.2, "suspend", 591),
+        Act(5.8, "offsets-action", 620), Act(24.2, "suspend", 474),
+        Act(68.0, "leader-partition", 54), Act(73.9, "pull-fails", 832),
+        Act(144.3, "leader-partition", 972), Act(388.9, "redeploy", 213),
+        Act(444.3, "operator-upgrade", 199), Act(506.3, "restart", 805),
+        Act(507.9, "node-lost", 311),
+    ]  # fmt: skip
+    assert not run(80, acts).violations
+    for module in (phases, standby, handover):
+        monkeypatch.setattr(module, "off_lost_nodes", lambda job, avoided: sorted(avoided))
+    outcome = run(80, acts)
+    assert outcome.violations and outcome.violations[0].rule == "doomed placement"

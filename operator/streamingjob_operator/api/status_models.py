@@ -35,6 +35,11 @@ class WaitingDriver(StatusModel):
         description="Pending: recorded, its pod may not exist yet. Created: it was created.",
     )
     checkpoint_location: str = Field(default="", description="Its checkpoint.")
+    avoid_nodes: list[str] = Field(
+        default_factory=list,
+        description="Nodes the operator counted lost when it created the pod: kept off them "
+        "(placed there, it would count as lost at once, and its successor too).",
+    )
 
 
 class HandoverStatus(WaitingDriver):
@@ -159,8 +164,10 @@ class StreamingJobStatus(StatusModel):
     avoid_nodes: list[str] = Field(
         default_factory=list,
         description="Nodes the current attempt's pods must not be scheduled on: the node a "
-        "driver was lost on, which the scheduler may still think Ready (the operator's grace "
-        "can end before the node lifecycle controller marks it).",
+        "driver was lost on, and those the operator counted lost when it created the driver; "
+        "the scheduler may still think them Ready (the operator's grace can end before "
+        "the node lifecycle controller marks a node, and a node back from a freeze is Ready "
+        "before the operator hears its kubelet).",
     )
     suspended: bool = Field(default=False, description="The job is suspended.")
     deployed_job_hash: str = Field(

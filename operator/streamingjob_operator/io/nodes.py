@@ -89,6 +89,15 @@ class NodeTracker:
         last = self._last_renewal_seen
         return last is None or now - last >= self._quiet
 
+    def lost(self) -> frozenset[str]:
+        """The nodes not heard from for the grace (none while the view is unknown): where a
+        new pod would be counted lost the moment it is placed."""
+        now = self._clock()
+        with self._lock:
+            if self._quiet_at(now):
+                return frozenset()
+            return frozenset(n for n, heard in self._heard.items() if now - heard >= self._grace)
+
     def cordoned(self, node: str) -> bool:
         with self._lock:
             return node in self._cordoned

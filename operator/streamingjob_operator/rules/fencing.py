@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from streamingjob_operator.api.status_models import StreamingJobStatus
 from streamingjob_operator.rules.history import Event, record
 from streamingjob_operator.rules.observed import PodInfo, parse_time
-from streamingjob_operator.rules.step import NODE_SILENT_SECONDS, DecideConfig, Decision
+from streamingjob_operator.rules.step import NODE_SILENT_SECONDS, DecideConfig, Decision, Job
 
 
 def lost_at(
@@ -60,6 +60,14 @@ def silent_since(pod: PodInfo, now: datetime, silent: float) -> datetime | None:
     if pod.phase == "Unknown" or pod.ready_unknown_since is not None:
         return pod.ready_unknown_since or now
     return None
+
+
+def off_lost_nodes(job: Job, avoided: list[str]) -> list[str]:
+    """The nodes a driver about to be created is kept off: `avoided` and every node the
+    operator counts lost now. The scheduler may still take such a node for Ready (the grace can
+    end before the node lifecycle controller's, a node back from a freeze is Ready before its
+    kubelet is heard), and a driver placed there would count as lost at once."""
+    return sorted({*avoided, *job.observed.lost_nodes})
 
 
 def not_launching(driver: str, pods: list[str]) -> str | None:

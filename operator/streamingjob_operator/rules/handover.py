@@ -35,7 +35,7 @@ from streamingjob_operator.api.status_models import (
     WaitingDriver,
 )
 from streamingjob_operator.rules.epochs import set_target
-from streamingjob_operator.rules.fencing import delete_pods, has_ended, is_lost
+from streamingjob_operator.rules.fencing import delete_pods, has_ended, is_lost, off_lost_nodes
 from streamingjob_operator.rules.history import Event, record
 from streamingjob_operator.rules.observed import PodInfo, Signal, iso, parse_time
 from streamingjob_operator.rules.step import Decision, Job
@@ -120,6 +120,7 @@ def follow(job: Job, d: Decision, running: list[PodInfo], waiting: list[PodInfo]
         if next_driver is None:
             if past_deadline(job, handover):  # its creation kept failing
                 return _not_ready(job, d, handover, waiting)
+            handover.avoid_nodes = off_lost_nodes(job, handover.avoid_nodes)
             d.action = "launch-waiting"
             d.requeue_after = 0
             return d

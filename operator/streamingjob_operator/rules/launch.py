@@ -72,6 +72,7 @@ class Launch:
             attempt=w.attempt,
             checkpoint_location=w.checkpoint_location,
             previous_checkpoints=previous,
+            avoid_nodes=tuple(w.avoid_nodes),
             wait_for_go=True,
             away_from_drivers=away,
             entrypoint=entrypoint,

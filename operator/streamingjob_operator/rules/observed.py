@@ -122,6 +122,8 @@ class Observed:
     invalid: object | None = None  # the validation problems (their str is the message)
     handover: Signal | None = None  # handover.json
     go: Signal | None = None  # go.json
+    # nodes the operator counts lost (not heard from for the grace): a standby is kept off them
+    lost_nodes: frozenset[str] = frozenset()
 
 
 def pod_info(pod: dict[str, Any]) -> PodInfo:

@@ -20,6 +20,7 @@ from streamingjob_operator.rules.fencing import (
     has_ended,
     is_lost,
     lost_at,
+    off_lost_nodes,
     silent_since,
 )
 from streamingjob_operator.rules.history import Event, record
@@ -121,6 +122,7 @@ def launching(job: Job, d: Decision, driver: PodInfo | None) -> Decision:
         return d
     if st.phase != "Restarting":  # an automatic restart stays Restarting until created
         st.phase = "Launching"  # (one status write less per relaunch)
+    st.avoid_nodes = off_lost_nodes(job, st.avoid_nodes)
     d.action = "launch"
     d.requeue_after = 0
     return d

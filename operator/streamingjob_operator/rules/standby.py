@@ -30,6 +30,7 @@ from streamingjob_operator.api.status_models import (
     StreamingJobStatus,
 )
 from streamingjob_operator.rules.epochs import next_attempt
+from streamingjob_operator.rules.fencing import off_lost_nodes
 from streamingjob_operator.rules.handover import (
     not_ready,
     own_signal,
@@ -76,6 +77,7 @@ def keep(job: Job, d: Decision, pods: list[PodInfo]) -> Decision:
         if pod is None:
             if past_deadline(job, standby):  # its creation kept failing
                 return _failed(job, d, standby, not_ready(job, standby))
+            standby.avoid_nodes = off_lost_nodes(job, standby.avoid_nodes)
             d.action, d.requeue_after = "launch-standby", 0
             return d
         standby.launch_state = "Created"
@@ -118,6 +120,7 @@ def _record(job: Job, d: Decision) -> Decision:
         since=iso(now),
         checkpoint_location=st.checkpoint_location,
         failures=failures,
+        avoid_nodes=off_lost_nodes(job, []),
     )
     d.action, d.requeue_after = "launch-standby", 0
     return d

@@ -61,8 +61,9 @@ def test_a_renewal_counts_when_seen_and_silence_wakes_each_job_once():
     nodes._on_lease("MODIFIED", lease("w2", str(clock.now)))
     assert nodes.silent_jobs() == [("team", "orders")]
     assert nodes.silent_jobs() == []  # once per node
+    assert nodes.lost() == {"w1"}  # where a new standby must not go
     nodes._on_lease("MODIFIED", lease("w1", "back"))  # it came back: heard now
-    assert nodes.heard_at("w1") == clock.now
+    assert nodes.heard_at("w1") == clock.now and nodes.lost() == set()
 
 
 def test_a_quiet_watch_makes_every_answer_unknown():
@@ -73,6 +74,7 @@ def test_a_quiet_watch_makes_every_answer_unknown():
     nodes._on_lease("ADDED", lease("w1", "a"))
     clock.advance(watch_quiet_seconds(10) + 1)
     assert nodes.heard_at("w1") is None and nodes.silent_jobs() == []
+    assert nodes.lost() == set()
 
 
 def test_a_cordon_wakes_the_jobs_on_that_node_at_once():

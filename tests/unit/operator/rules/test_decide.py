@@ -730,6 +730,23 @@ def test_a_silent_node_loses_its_driver_after_the_grace_counted_from_its_last_re
     assert d.action == "delete" and d.force_delete == (alive.name,)
 
 
+def test_every_driver_is_created_off_the_nodes_counted_lost_at_its_creation():
+    """A node the operator counts lost may still be Ready to the scheduler (a grace shorter
+    than the node lifecycle controller's; a node back from a freeze before its kubelet is
+    heard): a driver placed there would count as lost at once. Found by the simulation: a
+    restart targeted before a node was lost, created after. The launch itself keeps off every
+    node counted lost then; the attempt after a loss also off its own node."""
+    spec = make_spec()
+    d = run(spec, StreamingJobStatus())  # the target recorded, no node lost yet
+    d = run(spec, d.status, lost_nodes=frozenset({"w9", "w3"}))
+    assert d.action == "launch" and d.status.avoid_nodes == ["w3", "w9"]
+    st = launched(spec)
+    d = run(spec, st, [_heard(driver(st.driver_pod), 0)], later(60))
+    assert d.restart_reason == "NodeLost" and d.status.avoid_nodes == ["w1"]
+    d = run(spec, d.status, now=later(80), lost_nodes=frozenset({"w3"}))
+    assert d.action == "launch" and d.status.avoid_nodes == ["w1", "w3"]
+
+
 def test_a_node_heard_from_keeps_its_driver_whatever_the_pod_conditions_say():
     spec = make_spec()
     st = launched(spec)

@@ -9,6 +9,7 @@ import pytest
 
 from streamingjob_operator.api.models import StreamingJobStatus
 from streamingjob_operator.rules.decide import FIELD_CLASSES, IGNORE, REASONS
+from streamingjob_operator.rules.launch import Launch
 from streamingjob_operator.rules.observed import Signal, Termination
 from streamingjob_operator.rules.status import set_conditions, status_body
 from tests.unit.operator.helpers_operator import (
@@ -183,6 +184,29 @@ def test_a_failed_standby_is_replaced_after_a_backoff_under_a_new_name(pod, sign
     assert d.action == "none" and d.requeue_after == pytest.approx(5)  # backoff base 10 s
     d = run(_spec(), d.status, [driver(OLD)], later(30))
     assert d.action == "launch-standby" and d.status.standby.pod == "orders-e1-a3-driver"  # type: ignore[union-attr]
+
+
+def test_a_standby_is_kept_off_the_nodes_counted_lost_when_it_starts():
+    """Seen on kind: a node back from a freeze is Ready to the scheduler seconds before the
+    operator hears its kubelet again. A standby placed there counted as lost at once, and its
+    successor (backoff 0) too: 32 standbys in 5 s. Each one now avoids the nodes counted lost
+    when it was recorded; the running attempt's avoidance (after its own loss) is not its."""
+    st = launched(make_spec(handover={"readyTimeoutSeconds": 30}))
+    d = run(_spec(), st, [driver(OLD)], later(10), lost_nodes=frozenset({"w2", "w1"}))
+    assert d.action == "launch-standby" and d.status.standby is not None
+    assert d.status.standby.avoid_nodes == ["w1", "w2"]
+    launch = Launch.standby(d.status, entrypoint="run", spark_submit="submit")
+    assert launch.avoid_nodes == ("w1", "w2") and launch.away_from_drivers
+    d.status.avoid_nodes = ["w3"]  # the running attempt's, after a loss of its own
+    assert Launch.standby(d.status, entrypoint="run", spark_submit="submit").avoid_nodes == (
+        "w1",
+        "w2",
+    )
+    d = run(_spec(), d.status, [driver(OLD)], later(11), lost_nodes=frozenset({"w4"}))
+    assert d.action == "launch-standby"  # its creation again: off the nodes lost by then
+    assert d.status.standby is not None and d.status.standby.avoid_nodes == ["w1", "w2", "w4"]
+    quiet = run(_spec(), st, [driver(OLD)], later(10))
+    assert quiet.status.standby is not None and quiet.status.standby.avoid_nodes == []
 
 
 def test_a_standby_not_ready_in_time_fails():
