@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from devbed.iceberg_catalog import IcebergCatalog
 from devbed.kafka_broker import KafkaBroker
 from devbed.kafka_jars import kafka_version
 from devbed.kafka_versions import BROKER_VERSIONS, version_id
@@ -42,14 +41,6 @@ def schema_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Schema
     use subjects of their own."""
     with SchemaRegistry(tmp_path_factory.mktemp("registry")) as registry:
         yield registry
-
-
-@pytest.fixture(scope="session")
-def iceberg_catalog(tmp_path_factory: pytest.TempPathFactory) -> Iterator[IcebergCatalog]:
-    """One real Iceberg REST catalog (Apache Iceberg's own server, its warehouse on the local
-    disk) for the session; tests use tables of their own."""
-    with IcebergCatalog(tmp_path_factory.mktemp("iceberg")) as catalog:
-        yield catalog
 
 
 @pytest.fixture(scope="module", params=BROKER_VERSIONS, ids=version_id)

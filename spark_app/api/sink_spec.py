@@ -1,5 +1,5 @@
-"""spec.job.sink: where the job writes (files, Kafka, a Delta or Iceberg table, console, noop),
-the output modes each sink runs and the options the job sets itself.
+"""spec.job.sink: where the job writes (files, Kafka, a Delta table, console, noop), the output
+modes each sink runs and the options the job sets itself.
 
 This module must not import pyspark: the operator imports it too.
 """
@@ -52,7 +52,6 @@ SINK_OUTPUT_MODES: dict[str, tuple[str, ...]] = {
     **dict.fromkeys(FILE_SINK_FORMATS, ("append",)),
     "kafka": ("append", "complete"),
     "delta": ("append",),
-    "iceberg": ("append",),
     "console": _MODES,
     "noop": _MODES,
 }
@@ -102,25 +101,15 @@ DELTA_SCHEME = (
     "the delta sink writes to file:///path on a mounted volume or s3a://bucket/prefix "
     "(delta-rs reaches no other file system)"
 )
-# An Iceberg table identifier in the catalog: namespace.table (nested namespaces: a.b.table).
-TABLE = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$"
-ICEBERG_TABLE = (
-    "table is required for the iceberg sink: namespace.table in the catalog that the "
-    "PYICEBERG_CATALOG__DEFAULT__* variables (spec.env) configure"
+NO_ICEBERG = (
+    "format iceberg is not available yet: no Apache Iceberg release runs on Spark 4.3 (its "
+    "newest Spark runtime is for Spark 4.1 and fails to load on 4.3); use format delta"
 )
-ICEBERG_NO_PATH = (
-    "the iceberg sink names its table (sink.table), not a path: the catalog decides where "
-    "the table's files go; remove path"
-)
-TABLE_ONLY = "table is for the iceberg sink only (the delta sink's table is its path)"
 NO_DELTA_OPTIONS = (
-    "options are passed to Spark's sinks; the delta and iceberg sinks are not: set "
-    "partitionBy and tableProperties instead"
+    "options are passed to Spark's sinks; the delta sink is not one: set partitionBy and "
+    "tableProperties instead"
 )
-TABLE_FIELDS_ONLY = (
-    "partitionBy and tableProperties are for table sinks (format delta or iceberg) only"
-)
-TABLE_SINKS = ("delta", "iceberg")
+TABLE_FIELDS_ONLY = "partitionBy and tableProperties are for table sinks (format delta) only"
 
 
 class SinkSpec(SpecModel):
@@ -144,17 +133,7 @@ class SinkSpec(SpecModel):
                     "message": DELTA_SCHEME,
                     "fieldPath": ".path",
                 },
-                {"rule": "self.format != 'iceberg' || has(self.table)", "message": ICEBERG_TABLE},
-                {
-                    "rule": "self.format != 'iceberg' || !has(self.path)",
-                    "message": ICEBERG_NO_PATH,
-                    "fieldPath": ".path",
-                },
-                {
-                    "rule": "self.format == 'iceberg' || !has(self.table)",
-                    "message": TABLE_ONLY,
-                    "fieldPath": ".table",
-                },
+                {"rule": "self.format != 'iceberg'", "message": NO_ICEBERG},
                 {
                     "rule": "self.format == 'kafka' || "
                     "(!has(self.deliveryGuarantee) && !has(self.transactionTimeoutMs))",
@@ -167,13 +146,13 @@ class SinkSpec(SpecModel):
                     "fieldPath": ".transactionTimeoutMs",
                 },
                 {
-                    "rule": "!(self.format in ['delta', 'iceberg']) || !has(self.options) || "
+                    "rule": "self.format != 'delta' || !has(self.options) || "
                     "self.options.size() == 0",
                     "message": NO_DELTA_OPTIONS,
                     "fieldPath": ".options",
                 },
                 {
-                    "rule": "self.format in ['delta', 'iceberg'] || "
+                    "rule": "self.format == 'delta' || "
                     "(!has(self.partitionBy) && !has(self.tableProperties))",
                     "message": TABLE_FIELDS_ONLY,
                 },
@@ -187,10 +166,9 @@ class SinkSpec(SpecModel):
     ] = Field(
         description="parquet, json, csv or orc: Spark's file sink (exactly-once with the "
         "checkpoint). delta: a Delta Lake table at path, one table across epochs, exactly "
-        "once for every reader. iceberg: an Apache Iceberg table (sink.table) in the "
-        "catalog the environment configures, exactly once for every reader. kafka: a topic "
-        "(exactly once for read_committed consumers, see deliveryGuarantee). console, noop: "
-        "for trials."
+        "once for every reader. iceberg: not yet (no Apache Iceberg release runs on Spark "
+        "4.3). kafka: a topic (exactly once for read_committed consumers, see "
+        "deliveryGuarantee). console, noop: for trials."
     )
     path: str | None = Field(
         default=None,
@@ -203,15 +181,6 @@ class SinkSpec(SpecModel):
         "on a redeploy); restarts within an epoch continue the same directory. For the "
         "delta sink: the table's location (file:///... or s3a://...), the same table for "
         "every epoch.",
-    )
-    table: str | None = Field(
-        default=None,
-        max_length=255,
-        pattern=TABLE,
-        description="iceberg: the table, namespace.table, in the catalog that PyIceberg's "
-        "PYICEBERG_CATALOG__DEFAULT__* variables configure (spec.env: URI, TYPE, WAREHOUSE; "
-        "credentials through valueFrom.secretKeyRef). The same table for every epoch; "
-        "created at the first batch when the catalog has none.",
     )
     topic: str | None = Field(
         default=None,
@@ -253,13 +222,13 @@ class SinkSpec(SpecModel):
     partition_by: list[Annotated[str, Field(min_length=1, max_length=128, pattern=COLUMN)]] = Field(
         default_factory=list,
         max_length=8,
-        description="delta, iceberg: the columns that partition a new table (identity "
-        "partitions in Iceberg; an existing table keeps its own partitioning).",
+        description="delta: the columns that partition a new table (an existing table "
+        "keeps its own partitioning).",
     )
     table_properties: Options = Field(
         default_factory=dict,
-        description="delta, iceberg: table properties set when the job creates the table, "
-        "e.g. delta.logRetentionDuration, or Iceberg's write.target-file-size-bytes.",
+        description="delta: table properties set when the job creates the table, e.g. "
+        "delta.logRetentionDuration or delta.deletedFileRetentionDuration.",
         json_schema_extra=keys_schema(CLIENT_KEY, 255),
     )
     options: Options = Field(
@@ -307,15 +276,11 @@ class SinkSpec(SpecModel):
             raise ValueError(DELTA_PATH)
         if self.format == "delta" and not self.path.startswith(("file:///", "s3a://")):  # type: ignore[union-attr]
             raise ValueError(DELTA_SCHEME)
-        if self.format == "iceberg" and not self.table:
-            raise ValueError(ICEBERG_TABLE)
-        if self.format == "iceberg" and self.path:
-            raise ValueError(ICEBERG_NO_PATH)
-        if self.format != "iceberg" and self.table:
-            raise ValueError(TABLE_ONLY)
-        if self.format in TABLE_SINKS and self.options:
+        if self.format == "iceberg":
+            raise ValueError(NO_ICEBERG)
+        if self.format == "delta" and self.options:
             raise ValueError(NO_DELTA_OPTIONS)
-        if self.format not in TABLE_SINKS and (self.partition_by or self.table_properties):
+        if self.format != "delta" and (self.partition_by or self.table_properties):
             raise ValueError(TABLE_FIELDS_ONLY)
         guarantee, timeout = self.delivery_guarantee, self.transaction_timeout_ms
         if problem := transaction_problem(self.format, guarantee, timeout, None):

@@ -36,7 +36,6 @@ from spark_app.runner.checkpoint_log import (
     ahead_of_group,
 )
 from spark_app.sinks.delta_sink import DeltaTable, app_id
-from spark_app.sinks.iceberg_sink import IcebergTable
 from spark_app.source.committer import OffsetCommitter
 from spark_app.source.partition_state import PartitionStateTable
 
@@ -202,24 +201,17 @@ def previous_sink_batch(spark, manifest: RunnerManifest, previous_checkpoint: st
     """The newest batch of the previous epoch's query that its sink committed (`sink_batch`),
     read through the session."""
     sink = manifest.spec.job.sink
-    where = sink.table if sink.format == "iceberg" else sink.path
     try:
         return sink_batch(
             sink.format,
-            where,
+            sink.path,
             previous_checkpoint,
-            table_batch=lambda table, app: _table_batch(spark, sink.format, table, app),
+            table_batch=lambda path, app: DeltaTable.for_session(spark, path).committed_batch(app),
             log_newest=lambda log_dir: CheckpointFiles(spark, log_dir).newest(""),
         )
-    except Exception as exc:  # py4j, delta-rs or the catalog: unreachable, a damaged log
+    except Exception as exc:  # py4j or delta-rs: an unreachable store, a damaged log
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise CheckpointUnreadable(f"the sink at {where}: {first}") from None
-
-
-def _table_batch(spark, sink_format: str, table: str, app: str) -> int | None:
-    if sink_format == "iceberg":
-        return IcebergTable(table).committed_batch(app)
-    return DeltaTable.for_session(spark, table).committed_batch(app)
+        raise CheckpointUnreadable(f"the sink at {sink.path}: {first}") from None
 
 
 def sink_batch(
@@ -230,9 +222,8 @@ def sink_batch(
     log_newest: Callable[[str], int | None],
 ) -> int | None:
     """The newest batch of `checkpoint`'s query that its sink committed: in the file sink's
-    log (`manifest.epoch_sink_path`'s `_spark_metadata`), or in the table (by app id) of a
-    Delta sink (`path`: its location) or an Iceberg sink (`path`: its table's name)."""
-    if sink_format in ("delta", "iceberg") and path:
+    log (`manifest.epoch_sink_path`'s `_spark_metadata`) or in the Delta table's (by app id)."""
+    if sink_format == "delta" and path:
         return table_batch(path, app_id(checkpoint))
     directory = epoch_sink_path(path, checkpoint) if path else None
     return log_newest(f"{directory}/_spark_metadata") if directory else None

@@ -16,7 +16,6 @@ from spark_app.api.manifest import RunnerManifest, epoch_sink_path
 from spark_app.api.sink_spec import SinkSpec
 from spark_app.kafka.config import credential_options, job_options
 from spark_app.runner.sql_transform import SqlRefused, apply_sql
-from spark_app.sinks import iceberg_sink
 from spark_app.sinks.delta_sink import DeltaTable, app_id, batch_writer
 
 log = logging.getLogger(__name__)
@@ -121,7 +120,7 @@ def check_sink(spark, job: JobSpec, frame) -> None:
     naming what does not fit. The Kafka sink writes `value` (and `key`), strings or bytes,
     exactly-once only from a query without a shuffle (`check_one_range_per_task`); a Delta
     table that exists takes the columns it has and compatible changes
-    (`delta_sink.schema_change`); an Iceberg sink needs its catalog in the environment."""
+    (`delta_sink.schema_change`)."""
     schema = frame.schema
     if job.sink.format == "kafka":
         check_one_range_per_task(job, frame)
@@ -136,13 +135,6 @@ def check_sink(spark, job: JobSpec, frame) -> None:
             raise InvalidJob(f"spec.job.sink: {exc}") from None
         except Exception as exc:  # the table unreadable now: each batch checks it again
             log.warning("cannot check the Delta table's schema before the start: %s", exc)
-    if job.sink.format == "iceberg":
-        try:  # the environment's catalog settings, before anything is read
-            iceberg_sink.prepare()
-        except iceberg_sink.CatalogMissing as exc:
-            raise InvalidJob(f"spec.job.sink: {exc}") from None
-        except Exception as exc:  # an unreachable catalog now: the first batch fails then
-            log.warning("cannot reach the Iceberg catalog before the start: %s", exc)
 
 
 def _check_kafka_columns(job: JobSpec, schema) -> None:
@@ -191,17 +183,12 @@ def kafka_sink_options(sink: SinkSpec, job: str, location: str) -> dict[str, str
 
 
 def _to_sink(writer, spark, job: JobSpec, run: tuple[str, int], location: str):
-    """`writer` aimed at the job's sink: a Delta or Iceberg table (one commit per batch, keyed
-    by this checkpoint), our Kafka writer (`run`: the job's name and epoch), or a Spark sink
-    (files: one directory per epoch)."""
+    """`writer` aimed at the job's sink: a Delta table (one commit per batch, keyed by this
+    checkpoint), our Kafka writer (`run`: the job's name and epoch), or a Spark sink (files:
+    one directory per epoch)."""
     from spark_app.source.source import FORMAT
 
     sink = job.sink
-    if sink.format == "iceberg":
-        iceberg = iceberg_sink.IcebergTable(
-            sink.table or "", tuple(sink.partition_by), dict(sink.table_properties)
-        )  # table: required for iceberg (SinkSpec)
-        return writer.foreachBatch(iceberg_sink.batch_writer(iceberg, app_id(location)))
     if sink.format == "delta":
         path = sink.path or ""  # required for delta (SinkSpec)
         table = DeltaTable.for_session(spark, path, sink.partition_by, sink.table_properties)

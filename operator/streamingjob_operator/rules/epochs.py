@@ -69,7 +69,6 @@ ADDED_NESTED_SINCE_RELEASE = (
     ("job", "sink", "tableProperties"),
     ("job", "sink", "deliveryGuarantee"),
     ("job", "sink", "transactionTimeoutMs"),
-    ("job", "sink", "table"),
 )
 
 

@@ -62,39 +62,10 @@ def test_cel_rules(kube: Kube, ns: str):
     assert "path is required for file sinks" in rejected(kube, ns, spec)
 
 
-def test_cel_rules_of_the_iceberg_sink(kube: Kube, ns: str):
-    """The CRD's twins of SinkSpec's iceberg rules: a table named, no path, no options, and
-    table for the iceberg sink only; a valid one is accepted as it is."""
-    from spark_app.api.sink_spec import (
-        ICEBERG_NO_PATH,
-        ICEBERG_TABLE,
-        NO_DELTA_OPTIONS,
-        TABLE_ONLY,
-    )
-
-    for sink, message in [
-        ({"format": "iceberg"}, ICEBERG_TABLE),
-        ({"format": "iceberg", "table": "lake.orders", "path": "s3a://lake/o"}, ICEBERG_NO_PATH),
-        ({"format": "iceberg", "table": "lake.orders", "options": {"a": "b"}}, NO_DELTA_OPTIONS),
-        ({"format": "delta", "path": "s3a://lake/o", "table": "lake.orders"}, TABLE_ONLY),
-    ]:
-        spec = job_spec()
-        spec["job"]["sink"] = sink
-        body = rejected(kube, ns, spec)
-        assert "spec.job.sink" in body and message in body, body
-    spec = job_spec()
-    sink = {"format": "iceberg", "table": "lake.orders", "partitionBy": ["topic"]}
-    spec["job"]["sink"] = sink
-    assert kube.create_job(ns, "iceberg", spec)["spec"]["job"]["sink"] == {
-        **sink,
-        "outputMode": "append",
-    }
-
-
 def test_cel_rules_of_the_kafka_sinks_guarantee(kube: Kube, ns: str):
-    """The CRD's twins of SinkSpec's rules for deliveryGuarantee and transactionTimeoutMs
-    beside the iceberg ones: kafka sink settings only, no timeout at-least-once; a valid
-    exactly-once sink is accepted as it is."""
+    """The CRD's twins of SinkSpec's rules for deliveryGuarantee and transactionTimeoutMs:
+    kafka sink settings only, no timeout at-least-once; a valid exactly-once sink is accepted
+    as it is."""
     from spark_app.api.sink_rules import AT_LEAST_ONCE_NO_TIMEOUT, KAFKA_ONLY
 
     for sink, message in [
@@ -102,7 +73,7 @@ def test_cel_rules_of_the_kafka_sinks_guarantee(kube: Kube, ns: str):
             {"format": "parquet", "path": "s3a://lake/o", "deliveryGuarantee": "exactly-once"},
             KAFKA_ONLY,
         ),
-        ({"format": "iceberg", "table": "lake.orders", "transactionTimeoutMs": 200000}, KAFKA_ONLY),
+        ({"format": "delta", "path": "s3a://lake/o", "transactionTimeoutMs": 200000}, KAFKA_ONLY),
         (
             {
                 "format": "kafka",

@@ -67,12 +67,3 @@ def test_the_sinks_batch_is_read_where_that_checkpoints_query_wrote():
     apps: list[str] = []
     sink_batch("delta", "s3a://t", ours, lambda _p, app: apps.append(app) or 3, lambda _: None)
     assert apps == [ours]
-    tables: list[tuple[str, str]] = []
-    found = sink_batch(
-        "iceberg",
-        "lake.orders",
-        ours + "/",
-        lambda t, app: tables.append((t, app)) or 7,
-        lambda _: None,
-    )  # an Iceberg table, by its name in the catalog: the app id is the checkpoint's
-    assert (found, tables) == (7, [("lake.orders", ours)])
