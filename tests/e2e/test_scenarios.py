@@ -1572,9 +1572,11 @@ def _step(job: Job, producer: ProducerLoop, rate: float, target: int) -> tuple[P
 
     # The backlog of the minutes before the new executors read drains at what 3 executors
     # read beyond 3R: 183 s of a 240 s bound in a green run (CI run of 0b062e4, the bed
-    # beside the Spark tier), over it in the next. A job that cannot keep up only grows its
-    # lag, so a longer bound passes nothing that does not drain.
-    wait_for(f"lag at most {steady:.0f} in attempt {attempt + 1}", steady_lag, 480, 1)
+    # beside the Spark tier), over it in the next; over 480 s in loaded runs on this week's
+    # slower hosts (docs/ci.md, runs 58 and 60), within it in stop 47's and 48's CI. A job
+    # that cannot keep up only grows its lag, so a longer bound passes nothing that does not
+    # drain.
+    wait_for(f"lag at most {steady:.0f} in attempt {attempt + 1}", steady_lag, 900, 1)
     sample = {
         "action": action,
         "from": status["executors"],
@@ -1589,9 +1591,9 @@ def _step(job: Job, producer: ProducerLoop, rate: float, target: int) -> tuple[P
     return producer, sample
 
 
-# Two steps of up to 240 s to decide, 240 s to read and 480 s to drain each, then the sink's
+# Two steps of up to 240 s to decide, 240 s to read and 900 s to drain each, then the sink's
 # 240 s: pytest's 600 s default (592 s in a green run) is not this scenario's bound.
-@pytest.mark.timeout(1500)
+@pytest.mark.timeout(3000)
 def test_the_autoscaler_follows_a_step_load_once_per_step_exactly_once(
     job: Job, caused_restarts: set[str]
 ) -> None:
