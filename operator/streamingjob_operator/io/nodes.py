@@ -195,12 +195,10 @@ class NodeTracker:
     def silent_jobs(self) -> list[JobKey]:
         """Jobs with a pod on a node silent past the grace, each once per node."""
         due = []
-        now = self._clock()
+        lost = self.lost()
         for key, nodes in list(self._jobs.items()):
-            for node in nodes:
+            for node in nodes & lost:
                 heard = self.heard_at(node)
-                if heard is None or now - heard < self._grace:
-                    continue
                 with self._lock:
                     if (key, node) in self._woken_lost:
                         continue
