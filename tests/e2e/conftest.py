@@ -199,6 +199,34 @@ def _no_unexpected_restarts(request: pytest.FixtureRequest, caused_restarts: set
     assert not problems, "containers restarted or died unexpectedly:\n" + "\n".join(problems)
 
 
+def job_stories(kube: Kube, last: int = 15) -> str:
+    """Each StreamingJob's counters and last history entries: what the operator did and why
+    (a failed scenario's assertion names a symptom; this names the cause)."""
+    jobs = json.loads(kube.run("get", "streamingjobs", "--all-namespaces", "-o", "json"))
+    lines = []
+    for job in jobs["items"]:
+        st = job.get("status") or {}
+        counters = {k: st.get(k) for k in ("phase", "epoch", "attempt", "restarts", "driverPod")}
+        lines.append(f"{job['metadata']['namespace']}/{job['metadata']['name']} {counters}")
+        lines += [
+            f"  {h['time']} e{h.get('epoch')} a{h.get('attempt')} {h['reason']}: {h['message']}"
+            for h in st.get("history", [])[-last:]
+        ]
+    return "\n".join(lines) or "no StreamingJob"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """A failed scenario's report ends with the jobs' stories (job_stories)."""
+    report = (yield).get_result()
+    kube = getattr(item, "funcargs", {}).get("kube")
+    if report.when == "call" and report.failed and isinstance(kube, Kube):
+        try:
+            report.sections.append(("StreamingJob histories", job_stories(kube)))
+        except Exception as exc:  # the cluster may be what failed
+            report.sections.append(("StreamingJob histories", f"unreadable: {exc}"))
+
+
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """This run's results replace bench/results/e2e.json at once, when the run ends: the
     unit tests of the figures read it beside the e2e tier (a file rewritten scenario by
