@@ -50,6 +50,7 @@ class Server:
     delete_pod: Callable[[str, str, bool], bool] = lambda namespace, name, force: True
     on_create: Callable[[dict[str, Any]], None] = lambda pod: None
     created: Counter[tuple[str, str]] = field(default_factory=Counter)  # (owner uid, pod name)
+    launched_with: dict[str, dict[str, Any]] = field(default_factory=dict)  # pod -> job spec
 
     def down(self) -> bool:
         return self.clock.t < self.faults.outage_until
@@ -172,6 +173,11 @@ class SimApi:
         stored["metadata"]["uid"] = f"pod-{self.server.version + 1}"
         self.server.put(stored)
         self.server.created[(meta["ownerReferences"][0]["uid"], meta["name"])] += 1
+        for job in self.server.of_kind("StreamingJob"):
+            if label_value(job["metadata"]["name"]) == meta["labels"].get(LABEL_JOB):
+                # what the reconcile built the pod from: the spec it read (no act comes
+                # within a reconcile)
+                self.server.launched_with[meta["name"]] = clone(job["spec"])
         self.server.on_create(stored)
         self._leave("create pod")
         return clone(stored)

@@ -11,6 +11,10 @@
   node forced out (it would go on writing beside the next);
 - a checkpoint belongs to one epoch of one job: a driver restores only its own epoch's;
 - names are never reused: no pod name of a job is created twice;
+- no needless relaunch: a relaunch for a changed spec (pod settings, the job) follows a
+  change of those fields from what the running driver was launched with;
+- the autoscaler decides on its own readings: a rescale from N executors is decided while the
+  job's driver is one launched with N (not the one a hand-over is replacing);
 - one leader: no replica writes once another holds the Lease;
 - every failure the world caused reaches status and an Event (reported.py), and one Event:
   no two Warnings of the same reason name the same driver pod (reported.py);
@@ -23,13 +27,27 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
-from streamingjob_operator.api.naming import LABEL_JOB
+from streamingjob_operator.api.naming import LABEL_JOB, driver_pod_name
+from streamingjob_operator.api.spec_models import StreamingJobSpec
+from streamingjob_operator.rules.epochs import FIELD_CLASSES, REDEPLOY, RESTART
 
 from .data import Checkpoint, Record
 from .reported import Reports
 from .world import NAMESPACE, World
+
+# The messages of a relaunch for a changed spec (epochs.manual_trigger), and the class of
+# fields whose change it names
+SPEC_CHANGES = {"pod settings changed": RESTART, "job changed": REDEPLOY}
+
+
+def same_fields(launched: dict[str, Any], spec: dict[str, Any], klass: str) -> bool:
+    """Whether the fields of `klass` are the same in both specs (missing: unset)."""
+    fields = StreamingJobSpec.model_fields
+    aliases = [fields[name].alias or name for name, k in FIELD_CLASSES.items() if k == klass]
+    return all(launched.get(alias) == spec.get(alias) for alias in aliases)
 
 
 @dataclass(frozen=True)
@@ -64,6 +82,8 @@ class Checker:
         self.nonce: tuple[Any, Any] | None = None  # (job uid, deployedRedeployNonce) last seen
         self.target = 0  # the epoch targeted then
         self.deletions = 0
+        self.told: list[Any] = []  # status.history at the last check
+        self.decided = ""  # the time of status.autoscaler.lastDecision at the last check
 
     # --- what the history tells it -----------------------------------------------------
 
@@ -110,7 +130,8 @@ class Checker:
         found, self.deferred = self.deferred, []
         found += self._poison() + self._exactly_once() + self._one_reader()
         found += self._own_checkpoint() + self._names() + self._fenced()
-        found += self._redeploys_start_fresh()
+        found += self._redeploys_start_fresh() + self._needless_relaunches()
+        found += self._rescales_on_own_readings()
         found += [Violation("two leaders", what) for what in self.world.server.deposed]
         self.world.server.deposed.clear()
         found += [Violation("told twice", what) for what in self.reports.told_twice()]
@@ -137,6 +158,57 @@ class Checker:
             )
         self.nonce, self.target = nonce, target
         return found
+
+    def _needless_relaunches(self) -> list[Violation]:
+        """A relaunch for a changed spec replaces a driver launched with the same fields of
+        that class (epochs.FIELD_CLASSES) as the spec now: a restore that changes nothing,
+        and a rescale's step taken twice. The replaced driver is the one the entry before
+        the relaunch names (a hand-over's go and a relaunch can come in one reconcile)."""
+        job = self.world.server.get("StreamingJob", NAMESPACE, self.name)
+        history = ((job or {}).get("status") or {}).get("history", [])
+        told, self.told = self.told, history
+        if job is None:
+            return []
+        found = []
+        for before, entry in pairwise(history):
+            klass = next((k for m, k in SPEC_CHANGES.items() if m in entry["message"]), None)
+            if entry in told or klass is None:
+                continue
+            running = driver_pod_name(self.name, before["epoch"], before["attempt"])
+            launched = self.world.server.launched_with.get(running)
+            if launched is not None and same_fields(launched, job["spec"], klass):
+                found.append(
+                    Violation(
+                        "needless relaunch",
+                        f"{entry['reason']} ({entry['message']}) replaces {running}, launched "
+                        f"with the same {klass}-class fields",
+                    )
+                )
+        return found
+
+    def _rescales_on_own_readings(self) -> list[Violation]:
+        """A new autoscaler decision scales from the executor count the job's driver was
+        launched with: the readings it decided on are that driver's."""
+        job = self.world.server.get("StreamingJob", NAMESPACE, self.name)
+        status = (job or {}).get("status") or {}
+        last = (status.get("autoscaler") or {}).get("lastDecision") or {}
+        if not last or last.get("time") == self.decided:
+            return []
+        self.decided = last["time"]
+        driver = status.get("driverPod", "")
+        launched = self.world.server.launched_with.get(driver)
+        if launched is None:
+            return []
+        count = (launched.get("executor") or {}).get("instances", 1)
+        if count == last["fromExecutors"]:
+            return []
+        return [
+            Violation(
+                "rescale on another run's readings",
+                f"{last['action']} {last['fromExecutors']} -> {last['toExecutors']} decided while "
+                f"the job's driver {driver} runs {count} executors",
+            )
+        ]
 
     def _stateless(self) -> bool:
         """Under last-state a changed group keeps the job's checkpoint, and so its position."""

@@ -114,7 +114,7 @@ def autoscaler(spec: dict[str, Any], arg: int) -> None:
         "enabled": enabled,
         "minExecutors": 1,
         "maxExecutors": 2 + arg % 3,
-        "metricsWindowSeconds": 60,
+        "metricsWindowSeconds": 120,  # readings every kafkaPollSeconds (30 s): gaps < half
         "stabilizationSeconds": 30,
         "scaleDownDelaySeconds": 60,
         "catchUpSeconds": 60,

@@ -30,6 +30,7 @@ NAMESPACE = "team"
 OOM = "OOMKilled"
 LEASE_RENEW_SECONDS = 10.0
 NODE_MONITOR_GRACE = 40.0  # the node lifecycle controller's: then it marks and taints a node
+WARM_UPS = (2.0, 45.0)  # seconds a driver waiting for a go takes to report ready
 
 
 @dataclass
@@ -79,6 +80,10 @@ class World(Timeline):
         # created them (invariants: "doomed placement")
         self.doomed: list[str] = []
         self.api_back_at = 0.0  # when the last control-plane outage ended
+        # A driver that waits for a go (a hand-over's, a standby) reports ready once its
+        # Spark session and executors are up: seconds on a quiet cluster, minutes on a busy
+        # one, across the operator's readings (its own stream: the others draw as before)
+        self.warm_up = random.Random(f"warm-up-{seed}").choice(WARM_UPS)
         for _ in range(3):
             self.add_node()
 
@@ -219,7 +224,8 @@ class World(Timeline):
         self.pod_changed(pod)
         launch = " ".join(driver.argv[driver.argv.index("--epoch") :])
         self.log(f"{driver.pod} started on {node} ({launch})")
-        self.at(self.delay(0.5, 3), "driver", driver.uid_of_pod)
+        warm_up = self.warm_up if driver.wait_for_go else 0.0
+        self.at(self.delay(0.5, 3) + warm_up, "driver", driver.uid_of_pod)
 
     def record_exit(self, pod: dict[str, Any], driver: Driver) -> None:
         code = driver.exit_code or 0

@@ -219,3 +219,42 @@ def test_the_simulation_sees_a_driver_placed_on_a_node_counted_lost(monkeypatch)
         monkeypatch.setattr(module, "off_lost_nodes", lambda job, avoided: sorted(avoided))
     outcome = run(80, acts)
     assert outcome.violations and outcome.violations[0].rule == "doomed placement"
+
+
+def _step_load_acts(seed: int) -> list[Act]:
+    """A job handed over warm and autoscaled: 2 records/s for 200 s (more than one executor
+    reads), then 1 every 2-4 s (less than half of what two read)."""
+    import random
+
+    rng = random.Random(seed)
+    acts = [Act(0.0, "create", 0), Act(3.0, "autoscaler", 0)]
+    t = 5.0
+    while t < 800:
+        acts.append(Act(t, "produce", (3 if t < 200 else 1) + 20 * rng.randrange(50)))
+        t += 2.0 if t < 200 else rng.choice([2.0, 3.0, 4.0])
+    return acts
+
+
+def test_the_simulations_autoscaler_follows_a_step_load_once_per_step(monkeypatch):
+    """The autoscaler act reaches decisions (its window fits the operator's readings) and each
+    step of the load is one rescale, one warm hand-over; a relaunch the spec does not call
+    for (the pod hash forgotten at a hand-over's go, on purpose) is caught."""
+    from simulation import world
+    from streamingjob_operator.rules import handover
+
+    monkeypatch.setattr(world, "WARM_UPS", (45.0,))  # readings come during each hand-over
+    outcome = run(2, _step_load_acts(2))  # seed 2: handed over warm (drawn)
+    assert not outcome.violations, story(outcome)
+    started = [line.split()[1] for line in outcome.trace if " started on " in line]
+    assert started == ["orders-e1-a1-driver", "orders-e1-a2-driver", "orders-e1-a3-driver"]
+    assert sum("-> waiting" in line for line in outcome.trace) == 2  # each waited for a go
+
+    started_go = handover._started
+
+    def forgetful(job, d, waiting):
+        d.status.deployed_pod_hash = "forgotten"
+        return started_go(job, d, waiting)
+
+    monkeypatch.setattr(handover, "_started", forgetful)
+    outcome = run(2, _step_load_acts(2))  # seed 2: handed over warm (drawn)
+    assert outcome.violations and outcome.violations[0].rule == "needless relaunch"

@@ -31,6 +31,7 @@ from streamingjob_operator.api.models import (
     StreamingJobSpec,
     StreamingJobStatus,
 )
+from streamingjob_operator.rules import handover
 from streamingjob_operator.rules.autoscaler import recommend
 from streamingjob_operator.rules.autoscaler_values import Job, Policy, Recommendation, Sample
 from streamingjob_operator.rules.history import Event, keep_warnings
@@ -173,6 +174,13 @@ def step(
     running_since = parse_time(st.running_since)
     if st.phase != "Running" or running_since is None:
         a.action, a.reason = "none", f"not running (phase {st.phase})"
+        return None, window
+    if (moving := handover.active(st)) is not None:
+        # The running driver stops once the next one is ready: its readings measure the
+        # executors it was launched with, not spec.executor.instances, which the next one
+        # runs (a rescale decided on them was a second rescale for one step of the load).
+        a.action = "none"
+        a.reason = f"warm hand-over to {moving.pod} under way: readings wait for its run"
         return None, window
     window, new = sample(window, st, kafka, report)
     if not new and a.evaluated_at:

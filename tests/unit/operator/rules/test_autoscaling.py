@@ -17,6 +17,7 @@ from streamingjob_operator.api.models import (
     InvalidSpecError,
     StreamingJobStatus,
 )
+from streamingjob_operator.api.status_models import HandoverStatus
 from streamingjob_operator.io.metrics import Metrics
 from streamingjob_operator.rules import autoscaling
 from streamingjob_operator.rules.autoscaling import Window, foreign_scale, note_applied, scale_back
@@ -94,6 +95,27 @@ def test_a_sustained_overload_is_a_scale_up_recorded_in_status():
     st = _running(epoch=2, autoscaler=a)
     scaler.step(KEY, spec, st, _view(14, 2100, 2050), _report(14), T0 + timedelta(seconds=14))
     assert st.autoscaler is not None and st.autoscaler.rates == {}  # new code, new rates
+
+
+def test_no_decision_on_the_readings_of_a_driver_a_warm_hand_over_replaces():
+    """Stop 49's e2e: a ScaledDown's warm hand-over under way, the stopping driver's readings
+    (of the executors it was launched with) made a second rescale before the step's own
+    run began. The same overload as above decides nothing while a hand-over is active."""
+    spec = make_spec(**ENABLED)
+    scaler = Autoscaling()
+    waiting = HandoverStatus(pod="orders-e1-a2-driver", epoch=1, attempt=2, phase="Warming")
+    st = _running(handover=waiting)
+    for second in range(0, 13):
+        view = _view(second, 150 * second, 150 * second - 50)
+        now = T0 + timedelta(seconds=second)
+        assert scaler.step(KEY, spec, st, view, _report(second), now) is None
+    assert st.autoscaler is not None and st.autoscaler.action == "none"
+    assert st.autoscaler.reason.startswith("warm hand-over to orders-e1-a2-driver under way")
+    waiting.phase = "Started"  # the go: the hand-over's run is the job's
+    st = _running(attempt=2, handover=waiting, autoscaler=st.autoscaler)
+    view = _view(13, 150 * 13, 150 * 13 - 50)
+    scaler.step(KEY, spec, st, view, _report(13, 2), T0 + timedelta(seconds=13))
+    assert st.autoscaler.samples == 1  # the new run's window, from its first reading
 
 
 def _report_configmap(second: int, task_ms_per_row: int) -> dict:
