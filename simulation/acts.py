@@ -109,13 +109,13 @@ NEW_TARGET = frozenset({"redeploy", "restart", "change-job", "change-group"})
 
 def act(h: History, a: Act) -> None:
     w, arg = h.world, a.arg
-    if a.name in NEW_TARGET:
-        w.refused.clear()
     if a.name in SPEC_ACTS:
-        edit(h, lambda s: SPEC_ACTS[a.name](s, arg))
+        if edit(h, lambda s: SPEC_ACTS[a.name](s, arg)) and a.name in NEW_TARGET:
+            w.refused.clear()  # a write refused (the API server down) changes nothing
     elif a.name == "change-group":
         group = f"orders-group-{arg % 3}"
         if edit(h, lambda s: s["job"]["source"].update(groupId=group)):
+            w.refused.clear()
             h.checker.group_changed(group, job(h) or {})
     elif a.name == "create":
         create(h)
@@ -149,6 +149,10 @@ def world_fault(h: History, name: str, arg: int) -> None:
         busy = sorted({d.node for d in w.drivers.values() if d.alive})
         if busy:
             w.kill_node(busy[arg % len(busy)])
+    elif name == "node-freeze":
+        busy = sorted({d.node for d in w.drivers.values() if d.alive and not w.frozen(d.node)})
+        if busy:
+            w.freeze_node(busy[arg % len(busy)], 20 + arg % 100)
     elif name == "api-outage":
         w.server.faults.outage_until = w.clock.t + 5 + arg % 120
     elif name == "watch-stall":

@@ -112,13 +112,22 @@ class Checkpoint(CheckpointFiles):
     def read(self, log: str, batch_id: int) -> str:
         return self.files.files[f"{self.location}/{log}/{batch_id}"]
 
-    def write_offsets(self, batch_id: int, end: Positions, start: Positions | None) -> None:
+    def write_offsets(self, batch_id: int, end: Positions, start: Positions | None) -> bool:
+        """offsets/N, only if absent (Spark's HDFSMetadataLog.add): False when another
+        driver of the checkpoint wrote it first ("Concurrent update to the log. Multiple
+        streaming jobs detected"), and the query fails."""
         entry = off.batch_offset(end, start)
-        text = "v1\n{}\n" + json.dumps(entry)
-        self.files.write(f"{self.location}/offsets/{batch_id}", text)
+        return self._add(f"offsets/{batch_id}", "v1\n{}\n" + json.dumps(entry))
 
-    def write_commit(self, batch_id: int) -> None:
-        self.files.write(f"{self.location}/commits/{batch_id}", "v1\n{}")
+    def write_commit(self, batch_id: int) -> bool:
+        return self._add(f"commits/{batch_id}", "v1\n{}")
+
+    def _add(self, name: str, text: str) -> bool:
+        path = f"{self.location}/{name}"
+        if path in self.files.files:
+            return False
+        self.files.write(path, text)
+        return True
 
     def batch_range(self, batch_id: int) -> tuple[Positions, Positions]:
         """[start, end) of a planned batch: batch 0 pins its start, later ones start where the

@@ -105,6 +105,7 @@ class Driver:
     term_reason: str = ""  # the container's termination reason and message, when not plain
     term_message: str = ""
     stop_requested: bool = False
+    counted_lost: bool = False  # its node froze for a grace: the operator may replace it
     # the query
     epoch: int = 0
     attempt: int = 0
@@ -277,7 +278,9 @@ class Driver:
         if end == self.batch_start:
             return  # idle
         checkpoint = Checkpoint(w.files, self.location)
-        checkpoint.write_offsets(self.batch, end, self.batch_start if self.batch == 0 else None)
+        first = self.batch_start if self.batch == 0 else None
+        if not checkpoint.write_offsets(self.batch, end, first):
+            return self.exit(1)  # another driver of the checkpoint planned it: the query fails
         self.batch_end = end
         self.stage = "dead-letter"
 
@@ -328,7 +331,8 @@ class Driver:
         self.stage = "commit"
 
     def _commit(self, w: World) -> None:
-        Checkpoint(w.files, self.location).write_commit(self.batch)
+        if not Checkpoint(w.files, self.location).write_commit(self.batch):
+            return self.exit(1)  # another driver of the checkpoint committed it first
         self._count(w, len(records(self.batch_start, self.batch_end)))
         self.pending_commit = dict(self.batch_end)  # the committer's, sent asynchronously
         self.batch, self.batch_start = self.batch + 1, self.batch_end

@@ -18,9 +18,9 @@ from .cluster import Crash
 from .invariants import Checker, Violation
 from .operator import settings
 from .replicas import MAX_DRIFT, MAX_OFFSET, Replica, Skew
-from .world import World
+from .world import LEAST_GRACE, World
 
-GRACES = (35.0, 40.0)  # nodeLostGraceSeconds: the least the operator accepts, the chart's
+GRACES = (LEAST_GRACE, 40.0)  # nodeLostGraceSeconds: the least the operator accepts, the chart's
 ACTS = (
     "create",
     "delete",
@@ -42,6 +42,7 @@ ACTS = (
     "commit-fails",
     "pull-fails",
     "node-lost",
+    "node-freeze",
     "api-outage",
     "watch-stall",
     *acts.OPERATOR_FAULTS,
@@ -53,6 +54,7 @@ FAULTS = frozenset(
         "commit-fails",
         "pull-fails",
         "node-lost",
+        "node-freeze",
         "api-outage",
         "watch-stall",
     }

@@ -30,6 +30,7 @@ NAMESPACE = "team"
 OOM = "OOMKilled"
 LEASE_RENEW_SECONDS = 10.0
 NODE_MONITOR_GRACE = 40.0  # the node lifecycle controller's: then it marks and taints a node
+LEAST_GRACE = 35.0  # the least nodeLostGraceSeconds the operator accepts
 WARM_UPS = (2.0, 45.0)  # seconds a driver waiting for a go takes to report ready
 
 
@@ -39,6 +40,7 @@ class Node:
     alive: bool = True
     phase: float = 0.0  # when in each renewal interval its kubelet renews
     renewed: float = 0.0  # its lease's last renewal
+    frozen_until: float = -1.0  # its kubelet and processes stand still until then
 
 
 @dataclass
@@ -101,8 +103,8 @@ class World(Timeline):
         if not node.alive:
             return
         self.at(LEASE_RENEW_SECONDS, "renew", name)
-        if self.server.down():
-            return  # the kubelet cannot reach the API server: no renewal
+        if self.server.down() or self.frozen(name):
+            return  # the kubelet cannot reach the API server, or stands still: no renewal
         node.renewed = self.clock.t
         for pod in self.pods():  # its pods' Ready again (the kubelet's status sync)
             conditions = pod["status"].get("conditions") or []
@@ -122,6 +124,47 @@ class World(Timeline):
                 self.failed(driver, "NodeLost")
         self.log(f"node {name} lost")
         self.add_node()  # the cluster autoscaler's replacement
+
+    def freeze_node(self, name: str, seconds: float) -> None:
+        """The node stands still (a VM paused, a kernel stalled: `docker pause` on kind): no
+        renewal, no kubelet, its processes halted where they were. When it thaws they go on
+        from there, and its kubelet kills the ones whose pods the API server no longer has
+        a moment later: the window in which a stale driver may still write. No failure is
+        the operator's to tell: a node back within the grace lost nothing, and a driver on a
+        node silent long enough to count as lost may be replaced before what it does after
+        the thaw (a crash) reaches its pod."""
+        node = self.nodes[name]
+        node.frozen_until = self.clock.t + seconds
+        if seconds >= LEAST_GRACE - LEASE_RENEW_SECONDS:  # silent for a grace, renewals' phase
+            for driver in self.drivers.values():
+                driver.counted_lost |= driver.node == name and driver.alive
+        self.log(f"node {name} frozen for {seconds:g} s")
+        self.at(seconds, "thaw", name)
+
+    def frozen(self, node: str) -> bool:
+        return self.clock.t < self.nodes[node].frozen_until
+
+    def silent_for_a_grace(self, node: Node) -> bool:
+        """Its kubelet has not renewed for the least grace the operator accepts, counted from
+        the control plane's return (an outage silences every kubelet): frozen, or thawed but
+        not renewed yet. A driver there may be forced out (the grace's trade-off: what it
+        writes on, the checkpoint's logs arbitrate)."""
+        return self.clock.t - max(node.renewed, self.api_back_at) >= LEAST_GRACE
+
+    def _until_thawed(self, node: str, kind: str, arg: Any) -> bool:
+        """Holds an event of a frozen node's kubelet or process until it thaws."""
+        if not self.frozen(node):
+            return False
+        self.at(self.nodes[node].frozen_until - self.clock.t + self.delay(0, 2), kind, arg)
+        return True
+
+    def thaw(self, name: str) -> None:
+        self.log(f"node {name} thawed")
+        for uid, driver in self.drivers.items():
+            pod = self.pod(driver.pod)
+            gone = pod is None or pod["metadata"]["uid"] != uid
+            if driver.node == name and driver.alive and gone:
+                self.at(self.delay(1, 5), "kill", uid)  # the kubelet's sync finds it orphaned
 
     def node_lifecycle(self) -> None:
         """The node lifecycle controller: pods of a node whose lease is older than its
@@ -171,6 +214,8 @@ class World(Timeline):
         node_name = pod["spec"].get("nodeName")
         if not node_name:
             self.schedule(pod)
+            return
+        if self._until_thawed(node_name, "kubelet", name):
             return
         if not self.nodes[node_name].alive or self.server.down():
             if self.nodes[node_name].alive:
@@ -255,7 +300,8 @@ class World(Timeline):
         grace = pod["spec"].get("terminationGracePeriodSeconds", 30)
         if force or node is None or (node.alive and not started):
             self.server.remove("Pod", namespace, name)
-            if force and started and node is not None and node.alive and driver.reading:
+            live = node is not None and node.alive and not self.silent_for_a_grace(node)
+            if force and started and live and driver.reading:
                 self.unfenced.append(f"{name} force-deleted while reading on live {node.name}")
             if started:
                 # its kubelet (if alive) stops the container as for any deletion: SIGTERM at
@@ -275,6 +321,8 @@ class World(Timeline):
         driver = self.drivers.get(uid)
         if driver is None or not driver.alive or not self.nodes[driver.node].alive:
             return
+        if self._until_thawed(driver.node, "sigterm", uid):
+            return
         if driver.stage in ("start", "catch-up", "resolve", "restore"):
             driver.exit(143)  # the runner's SIGTERM handler comes with the query (runner.run)
             self.log(f"{driver.pod} terminated at its start")
@@ -286,6 +334,8 @@ class World(Timeline):
     def kill(self, uid: str) -> None:
         driver = self.drivers.get(uid)
         if driver is not None and driver.alive and self.nodes[driver.node].alive:
+            if self._until_thawed(driver.node, "kill", uid):
+                return
             driver.exit(137)
             self.log(f"{driver.pod} killed")
             if self.pod(driver.pod) is not None:
@@ -314,7 +364,7 @@ class World(Timeline):
     def driver(self, uid: str) -> None:
         driver = self.drivers[uid]
         name = driver.pod
-        if not driver.alive:
+        if not driver.alive or self._until_thawed(driver.node, "driver", uid):
             return
         if self._crashes_now(driver) and self.nodes[driver.node].alive:
             where, self.crash_at_stage = self.crash_at_stage, ""
@@ -363,13 +413,29 @@ class World(Timeline):
     def failed(self, driver: Driver, cause: str) -> None:
         """Noted for the reporting invariant, unless the pod was on its way out anyway."""
         pod = self.pod(driver.pod)
-        if pod is not None and not pod["metadata"].get("deletionTimestamp"):
+        if (
+            pod is not None
+            and not pod["metadata"].get("deletionTimestamp")
+            and not driver.counted_lost
+        ):
             self.failures.append(Failure(driver.pod, driver.uid, cause, self.clock.t))
         if cause == "InvalidSpec":  # held Invalid until a change sets a new target
             self.refused.add(driver.uid)
 
     def readers(self, job: str) -> list[Driver]:
-        return [d for d in self.drivers.values() if d.job == job and d.alive and d.reading]
+        """The job's drivers reading now. Not one halted on a frozen node, nor one whose pod
+        the operator force-deleted as lost (an orphan until its node's kubelet kills it: what it
+        writes, the checkpoint's logs arbitrate, and the exactly-once checks see)."""
+        return [
+            d
+            for d in self.drivers.values()
+            if d.job == job
+            and d.alive
+            and d.reading
+            and not self.frozen(d.node)
+            and (pod := self.pod(d.pod)) is not None
+            and pod["metadata"]["uid"] == d.uid_of_pod
+        ]
 
     # --- the cleanup Job (deleteOnJobDeletion) -------------------------------------------
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import time
+from datetime import UTC, datetime
 
 import pytest
 
@@ -258,3 +259,21 @@ def test_the_simulations_autoscaler_follows_a_step_load_once_per_step(monkeypatc
     monkeypatch.setattr(handover, "_started", forgetful)
     outcome = run(2, _step_load_acts(2))  # seed 2: handed over warm (drawn)
     assert outcome.violations and outcome.violations[0].rule == "needless relaunch"
+
+
+def test_the_simulation_sees_a_thawed_nodes_driver_forced_out_after_an_outage(monkeypatch):
+    """Found by `python -m simulation 0-63` once a node could freeze and thaw (seed 39,
+    shrunk): node-3 frozen for 91 s while the leader changed twice, thawed during an API-server
+    outage; the leader after it counted the driver's old Ready=Unknown mark from before the
+    outage and forced the healthy driver out. A mark now counts from the view's start; with
+    the old count (on purpose) the history breaks the fencing rule again."""
+    from streamingjob_operator.io.nodes import NodeTracker
+
+    acts = [
+        Act(0.0, "create", 1), Act(197.9, "node-freeze", 871), Act(217.6, "leader-pause", 983),
+        Act(264.2, "leader-pause", 40), Act(267.5, "api-outage", 954),
+    ]  # fmt: skip
+    assert not run(39, acts).violations
+    monkeypatch.setattr(NodeTracker, "view_since", lambda self: datetime.min.replace(tzinfo=UTC))
+    outcome = run(39, acts)
+    assert outcome.violations and outcome.violations[0].rule == "unfenced"

@@ -67,6 +67,7 @@ class NodeTracker:
         self._renewals: dict[str, str] = {}  # node -> renewTime as its lease says
         self._heard: dict[str, datetime] = {}  # node -> when we saw it renew
         self._last_renewal_seen: datetime | None = None
+        self._view_since = clock()  # this process's start, or the view's last return
         self._cordoned: set[str] = set()
         self._jobs: dict[JobKey, frozenset[str]] = {}
         self._woken_lost: set[tuple[JobKey, str]] = set()
@@ -97,6 +98,12 @@ class NodeTracker:
             if self._quiet_at(now):
                 return frozenset()
             return frozenset(n for n, heard in self._heard.items() if now - heard >= self._grace)
+
+    def view_since(self) -> datetime:
+        """Since when this view counts silences: the operator's start, or the end of the last
+        silence of every node (an outage of the API server or of this watch)."""
+        with self._lock:
+            return self._view_since
 
     def cordoned(self, node: str) -> bool:
         with self._lock:
@@ -168,6 +175,7 @@ class NodeTracker:
                     # interval from now; counting their silence from before it would declare
                     # healthy drivers lost. From now, as at this operator's start.
                     self._heard = dict.fromkeys(self._heard, now)
+                    self._view_since = now
                 self._renewals[node] = renewed
                 self._heard[node] = now
                 self._last_renewal_seen = now
@@ -213,9 +221,22 @@ def with_node_view(pods: list[dict[str, Any]], nodes: NodeTracker | None) -> tup
     infos = tuple(pod_info(p) for p in pods)
     if nodes is None:
         return infos
-    return tuple(
-        replace(p, node_heard_at=nodes.heard_at(p.node), node_cordoned=nodes.cordoned(p.node))
-        if p.node
-        else p
-        for p in infos
+    return tuple(_viewed(p, nodes) if p.node else p for p in infos)
+
+
+def _viewed(pod: PodInfo, nodes: NodeTracker) -> PodInfo:
+    """Without a lease view the pod's Ready=Unknown decides, counted no earlier than this
+    view's start: a mark the node lifecycle controller made before an outage (or before this
+    operator started) says nothing of a kubelet that could not renew since, as the controller
+    itself counts from the control plane's return (simulation seed 39: a node thawed during an
+    outage, its healthy driver forced out the second the new leader looked)."""
+    heard = nodes.heard_at(pod.node)
+    unknown = pod.ready_unknown_since
+    if heard is None and unknown is not None:
+        unknown = max(unknown, nodes.view_since())
+    return replace(
+        pod,
+        node_heard_at=heard,
+        node_cordoned=nodes.cordoned(pod.node),
+        ready_unknown_since=unknown,
     )

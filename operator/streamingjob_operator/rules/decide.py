@@ -69,7 +69,11 @@ from streamingjob_operator.rules.phases import (
     launching,
     suspend,
 )
-from streamingjob_operator.rules.restarts import backoff_delay, note_failure_left_behind
+from streamingjob_operator.rules.restarts import (
+    backoff_delay,
+    note_failure_left_behind,
+    tell_failure_of,
+)
 from streamingjob_operator.rules.step import (
     NODE_SILENT_SECONDS,
     ActionKind,
@@ -149,6 +153,8 @@ def _dispatch(of: api.Job, observed: Observed, cfg: DecideConfig) -> Decision:
     spare, others = standby.split(st, observed.pods)
     current, leftover = of_driver(target, others)  # the rest is stale
     if leftover:
+        for pod in leftover:  # a replaced driver that failed before it was stopped
+            tell_failure_of(job, d, pod)
         return delete_pods(d, leftover, st, observed.now, cfg, phase=None, msg=None)
     driver = next((p for p in current if p.name == target), None)
     if st.launch_state == "Pending":

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from streamingjob_operator.api.status_models import StreamingJobStatus
-from streamingjob_operator.rules.history import Event, record
+from streamingjob_operator.rules.history import Event, end_told, record
 from streamingjob_operator.rules.observed import PodInfo, parse_time
 from streamingjob_operator.rules.step import NODE_SILENT_SECONDS, DecideConfig, Decision, Job
 
@@ -144,8 +144,11 @@ def _tell_lost(
 ) -> None:
     """A driver forced out because its node is lost is a failure told (a Warning and the
     history), also when the job was stopping it anyway (a suspend, a redeploy): found by the
-    simulation. Once: a failure already told names the pod as unreachable."""
-    if any(pod.name in h.message and "unreachable" in h.message for h in st.history):
+    simulation. Once per pod: not when its end was told already, of this loss or of another
+    cause (a start timeout, an exit: every such entry names "driver pod <name>"), before its
+    node went silent (simulation seed 152: a driver never started on a dead node, timed out,
+    then forced out)."""
+    if end_told(st, pod.name):
         return
     where = f"node {pod.node}" if pod.node else "the node"
     told = f"NodeLost: {where} of driver pod {pod.name} is unreachable; forced out"

@@ -85,6 +85,12 @@ def record(st: StreamingJobStatus, now: datetime, reason: str, message: str, lim
     ][-limit:]
 
 
+def end_told(st: StreamingJobStatus, pod: str) -> bool:
+    """Whether the history tells the end of driver `pod` already: every entry that tells a
+    driver's failure or loss names it as "driver pod <name>" (restarts.failure_of)."""
+    return any(f"driver pod {pod} " in h.message for h in st.history)
+
+
 # More than one reconcile's Warnings (its steps each tell at most a few), so that none is
 # dropped from status before a reconcile posted it
 WARNINGS_KEPT = 12

@@ -15,7 +15,7 @@ from streamingjob_operator.api.status_models import StreamingJobStatus
 from streamingjob_operator.rules import standby
 from streamingjob_operator.rules.epochs import checkpoint_too_old, next_attempt, set_target
 from streamingjob_operator.rules.fencing import has_ended
-from streamingjob_operator.rules.history import Event, record
+from streamingjob_operator.rules.history import Event, end_told, record
 from streamingjob_operator.rules.observed import PodInfo, Termination, iso, parse_time
 from streamingjob_operator.rules.step import Decision, Job, fail, mark_invalid
 
@@ -138,11 +138,20 @@ def note_failure_left_behind(job: Job, d: Decision) -> None:
     if st.launch_state not in ("Created", "Pending"):
         return
     pod = next((p for p in job.observed.pods if p.name == st.driver_pod), None)
-    if pod is None or pod.deleting_since is not None or not has_ended(pod):
+    if pod is not None:
+        tell_failure_of(job, d, pod)
+
+
+def tell_failure_of(job: Job, d: Decision, pod: PodInfo) -> None:
+    """`pod` ended by a failure nobody asked for (not deleted, not clean): told and counted
+    once, also when a new target had replaced it before its end was seen (simulation seed
+    243: a restart's old driver failed before the leader's delete reached it)."""
+    st = d.status
+    if pod.role != "driver" or pod.deleting_since is not None or not has_ended(pod):
         return
     reason, message, clean = failure_of(pod)
     told = f"{reason}: {message}"
-    if clean or any(h.reason == "DriverFailed" and h.message == told for h in st.history):
+    if clean or end_told(st, pod.name):
         return
     d.events.append(Event("Warning", "DriverFailed", told))
     record(st, job.now, "DriverFailed", told, job.cfg.history_limit)

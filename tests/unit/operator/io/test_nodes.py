@@ -7,9 +7,9 @@ from datetime import timedelta
 import pytest
 
 from streamingjob_operator.io.errors import FatalError
-from streamingjob_operator.io.nodes import NodeTracker
+from streamingjob_operator.io.nodes import NodeTracker, with_node_view
 from streamingjob_operator.rules.fencing import is_lost
-from streamingjob_operator.rules.observed import PodInfo
+from streamingjob_operator.rules.observed import PodInfo, iso
 from streamingjob_operator.rules.timing import watch_quiet_seconds
 from tests.unit.operator.helpers_operator import T0
 
@@ -147,3 +147,30 @@ def test_no_node_counts_as_lost_for_the_silence_of_the_control_plane(grace, outa
         nodes._on_lease("MODIFIED", lease(f"w{n}", "b"))
         assert not any(_lost(nodes, f"w{m}", clock.now, grace) for m in range(10))
         clock.advance(1)
+
+
+def test_a_ready_unknown_mark_counts_from_when_this_view_began():
+    """Simulation seed 39: a node frozen long enough for the node lifecycle controller's
+    Ready=Unknown, thawed during an API-server outage. The leader after the outage has no
+    renewal yet (no lease view) and the mark is old: counted from the leader's start (and
+    from a view's return after a silence of every node), its healthy driver is not lost
+    before its kubelet could renew."""
+    clock, woken = Clock(), []
+    marked = T0 - timedelta(seconds=150)  # the controller's mark, before the outage
+    pod = {
+        "metadata": {"name": "d", "labels": {"spark-role": "driver"}},
+        "spec": {"nodeName": "w1"},
+        "status": {
+            "phase": "Running",
+            "conditions": [
+                {"type": "Ready", "status": "Unknown", "lastTransitionTime": iso(marked)}
+            ],
+        },
+    }
+    nodes = tracker(clock, woken, grace=35)  # this process starts now: no renewal seen yet
+    (viewed,) = with_node_view([pod], nodes)
+    assert viewed.node_heard_at is None and viewed.ready_unknown_since == T0
+    assert not is_lost(viewed, clock.now, 35)
+    assert is_lost(viewed, T0 + timedelta(seconds=35), 35)  # still silent a grace later: lost
+    (unviewed,) = with_node_view([pod], None)  # the API server's view alone: the mark counts
+    assert is_lost(unviewed, clock.now, 35)

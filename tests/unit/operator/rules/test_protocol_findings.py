@@ -222,3 +222,42 @@ def test_a_driver_forced_out_of_a_lost_node_while_suspending_is_told():
     assert told and "NodeLost" in told[0].message
     d = run(suspend, d.status, [gone], later(122))
     assert not [e for e in d.events if e.type == "Warning"]  # told once
+
+
+def test_a_driver_told_failed_then_forced_out_of_a_lost_node_is_told_once():
+    """Found by the simulation (seed 152 of 0-255, once a node could freeze): after an
+    outage the scheduler placed a driver on a dead node, not tainted yet; it timed out
+    (StartTimeout, told) and was then forced out as lost: told a second time. Its end is told
+    once, whichever comes first."""
+    spec = make_spec(restartPolicy={"startTimeoutSeconds": 60})
+    st = launched(spec)
+    pending = driver(st.driver_pod, phase="Pending", node="node-3", node_heard_at=later(58))
+    d = run(spec, st, [pending], later(61))
+    told = [e for e in d.events if e.type == "Warning" and st.driver_pod in e.message]
+    assert len(told) == 1 and "did not start" in told[0].message
+    d = run(spec, d.status, [pending], later(200))  # its node silent past the grace: forced out
+    assert st.driver_pod in d.force_delete
+    assert not [e for e in d.events if e.type == "Warning" and st.driver_pod in e.message]
+
+
+def test_a_replaced_driver_that_fails_before_its_stop_is_told_once():
+    """Found by the simulation (seed 243 of 0-255): a restart by hand targeted attempt 2, the
+    leader crashed before its delete of attempt 1 reached the API server, attempt 1 then
+    failed (exit 1); the next leader removed it as a stale pod and told nothing. Told once,
+    as a failure that a step followed is (its BackOff names the pod: not told again)."""
+    spec = make_spec()
+    st = launched(spec)
+    old = st.driver_pod
+    d = run(make_spec(restartNonce=1), st, [driver(old)], later(1))
+    assert d.status.driver_pod != old and not d.events[1:]  # attempt 2 targeted
+    d = run(make_spec(restartNonce=1), d.status, [exited(old, 1)], later(5))
+    told = [e for e in d.events if e.type == "Warning" and old in e.message]
+    assert len(told) == 1 and "exited 1" in told[0].message and old in d.force_delete
+    d = run(make_spec(restartNonce=1), d.status, [exited(old, 1)], later(6))
+    assert not [e for e in d.events if e.type == "Warning"]
+    # a failure a step followed: its BackOff tells it, the ended pod is then removed quietly
+    st = launched(spec)
+    d = run(spec, st, [exited(st.driver_pod, 1)], later(1))
+    assert [e.reason for e in d.events if e.type == "Warning"] == ["DriverFailed"]
+    d = run(spec, d.status, [exited(st.driver_pod, 1)], later(2))
+    assert not [e for e in d.events if e.type == "Warning"]
