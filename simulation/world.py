@@ -161,10 +161,14 @@ class World(Timeline):
     def thaw(self, name: str) -> None:
         self.log(f"node {name} thawed")
         for uid, driver in self.drivers.items():
-            pod = self.pod(driver.pod)
-            gone = pod is None or pod["metadata"]["uid"] != uid
-            if driver.node == name and driver.alive and gone:
+            if driver.node == name and driver.alive and self.orphaned(driver):
                 self.at(self.delay(1, 5), "kill", uid)  # the kubelet's sync finds it orphaned
+
+    def orphaned(self, driver: Driver) -> bool:
+        """Its pod is gone from the API server (force-deleted): a process its kubelet has
+        yet to kill."""
+        pod = self.pod(driver.pod)
+        return pod is None or pod["metadata"]["uid"] != driver.uid_of_pod
 
     def node_lifecycle(self) -> None:
         """The node lifecycle controller: pods of a node whose lease is older than its
@@ -433,8 +437,7 @@ class World(Timeline):
             and d.alive
             and d.reading
             and not self.frozen(d.node)
-            and (pod := self.pod(d.pod)) is not None
-            and pod["metadata"]["uid"] == d.uid_of_pod
+            and not self.orphaned(d)
         ]
 
     # --- the cleanup Job (deleteOnJobDeletion) -------------------------------------------
