@@ -4,10 +4,10 @@
 # Two chains side by side on the two cores:
 #   - the Spark tier (the service tests below, then tests/integration/spark_app: local Spark
 #     JVMs, CPU-bound);
-#   - the kind bed and its services coming up (docker, image pulls, Kafka), then the e2e tier;
-#     beside them the rest (unit tests and the operator on real API servers: mostly waiting, so
-#     in three sessions side by side, ending about when the bed is up), then the typed-records
-#     queries and the replicated clusters' own tests, then the operator kill tests.
+#   - the kind bed and its services coming up (docker, image pulls, Kafka) beside the rest
+#     (unit tests and the operator on real API servers: mostly waiting, so in three sessions
+#     side by side); then the e2e tier, beside the typed-records queries and the replicated
+#     clusters' own tests, then the operator kill tests.
 # `make test-soak` runs the `soak` tests.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -77,32 +77,37 @@ ignored=()
 for f in $SPARK_TIER $SERVICES_GLOB $OPERATOR_KILLS $REST_BESIDE $REST_THIRD; do
   ignored+=(--ignore="$f")
 done
-# the rest in three sessions, then the typed queries and the clusters' tests, then the kills
+# the rest in three sessions beside the bed's start; the e2e tier waits for them
 # shellcheck disable=SC2086  # the lists are meant to split
+session beside --durations=5 "$@" $REST_BESIDE &
+beside=$!
+# shellcheck disable=SC2086
+session third --durations=5 "$@" $REST_THIRD &
+third=$!
+session rest --durations=10 "$@" "${ignored[@]}" &
+rest=$!
+wait $up
+up_rc=$?
+cat "$logs/up.log" >&2
+wait $beside $third $rest
+# then the typed queries and the clusters' tests, then the kills, beside the e2e tier
+# shellcheck disable=SC2086
 {
-  session beside --durations=5 "$@" $REST_BESIDE &
-  session third --durations=5 "$@" $REST_THIRD &
-  session rest --durations=10 "$@" "${ignored[@]}"
-  wait
   session typed --durations=5 "$@" $TYPED_GLOB $CLUSTER_TESTS
   session kills --durations=5 "$@" $OPERATOR_KILLS
 } &
 others=$!
-# the e2e tier as soon as the bed is up: beside the rest's last minute (it used to wait for
-# the rest's end, ~70 s after the bed was up, from when an operator on the bed lost its 15 s
-# Lease with the three side by side; the bed's Lease is 30 s since)
-wait $up
-up_rc=$?
-cat "$logs/up.log" >&2
 if [ $up_rc != 0 ]; then
   echo "kind bed failed (exit $up_rc)" >&2
   rc=1
 else
-  # The bed's containers weigh as four local processes while the e2e tier runs. On cgroup v1
-  # they all weigh as one process of the host's, and every local broker, registry, operator
-  # and Spark runner starts a session (an autogroup) that weighs as much: on this week's
-  # slower hosts the bed's API server went minutes without a TLS handshake and its operator
-  # lost its Lease (CI stop 47). On faster hosts the default cost nothing (runs 48-50).
+  # The e2e tier waits for the rest and the bed's containers weigh as four local processes
+  # while it runs. On cgroup v1 all of docker's containers weigh as one process of the
+  # host's, and every local broker, registry, operator and Spark runner starts a session
+  # (an autogroup) that weighs as much. On this week's slower hosts, started beside the rest
+  # with that default, the bed's API server went minutes without a TLS handshake and its
+  # operator lost its Lease (CI stop 47); with the weight, beside the rest, the rest's local
+  # API servers did not start within 180 s (run 63). Faster hosts ran both at once (run 40).
   bash scripts/kind/cpu-weight.sh 4096 0
   STREAMJOB_E2E_KUBECONFIG=$(cat "$logs/kubeconfig") "$PY" -m pytest -m e2e --durations=25 "$@"
   rc=$?
