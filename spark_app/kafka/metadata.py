@@ -296,9 +296,14 @@ class KafkaMetadata:
         return {(k.topic, k.partition): a.offset for k, a in answer.items()}
 
     def committed(
-        self, tps: Iterable[TopicPartition], timeout_s: float | None = None
+        self,
+        tps: Iterable[TopicPartition],
+        timeout_s: float | None = None,
+        epochs: Epochs | None = None,
     ) -> dict[TopicPartition, int | None]:
-        """The group's committed offsets, within `timeout_s` (else the client's deadline)."""
+        """The group's committed offsets, within `timeout_s` (else the client's deadline).
+        `epochs` receives the leader epoch committed with each offset that has one (KIP-320:
+        none for offsets set by hand or committed by an older version)."""
         from confluent_kafka import TopicPartition as KafkaTP
 
         _, consumer = self._clients()
@@ -308,6 +313,14 @@ class KafkaMetadata:
             lambda timeout: consumer.committed(request, timeout=timeout),
             deadline_s=timeout_s,
         )
+        if epochs is not None:
+            epochs.update(
+                {
+                    (k.topic, k.partition): k.leader_epoch
+                    for k in answer
+                    if k.offset >= 0 and k.leader_epoch is not None and k.leader_epoch >= 0
+                }
+            )
         return {(k.topic, k.partition): (k.offset if k.offset >= 0 else None) for k in answer}
 
     def offsets_for_time(

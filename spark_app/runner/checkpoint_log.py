@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from spark_app.api import offsets as off
-from spark_app.api.offsets import Positions
+from spark_app.api.offsets import Epochs, Positions
 
 
 class CheckpointUnreadable(RuntimeError):
@@ -29,6 +29,8 @@ class CheckpointUnreadable(RuntimeError):
 class DurableBatch:
     batch_id: int
     end: Positions
+    # the leader epoch kept with each end position, where one is (rule 16): committed with it
+    epochs: Epochs = field(default_factory=dict)
 
 
 def newest_batch(names: Iterable[str]) -> int | None:
@@ -39,7 +41,12 @@ def newest_batch(names: Iterable[str]) -> int | None:
 
 
 def source_end_offsets(offset_log_entry: str) -> Positions:
-    """The end offsets of our source in an `offsets/<N>` file: a version line, the batch's
+    """The end offsets of our source in an `offsets/<N>` file."""
+    return off.end_positions(source_offset(offset_log_entry))
+
+
+def source_offset(offset_log_entry: str) -> dict:
+    """Our source's offset dict in an `offsets/<N>` file: a version line, the batch's
     metadata, then one line per source ("-" for a source without an offset)."""
     lines = offset_log_entry.splitlines()
     if not lines or not lines[0].startswith("v"):
@@ -50,7 +57,7 @@ def source_end_offsets(offset_log_entry: str) -> Positions:
         except json.JSONDecodeError:
             continue
         if isinstance(parsed, dict) and isinstance(parsed.get("offsets"), dict):
-            return off.end_positions(parsed)
+            return parsed
     raise CheckpointUnreadable("the offset-log entry holds no kafka_checkpointed offsets")
 
 
@@ -131,7 +138,8 @@ class CheckpointFiles:
                 batch_id = in_sink if self.has("offsets", in_sink) else batch_id
             if batch_id is None:
                 return None
-            return DurableBatch(batch_id, source_end_offsets(self.read("offsets", batch_id)))
+            end = source_offset(self.read("offsets", batch_id))
+            return DurableBatch(batch_id, off.end_positions(end), off.end_epochs(end))
         except CheckpointUnreadable as exc:
             raise CheckpointUnreadable(f"{self.location}: {exc}") from None
         except Exception as exc:  # py4j errors: missing files, denied access, bad scheme

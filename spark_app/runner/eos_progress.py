@@ -48,7 +48,13 @@ def merge(
             end[tp], moved = offset, True
     if not moved:
         return durable
-    return DurableBatch(planned.batch_id, end)
+    # the epochs kept with the durable batch's ends hold for the positions left where they were
+    kept = (
+        {}
+        if durable is None
+        else {tp: e for tp, e in durable.epochs.items() if durable.end.get(tp) == end.get(tp)}
+    )
+    return DurableBatch(planned.batch_id, end, kept)
 
 
 def committed_ranges(

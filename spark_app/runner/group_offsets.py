@@ -22,7 +22,7 @@ from typing import Any
 
 from spark_app.api import offsets as off
 from spark_app.api.manifest import RunnerManifest, epoch_sink_path
-from spark_app.api.offsets import Positions
+from spark_app.api.offsets import Epochs, Positions
 from spark_app.api.options import SourceOptions
 from spark_app.kafka.config import source_options
 from spark_app.kafka.group_commits import group_committer
@@ -51,10 +51,11 @@ class GroupOffsets:
             self.table, group_committer(options, timeout_s), name="group-offsets"
         )
 
-    def batch_durable(self, end: Positions) -> None:
-        """A batch's commit-log entry exists: hand its end offsets over (returns at once)."""
+    def batch_durable(self, end: Positions, epochs: Epochs | None = None) -> None:
+        """A batch's commit-log entry exists: hand its end offsets and their leader epochs
+        over (returns at once)."""
         self.table.mark_checkpointed(end)
-        self.committer.submit(end)
+        self.committer.submit(end, epochs=epochs)
 
     def wait(self, timeout: float) -> bool:
         return self.committer.flush(timeout)
@@ -82,7 +83,7 @@ class GroupOffsets:
         if not ahead:
             return {**result, "outcome": "nothing ahead"}
         failures = self.table.snapshot().commits_failed
-        self.committer.submit(ahead, again=True)
+        self.committer.submit(ahead, again=True, epochs=batch.epochs)
         if not self.committer.flush(left()):
             return {**result, "outcome": "timed out", "error": f"no answer within {timeout:g}s"}
         if self.table.snapshot().commits_failed > failures:

@@ -60,11 +60,21 @@ def progress_line(progress: dict[str, Any]) -> tuple[str, dict[str, Any]]:
 
 
 def _positions(raw: Any) -> off.Positions:
+    parsed = _source_offset(raw)
+    return off.end_positions(parsed) if parsed else {}
+
+
+def end_epochs(progress: dict[str, Any]) -> off.Epochs:
+    """The leader epochs our source kept with a batch's end offsets (rule 16)."""
+    source = (progress.get("sources") or [{}])[0]
+    return off.end_epochs(_source_offset(source.get("endOffset")) or {})
+
+
+def _source_offset(raw: Any) -> dict | None:
+    """Our source's offset dict as a progress report holds it (a JSON string)."""
     if isinstance(raw, str):
         raw = json.loads(raw)
-    if isinstance(raw, dict) and "offsets" in raw:
-        return off.end_positions(raw)
-    return {}
+    return raw if isinstance(raw, dict) and "offsets" in raw else None
 
 
 def executor_tasks(spark) -> list[dict[str, Any]]:
@@ -183,7 +193,7 @@ class _Progress:
         self.seen_batch = progress.get("batchId")
         line, batch = progress_line(progress)
         if self.group is not None and self.durable(self.seen_batch):
-            self.group.batch_durable(off.from_json(batch["endOffsets"]))
+            self.group.batch_durable(off.from_json(batch["endOffsets"]), end_epochs(progress))
             self.group.wait(LINE_WAIT_S)  # the line shows the group at this batch's end
         self.throughput.add(self.query.recentProgress)  # every batch since the last look
         self.throughput.task_ms = executor_task_ms(self.spark)

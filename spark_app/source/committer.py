@@ -18,12 +18,14 @@ import threading
 import time
 from collections.abc import Callable
 
-from spark_app.api.offsets import Positions
+from spark_app.api.offsets import Epochs, Positions
 from spark_app.source.partition_state import PartitionStateTable
 
 log = logging.getLogger(__name__)
 
-CommitFn = Callable[[Positions], None]
+# A durable batch's end offsets and the leader epoch kept with each (rule 16), sent together
+CommitFn = Callable[[Positions, Epochs], None]
+Durable = tuple[Positions, Epochs]
 
 
 class OffsetCommitter:
@@ -37,22 +39,23 @@ class OffsetCommitter:
         self._table = table
         self._commit = commit
         self._retry_base, self._retry_cap = retry_seconds
-        self._retry: Positions | None = None  # failed, to be sent again at _retry_at
+        self._retry: Durable | None = None  # failed, to be sent again at _retry_at
         self._retry_at = 0.0
         self._failures = 0  # in a row, for the backoff
         self._wakeup = threading.Condition()
-        self._pending: Positions | None = None
+        self._pending: Durable | None = None
         self._last_sent: Positions | None = None
         self._in_flight = False
         self._closed = False
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
-    def submit(self, offsets: Positions, again: bool = False) -> None:
-        """Hands a durable batch's end offsets over; returns at once. `again` sends offsets
-        sent before (the group was found behind them)."""
+    def submit(self, offsets: Positions, again: bool = False, epochs: Epochs | None = None) -> None:
+        """Hands a durable batch's end offsets (and their leader epochs) over; returns at
+        once. `again` sends offsets sent before (the group was found behind them)."""
         with self._wakeup:
-            if not again and (offsets == self._last_sent or offsets == self._pending):
+            pending = self._pending[0] if self._pending else None
+            if not again and (offsets == self._last_sent or offsets == pending):
                 return  # the same checkpoint signalled twice (latestOffset and commit())
             if self._pending is not None:
                 log.warning(
@@ -61,7 +64,7 @@ class OffsetCommitter:
                     "offsets are available."
                 )
                 self._table.record_commit_skipped()
-            self._pending = dict(offsets)
+            self._pending = (dict(offsets), dict(epochs or {}))
             self._wakeup.notify()
 
     def flush(self, timeout: float) -> bool:
@@ -79,13 +82,14 @@ class OffsetCommitter:
         self._thread.join(timeout)
 
     def _run(self) -> None:
-        while (offsets := self._next()) is not None:
+        while (durable := self._next()) is not None:
+            offsets, epochs = durable
             try:
-                self._commit(offsets)
+                self._commit(offsets, epochs)
             except Exception as exc:
                 self._table.record_commit_failure()
                 log.warning("Failed to commit consumer offsets %s: %s", offsets, exc)
-                self._failed(offsets)
+                self._failed(durable)
             else:
                 self._table.mark_committed(offsets)
                 with self._wakeup:
@@ -95,7 +99,7 @@ class OffsetCommitter:
                     self._in_flight = False
                     self._wakeup.notify_all()
 
-    def _next(self) -> Positions | None:
+    def _next(self) -> Durable | None:
         """The offsets to send next (None: closed): the newest submitted, or a failed commit
         once its backoff is over."""
         with self._wakeup:
@@ -107,14 +111,14 @@ class OffsetCommitter:
                 self._wakeup.wait(timeout)
             if self._pending is None:
                 return None
-            offsets, self._pending = self._pending, None
+            durable, self._pending = self._pending, None
             self._in_flight = True
-            return offsets
+            return durable
 
-    def _failed(self, offsets: Positions) -> None:
+    def _failed(self, durable: Durable) -> None:
         with self._wakeup:
             self._failures += 1
             if self._pending is None:  # newer offsets replace it otherwise
                 delay = self._retry_base * 2 ** min(self._failures - 1, 16)
-                self._retry = offsets
+                self._retry = durable
                 self._retry_at = time.monotonic() + min(delay, self._retry_cap)

@@ -57,6 +57,8 @@ class DriverSide:
         self._low: Positions = {}
         self._fetched_at = 0.0
         self._fresh_start: dict[TopicPartition, StartDecision] | None = None
+        # the leader epochs committed with the offsets a fresh start takes from the group
+        self._committed_epochs: Epochs = {}
         self._started_fresh = False
         self._target: Positions | None = None  # Trigger.AvailableNow: never read past it
         self._loss_seen: set[tuple[TopicPartition, int]] = set()
@@ -143,13 +145,15 @@ class DriverSide:
         if not fresh:
             # Spark calls latestOffset(start=end of batch N) only after commits/N is
             # written: the earliest moment batch N is known durable (rule 3).
-            self.checkpoint_complete(off.end_positions(start))
+            self.checkpoint_complete(start)
         if self._drain_requested():
             return start  # no new batch: the runner stops the query between batches
         log_ends, epochs = self._latest()
         if fresh:
             begin = self._resolve_fresh_start(log_ends)
-            begin_epochs = epochs_at(begin, log_ends, epochs)
+            # a committed position keeps the epoch it was committed with: the one of the log
+            # its reader read below it (rule 16), not today's leader's
+            begin_epochs = {**epochs_at(begin, log_ends, epochs), **self._committed_epochs}
         else:
             begin, begin_epochs = off.end_positions(start), off.end_epochs(start)
         self._check_data_loss(begin, log_ends)
@@ -183,8 +187,11 @@ class DriverSide:
         if self._fresh_start is None:
             mode = off.parse_starting_offsets(self.options.starting_offsets)
             tps = sorted(latest)
+            committed_epochs: Epochs = {}
             committed = (
-                self.metadata.committed(tps) if self.options.group_id else dict.fromkeys(tps)
+                self.metadata.committed(tps, epochs=committed_epochs)
+                if self.options.group_id
+                else dict.fromkeys(tps)
             )
             by_time = self.metadata.offsets_for_time(tps, mode) if isinstance(mode, int) else {}
             self._fresh_start = {
@@ -198,6 +205,11 @@ class DriverSide:
                     by_time.get(tp),
                 )
                 for tp in tps
+            }
+            self._committed_epochs = {
+                tp: committed_epochs[tp]
+                for tp, decision in self._fresh_start.items()
+                if decision.origin == "committed" and tp in committed_epochs
             }
             log.info("fresh start (no checkpoint): %s", describe_start(self._fresh_start))
             self.write_report()
@@ -271,11 +283,13 @@ class DriverSide:
             if stop[tp] > begin.get(tp, 0)
         ]
 
-    def checkpoint_complete(self, end: Positions) -> None:
-        """Batch with end offsets `end` is durable: record it, hand it to the committer."""
-        self.table.mark_checkpointed(end)
+    def checkpoint_complete(self, end: dict) -> None:
+        """The batch ending at `end` (its offset dict) is durable: record it, hand its
+        positions and their leader epochs to the committer."""
+        positions = off.end_positions(end)
+        self.table.mark_checkpointed(positions)
         if self.committer is not None:
-            self.committer.submit(end)
+            self.committer.submit(positions, epochs=off.end_epochs(end))
 
     def freeze_target(self) -> None:
         self._target, self._fetched_at = None, 0.0

@@ -130,7 +130,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self.driver.plan_partitions(start, end)
 
     def commit(self, end: dict) -> None:
-        self.driver.checkpoint_complete(off.end_positions(end))
+        self.driver.checkpoint_complete(end)
 
     def prepareForTriggerAvailableNow(self) -> None:
         self.driver.freeze_target()

@@ -125,7 +125,7 @@ def test_every_kafka_call_rides_out_leader_and_coordinator_loss(cluster: KafkaCl
         "committed": lambda: driver.committed(tps),
         "offsets_for_time": lambda: driver.offsets_for_time(tps, int(time.time() * 1000)),
         "group commit": lambda: commit(
-            {tp: high for tp, (_, high) in driver.watermarks(tps).items()}
+            {tp: high for tp, (_, high) in driver.watermarks(tps).items()}, {}
         ),
         "operator reading": operator_reading,
         "offsets action": offsets_list,

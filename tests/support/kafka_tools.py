@@ -42,6 +42,14 @@ def produce(
 def group_offsets(bootstrap: str, group: str, topic: str) -> dict[int, int | None]:
     """The group's committed offsets (None: none); a group's coordinator still loading (a
     fresh broker, a group never asked about) is asked again for up to 30 s."""
+    return {p: offset for p, (offset, _) in group_positions(bootstrap, group, topic).items()}
+
+
+def group_positions(
+    bootstrap: str, group: str, topic: str
+) -> dict[int, tuple[int | None, int | None]]:
+    """The group's committed offsets with the leader epoch committed beside each (None:
+    none), as `group_offsets` asks for them."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
     deadline = time.monotonic() + 30
     try:
@@ -51,7 +59,15 @@ def group_offsets(bootstrap: str, group: str, topic: str) -> dict[int, int | Non
                 answer = consumer.committed(
                     [TopicPartition(topic, p) for p in partitions], timeout=10
                 )
-                return {tp.partition: (tp.offset if tp.offset >= 0 else None) for tp in answer}
+                return {
+                    tp.partition: (
+                        tp.offset if tp.offset >= 0 else None,
+                        tp.leader_epoch
+                        if tp.leader_epoch is not None and tp.leader_epoch >= 0
+                        else None,
+                    )
+                    for tp in answer
+                }
             except KafkaException as exc:
                 if time.monotonic() > deadline or exc.args[0].code() not in _COORDINATOR_NOT_READY:
                     raise

@@ -219,9 +219,10 @@ def _read(reader: KafkaStreamReader, start: dict, end: dict) -> tuple[list, Base
 @pytest.mark.soak
 def test_a_log_truncated_between_two_reads_is_never_read_past_silently(own_cluster):
     """Rule 16 across reads: a batch reads 0..1549 and its end (1550) goes to the checkpoint as
-    Spark stores it; then, with no reader running, an unclean election truncates the log to
-    1000 and the new leader writes 1000..1599; then the job restores from that checkpoint (a
-    new driver) and reads the next batch from 1550. Where the old leader's log diverged,
+    Spark stores it, and to the group with its leader epoch; then, with no reader running, an
+    unclean election truncates the log to 1000 and the new leader writes 1000..1599; then the
+    job restores from that checkpoint (a new driver), or is redeployed (a fresh start from the
+    group's committed offsets), and reads on from 1550. Where the old leader's log diverged,
     the position no longer means what was read: every read path fails naming the partition
     and the offsets (failOnDataLoss=true) or reads on from the divergence point (false),
     instead of reading the new leader's 1550..1599 as if nothing happened."""
@@ -234,13 +235,13 @@ def test_a_log_truncated_between_two_reads_is_never_read_past_silently(own_clust
     wait_for(lambda: _isr(cluster, topic) == [leader], timeout=60, what="ISR = the leader")
     produce(cluster.nodes[leader].bootstrap, topic, range(1000, 1550), acks=1)
 
-    def driver(read_path: str, fail_on_data_loss: bool) -> KafkaStreamReader:
+    def driver(read_path: str, fail_on_data_loss: bool, start: str) -> KafkaStreamReader:
         return stream_reader(
             cluster.bootstrap,
             topic,
             read_path,
-            startingOffsets="earliest",
-            commitOffsetsOnCheckpoints="false",
+            startingOffsets=start,
+            **{"kafka.group.id": f"{topic}-{read_path}-{fail_on_data_loss}"},
             failOnDataLoss=str(fail_on_data_loss).lower(),
             pollTimeoutMs="300000",  # outlasts a leader change on a loaded machine
         )
@@ -248,32 +249,41 @@ def test_a_log_truncated_between_two_reads_is_never_read_past_silently(own_clust
     ways = [(path, fail) for path in ("fetch", "librdkafka", "python") for fail in (True, False)]
     checkpoint = {}
     for way in ways:
-        first = driver(*way)
+        first = driver(*way, "earliest")
         end = first.latestOffset(dict(off.FRESH_START), ReadAllAvailable())
         checkpoint[way] = json.loads(json.dumps(end))  # offsets/0 as Spark writes and reads it
         assert _read(first, off.FRESH_START, checkpoint[way]) == (
             [(n, n) for n in range(1550)],
             None,
         )
+        first.commit(checkpoint[way])  # commits/0 written: the group gets 1550 and its epoch
+        assert first.driver.committer is not None and first.driver.committer.flush(60)
+        assert first.driver.table.snapshot().commits_succeeded == 1, way
         first.stop()
 
     _elect_the_stale_replica(cluster, topic, leader, stale)
 
     for way in ways:
-        restored = driver(*way)  # a restart: a new driver, the checkpoint's offsets
-        start = checkpoint[way]
-        end = json.loads(json.dumps(restored.latestOffset(start, ReadAllAvailable())))
-        assert off.end_positions(end) == {(topic, 0): 1600}, way
-        got, error = _read(restored, start, end)
-        restored.stop()
-        if way[1]:
-            assert isinstance(error, DataLossError), (way, error, got[-1:])
-            assert f"{topic}-0" in str(error), way
-            assert "offsets 1000..1549" in str(error), way
-            assert got == [], way
-        else:
-            assert error is None, (way, error)
-            assert got == [(n, 5000 + n - 1000) for n in range(1000, 1600)], way
+        restored = driver(*way, "earliest")  # a restart: a new driver, the checkpoint's offsets
+        redeployed = driver(*way, "committed")  # a redeploy: no checkpoint, the group's
+        starts = {
+            "restored": (restored, checkpoint[way]),
+            "redeployed": (redeployed, dict(off.FRESH_START)),
+        }
+        for how, (reader, start) in starts.items():
+            end = json.loads(json.dumps(reader.latestOffset(start, ReadAllAvailable())))
+            assert off.end_positions(end) == {(topic, 0): 1600}, (way, how)
+            assert off.start_positions(start, end) == {(topic, 0): 1550}, (way, how)
+            got, error = _read(reader, start, end)
+            reader.stop()
+            if way[1]:
+                assert isinstance(error, DataLossError), (way, how, error, got[-1:])
+                assert f"{topic}-0" in str(error), (way, how)
+                assert "offsets 1000..1549" in str(error), (way, how)
+                assert got == [], (way, how)
+            else:
+                assert error is None, (way, how, error)
+                assert got == [(n, 5000 + n - 1000) for n in range(1000, 1600)], (way, how)
 
 
 class _Reader(threading.Thread):

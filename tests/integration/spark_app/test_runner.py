@@ -38,6 +38,7 @@ from tests.support.kafka_tools import (
     commit_offsets,
     consume_to_end,
     group_offsets,
+    group_positions,
     log_end_offsets,
     new_topic,
     produce,
@@ -194,6 +195,12 @@ def test_redeploy_starts_from_the_groups_committed_offsets(kafka, tmp_path, stor
     durable2, ends2 = batch_ends(storage, "redeploy", 2)
     committed = group_offsets(kafka.bootstrap, "redeploy-group", topic)
     assert committed == ends2[durable2]  # the last durable batch's end, not one before
+    # with the leader epoch the checkpoint keeps beside each end: the next redeploy's start
+    # asks the leader whether its log still holds what was read below them (rule 16)
+    epochs = {
+        p: e for p, (_, e) in group_positions(kafka.bootstrap, "redeploy-group", topic).items()
+    }
+    assert None not in epochs.values(), epochs
     final = second.report()["finalCommit"]
     assert final["batch"] == durable2 and final["outcome"] in ("committed", "nothing ahead")
     assert f"final commit of the last durable batch: {final['outcome']}" in second.output()

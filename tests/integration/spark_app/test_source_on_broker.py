@@ -117,6 +117,11 @@ def test_group_offsets_move_only_after_the_batch_is_durable(kafka, read_path):
     assert r.driver.table.snapshot().commits_succeeded == 1
     assert group_offsets(kafka.bootstrap, f"{topic}-g", topic) == expected
     assert expected == {int(p): o for p, o in end0["offsets"][topic].items()}
+    # each offset went with the leader epoch the checkpoint keeps beside it, and the broker
+    # gives it back (KIP-320): a redeploy's start validates the log with it (rule 16)
+    epochs: dict = {}
+    r.driver.metadata.committed(sorted(off.end_positions(end0)), epochs=epochs)
+    assert off.to_json(epochs) == end0["epochs"] and len(epochs) == 3
     r.stop()
 
 

@@ -130,6 +130,7 @@ class _Kafka:
 
     def __init__(self, options, *args, **kwargs) -> None:
         self.ends = {TP: 100, ("orders", 1): 40}
+        self.group: dict = {}  # committed offsets, each with its leader epoch or None
 
     def topic_partitions(self):
         return sorted(self.ends)
@@ -137,8 +138,11 @@ class _Kafka:
     def log_ends(self, tps):
         return {tp: (0, self.ends[tp]) for tp in tps}, {TP: 7}
 
-    def committed(self, tps):
-        return dict.fromkeys(tps)
+    def committed(self, tps, epochs=None):
+        found = {tp: self.group[tp] for tp in tps if tp in self.group}
+        if epochs is not None:
+            epochs.update({tp: e for tp, (_, e) in found.items() if e is not None})
+        return {tp: found[tp][0] if tp in found else None for tp in tps}
 
     def close(self) -> None:
         pass
@@ -185,6 +189,44 @@ def test_the_driver_keeps_the_epoch_each_log_end_came_with_and_hands_it_to_the_n
     old = {"offsets": {"orders": {"0": 100, "1": 40}}}
     (partition,) = driver.plan_partitions(old, batch1)
     assert (partition.start, partition.start_epoch) == (100, None)
+
+
+def test_a_start_from_committed_offsets_validates_them_with_the_epoch_they_were_committed_with(
+    monkeypatch,
+):
+    """Rule 16 on a redeploy: the group's offset 60 of orders-0 was committed with leader
+    epoch 5 (the log its reader read below 60). Today's leader is of epoch 7; validating 60
+    against epoch 7 would prove nothing about what was read. orders-1's offset was set by
+    hand (no epoch committed) and its broker gives none: nothing to validate with."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from spark_app.api.options import SourceOptions
+    from spark_app.source import driver_side
+
+    monkeypatch.setattr(driver_side, "KafkaMetadata", _Kafka)
+    options = SourceOptions.parse(
+        {
+            "kafka.bootstrap.servers": "fake:1",
+            "subscribe": "orders",
+            "kafka.group.id": "g",
+            "startingOffsets": "committed",
+            "partitionDiscoveryIntervalMs": "0",
+            "minFetchIntervalMs": "0",
+            "commitOffsetsOnCheckpoints": "false",
+        }
+    )
+    side = driver_side.DriverSide(options)
+    side.metadata.group = {TP: (60, 5), ("orders", 1): (30, None)}
+    try:
+        batch0 = json.loads(
+            json.dumps(side.latest_offset(dict(off.FRESH_START), ReadAllAvailable()))
+        )
+        assert batch0["start"] == {"orders": {"0": 60, "1": 30}}
+        assert batch0["startEpochs"] == {"orders": {"0": 5}}
+        starts = {p.partition: p.start_epoch for p in side.plan_partitions(off.FRESH_START, batch0)}
+        assert starts == {0: 5, 1: None}
+    finally:
+        side.close()
 
 
 def test_an_epoch_is_kept_only_with_a_position_its_log_end_covers():

@@ -8,6 +8,7 @@ from spark_app.runner.checkpoint_log import (
     ahead_of_group,
     newest_batch,
     source_end_offsets,
+    source_offset,
 )
 
 pytestmark = pytest.mark.unit
@@ -27,6 +28,18 @@ def test_end_offsets_come_from_the_sources_line_of_an_offset_log_entry():
     # Another source's line, or none ("-"), before ours: ours is still found.
     entry = f'v1\n{METADATA}\n-\n{{"logOffset":3}}\n{{"offsets":{{"u":{{"2":5}}}}}}\n'
     assert source_end_offsets(entry) == {("u", 2): 5}
+
+
+def test_the_leader_epochs_kept_with_the_end_offsets_are_read_back_for_the_group_commit():
+    from spark_app.api import offsets as off
+    from spark_app.runner.supervise import end_epochs
+
+    line = '{"offsets":{"t":{"0":10,"1":7}},"epochs":{"t":{"0":4}}}'
+    assert off.end_epochs(source_offset(f"v1\n{METADATA}\n{line}")) == {("t", 0): 4}
+    # the same dict as Spark's progress report holds it (a JSON string), for each batch's commit
+    assert end_epochs({"sources": [{"endOffset": line}]}) == {("t", 0): 4}
+    assert end_epochs({"sources": [{"endOffset": '{"offsets":{"t":{"0":10}}}'}]}) == {}
+    assert end_epochs({}) == {}
 
 
 @pytest.mark.parametrize(

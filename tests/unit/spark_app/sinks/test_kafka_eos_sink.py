@@ -58,11 +58,12 @@ def test_writers_are_named_per_job_and_source_partition_the_same_in_every_epoch(
 
 
 def test_the_catch_up_moves_each_partition_to_its_committed_range_never_past_the_plan():
-    durable = DurableBatch(4, {("t", 0): 10, ("t", 1): 20})
+    durable = DurableBatch(4, {("t", 0): 10, ("t", 1): 20}, {("t", 0): 3, ("t", 1): 3})
     planned = DurableBatch(5, {("t", 0): 15, ("t", 1): 30})
-    # batch 5 committed for partition 1 only (the driver died before commits/5)
+    # batch 5 committed for partition 1 only (the driver died before commits/5); the leader
+    # epoch kept with partition 0's end still holds, partition 1's new position has none
     moved = merge(durable, planned, {("t", 1): 30})
-    assert moved == DurableBatch(5, {("t", 0): 10, ("t", 1): 30})
+    assert moved == DurableBatch(5, {("t", 0): 10, ("t", 1): 30}, {("t", 0): 3})
     # an older epoch's progress or one behind the durable batch moves nothing
     assert merge(durable, planned, {("t", 0): 10}) is durable
     assert merge(durable, planned, {("t", 0): 99}) is durable  # past the plan: not ours

@@ -47,7 +47,7 @@ class FakeKafka:
     def log_ends(self, tps):
         return self.watermarks(tps), {}
 
-    def committed(self, tps):
+    def committed(self, tps, epochs=None):
         return dict.fromkeys(tps)
 
     def close(self) -> None:
@@ -68,7 +68,9 @@ def test_snapshots_are_never_torn_while_the_source_threads_run(monkeypatch):
 
     commits: list[dict] = []
     monkeypatch.setattr(source_module, "KafkaMetadata", FakeKafka)
-    monkeypatch.setattr(source_module, "group_committer", lambda options: commits.append)
+    monkeypatch.setattr(
+        source_module, "group_committer", lambda options: lambda o, _: commits.append(o)
+    )
     options = SourceOptions.parse(
         {
             "kafka.bootstrap.servers": "fake:1",
@@ -156,7 +158,7 @@ def test_an_older_discovery_reading_never_overwrites_a_newer_log_end(monkeypatch
             return {tp: (0, 10) for tp in tps}
 
     monkeypatch.setattr(source_module, "KafkaMetadata", SlowDiscovery)
-    monkeypatch.setattr(source_module, "group_committer", lambda options: lambda offsets: None)
+    monkeypatch.setattr(source_module, "group_committer", lambda options: lambda o, e: None)
     options = SourceOptions.parse(
         {
             "kafka.bootstrap.servers": "fake:1",
@@ -188,21 +190,22 @@ def test_committer_newest_wins_and_an_older_unsent_commit_is_skipped():
     release, first_started = threading.Event(), threading.Event()
     sent: list[dict] = []
 
-    def slow_commit(offsets):
+    def slow_commit(offsets, epochs):
         first_started.set()
         release.wait(5)
-        sent.append(offsets)
+        sent.append((offsets, epochs))
 
     committer = OffsetCommitter(table, slow_commit)
-    committer.submit({("t", 0): 1})
+    committer.submit({("t", 0): 1}, epochs={("t", 0): 4})
     assert first_started.wait(5)  # batch 1 is in flight
-    committer.submit({("t", 0): 2})  # waits in the slot ...
-    committer.submit({("t", 0): 3})  # ... and is replaced by the newer checkpoint
-    committer.submit({("t", 0): 3})  # the same checkpoint signalled twice: ignored
+    committer.submit({("t", 0): 2}, epochs={("t", 0): 4})  # waits in the slot ...
+    committer.submit({("t", 0): 3}, epochs={("t", 0): 5})  # ... replaced by the newer one
+    committer.submit({("t", 0): 3}, epochs={("t", 0): 5})  # signalled twice: ignored
     release.set()
     assert committer.flush(5)
     committer.close()
-    assert sent == [{("t", 0): 1}, {("t", 0): 3}]
+    # each position goes with the leader epoch kept with it (rule 16)
+    assert sent == [({("t", 0): 1}, {("t", 0): 4}), ({("t", 0): 3}, {("t", 0): 5})]
     snap = table.snapshot()
     assert (snap.commits_succeeded, snap.commits_skipped, snap.commits_failed) == (2, 1, 0)
     assert snap.column("committed") == {("t", 0): 3}
@@ -211,7 +214,7 @@ def test_committer_newest_wins_and_an_older_unsent_commit_is_skipped():
 def test_a_failed_commit_is_counted_and_never_raised():
     table = PartitionStateTable()
 
-    def broken(offsets):
+    def broken(offsets, epochs):
         raise RuntimeError("coordinator not available")
 
     committer = OffsetCommitter(table, broken)
@@ -230,17 +233,17 @@ def test_a_failed_commit_is_sent_again_so_an_idle_streams_group_catches_up():
     sent: list[dict] = []
     done = threading.Event()
 
-    def flaky(offsets):
-        sent.append(offsets)
+    def flaky(offsets, epochs):
+        sent.append((offsets, epochs))
         if len(sent) < 3:
             raise RuntimeError("coordinator not available")
         done.set()
 
     committer = OffsetCommitter(table, flaky, retry_seconds=(0.05, 0.2))
-    committer.submit({("t", 0): 5})
+    committer.submit({("t", 0): 5}, epochs={("t", 0): 2})
     assert done.wait(5), sent
     committer.close()
-    assert sent == [{("t", 0): 5}] * 3
+    assert sent == [({("t", 0): 5}, {("t", 0): 2})] * 3  # sent again with its epoch
     snap = table.snapshot()
     assert (snap.commits_failed, snap.commits_succeeded) == (2, 1)
     assert snap.column("committed") == {("t", 0): 5}
@@ -251,7 +254,7 @@ def test_newer_offsets_replace_a_commit_waiting_to_be_sent_again():
     sent: list[dict] = []
     newer_sent = threading.Event()
 
-    def first_fails(offsets):
+    def first_fails(offsets, epochs):
         sent.append(offsets)
         if len(sent) == 1:
             raise RuntimeError("coordinator not available")
