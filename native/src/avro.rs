@@ -19,7 +19,7 @@ use arrow_array::{
 };
 use arrow_avro::reader::{Decoder, ReaderBuilder};
 use arrow_avro::schema::{AvroSchema, Fingerprint, FingerprintAlgorithm, SchemaStore};
-use arrow_schema::{DataType, TimeUnit};
+use arrow_schema::{DataType, FieldRef, Fields, TimeUnit};
 
 const MAGIC_BYTE: u8 = 0;
 const HEADER_SIZE: usize = 5;
@@ -211,45 +211,9 @@ pub fn conform(array: &ArrayRef, target: &DataType) -> Result<ArrayRef, String> 
     }
     let no = || format!("no exact Arrow mapping from {from} to {target}");
     match (from, target) {
-        (DataType::Struct(_), DataType::Struct(to)) => {
-            let s = array.as_struct();
-            if s.num_columns() != to.len() {
-                return Err(no());
-            }
-            let names = s.column_names();
-            let mut children = Vec::with_capacity(to.len());
-            for ((name, child), field) in names.iter().zip(s.columns()).zip(to.iter()) {
-                if *name != field.name() {
-                    return Err(no());
-                }
-                children.push(conform(child, field.data_type())?);
-            }
-            let out = StructArray::try_new(to.clone(), children, s.nulls().cloned())
-                .map_err(|e| e.to_string())?;
-            Ok(Arc::new(out))
-        }
-        (DataType::List(_), DataType::List(to)) => {
-            let list = array.as_list::<i32>();
-            let values = conform(list.values(), to.data_type())?;
-            let offsets = list.offsets().clone();
-            let out = ListArray::try_new(to.clone(), offsets, values, list.nulls().cloned())
-                .map_err(|e| e.to_string())?;
-            Ok(Arc::new(out))
-        }
-        (DataType::Map(_, _), DataType::Map(to, sorted)) => {
-            let map = array.as_map();
-            let entries: ArrayRef = Arc::new(map.entries().clone());
-            let entries = conform(&entries, to.data_type())?;
-            let out = MapArray::try_new(
-                to.clone(),
-                map.offsets().clone(),
-                entries.as_struct().clone(),
-                map.nulls().cloned(),
-                *sorted,
-            )
-            .map_err(|e| e.to_string())?;
-            Ok(Arc::new(out))
-        }
+        (DataType::Struct(_), DataType::Struct(to)) => conform_struct(array, to),
+        (DataType::List(_), DataType::List(to)) => conform_list(array, to),
+        (DataType::Map(_, _), DataType::Map(to, sorted)) => conform_map(array, to, *sorted),
         (DataType::Dictionary(_, value), DataType::Utf8) if **value == DataType::Utf8 => {
             cast(array, target)
         }
@@ -266,6 +230,52 @@ pub fn conform(array: &ArrayRef, target: &DataType) -> Result<ArrayRef, String> 
         (DataType::FixedSizeBinary(_), DataType::Binary) => cast(array, target),
         _ => Err(no()),
     }
+}
+
+/// A struct conformed field by field: the same number of fields, of the same names.
+fn conform_struct(array: &ArrayRef, to: &Fields) -> Result<ArrayRef, String> {
+    let s = array.as_struct();
+    let names = s.column_names();
+    if names.len() != to.len() || names.iter().zip(to.iter()).any(|(n, f)| *n != f.name()) {
+        let target = DataType::Struct(to.clone());
+        return Err(format!(
+            "no exact Arrow mapping from {} to {target}",
+            array.data_type()
+        ));
+    }
+    let children = s
+        .columns()
+        .iter()
+        .zip(to.iter())
+        .map(|(child, field)| conform(child, field.data_type()))
+        .collect::<Result<Vec<_>, _>>()?;
+    let out = StructArray::try_new(to.clone(), children, s.nulls().cloned())
+        .map_err(|e| e.to_string())?;
+    Ok(Arc::new(out))
+}
+
+fn conform_list(array: &ArrayRef, to: &FieldRef) -> Result<ArrayRef, String> {
+    let list = array.as_list::<i32>();
+    let values = conform(list.values(), to.data_type())?;
+    let offsets = list.offsets().clone();
+    let out = ListArray::try_new(to.clone(), offsets, values, list.nulls().cloned())
+        .map_err(|e| e.to_string())?;
+    Ok(Arc::new(out))
+}
+
+fn conform_map(array: &ArrayRef, to: &FieldRef, sorted: bool) -> Result<ArrayRef, String> {
+    let map = array.as_map();
+    let entries: ArrayRef = Arc::new(map.entries().clone());
+    let entries = conform(&entries, to.data_type())?;
+    let out = MapArray::try_new(
+        to.clone(),
+        map.offsets().clone(),
+        entries.as_struct().clone(),
+        map.nulls().cloned(),
+        sorted,
+    )
+    .map_err(|e| e.to_string())?;
+    Ok(Arc::new(out))
 }
 
 fn cast(array: &ArrayRef, target: &DataType) -> Result<ArrayRef, String> {

@@ -313,73 +313,104 @@ impl RangeReader {
             if got_any {
                 progressed = Instant::now();
             }
-            for &m in &messages.0 {
-                let m = unsafe { &*m };
-                if m.err != Err::RD_KAFKA_RESP_ERR_NO_ERROR {
-                    match m.err {
-                        Err::RD_KAFKA_RESP_ERR__PARTITION_EOF => {
-                            self.position = self.position.max(m.offset);
-                            self.eof_at = Some(m.offset);
-                        }
-                        Err::RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET
-                        | Err::RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE => {
-                            let detail = unsafe { CStr::from_ptr(rd::rd_kafka_message_errstr(m)) };
-                            let detail = detail.to_string_lossy().into_owned();
-                            return Err(self.out_of_range(truncated_at(&detail), detail));
-                        }
-                        err => {
-                            let detail = unsafe { CStr::from_ptr(rd::rd_kafka_message_errstr(m)) };
-                            return Err(ReadError::Kafka {
-                                code: err as i32,
-                                reason: detail.to_string_lossy().into_owned(),
-                            });
-                        }
-                    }
-                } else if m.offset >= self.end {
-                    // prefetched past the range: offsets ascend, so the rest goes too
-                    self.position = self.end;
-                    break;
-                } else {
-                    self.add(m);
-                    self.position = self.position.max(m.offset + 1);
-                    self.eof_at = None;
-                }
-            }
+            self.take(&messages)?;
             self.buffer = messages.recycle();
             if self.position < self.end {
-                // Control records and compaction gaps advance the position without messages.
-                // librdkafka before 2.13 counts an end-of-partition event as a message and
-                // reports its offset + 1 (librdkafka#4844): the event's own offset is exact.
-                let mut at = self.consumer_position()?;
-                if let Some(eof) = self.eof_at {
-                    at = at.min(eof);
-                }
-                self.position = self.position.max(at);
+                self.skip_to_consumer_position()?;
             }
             let full = self.batch.len() >= self.max_records;
             if !self.batch.is_empty() && (full || self.position >= self.end) {
                 return Ok(Some(self.batch.finish()));
             }
-            if !got_any && self.position < self.end && progressed.elapsed() > self.poll_timeout {
-                return Err(ReadError::NoProgress {
-                    position: self.position,
-                });
-            }
-            // librdkafka tells an assigned consumer nothing of a deleted topic: it just waits
-            if !got_any && last_look.elapsed() >= TOPIC_CHECK_EVERY {
-                last_look = Instant::now();
-                let stalled = progressed.elapsed() >= TOPIC_GONE_AFTER;
-                if stalled && self.topic_watch.gone(self.topic_exists()) {
-                    return Err(ReadError::TopicGone {
-                        position: self.position,
-                    });
-                }
+            if !got_any {
+                self.check_stalled(progressed, &mut last_look)?;
             }
         }
         if !self.batch.is_empty() {
             return Ok(Some(self.batch.finish()));
         }
         Ok(None)
+    }
+
+    /// Takes what one consume call returned: the range's records into the batch; past the
+    /// range's end, nothing more.
+    fn take(&mut self, messages: &Messages) -> Result<(), ReadError> {
+        for &m in &messages.0 {
+            let m = unsafe { &*m };
+            if m.err != Err::RD_KAFKA_RESP_ERR_NO_ERROR {
+                self.take_event(m)?;
+            } else if m.offset >= self.end {
+                // prefetched past the range: offsets ascend, so the rest goes too
+                self.position = self.end;
+                break;
+            } else {
+                self.add(m);
+                self.position = self.position.max(m.offset + 1);
+                self.eof_at = None;
+            }
+        }
+        Ok(())
+    }
+
+    /// An event in place of a record: the partition's end is noted; an offset reset (a
+    /// truncated or deleted log) or any other error ends the read.
+    fn take_event(&mut self, m: &rd::rd_kafka_message_t) -> Result<(), ReadError> {
+        let detail = || {
+            let text = unsafe { CStr::from_ptr(rd::rd_kafka_message_errstr(m)) };
+            text.to_string_lossy().into_owned()
+        };
+        match m.err {
+            Err::RD_KAFKA_RESP_ERR__PARTITION_EOF => {
+                self.position = self.position.max(m.offset);
+                self.eof_at = Some(m.offset);
+                Ok(())
+            }
+            Err::RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET
+            | Err::RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE => {
+                let detail = detail();
+                Err(self.out_of_range(truncated_at(&detail), detail))
+            }
+            err => Err(ReadError::Kafka {
+                code: err as i32,
+                reason: detail(),
+            }),
+        }
+    }
+
+    /// Control records and compaction gaps advance the position without messages.
+    /// librdkafka before 2.13 counts an end-of-partition event as a message and reports its
+    /// offset + 1 (librdkafka#4844): the event's own offset is exact.
+    fn skip_to_consumer_position(&mut self) -> Result<(), ReadError> {
+        let mut at = self.consumer_position()?;
+        if let Some(eof) = self.eof_at {
+            at = at.min(eof);
+        }
+        self.position = self.position.max(at);
+        Ok(())
+    }
+
+    /// Nothing came: a read without progress for `poll_timeout` fails, and so does one whose
+    /// topic was deleted (librdkafka tells an assigned consumer nothing of it: it just waits).
+    fn check_stalled(
+        &mut self,
+        progressed: Instant,
+        last_look: &mut Instant,
+    ) -> Result<(), ReadError> {
+        if self.position < self.end && progressed.elapsed() > self.poll_timeout {
+            return Err(ReadError::NoProgress {
+                position: self.position,
+            });
+        }
+        if last_look.elapsed() >= TOPIC_CHECK_EVERY {
+            *last_look = Instant::now();
+            let stalled = progressed.elapsed() >= TOPIC_GONE_AFTER;
+            if stalled && self.topic_watch.gone(self.topic_exists()) {
+                return Err(ReadError::TopicGone {
+                    position: self.position,
+                });
+            }
+        }
+        Ok(())
     }
 
     fn consume(&mut self, wanted: usize) -> Messages {

@@ -293,42 +293,16 @@ impl Conn {
         let buf = self.request((versions::METADATA, v), &w.0)?;
         let mut r = Reader::new(&buf);
         r.i32("throttle")?;
-        let mut brokers = Vec::new();
-        for _ in 0..r.count("brokers")? {
-            let node = r.i32("node id")?;
-            let host = r.string("host")?;
-            let port = r.i32("port")?;
-            r.string("rack")?;
-            brokers.push((node, format!("{host}:{port}")));
-        }
+        let brokers = read_brokers(&mut r)?;
         r.string("cluster id")?;
         r.i32("controller")?;
         for _ in 0..r.count("topics")? {
             let topic_error = r.i16("topic error")?;
             let name = r.string("topic")?.to_owned();
             r.i8("internal")?;
-            for _ in 0..r.count("partitions")? {
-                let error = r.i16("partition error")?;
-                let index = r.i32("partition")?;
-                let leader = r.i32("leader")?;
-                let epoch = r.i32("leader epoch")?; // v7+
-                for _ in 0..3 {
-                    let n = r.count("replicas")?; // replicas, in-sync, offline (v5+)
-                    r.take(4 * n, "replicas")?;
-                }
-                if name == topic && index == partition {
-                    let address = brokers.iter().find(|b| b.0 == leader).map(|b| b.1.clone());
-                    let error = if error == 0 && address.is_none() {
-                        5 // LEADER_NOT_AVAILABLE
-                    } else {
-                        error
-                    };
-                    return Ok(Leader {
-                        error,
-                        address,
-                        epoch,
-                    });
-                }
+            let wanted = (name == topic).then_some(partition);
+            if let Some(found) = read_partitions(&mut r, &brokers, wanted)? {
+                return Ok(found);
             }
             if v >= 8 {
                 r.i32("topic authorized operations")?;
@@ -493,6 +467,52 @@ fn epoch_end_request(
     w.i32(1).string(topic).i32(1);
     w.i32(partition).i32(current_epoch).i32(leader_epoch);
     w.0
+}
+
+/// The brokers of a Metadata response: (node id, "host:port").
+fn read_brokers(r: &mut Reader) -> Result<Vec<(i32, String)>, Short> {
+    let mut brokers = Vec::new();
+    for _ in 0..r.count("brokers")? {
+        let node = r.i32("node id")?;
+        let host = r.string("host")?;
+        let port = r.i32("port")?;
+        r.string("rack")?;
+        brokers.push((node, format!("{host}:{port}")));
+    }
+    Ok(brokers)
+}
+
+/// One topic's partitions in a Metadata response, read through: the leader of the
+/// `wanted` partition where the topic is the one asked about and lists it.
+fn read_partitions(
+    r: &mut Reader,
+    brokers: &[(i32, String)],
+    wanted: Option<i32>,
+) -> Result<Option<Leader>, Short> {
+    for _ in 0..r.count("partitions")? {
+        let error = r.i16("partition error")?;
+        let index = r.i32("partition")?;
+        let leader = r.i32("leader")?;
+        let epoch = r.i32("leader epoch")?; // v7+
+        for _ in 0..3 {
+            let n = r.count("replicas")?; // replicas, in-sync, offline (v5+)
+            r.take(4 * n, "replicas")?;
+        }
+        if wanted == Some(index) {
+            let address = brokers.iter().find(|b| b.0 == leader).map(|b| b.1.clone());
+            let error = if error == 0 && address.is_none() {
+                5 // LEADER_NOT_AVAILABLE
+            } else {
+                error
+            };
+            return Ok(Some(Leader {
+                error,
+                address,
+                epoch,
+            }));
+        }
+    }
+    Ok(None)
 }
 
 fn parse_epoch_end(buf: &[u8]) -> Result<EpochEnd, Short> {

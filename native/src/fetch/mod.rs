@@ -189,19 +189,7 @@ impl RangeReader {
         while self.position < self.end {
             let before = self.position;
             if self.records.holds_response() {
-                let filled = self
-                    .records
-                    .fill(
-                        &mut self.batch,
-                        &mut self.position,
-                        self.end,
-                        self.max_records,
-                    )
-                    .map_err(|e| ReadError::Kafka {
-                        code: BAD_MSG,
-                        reason: e.to_string(),
-                    })?;
-                match filled {
+                match self.fill_from_response()? {
                     Filled::Full => return Ok(Some(self.batch.finish())),
                     Filled::End => break,
                     Filled::Exhausted => self.spare = self.records.take_buffer(),
@@ -228,21 +216,45 @@ impl RangeReader {
                 break;
             }
         }
-        if self.position < self.end && self.batch.is_empty() {
-            return Err(match last_failure {
-                Some(reason) if self.conn.is_none() => ReadError::Kafka {
-                    code: TRANSPORT,
-                    reason: format!("{}: {reason}", self.settings.bootstrap.join(",")),
-                },
-                _ => ReadError::NoProgress {
-                    position: self.position,
-                },
-            });
-        }
+        self.end_of_fill(last_failure)
+    }
+
+    /// The records of the response in hand, into the batch.
+    fn fill_from_response(&mut self) -> Result<Filled, ReadError> {
+        self.records
+            .fill(
+                &mut self.batch,
+                &mut self.position,
+                self.end,
+                self.max_records,
+            )
+            .map_err(|e| ReadError::Kafka {
+                code: BAD_MSG,
+                reason: e.to_string(),
+            })
+    }
+
+    /// The batch read so far; with nothing read short of the range's end, why: the
+    /// transport's last failure, or no progress within the poll timeout.
+    fn end_of_fill(
+        &mut self,
+        last_failure: Option<String>,
+    ) -> Result<Option<StructArray>, ReadError> {
         if !self.batch.is_empty() {
             return Ok(Some(self.batch.finish()));
         }
-        Ok(None)
+        if self.position >= self.end {
+            return Ok(None);
+        }
+        Err(match last_failure {
+            Some(reason) if self.conn.is_none() => ReadError::Kafka {
+                code: TRANSPORT,
+                reason: format!("{}: {reason}", self.settings.bootstrap.join(",")),
+            },
+            _ => ReadError::NoProgress {
+                position: self.position,
+            },
+        })
     }
 
     /// Connects to the partition's leader, looked up through the bootstrap servers, unless

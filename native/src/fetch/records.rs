@@ -199,41 +199,10 @@ impl ResponseRecords {
                 let length = r.varint("record length")?;
                 let body = r.take(length.max(0) as usize, "record")?;
                 cur.left -= 1;
-                let mut rec = Reader::new(body);
-                rec.i8("record attributes")?;
-                let timestamp_delta = rec.varint("timestamp delta")?;
-                let offset = cur.base_offset + rec.varint("offset delta")?;
-                if offset < *position {
-                    continue; // before the fetch offset, in the same batch
-                }
-                if offset >= end {
-                    *position = end;
+                if add_record(out, cur, body, position, end)? {
                     cur.left = 0;
                     break;
                 }
-                let key = rec.varint_bytes("key")?;
-                let value = rec.varint_bytes("value")?;
-                let (timestamp_type, timestamp_ms) = if cur.log_append_time {
-                    (TS_LOG_APPEND_TIME, cur.max_timestamp)
-                } else {
-                    (TS_CREATE_TIME, cur.base_timestamp + timestamp_delta)
-                };
-                out.add(&Record {
-                    offset,
-                    key,
-                    value,
-                    timestamp_type,
-                    timestamp_ms,
-                });
-                if out.include_headers() {
-                    let n = rec.varint("header count")?;
-                    for _ in 0..n.max(0) {
-                        let name = rec.varint_bytes("header key")?.unwrap_or_default();
-                        let value = rec.varint_bytes("header value")?;
-                        out.add_header(&String::from_utf8_lossy(name), value);
-                    }
-                }
-                *position = offset + 1;
             }
             self.current = None;
         }
@@ -273,20 +242,7 @@ impl ResponseRecords {
         let control = attributes & ATTR_CONTROL != 0;
         let mut skip = last_offset < *position;
         if self.read_committed && producer_id >= 0 && !skip {
-            while let Some(&(first, producer)) = self.aborted.get(self.aborted_next) {
-                if first > last_offset {
-                    break;
-                }
-                self.aborting.insert(producer);
-                self.aborted_next += 1;
-            }
-            if control {
-                if is_abort_marker(&self.buf[records_at..batch_end]) {
-                    self.aborting.remove(&producer_id);
-                }
-            } else if attributes & ATTR_TRANSACTIONAL != 0 && self.aborting.contains(&producer_id) {
-                skip = true;
-            }
+            skip = self.is_aborted(producer_id, attributes, last_offset, records_at..batch_end);
         }
         if skip || control || count == 0 {
             *position = (*position).max(last_offset + 1);
@@ -313,6 +269,78 @@ impl ResponseRecords {
         });
         Ok(true)
     }
+
+    /// Under read_committed, whether a transactional batch belongs to an aborted
+    /// transaction: the response lists where each one began, its ABORT marker ends it.
+    fn is_aborted(
+        &mut self,
+        producer_id: i64,
+        attributes: i16,
+        last_offset: i64,
+        records: std::ops::Range<usize>,
+    ) -> bool {
+        while let Some(&(first, producer)) = self.aborted.get(self.aborted_next) {
+            if first > last_offset {
+                break;
+            }
+            self.aborting.insert(producer);
+            self.aborted_next += 1;
+        }
+        if attributes & ATTR_CONTROL != 0 {
+            if is_abort_marker(&self.buf[records]) {
+                self.aborting.remove(&producer_id);
+            }
+            return false;
+        }
+        attributes & ATTR_TRANSACTIONAL != 0 && self.aborting.contains(&producer_id)
+    }
+}
+
+/// One record of the current batch into `out`, or none (before the fetch offset, in the same
+/// batch); true once the range's end is reached. `position` moves past the record kept.
+#[inline]
+fn add_record(
+    out: &mut BatchBuilder,
+    cur: &Current,
+    body: &[u8],
+    position: &mut i64,
+    end: i64,
+) -> Result<bool, DecodeError> {
+    let mut rec = Reader::new(body);
+    rec.i8("record attributes")?;
+    let timestamp_delta = rec.varint("timestamp delta")?;
+    let offset = cur.base_offset + rec.varint("offset delta")?;
+    if offset < *position {
+        return Ok(false);
+    }
+    if offset >= end {
+        *position = end;
+        return Ok(true);
+    }
+    let key = rec.varint_bytes("key")?;
+    let value = rec.varint_bytes("value")?;
+    let (timestamp_type, timestamp_ms) = if cur.log_append_time {
+        (TS_LOG_APPEND_TIME, cur.max_timestamp)
+    } else {
+        (TS_CREATE_TIME, cur.base_timestamp + timestamp_delta)
+    };
+    out.add(&Record {
+        offset,
+        key,
+        value,
+        timestamp_type,
+        timestamp_ms,
+    });
+    if out.include_headers() {
+        let n = rec.varint("header count")?;
+        for _ in 0..n.max(0) {
+            let name = rec.varint_bytes("header key")?.unwrap_or_default();
+            let value = rec.varint_bytes("header value")?;
+            out.add_header(&String::from_utf8_lossy(name), value);
+        }
+    }
+    *position = offset + 1;
+    Ok(false)
 }
 
 /// A control batch's first record's key is (version int16, type int16): type 0 is ABORT.

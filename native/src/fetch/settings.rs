@@ -130,7 +130,26 @@ fn number<T: std::str::FromStr>(key: &str, value: &str) -> Result<T, String> {
 impl Settings {
     /// The settings, or why this configuration needs librdkafka.
     pub fn parse(config: &[(String, String)]) -> Result<Settings, String> {
-        let mut s = Settings {
+        let mut s = Settings::defaults();
+        let mut security = Security::default();
+        for (key, value) in config {
+            if !security.take(key, value) {
+                s.take(key, value)?;
+            }
+        }
+        security.apply(&mut s)?;
+        if s.bootstrap.is_empty() {
+            return Err("bootstrap.servers is not set".into());
+        }
+        // the broker must answer a fetch before the socket gives up on it
+        let wait = Duration::from_millis(s.fetch_wait_max_ms.max(0) as u64);
+        s.socket_timeout = s.socket_timeout.max(wait + Duration::from_secs(5));
+        Ok(s)
+    }
+
+    /// librdkafka's defaults for the properties the fetcher reads.
+    fn defaults() -> Settings {
+        Settings {
             bootstrap: Vec::new(),
             client_id: "rdkafka".into(),
             read_committed: true, // librdkafka's default
@@ -144,70 +163,102 @@ impl Settings {
             tls: None,
             verify_hostname: true,
             sasl: None,
-        };
-        let mut protocol = "plaintext".to_owned();
-        let mut tls = Tls {
-            verify: true,
-            ..Tls::default()
-        };
-        let (mut mechanism, mut username, mut password) = ("GSSAPI".to_owned(), None, None);
-        for (key, value) in config {
-            let key = key.as_str();
-            match key {
-                "bootstrap.servers" | "metadata.broker.list" => {
-                    s.bootstrap = value
-                        .split(',')
-                        .map(|a| a.trim())
-                        .filter(|a| !a.is_empty())
-                        .map(|a| a.rsplit("://").next().unwrap_or(a).to_owned())
-                        .collect();
-                }
-                "security.protocol" => protocol = value.to_ascii_lowercase(),
-                "sasl.mechanism" | "sasl.mechanisms" => mechanism = value.to_ascii_uppercase(),
-                "sasl.username" => username = Some(value.clone()),
-                "sasl.password" => password = Some(value.clone()),
-                "ssl.ca.location" => tls.ca_location = Some(value.clone()),
-                "ssl.ca.pem" => tls.ca_pem = Some(value.clone()),
-                "ssl.certificate.location" => tls.certificate_location = Some(value.clone()),
-                "ssl.certificate.pem" => tls.certificate_pem = Some(value.clone()),
-                "ssl.key.location" => tls.key_location = Some(value.clone()),
-                "ssl.key.pem" => tls.key_pem = Some(value.clone()),
-                "ssl.key.password" => tls.key_password = Some(value.clone()),
-                "enable.ssl.certificate.verification" => tls.verify = value == "true",
-                "ssl.endpoint.identification.algorithm" => {
-                    s.verify_hostname = match value.to_ascii_lowercase().as_str() {
-                        "https" => true,
-                        "none" => false,
-                        other => return Err(format!("{key}={other:?} is unknown")),
-                    }
-                }
-                "client.id" => s.client_id = value.clone(),
-                "isolation.level" => {
-                    s.read_committed = match value.as_str() {
-                        "read_committed" => true,
-                        "read_uncommitted" => false,
-                        other => return Err(format!("isolation.level={other:?} is unknown")),
-                    }
-                }
-                "fetch.wait.max.ms" => s.fetch_wait_max_ms = number(key, value)?,
-                "fetch.min.bytes" => s.fetch_min_bytes = number(key, value)?,
-                "fetch.max.bytes" => s.fetch_max_bytes = number(key, value)?,
-                "max.partition.fetch.bytes" | "fetch.message.max.bytes" => {
-                    s.partition_fetch_bytes = number(key, value)?
-                }
-                "socket.timeout.ms" => {
-                    s.socket_timeout = Duration::from_millis(number(key, value)?)
-                }
-                "socket.connection.setup.timeout.ms" => {
-                    s.connect_timeout = Duration::from_millis(number(key, value)?)
-                }
-                "retry.backoff.ms" => s.retry_backoff = Duration::from_millis(number(key, value)?),
-                k if CONSUMER_ONLY.contains(&k) => {}
-                // the key alone, never its value: it may be a credential
-                other => return Err(format!("{other} is not handled by the native fetcher")),
-            }
         }
-        let (uses_tls, uses_sasl) = match protocol.as_str() {
+    }
+
+    /// Takes a connection or fetch property; any other one needs librdkafka (named by its
+    /// key alone, never its value: it may be a credential).
+    fn take(&mut self, key: &str, value: &str) -> Result<(), String> {
+        match key {
+            "bootstrap.servers" | "metadata.broker.list" => {
+                self.bootstrap = value
+                    .split(',')
+                    .map(|a| a.trim())
+                    .filter(|a| !a.is_empty())
+                    .map(|a| a.rsplit("://").next().unwrap_or(a).to_owned())
+                    .collect();
+            }
+            "ssl.endpoint.identification.algorithm" => {
+                self.verify_hostname = match value.to_ascii_lowercase().as_str() {
+                    "https" => true,
+                    "none" => false,
+                    other => return Err(format!("{key}={other:?} is unknown")),
+                }
+            }
+            "client.id" => self.client_id = value.to_owned(),
+            "isolation.level" => {
+                self.read_committed = match value {
+                    "read_committed" => true,
+                    "read_uncommitted" => false,
+                    other => return Err(format!("isolation.level={other:?} is unknown")),
+                }
+            }
+            "fetch.wait.max.ms" => self.fetch_wait_max_ms = number(key, value)?,
+            "fetch.min.bytes" => self.fetch_min_bytes = number(key, value)?,
+            "fetch.max.bytes" => self.fetch_max_bytes = number(key, value)?,
+            "max.partition.fetch.bytes" | "fetch.message.max.bytes" => {
+                self.partition_fetch_bytes = number(key, value)?
+            }
+            "socket.timeout.ms" => self.socket_timeout = millis(key, value)?,
+            "socket.connection.setup.timeout.ms" => self.connect_timeout = millis(key, value)?,
+            "retry.backoff.ms" => self.retry_backoff = millis(key, value)?,
+            k if CONSUMER_ONLY.contains(&k) => {}
+            other => return Err(format!("{other} is not handled by the native fetcher")),
+        }
+        Ok(())
+    }
+}
+
+/// The security properties, gathered before the protocol decides which of them count.
+struct Security {
+    protocol: String,
+    tls: Tls,
+    mechanism: String,
+    username: Option<String>,
+    password: Option<String>,
+}
+
+impl Default for Security {
+    fn default() -> Self {
+        Security {
+            protocol: "plaintext".to_owned(),
+            tls: Tls {
+                verify: true,
+                ..Tls::default()
+            },
+            mechanism: "GSSAPI".to_owned(),
+            username: None,
+            password: None,
+        }
+    }
+}
+
+impl Security {
+    /// Takes a security property; false: the key is not one.
+    fn take(&mut self, key: &str, value: &str) -> bool {
+        let given = Some(value.to_owned());
+        let tls = &mut self.tls;
+        match key {
+            "security.protocol" => self.protocol = value.to_ascii_lowercase(),
+            "sasl.mechanism" | "sasl.mechanisms" => self.mechanism = value.to_ascii_uppercase(),
+            "sasl.username" => self.username = given,
+            "sasl.password" => self.password = given,
+            "ssl.ca.location" => tls.ca_location = given,
+            "ssl.ca.pem" => tls.ca_pem = given,
+            "ssl.certificate.location" => tls.certificate_location = given,
+            "ssl.certificate.pem" => tls.certificate_pem = given,
+            "ssl.key.location" => tls.key_location = given,
+            "ssl.key.pem" => tls.key_pem = given,
+            "ssl.key.password" => tls.key_password = given,
+            "enable.ssl.certificate.verification" => tls.verify = value == "true",
+            _ => return false,
+        }
+        true
+    }
+
+    /// The protocol's TLS connector and SASL credentials, where it uses them.
+    fn apply(self, s: &mut Settings) -> Result<(), String> {
+        let (uses_tls, uses_sasl) = match self.protocol.as_str() {
             "plaintext" => (false, false),
             "ssl" => (true, false),
             "sasl_plaintext" => (false, true),
@@ -215,32 +266,32 @@ impl Settings {
             other => return Err(format!("security.protocol={other:?} is unknown")),
         };
         if uses_tls {
-            s.tls = Some(tls.connector()?);
-            s.verify_hostname &= tls.verify;
+            s.tls = Some(self.tls.connector()?);
+            s.verify_hostname &= self.tls.verify;
         }
-        if uses_sasl {
-            if !MECHANISMS.contains(&mechanism.as_str()) {
-                return Err(format!(
-                    "sasl.mechanism={mechanism} is not handled by the native fetcher"
-                ));
-            }
-            let (Some(username), Some(password)) = (username, password) else {
-                return Err("sasl.username and sasl.password are needed for SASL".into());
-            };
-            s.sasl = Some(Credentials {
-                mechanism,
-                username,
-                password,
-            });
+        if !uses_sasl {
+            return Ok(());
         }
-        if s.bootstrap.is_empty() {
-            return Err("bootstrap.servers is not set".into());
+        let mechanism = self.mechanism;
+        if !MECHANISMS.contains(&mechanism.as_str()) {
+            return Err(format!(
+                "sasl.mechanism={mechanism} is not handled by the native fetcher"
+            ));
         }
-        // the broker must answer a fetch before the socket gives up on it
-        let wait = Duration::from_millis(s.fetch_wait_max_ms.max(0) as u64);
-        s.socket_timeout = s.socket_timeout.max(wait + Duration::from_secs(5));
-        Ok(s)
+        let (Some(username), Some(password)) = (self.username, self.password) else {
+            return Err("sasl.username and sasl.password are needed for SASL".into());
+        };
+        s.sasl = Some(Credentials {
+            mechanism,
+            username,
+            password,
+        });
+        Ok(())
     }
+}
+
+fn millis(key: &str, value: &str) -> Result<Duration, String> {
+    Ok(Duration::from_millis(number(key, value)?))
 }
 
 #[cfg(test)]
