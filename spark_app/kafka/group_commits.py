@@ -45,7 +45,8 @@ def commit_sync(consumer: Consumer, offsets: Positions, epochs: Epochs | None = 
     known = epochs or {}
     answer = consumer.commit(
         offsets=[
-            KafkaTP(t, p, o, leader_epoch=known.get((t, p)))
+            # -1: none known (the client takes no None)
+            KafkaTP(t, p, o, leader_epoch=known.get((t, p), -1))
             for (t, p), o in sorted(offsets.items())
         ],
         asynchronous=False,
