@@ -98,7 +98,7 @@ class Kube:
     def run(self, *args: str, input: str | None = None, timeout: float = 120) -> str:
         """kubectl's output; a call that never reached the API server is made again for up to
         UNREACHABLE_S (the bed's control plane shares two cores with CI's other tiers: CI
-        stop 47 failed a scenario on one "TLS handshake timeout" of a read)."""
+        stop 50 failed a scenario on one "TLS handshake timeout" of a read)."""
         deadline = time.monotonic() + UNREACHABLE_S
         while True:
             done = subprocess.run(
