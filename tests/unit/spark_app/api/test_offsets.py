@@ -148,23 +148,27 @@ class _Kafka:
         pass
 
 
-@pytest.fixture
-def driver(monkeypatch):
+def _driver_side(monkeypatch, **options: str):
+    """A DriverSide on `_Kafka`, reading orders from `options` (default: earliest)."""
     from spark_app.api.options import SourceOptions
     from spark_app.source import driver_side
 
     monkeypatch.setattr(driver_side, "KafkaMetadata", _Kafka)
-    options = SourceOptions.parse(
-        {
-            "kafka.bootstrap.servers": "fake:1",
-            "subscribe": "orders",
-            "startingOffsets": "earliest",
-            "partitionDiscoveryIntervalMs": "0",
-            "minFetchIntervalMs": "0",
-            "commitOffsetsOnCheckpoints": "false",
-        }
-    )
-    side = driver_side.DriverSide(options)
+    raw = {
+        "kafka.bootstrap.servers": "fake:1",
+        "subscribe": "orders",
+        "startingOffsets": "earliest",
+        "partitionDiscoveryIntervalMs": "0",
+        "minFetchIntervalMs": "0",
+        "commitOffsetsOnCheckpoints": "false",
+        **options,
+    }
+    return driver_side.DriverSide(SourceOptions.parse(raw))
+
+
+@pytest.fixture
+def driver(monkeypatch):
+    side = _driver_side(monkeypatch)
     yield side
     side.close()
 
@@ -200,22 +204,7 @@ def test_a_start_from_committed_offsets_validates_them_with_the_epoch_they_were_
     hand (no epoch committed) and its broker gives none: nothing to validate with."""
     from pyspark.sql.streaming.datasource import ReadAllAvailable
 
-    from spark_app.api.options import SourceOptions
-    from spark_app.source import driver_side
-
-    monkeypatch.setattr(driver_side, "KafkaMetadata", _Kafka)
-    options = SourceOptions.parse(
-        {
-            "kafka.bootstrap.servers": "fake:1",
-            "subscribe": "orders",
-            "kafka.group.id": "g",
-            "startingOffsets": "committed",
-            "partitionDiscoveryIntervalMs": "0",
-            "minFetchIntervalMs": "0",
-            "commitOffsetsOnCheckpoints": "false",
-        }
-    )
-    side = driver_side.DriverSide(options)
+    side = _driver_side(monkeypatch, **{"kafka.group.id": "g", "startingOffsets": "committed"})
     side.metadata.group = {TP: (60, 5), ("orders", 1): (30, None)}
     try:
         batch0 = json.loads(
