@@ -5,6 +5,10 @@
   certificates as a file (a Secret volume, `KAFKA_SSL_CA_LOCATION`); every client built from
   a job reads them back as librdkafka properties through `CREDENTIAL_ENV`. The operator,
   which reads the Secrets itself, passes the CA in memory instead (`KAFKA_SSL_CA_PEM`).
+* A Kafka sink on another cluster (or as another user) has credentials of its own
+  (`spec.sinkKafkaCredentials`): the same contract under `SINK_CREDENTIAL_ENV`'s names;
+  `sink_client` gives the sink's client its cluster and credentials (its own, else the
+  source's).
 * `source_options`: a job's `spec.job.source` as the `kafka_checkpointed` source's Spark
   options. The driver starts its query with them and the operator parses the same options
   (`spark_app.api.options.SourceOptions`) for its own look-ups (`spark_app.kafka.metadata`),
@@ -50,6 +54,18 @@ CREDENTIAL_ENV = {
     ENV_SSL_CA_PEM: "ssl.ca.pem",
 }
 
+# the same for a Kafka sink with credentials of its own (spec.sinkKafkaCredentials)
+SINK_ENV_PREFIX = "KAFKA_SINK_"
+SINK_CREDENTIAL_ENV = {
+    SINK_ENV_PREFIX + var.removeprefix("KAFKA_"): prop
+    for var, prop in CREDENTIAL_ENV.items()
+    if var != ENV_SSL_CA_PEM  # the operator writes to no sink: the CA is always a file
+}
+ENV_SINK_SASL_USERNAME = SINK_ENV_PREFIX + "SASL_USERNAME"
+ENV_SINK_SASL_PASSWORD = SINK_ENV_PREFIX + "SASL_PASSWORD"
+ENV_SINK_SASL_MECHANISM = SINK_ENV_PREFIX + "SASL_MECHANISM"
+ENV_SINK_SECURITY_PROTOCOL = SINK_ENV_PREFIX + "SECURITY_PROTOCOL"
+ENV_SINK_SSL_CA_LOCATION = SINK_ENV_PREFIX + "SSL_CA_LOCATION"
 
 # environment variable → the source's schema-registry option (with a decoded value.format)
 REGISTRY_CREDENTIAL_ENV = {
@@ -63,11 +79,19 @@ def credential_properties(env: Mapping[str, str]) -> dict[str, str]:
     return {prop: env[var] for var, prop in CREDENTIAL_ENV.items() if env.get(var)}
 
 
-def credential_options(options: Mapping[str, str]) -> dict[str, str]:
-    """The credential options (`kafka.<property>`) among a source's Spark options: what a
-    Kafka sink writing to the same cluster needs too."""
-    keys = {f"kafka.{prop}" for prop in CREDENTIAL_ENV.values()}
-    return {k: v for k, v in options.items() if k in keys}
+def sink_credentials(env: Mapping[str, str]) -> dict[str, str]:
+    """The Kafka sink's own credential properties (`spec.sinkKafkaCredentials`), if any."""
+    return {prop: env[var] for var, prop in SINK_CREDENTIAL_ENV.items() if env.get(var)}
+
+
+def sink_client(job: JobSpec, env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The Kafka sink's client properties: its cluster (`spec.job.sink.bootstrapServers`,
+    else the source's) and its credentials: its own where the environment has them
+    (`SINK_CREDENTIAL_ENV`), else the source's (`CREDENTIAL_ENV`), never a mix of the two."""
+    env = os.environ if env is None else env
+    credentials = sink_credentials(env) or credential_properties(env)
+    bootstrap = job.sink.bootstrap_servers or job.source.bootstrap_servers
+    return {"bootstrap.servers": bootstrap, **credentials}
 
 
 def source_options(source: SourceSpec, env: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -22,7 +22,7 @@ from spark_app.api.sink_rules import (
     transactional_id,
     transactional_prefix,
 )
-from spark_app.kafka.config import credential_options, job_options
+from spark_app.kafka.config import sink_client
 from spark_app.kafka.retry import DEADLINE_S
 from spark_app.kafka.transactions import progress_reader
 from spark_app.runner.checkpoint_log import (
@@ -91,10 +91,8 @@ def with_sink_progress(
         if newest is None or (durable is not None and newest <= durable.batch_id):
             return durable
         planned = DurableBatch(newest, source_end_offsets(files.read("offsets", newest)))
-        client = {k[6:]: v for k, v in credential_options(job_options(job)).items()}
-        client["bootstrap.servers"] = job.sink.bootstrap_servers or job.source.bootstrap_servers
         committed = committed_ranges(
-            progress_reader(client, DEADLINE_S),
+            progress_reader(sink_client(job), DEADLINE_S),
             transactional_prefix(manifest.metadata.name, location),
             job.sink.topic or "",
             location,

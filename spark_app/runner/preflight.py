@@ -21,8 +21,14 @@ from spark_app.api.exit_codes import (
     EXIT_KAFKA_UNAVAILABLE,
     REFUSED_MARK,
 )
+from spark_app.api.job_spec import JobSpec
 from spark_app.api.manifest import RunnerManifest
-from spark_app.kafka.config import job_options
+from spark_app.kafka.config import (
+    credential_properties,
+    job_options,
+    sink_client,
+    sink_credentials,
+)
 from spark_app.runner.query import (
     InvalidJob,
     load_transform,
@@ -49,20 +55,19 @@ class KafkaStartFailed(RuntimeError):
         self.exit_code = exit_code
 
 
-def _credentials_fields(credentials: dict[str, Any] | None) -> tuple[str, str]:
-    """How messages name the job's Secrets: (SASL credentials, CA)."""
+def _credentials_fields(
+    credentials: dict[str, Any] | None, field: str = "spec.kafkaCredentials"
+) -> tuple[str, str]:
+    """How messages name the Secrets of `field`: (SASL credentials, CA)."""
     creds = credentials or {}
     sasl = (
-        f"spec.kafkaCredentials.secretName (Secret {creds['secretName']!r})"
-        if creds.get("secretName")
-        else "spec.kafkaCredentials"
+        f"{field}.secretName (Secret {creds['secretName']!r})" if creds.get("secretName") else field
     )
     ca_ref = creds.get("caSecret") or {}
     ca = (
-        f"spec.kafkaCredentials.caSecret (Secret {ca_ref['name']!r}, key "
-        f"{ca_ref.get('key', 'ca.crt')!r})"
+        f"{field}.caSecret (Secret {ca_ref['name']!r}, key {ca_ref.get('key', 'ca.crt')!r})"
         if ca_ref.get("name")
-        else "spec.kafkaCredentials.caSecret (none: the system's CA bundle)"
+        else f"{field}.caSecret (none: the system's CA bundle)"
     )
     return sasl, ca
 
@@ -80,16 +85,10 @@ def preflight(
     `credentials`: the manifest's spec.kafkaCredentials (names only), for the messages."""
     from spark_app.api.option_values import OptionError
     from spark_app.api.options import SourceOptions
-    from spark_app.kafka.errors import (
-        KafkaAuthFailed,
-        KafkaTLSFailed,
-        KafkaUnavailable,
-        UnknownTopic,
-    )
+    from spark_app.kafka.errors import KafkaUnavailable, UnknownTopic
     from spark_app.kafka.metadata import KafkaMetadata
 
     sasl_field, ca_field = _credentials_fields(credentials)
-
     try:
         parsed = SourceOptions.parse(options)
         metadata = KafkaMetadata(parsed, timeout_s=timeout_s)
@@ -103,22 +102,59 @@ def preflight(
         raise KafkaStartFailed(
             f"spec.job.source.subscribe: {exc}", EXIT_KAFKA_UNAVAILABLE
         ) from None
-    except KafkaAuthFailed as exc:
-        raise KafkaStartFailed(f"{sasl_field}: {exc}", EXIT_KAFKA_AUTH) from None
-    except KafkaTLSFailed as exc:
-        raise KafkaStartFailed(f"{ca_field}: {exc}", EXIT_KAFKA_TLS) from None
     except KafkaUnavailable as exc:
-        raise KafkaStartFailed(
-            f"spec.job.source.bootstrapServers: {exc}", EXIT_KAFKA_UNAVAILABLE
-        ) from None
+        raise _start_failed(exc, sasl_field, ca_field, "spec.job.source.bootstrapServers") from None
 
 
-def check_start(
-    manifest: RunnerManifest, args: argparse.Namespace, credentials: dict[str, Any] | None
-) -> None:
-    """Kafka answers for the subscribed topics and the transform loads (before Spark):
-    InvalidJob or KafkaStartFailed otherwise."""
-    preflight(job_options(manifest.spec.job), args.preflight_timeout, credentials)
+def _start_failed(exc: Exception, sasl_field: str, ca_field: str, cluster_field: str):
+    """KafkaStartFailed naming the field behind a refused login, a failed TLS handshake or
+    brokers that did not answer."""
+    from spark_app.kafka.errors import KafkaAuthFailed, KafkaTLSFailed
+
+    if isinstance(exc, KafkaAuthFailed):
+        return KafkaStartFailed(f"{sasl_field}: {exc}", EXIT_KAFKA_AUTH)
+    if isinstance(exc, KafkaTLSFailed):
+        return KafkaStartFailed(f"{ca_field}: {exc}", EXIT_KAFKA_TLS)
+    return KafkaStartFailed(f"{cluster_field}: {exc}", EXIT_KAFKA_UNAVAILABLE)
+
+
+def sink_preflight(job: JobSpec, timeout_s: float, spec: dict[str, Any]) -> None:
+    """A Kafka sink on a cluster or with credentials of its own: its brokers answer and take
+    its credentials (the topic is not required: brokers may create it on the first write).
+    The same cluster as the source's, with its credentials: asked already."""
+    from spark_app.api.options import SourceOptions
+    from spark_app.kafka.errors import KafkaUnavailable
+    from spark_app.kafka.metadata import KafkaMetadata
+
+    client = sink_client(job)
+    source = {"bootstrap.servers": job.source.bootstrap_servers}
+    if client == {**source, **credential_properties(os.environ)}:
+        return
+    key = "sinkKafkaCredentials" if sink_credentials(os.environ) else "kafkaCredentials"
+    sasl_field, ca_field = _credentials_fields(_mapping(spec.get(key)), f"spec.{key}")
+    options = {f"kafka.{k}": v for k, v in client.items()}
+    options["subscribePattern"] = re.escape(job.sink.topic or "")
+    metadata = KafkaMetadata(SourceOptions.parse(options), timeout_s=timeout_s)
+    try:
+        metadata.topic_partitions()
+    except KafkaUnavailable as exc:
+        raise _start_failed(exc, sasl_field, ca_field, "spec.job.sink.bootstrapServers") from None
+    finally:
+        metadata.close()
+
+
+def _mapping(value: object) -> dict[str, Any] | None:
+    return value if isinstance(value, dict) else None
+
+
+def check_start(manifest: RunnerManifest, args: argparse.Namespace, spec: dict[str, Any]) -> None:
+    """Kafka answers for the subscribed topics (and a Kafka sink's cluster) and the transform
+    loads (before Spark): InvalidJob or KafkaStartFailed otherwise. `spec`: the manifest's
+    spec as written (its Secret references name the fields in the messages)."""
+    job = manifest.spec.job
+    preflight(job_options(job), args.preflight_timeout, _mapping(spec.get("kafkaCredentials")))
+    if job.sink.format == "kafka":
+        sink_preflight(job, args.preflight_timeout, spec)
     if manifest.spec.job.transform:
         load_transform(manifest.spec.job.transform)
 

@@ -14,7 +14,7 @@ from spark_app.api import sink_rules
 from spark_app.api.job_spec import JobSpec
 from spark_app.api.manifest import RunnerManifest, epoch_sink_path
 from spark_app.api.sink_spec import SinkSpec
-from spark_app.kafka.config import credential_options, job_options
+from spark_app.kafka.config import job_options, sink_client
 from spark_app.runner.sql_transform import SqlRefused, apply_sql
 from spark_app.sinks.delta_sink import DeltaTable, app_id, batch_writer
 
@@ -194,10 +194,8 @@ def _to_sink(writer, spark, job: JobSpec, run: tuple[str, int], location: str):
         table = DeltaTable.for_session(spark, path, sink.partition_by, sink.table_properties)
         return writer.foreachBatch(batch_writer(table, app_id(location)))
     if sink.format == "kafka":
-        bootstrap = sink.bootstrap_servers or job.source.bootstrap_servers
         writer = writer.format(FORMAT).option("topic", sink.topic or "")
-        writer = writer.option("kafka.bootstrap.servers", bootstrap)
-        writer = writer.options(**credential_options(job_options(job)))
+        writer = writer.options(**{f"kafka.{k}": v for k, v in sink_client(job).items()})
         writer = writer.options(**kafka_sink_options(sink, run[0], location))
     else:
         writer = writer.format(sink.format)

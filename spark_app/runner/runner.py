@@ -153,12 +153,12 @@ def main(argv: list[str] | None = None) -> int:
     location = args.checkpoint_location or checkpoint_location(
         spec.checkpoint.location, meta.namespace, meta.name, args.epoch
     )
-    credentials = (document.get("spec") or {}).get("kafkaCredentials")
-    credentials = credentials if isinstance(credentials, dict) else None
+    written = document.get("spec")  # as written: its Secret references name the fields
+    written = written if isinstance(written, dict) else {}
     if args.wait_for_go:
-        return wait_then_run(manifest, args, location, credentials)
+        return wait_then_run(manifest, args, location, written)
     try:
-        check_start(manifest, args, credentials)
+        check_start(manifest, args, written)
     except InvalidJob as exc:
         return refuse(str(exc))
     except KafkaStartFailed as exc:

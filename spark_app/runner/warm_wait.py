@@ -38,7 +38,7 @@ def wait_then_run(
     manifest: RunnerManifest,
     args: argparse.Namespace,
     location: str,
-    credentials: dict[str, Any] | None,
+    written: dict[str, Any],
 ) -> int:
     """--wait-for-go: warm up, say ready, wait for this driver's go, then run() exactly as a
     start without it. Stopped while waiting: EXIT_OK, nothing read; warming failed:
@@ -53,7 +53,7 @@ def wait_then_run(
     began = time.monotonic()
     signals.publish(handover.readiness(me, "warming"))
     try:
-        spark, job = warm(manifest, args, location, credentials, stop)
+        spark, job = warm(manifest, args, location, written, stop)
     except Exception as exc:  # any step: the hand-over falls back to a cold start
         return _warming_failed(signals, me, exc)
     warm_seconds = time.monotonic() - began
@@ -67,14 +67,14 @@ def warm(
     manifest: RunnerManifest,
     args: argparse.Namespace,
     location: str,
-    credentials: dict[str, Any] | None,
+    written: dict[str, Any],
     stop: threading.Event,
 ):
     """The warm-up of a waiting driver (nothing read, nothing written): its session and the
     job's frame, analysed as a start without the go analyses it (the source's columns, the
     registry's subject, the transform or SQL, the sink's checks), so that a job that cannot
     start fails here, before it says ready, and the running driver is kept."""
-    check_start(manifest, args, credentials)
+    check_start(manifest, args, written)
     spark = build_session(manifest, args.master)
     job = analysed_job(spark, manifest, args, location)
     registered = warmup.wait_for_executors(spark, args.executor_timeout, stop)

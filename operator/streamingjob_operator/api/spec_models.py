@@ -242,6 +242,12 @@ class StreamingJobSpec(SpecModel):
         default=None,
         description="SASL credentials by Secret reference. Unset: no authentication.",
     )
+    sink_kafka_credentials: KafkaCredentialsSpec | None = Field(
+        default=None,
+        description="SASL credentials (and CA) of the kafka sink, by Secret reference, for a "
+        "sink on another cluster (spec.job.sink.bootstrapServers) or writing as another user. "
+        "Unset: the sink connects with kafkaCredentials.",
+    )
     s3: S3Spec | None = Field(
         default=None,
         description="The object store of s3a:// checkpoint and sink locations: endpoint, "

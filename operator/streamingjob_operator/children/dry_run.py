@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from spark_app.kafka.config import SINK_ENV_PREFIX
 from streamingjob_operator.api.models import StreamingJobSpec, StreamingJobStatus
 from streamingjob_operator.api.naming import driver_pod_name
 from streamingjob_operator.children.driver_pod import (
@@ -15,6 +16,7 @@ from streamingjob_operator.children.driver_pod import (
     build_executor_template,
 )
 from streamingjob_operator.children.pod_parts import (
+    REGISTRY_SECRET_FIELD,
     credential_env,
     merge,
     pod_resources,
@@ -194,6 +196,16 @@ def _index_in(items: list[Any], candidates: list[Any]) -> int | None:
     return None
 
 
+def _credential_field(spec: StreamingJobSpec, entry: dict[str, Any]) -> str:
+    """The spec field an env entry of the operator's credentials comes from."""
+    name = str(entry.get("name", ""))
+    if name.startswith(SINK_ENV_PREFIX):
+        return "spec.sinkKafkaCredentials"
+    if name.startswith("KAFKA_"):
+        return "spec.kafkaCredentials"
+    return "spec.s3" if name.startswith("AWS_") else REGISTRY_SECRET_FIELD
+
+
 def attribute(dry: DryRun, spec: StreamingJobSpec, path: str) -> str:
     """The spec field a rejected pod field came from: the user's list entries (env,
     volumes, volumeMounts) by content, the operator's own container fields by name, the
@@ -211,10 +223,9 @@ def attribute(dry: DryRun, spec: StreamingJobSpec, path: str) -> str:
             i = _index_in(spec.env, chain)
             if i is not None:
                 return f"spec.env[{i}]"
-            if any(
-                isinstance(e, dict) and e in credential_env(spec) for e in chain if e is not None
-            ):
-                return "spec.kafkaCredentials" if spec.kafka_credentials else "spec.s3"
+            ours = [e for e in chain if isinstance(e, dict) and e in credential_env(spec)]
+            if ours:
+                return _credential_field(spec, ours[-1])
             return "spec.env" if spec.env and len(chain) <= 5 else "spec.podTemplate"
         if sub == "volumeMounts":
             i = _index_in(spec.volume_mounts, chain)

@@ -18,17 +18,25 @@ from spark_app.kafka.config import (
     ENV_SASL_PASSWORD,
     ENV_SASL_USERNAME,
     ENV_SECURITY_PROTOCOL,
+    ENV_SINK_SASL_MECHANISM,
+    ENV_SINK_SASL_PASSWORD,
+    ENV_SINK_SASL_USERNAME,
+    ENV_SINK_SECURITY_PROTOCOL,
+    ENV_SINK_SSL_CA_LOCATION,
     ENV_SSL_CA_LOCATION,
     REGISTRY_CA_DIR,
 )
 from streamingjob_operator.api.models import StreamingJobSpec
 from streamingjob_operator.api.naming import LABEL_DRIVER, job_selector
+from streamingjob_operator.api.spec_models import KafkaCredentialsSpec
 
-ENV_USERNAME, ENV_PASSWORD = ENV_SASL_USERNAME, ENV_SASL_PASSWORD  # spark_app.kafka.config
 SPARK_UID = 185  # the spark user of Apache Spark images
 KAFKA_CA_VOLUME = "streamingjob-kafka-ca"
 KAFKA_CA_DIR = "/etc/streamingjob-kafka-ca"  # not below CONFIG_DIR: a ConfigMap volume
 KAFKA_CA_FILE = f"{KAFKA_CA_DIR}/ca.crt"
+SINK_CA_VOLUME = "streamingjob-kafka-sink-ca"  # spec.sinkKafkaCredentials.caSecret
+SINK_CA_DIR = "/etc/streamingjob-kafka-sink-ca"
+SINK_CA_FILE = f"{SINK_CA_DIR}/ca.crt"
 REGISTRY_CA_VOLUME = "streamingjob-registry-ca"  # at REGISTRY_CA_DIR (spark_app.kafka.config)
 # Writable directories of a container whose root filesystem is read-only (emptyDirs): Spark's
 # local dirs and work dir, Python's and the JVM's temporary files, the runner's work files.
@@ -61,17 +69,36 @@ def _from_secret(env: str, secret: str, key: str) -> dict[str, Any]:
 
 
 def _kafka_env(spec: StreamingJobSpec) -> list[dict[str, Any]]:
-    creds = spec.kafka_credentials
+    """The source's SASL settings, and the Kafka sink's own where it has them."""
+    source = (ENV_SASL_USERNAME, ENV_SASL_PASSWORD, ENV_SASL_MECHANISM, ENV_SECURITY_PROTOCOL)
+    sink = (
+        ENV_SINK_SASL_USERNAME,
+        ENV_SINK_SASL_PASSWORD,
+        ENV_SINK_SASL_MECHANISM,
+        ENV_SINK_SECURITY_PROTOCOL,
+    )
+    return [
+        *_sasl_env(spec.kafka_credentials, source, (ENV_SSL_CA_LOCATION, KAFKA_CA_FILE)),
+        *_sasl_env(spec.sink_kafka_credentials, sink, (ENV_SINK_SSL_CA_LOCATION, SINK_CA_FILE)),
+    ]
+
+
+def _sasl_env(
+    creds: KafkaCredentialsSpec | None, names: tuple[str, str, str, str], ca: tuple[str, str]
+) -> list[dict[str, Any]]:
+    """`creds` as the environment (user name, password, mechanism, protocol) `names` say,
+    and the CA file's path under `ca`'s name."""
     if creds is None:
         return []
+    username, password, mechanism, protocol = names
     env = [
-        _from_secret(ENV_USERNAME, creds.secret_name, creds.username_key),
-        _from_secret(ENV_PASSWORD, creds.secret_name, creds.password_key),
-        {"name": ENV_SASL_MECHANISM, "value": creds.sasl_mechanism},
-        {"name": ENV_SECURITY_PROTOCOL, "value": creds.security_protocol},
+        _from_secret(username, creds.secret_name, creds.username_key),
+        _from_secret(password, creds.secret_name, creds.password_key),
+        {"name": mechanism, "value": creds.sasl_mechanism},
+        {"name": protocol, "value": creds.security_protocol},
     ]
     if creds.ca_secret is not None:
-        env.append({"name": ENV_SSL_CA_LOCATION, "value": KAFKA_CA_FILE})
+        env.append({"name": ca[0], "value": ca[1]})
     return env
 
 
@@ -89,19 +116,26 @@ def _ca_volume(name: str, secret: str, key: str) -> dict[str, Any]:
 
 
 def _ca_volumes(spec: StreamingJobSpec) -> list[dict[str, Any]]:
-    """The Kafka CA at KAFKA_CA_FILE, the schema registry's at REGISTRY_CA_FILE."""
+    """The Kafka CA at KAFKA_CA_FILE, the Kafka sink's at SINK_CA_FILE, the schema
+    registry's at REGISTRY_CA_FILE."""
     volumes = []
-    creds = spec.kafka_credentials
-    if creds is not None and creds.ca_secret is not None:
-        ca = creds.ca_secret
-        volumes.append(_ca_volume(KAFKA_CA_VOLUME, ca.name, ca.key))
+    for creds, volume in (
+        (spec.kafka_credentials, KAFKA_CA_VOLUME),
+        (spec.sink_kafka_credentials, SINK_CA_VOLUME),
+    ):
+        if creds is not None and creds.ca_secret is not None:
+            volumes.append(_ca_volume(volume, creds.ca_secret.name, creds.ca_secret.key))
     if (registry_ca := _registry_ca(spec)) is not None:
         volumes.append(_ca_volume(REGISTRY_CA_VOLUME, registry_ca.name, registry_ca.key))
     return volumes
 
 
 def _ca_mounts(spec: StreamingJobSpec) -> list[dict[str, Any]]:
-    where = {KAFKA_CA_VOLUME: KAFKA_CA_DIR, REGISTRY_CA_VOLUME: REGISTRY_CA_DIR}
+    where = {
+        KAFKA_CA_VOLUME: KAFKA_CA_DIR,
+        SINK_CA_VOLUME: SINK_CA_DIR,
+        REGISTRY_CA_VOLUME: REGISTRY_CA_DIR,
+    }
     return [
         {"name": v["name"], "mountPath": where[v["name"]], "readOnly": True}
         for v in _ca_volumes(spec)
@@ -176,27 +210,10 @@ def credential_env(spec: StreamingJobSpec) -> list[dict[str, Any]]:
 def secret_references(spec: StreamingJobSpec) -> list[tuple[str, str, dict[str, str]]]:
     """(spec field of the Secret's name, Secret name, {spec field of a key: key}) for every
     Secret the job's pods read: what validation checks before a launch."""
-    refs = []
-    if spec.kafka_credentials is not None:
-        k = spec.kafka_credentials
-        refs.append(
-            (
-                "spec.kafkaCredentials.secretName",
-                k.secret_name,
-                {
-                    "spec.kafkaCredentials.usernameKey": k.username_key,
-                    "spec.kafkaCredentials.passwordKey": k.password_key,
-                },
-            )
-        )
-        if k.ca_secret is not None:
-            refs.append(
-                (
-                    "spec.kafkaCredentials.caSecret.name",
-                    k.ca_secret.name,
-                    {"spec.kafkaCredentials.caSecret.key": k.ca_secret.key},
-                )
-            )
+    refs = [
+        *_kafka_references(spec.kafka_credentials, "spec.kafkaCredentials"),
+        *_kafka_references(spec.sink_kafka_credentials, "spec.sinkKafkaCredentials"),
+    ]
     if spec.s3 is not None and spec.s3.credentials_secret is not None:
         c = spec.s3.credentials_secret
         refs.append(
@@ -222,6 +239,18 @@ def secret_references(spec: StreamingJobSpec) -> list[tuple[str, str, dict[str, 
         )
     if (ca := _registry_ca(spec)) is not None:
         refs.append((f"{REGISTRY_CA_FIELD}.name", ca.name, {f"{REGISTRY_CA_FIELD}.key": ca.key}))
+    return refs
+
+
+def _kafka_references(
+    creds: KafkaCredentialsSpec | None, field: str
+) -> list[tuple[str, str, dict[str, str]]]:
+    if creds is None:
+        return []
+    keys = {f"{field}.usernameKey": creds.username_key, f"{field}.passwordKey": creds.password_key}
+    refs = [(f"{field}.secretName", creds.secret_name, keys)]
+    if (ca := creds.ca_secret) is not None:
+        refs.append((f"{field}.caSecret.name", ca.name, {f"{field}.caSecret.key": ca.key}))
     return refs
 
 

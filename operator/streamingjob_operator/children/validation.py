@@ -218,9 +218,23 @@ def check_source(spec: StreamingJobSpec) -> list[InvalidJobError]:
     return []
 
 
+def check_sink_credentials(spec: StreamingJobSpec) -> list[InvalidJobError]:
+    """spec.sinkKafkaCredentials only where a Kafka sink connects with them."""
+    sink = spec.job.sink.format
+    if spec.sink_kafka_credentials is None or sink == "kafka":
+        return []
+    return [
+        InvalidJobError(
+            "spec.sinkKafkaCredentials",
+            f"are the kafka sink's credentials, but the job's sink is {sink}",
+            "remove spec.sinkKafkaCredentials, or set spec.job.sink.format: kafka",
+        )
+    ]
+
+
 def check_spec(spec: StreamingJobSpec) -> list[InvalidJobError]:
     """Problems the schema cannot express (no I/O)."""
-    problems = check_source(spec)
+    problems = [*check_source(spec), *check_sink_credentials(spec)]
     for key in sorted(spec.spark_conf):
         where = f"spec.sparkConf[{key!r}]"
         if (fix := guardrail(key)) is not None:

@@ -33,6 +33,7 @@ FIELD_CLASSES: dict[str, str] = {
     "checkpoint": SEPARATE,  # location → always a new epoch; the rest ignored
     "image_pull_policy": RESTART,
     "kafka_credentials": RESTART,
+    "sink_kafka_credentials": RESTART,
     "s3": RESTART,
     "driver": RESTART,
     "executor": RESTART,
@@ -57,7 +58,7 @@ FIELD_CLASSES: dict[str, str] = {
 
 # Fields added after a release: hashed only when they differ from their default, so that the
 # hashes of jobs deployed by the older operator stay the same (an upgrade restarts no job).
-ADDED_SINCE_RELEASE = ("spark_ui",)
+ADDED_SINCE_RELEASE = ("spark_ui", "sink_kafka_credentials")
 # ... and fields added inside a hashed field (by alias path): left out while unset (None, or
 # an empty list or map).
 ADDED_NESTED_SINCE_RELEASE = (

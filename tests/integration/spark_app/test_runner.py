@@ -438,35 +438,46 @@ def test_an_invalid_manifest_names_every_bad_field(tmp_path):
     )
 
 
-def secured_env(kafka: KafkaBroker, tmp_path: Path, **changes: str) -> dict[str, str]:
+def secured_env(
+    kafka: KafkaBroker, tmp_path: Path, prefix: str = "KAFKA_", **changes: str
+) -> dict[str, str]:
     """The KAFKA_* environment the operator gives a driver pod of a SASL_SSL job: SCRAM
-    credentials (from the Secret) and the CA as a file (the Secret volume)."""
-    ca = tmp_path / "kafka-ca.crt"
+    credentials (from the Secret) and the CA as a file (the Secret volume); KAFKA_SINK_*
+    those of spec.sinkKafkaCredentials."""
+    ca = tmp_path / f"{prefix.lower()}ca.crt"
     ca.write_text(changes.pop("ca_pem", kafka.ca_pem))
-    return {
+    env = {
         ENV_SECURITY_PROTOCOL: "SASL_SSL",
         ENV_SASL_MECHANISM: "SCRAM-SHA-512",
         ENV_SASL_USERNAME: kafka.SASL_USER,
         ENV_SASL_PASSWORD: kafka.sasl_password,
         ENV_SSL_CA_LOCATION: str(ca),
-        **changes,
     }
+    return {prefix + k.removeprefix("KAFKA_"): v for k, v in env.items()} | changes
 
 
 SECURED_CREDENTIALS = {"secretName": "kafka-login", "caSecret": {"name": "kafka-ca"}}
+SINK_CREDENTIALS = {"secretName": "sink-login", "caSecret": {"name": "sink-ca"}}
 
 
 def test_a_transform_and_the_kafka_sink_deliver_every_record_over_sasl_ssl(kafka, tmp_path):
     """Source, committer and Kafka sink (exactly-once: its transactions and progress groups)
-    on the broker's SASL_SSL listener (SCRAM-SHA-512, a CA of the test's own); the password
-    is in no output and no report."""
+    on the broker's SASL_SSL listener (SCRAM-SHA-512, a CA of the test's own), the sink with
+    credentials of its own (spec.sinkKafkaCredentials: KAFKA_SINK_*, its own CA file); the
+    passwords are in no output and no report."""
     source, target = (new_topic(kafka.bootstrap, partitions=2) for _ in range(2))
     manifest = job_manifest("tokafka", kafka.secured_bootstrap, source, tmp_path)
     manifest["spec"]["kafkaCredentials"] = SECURED_CREDENTIALS
+    manifest["spec"]["sinkKafkaCredentials"] = SINK_CREDENTIALS
     manifest["spec"]["job"]["transform"] = "tests.support.transforms:even_ids"
-    manifest["spec"]["job"]["sink"] = {"format": "kafka", "topic": target}
+    manifest["spec"]["job"]["sink"] = {
+        "format": "kafka",
+        "topic": target,
+        "bootstrapServers": kafka.secured_bootstrap,
+    }
     produce(kafka.bootstrap, source, range(2000))
-    runner = RunnerProcess(manifest, tmp_path, env=secured_env(kafka, tmp_path)).start()
+    env = secured_env(kafka, tmp_path) | secured_env(kafka, tmp_path, "KAFKA_SINK_")
+    runner = RunnerProcess(manifest, tmp_path, env=env).start()
     wait_for_all(runner, kafka.bootstrap, source)
     ends = log_end_offsets(kafka.bootstrap, source)
     wait_for(  # the committer's commits went over SASL_SSL too
@@ -497,20 +508,32 @@ def test_a_transform_and_the_kafka_sink_deliver_every_record_over_sasl_ssl(kafka
             "spec.kafkaCredentials.caSecret (Secret 'kafka-ca', key 'ca.crt'): Kafka at "
             "127.0.0.1:{port}: certificate verify failed (TLS)",
         ),
+        (
+            {"KAFKA_SINK_SASL_PASSWORD": "not-the-password"},
+            3,
+            "spec.sinkKafkaCredentials.secretName (Secret 'sink-login'): Kafka at 127.0.0.1:"
+            "{port}: authentication failed (SASL)",
+        ),
     ],
-    ids=["wrong-password", "untrusted-ca"],
+    ids=["wrong-password", "untrusted-ca", "wrong-sink-password"],
 )
 def test_refused_credentials_or_certificate_exit_fast_naming_the_secret_and_cause(
     kafka, tmp_path, change, code, message
 ):
     """The preflight, before Spark starts: a distinct exit code per cause (the operator's
-    KafkaAuthFailed / KafkaTLSFailed), long before the preflight timeout."""
+    KafkaAuthFailed / KafkaTLSFailed), long before the preflight timeout; for the source's
+    cluster and for a Kafka sink's with credentials of its own."""
     if change.get("ca_pem") == "other":
         change["ca_pem"] = Authority.create(tmp_path / "other-ca").pem
     topic = new_topic(kafka.bootstrap, partitions=1)
     manifest = job_manifest("refused", kafka.secured_bootstrap, topic, tmp_path)
     manifest["spec"]["kafkaCredentials"] = SECURED_CREDENTIALS
-    runner = RunnerProcess(manifest, tmp_path, env=secured_env(kafka, tmp_path, **change))
+    env = secured_env(kafka, tmp_path, **change)
+    if "KAFKA_SINK_SASL_PASSWORD" in change:  # the source's are right: the sink's refused
+        manifest["spec"]["sinkKafkaCredentials"] = SINK_CREDENTIALS
+        manifest["spec"]["job"]["sink"] = {"format": "kafka", "topic": topic}
+        env = secured_env(kafka, tmp_path) | secured_env(kafka, tmp_path, "KAFKA_SINK_", **change)
+    runner = RunnerProcess(manifest, tmp_path, env=env)
     started = time.monotonic()
     runner.start("--preflight-timeout", "30")
     assert runner.wait(60) == code

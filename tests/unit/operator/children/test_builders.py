@@ -767,3 +767,50 @@ def test_the_documented_guardrails_are_the_code_s():
     docs = (Path(__file__).parents[4] / "docs" / "operator" / "spec.md").read_text()
     listed = docs.split("<!-- guardrails -->")[1].split("<!-- /guardrails -->")[0]
     assert re.findall(r"^- `([^`]+)`", listed, re.MULTILINE) == list(SPARK_CONF_GUARDRAILS)
+
+
+def test_a_kafka_sinks_own_credentials_and_ca_reach_its_pods_only_by_secret_reference():
+    """spec.sinkKafkaCredentials: KAFKA_SINK_* beside the source's KAFKA_*, its CA a file
+    of its own, and its Secrets checked before a launch like the source's."""
+    spec = make_spec(
+        kafkaCredentials={"secretName": "kafka-creds"},
+        sinkKafkaCredentials={
+            "secretName": "sink-creds",
+            "usernameKey": "user",
+            "securityProtocol": "SASL_PLAINTEXT",
+            "caSecret": {"name": "sink-ca", "key": "root.pem"},
+        },
+        job__sink={"format": "kafka", "topic": "out", "bootstrapServers": "other:9092"},
+    )
+    for built in (pod(spec)["spec"], build_executor_template(spec, "orders")["spec"]):
+        (c,) = built["containers"]
+        env = {e["name"]: e.get("value", e.get("valueFrom")) for e in c["env"]}
+        assert env["KAFKA_SINK_SASL_USERNAME"] == {
+            "secretKeyRef": {"name": "sink-creds", "key": "user"}
+        }
+        assert env["KAFKA_SINK_SASL_PASSWORD"] == {
+            "secretKeyRef": {"name": "sink-creds", "key": "password"}
+        }
+        assert env["KAFKA_SINK_SECURITY_PROTOCOL"] == "SASL_PLAINTEXT"
+        assert env["KAFKA_SINK_SASL_MECHANISM"] == "SCRAM-SHA-512"
+        assert env["KAFKA_SINK_SSL_CA_LOCATION"] == "/etc/streamingjob-kafka-sink-ca/ca.crt"
+        assert env["KAFKA_SASL_USERNAME"] == {
+            "secretKeyRef": {"name": "kafka-creds", "key": "username"}
+        }
+        assert "KAFKA_SSL_CA_LOCATION" not in env  # the source's CA: the system's bundle
+        volume = next(v for v in built["volumes"] if v["name"] == "streamingjob-kafka-sink-ca")
+        assert volume["secret"]["items"] == [{"key": "root.pem", "path": "ca.crt"}]
+        mount = next(m for m in c["volumeMounts"] if m["name"] == volume["name"])
+        assert mount["mountPath"] == "/etc/streamingjob-kafka-sink-ca"
+    refs = {field: (name, keys) for field, name, keys in secret_references(spec)}
+    assert refs["spec.sinkKafkaCredentials.secretName"] == (
+        "sink-creds",
+        {
+            "spec.sinkKafkaCredentials.usernameKey": "user",
+            "spec.sinkKafkaCredentials.passwordKey": "password",
+        },
+    )
+    assert refs["spec.sinkKafkaCredentials.caSecret.name"] == (
+        "sink-ca",
+        {"spec.sinkKafkaCredentials.caSecret.key": "root.pem"},
+    )

@@ -417,3 +417,12 @@ def test_every_client_key_the_source_manages_has_a_field_in_the_manifest():
     assert set(RESERVED_CLIENT_KEYS) <= set(CLIENT_KEY_FIELDS)
     for name in CLIENT_KEY_FIELDS.values():
         assert name in SourceSpec.model_json_schema(by_alias=True)["properties"], name
+
+
+def test_sink_credentials_without_a_kafka_sink_are_refused_naming_the_field():
+    creds = {"secretName": "sink-creds"}
+    (problem,) = check_spec(make_spec(sinkKafkaCredentials=creds))  # the base: a file sink
+    assert problem.field == "spec.sinkKafkaCredentials"
+    assert "sink is parquet" in str(problem) and "format: kafka" in str(problem)
+    kafka = make_spec(sinkKafkaCredentials=creds, job__sink={"format": "kafka", "topic": "o"})
+    assert check_spec(kafka) == []
