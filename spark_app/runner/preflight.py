@@ -132,15 +132,23 @@ def sink_preflight(job: JobSpec, timeout_s: float, spec: dict[str, Any]) -> None
         return
     key = "sinkKafkaCredentials" if sink_credentials(os.environ) else "kafkaCredentials"
     sasl_field, ca_field = _credentials_fields(_mapping(spec.get(key)), f"spec.{key}")
-    options = {f"kafka.{k}": v for k, v in client.items()}
-    options["subscribePattern"] = re.escape(job.sink.topic or "")
-    metadata = KafkaMetadata(SourceOptions.parse(options), timeout_s=timeout_s)
+    options = SourceOptions.parse(sink_lookup_options(client, job.sink.topic or ""))
+    metadata = KafkaMetadata(options, timeout_s=timeout_s)
     try:
         metadata.topic_partitions()
     except KafkaUnavailable as exc:
         raise _start_failed(exc, sasl_field, ca_field, "spec.job.sink.bootstrapServers") from None
     finally:
         metadata.close()
+
+
+def sink_lookup_options(client: dict[str, str], topic: str) -> dict[str, str]:
+    """The Kafka sink's cluster as options of the source's look-ups: the sink's topic by
+    pattern (absent is no error), a group for the look-ups only (it never joins)."""
+    options = {f"kafka.{k}": v for k, v in client.items()}
+    options["subscribePattern"] = re.escape(topic)
+    options["kafka.group.id"] = "streamingjob-sink-preflight"
+    return options
 
 
 def _mapping(value: object) -> dict[str, Any] | None:

@@ -5,7 +5,10 @@ from __future__ import annotations
 import pytest
 
 from spark_app.api.job_spec import JobSpec
+from spark_app.api.options import SourceOptions
 from spark_app.kafka.config import sink_client
+from spark_app.kafka.metadata import matching_topics
+from spark_app.runner.preflight import sink_lookup_options
 
 pytestmark = pytest.mark.unit
 
@@ -54,3 +57,15 @@ def test_a_sink_with_credentials_of_its_own_uses_them_alone_on_its_own_cluster()
         "sasl.username": "writer",
         "sasl.password": "sink-secret",
     }
+
+
+def test_the_preflight_asks_the_sinks_cluster_with_options_the_source_takes():
+    """What the runner's preflight hands the source's look-ups for a sink's cluster parses,
+    and matches the sink's topic alone."""
+    client = sink_client(job(bootstrapServers="out:9093"), SINK_ENV)
+    options = SourceOptions.parse(sink_lookup_options(client, "out.v1"))
+    assert options.bootstrap_servers == "out:9093"
+    assert options.client()["sasl.username"] == "writer"
+    assert matching_topics(options.topic_pattern or "", ["out.v1", "outXv1", "out.v10"]) == [
+        "out.v1"
+    ]
