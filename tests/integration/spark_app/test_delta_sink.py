@@ -67,6 +67,7 @@ def stop_after_a_table_commit(runner: RunnerProcess, storage: Storage, checkpoin
     return batch
 
 
+@pytest.mark.timeout(1200)  # four starts, each bounded by RESTORE_BOUND_S
 @pytest.mark.parametrize("storage", ["s3a"], indirect=True)
 def test_sigkill_at_random_points_then_restore_is_exactly_once(kafka, tmp_path, storage):
     """Rule 4 with the table sink on the object store: three kills anywhere in a batch, each
