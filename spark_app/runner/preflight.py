@@ -106,7 +106,9 @@ def preflight(
         raise _start_failed(exc, sasl_field, ca_field, "spec.job.source.bootstrapServers") from None
 
 
-def _start_failed(exc: Exception, sasl_field: str, ca_field: str, cluster_field: str):
+def _start_failed(
+    exc: Exception, sasl_field: str, ca_field: str, cluster_field: str
+) -> KafkaStartFailed:
     """KafkaStartFailed naming the field behind a refused login, a failed TLS handshake or
     brokers that did not answer."""
     from spark_app.kafka.errors import KafkaAuthFailed, KafkaTLSFailed
