@@ -315,6 +315,28 @@ def test_a_refused_env_entry_is_named_by_its_index_in_the_spec():
     assert executor.obj["spec"]["containers"][0]["name"] == "executor"
 
 
+@pytest.mark.parametrize(
+    ("variable", "field"),
+    [
+        ("KAFKA_SASL_PASSWORD", "spec.kafkaCredentials"),
+        ("KAFKA_SINK_SASL_PASSWORD", "spec.sinkKafkaCredentials"),
+    ],
+)
+def test_a_refused_credential_entry_names_the_credentials_it_came_from(variable, field):
+    """The operator's own env entries (a Secret's key the API server refuses) are blamed on
+    the spec field of their Secret, the source's or the Kafka sink's."""
+    spec, (driver, _) = _dry_runs(
+        kafkaCredentials={"secretName": "kafka-creds"},
+        sinkKafkaCredentials={"secretName": "sink-creds"},
+        job__sink={"format": "kafka", "topic": "out"},
+    )
+    env = driver.obj["spec"]["containers"][0]["env"]
+    index = next(i for i, e in enumerate(env) if e["name"] == variable)
+    cause = (f"spec.containers[0].env[{index}].valueFrom.secretKeyRef.key", "Invalid value")
+    (problem,) = rejection_problems(driver, spec, Rejection(422, "Pod is invalid", (cause,)))
+    assert problem.field == field
+
+
 def test_unknown_fields_are_named_from_the_strict_decoding_message():
     mounts = [{"name": "data", "mountPath": "/data", "readOnlyy": True}]
     volumes = [{"name": "data", "emptyDir": {}}]
