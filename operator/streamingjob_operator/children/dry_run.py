@@ -8,7 +8,6 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from spark_app.kafka.config import SINK_ENV_PREFIX
 from streamingjob_operator.api.models import StreamingJobSpec, StreamingJobStatus
 from streamingjob_operator.api.naming import driver_pod_name
 from streamingjob_operator.children.driver_pod import (
@@ -16,8 +15,7 @@ from streamingjob_operator.children.driver_pod import (
     build_executor_template,
 )
 from streamingjob_operator.children.pod_parts import (
-    REGISTRY_SECRET_FIELD,
-    credential_env,
+    credential_sources,
     merge,
     pod_resources,
 )
@@ -196,14 +194,12 @@ def _index_in(items: list[Any], candidates: list[Any]) -> int | None:
     return None
 
 
-def _credential_field(spec: StreamingJobSpec, entry: dict[str, Any]) -> str:
-    """The spec field an env entry of the operator's credentials comes from."""
-    name = str(entry.get("name", ""))
-    if name.startswith(SINK_ENV_PREFIX):
-        return "spec.sinkKafkaCredentials"
-    if name.startswith("KAFKA_"):
-        return "spec.kafkaCredentials"
-    return "spec.s3" if name.startswith("AWS_") else REGISTRY_SECRET_FIELD
+def _credential_field(spec: StreamingJobSpec, chain: list[Any]) -> str | None:
+    """The spec field of the operator's credential env entry on `chain`, if one is."""
+    for spec_field, entries in credential_sources(spec).items():
+        if any(isinstance(e, dict) and e in entries for e in chain):
+            return spec_field
+    return None
 
 
 def attribute(dry: DryRun, spec: StreamingJobSpec, path: str) -> str:
@@ -223,9 +219,8 @@ def attribute(dry: DryRun, spec: StreamingJobSpec, path: str) -> str:
             i = _index_in(spec.env, chain)
             if i is not None:
                 return f"spec.env[{i}]"
-            ours = [e for e in chain if isinstance(e, dict) and e in credential_env(spec)]
-            if ours:
-                return _credential_field(spec, ours[-1])
+            if (credentials := _credential_field(spec, chain)) is not None:
+                return credentials
             return "spec.env" if spec.env and len(chain) <= 5 else "spec.podTemplate"
         if sub == "volumeMounts":
             i = _index_in(spec.volume_mounts, chain)

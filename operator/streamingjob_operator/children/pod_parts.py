@@ -14,17 +14,9 @@ from spark_app.api.registry_spec import RegistryCASecret, RegistryCredentialsSec
 from spark_app.kafka.config import (
     ENV_REGISTRY_PASSWORD,
     ENV_REGISTRY_USERNAME,
-    ENV_SASL_MECHANISM,
-    ENV_SASL_PASSWORD,
-    ENV_SASL_USERNAME,
-    ENV_SECURITY_PROTOCOL,
-    ENV_SINK_SASL_MECHANISM,
-    ENV_SINK_SASL_PASSWORD,
-    ENV_SINK_SASL_USERNAME,
-    ENV_SINK_SECURITY_PROTOCOL,
-    ENV_SINK_SSL_CA_LOCATION,
-    ENV_SSL_CA_LOCATION,
     REGISTRY_CA_DIR,
+    SINK_ENV_PREFIX,
+    SOURCE_ENV_PREFIX,
 )
 from streamingjob_operator.api.models import StreamingJobSpec
 from streamingjob_operator.api.naming import LABEL_DRIVER, job_selector
@@ -68,37 +60,21 @@ def _from_secret(env: str, secret: str, key: str) -> dict[str, Any]:
     return {"name": env, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
 
 
-def _kafka_env(spec: StreamingJobSpec) -> list[dict[str, Any]]:
-    """The source's SASL settings, and the Kafka sink's own where it has them."""
-    source = (ENV_SASL_USERNAME, ENV_SASL_PASSWORD, ENV_SASL_MECHANISM, ENV_SECURITY_PROTOCOL)
-    sink = (
-        ENV_SINK_SASL_USERNAME,
-        ENV_SINK_SASL_PASSWORD,
-        ENV_SINK_SASL_MECHANISM,
-        ENV_SINK_SECURITY_PROTOCOL,
-    )
-    return [
-        *_sasl_env(spec.kafka_credentials, source, (ENV_SSL_CA_LOCATION, KAFKA_CA_FILE)),
-        *_sasl_env(spec.sink_kafka_credentials, sink, (ENV_SINK_SSL_CA_LOCATION, SINK_CA_FILE)),
-    ]
-
-
 def _sasl_env(
-    creds: KafkaCredentialsSpec | None, names: tuple[str, str, str, str], ca: tuple[str, str]
+    creds: KafkaCredentialsSpec | None, prefix: str, ca_file: str
 ) -> list[dict[str, Any]]:
-    """`creds` as the environment (user name, password, mechanism, protocol) `names` say,
-    and the CA file's path under `ca`'s name."""
+    """`creds` as the environment variables `prefix` names (spark_app.kafka.config: the
+    source's KAFKA_*, a Kafka sink's own KAFKA_SINK_*), the CA as the file `ca_file`."""
     if creds is None:
         return []
-    username, password, mechanism, protocol = names
     env = [
-        _from_secret(username, creds.secret_name, creds.username_key),
-        _from_secret(password, creds.secret_name, creds.password_key),
-        {"name": mechanism, "value": creds.sasl_mechanism},
-        {"name": protocol, "value": creds.security_protocol},
+        _from_secret(f"{prefix}SASL_USERNAME", creds.secret_name, creds.username_key),
+        _from_secret(f"{prefix}SASL_PASSWORD", creds.secret_name, creds.password_key),
+        {"name": f"{prefix}SASL_MECHANISM", "value": creds.sasl_mechanism},
+        {"name": f"{prefix}SECURITY_PROTOCOL", "value": creds.security_protocol},
     ]
     if creds.ca_secret is not None:
-        env.append({"name": ca[0], "value": ca[1]})
+        env.append({"name": f"{prefix}SSL_CA_LOCATION", "value": ca_file})
     return env
 
 
@@ -202,9 +178,21 @@ def registry_env(spec: StreamingJobSpec) -> list[dict[str, Any]]:
     ]
 
 
+def credential_sources(spec: StreamingJobSpec) -> dict[str, list[dict[str, Any]]]:
+    """The job's credentials as env vars (each from a secretKeyRef), by the spec field
+    they come from."""
+    source, sink = spec.kafka_credentials, spec.sink_kafka_credentials
+    return {
+        "spec.kafkaCredentials": _sasl_env(source, SOURCE_ENV_PREFIX, KAFKA_CA_FILE),
+        "spec.sinkKafkaCredentials": _sasl_env(sink, SINK_ENV_PREFIX, SINK_CA_FILE),
+        "spec.s3": s3_env(spec),
+        REGISTRY_SECRET_FIELD: registry_env(spec),
+    }
+
+
 def credential_env(spec: StreamingJobSpec) -> list[dict[str, Any]]:
     """Every credential of the job, each an env var from a secretKeyRef."""
-    return [*_kafka_env(spec), *s3_env(spec), *registry_env(spec)]
+    return [entry for entries in credential_sources(spec).values() for entry in entries]
 
 
 def secret_references(spec: StreamingJobSpec) -> list[tuple[str, str, dict[str, str]]]:
