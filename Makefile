@@ -55,7 +55,7 @@ native-check: ## The native crate's own checks: rustfmt, clippy, cargo test
 	bash scripts/native.sh --check
 
 .PHONY: bed-builds
-bed-builds: ## Build (once, cached) the dev bed's own pieces: each broker version's jars, its one-JVM launcher and CDS archive, the Schema Registry, the local Spark's CDS archive
+bed-builds: ## Build (once, cached) the dev bed's own pieces: each broker version's jars, its one-JVM launcher and CDS archive, the Schema Registry, the Iceberg REST catalog, the local Spark's CDS archive
 	@$(TREE) $(PY) -m devbed prepare
 
 .PHONY: toolchain

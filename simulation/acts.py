@@ -157,6 +157,8 @@ def world_fault(h: History, name: str, arg: int) -> None:
         w.server.faults.outage_until = w.clock.t + 5 + arg % 120
     elif name == "watch-stall":
         w.watch_stalled_until = w.clock.t + 5 + arg % 60
+    elif name == "table-maintenance":  # compaction and snapshot expiry beside the job
+        w.sinks.iceberg.maintain()
 
 
 # --- the operator's replicas -------------------------------------------------------------

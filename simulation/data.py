@@ -1,6 +1,6 @@
 """The data the job moves: Kafka partitions of numbered records (some of them poison: they
 cannot be decoded) and the group's committed offsets, the dead-letter topic, the file system
-holding checkpoints and the file sink's output, and a Delta table.
+holding checkpoints and the file sink's output, and a Delta or an Iceberg table.
 
 A record is `(topic, partition, offset)`. What a sink's reader sees is what its batches
 wrote once committed: the file sink's batches listed in its `_spark_metadata` logs, the
@@ -14,6 +14,12 @@ from dataclasses import dataclass, field
 from spark_app.api import offsets as off
 from spark_app.api.offsets import Positions
 from spark_app.runner.checkpoint_log import CheckpointFiles
+from spark_app.sinks.iceberg_sink import (
+    APP_PROPERTY,
+    BATCH_PROPERTY,
+    progress_key,
+    recorded_batch,
+)
 
 TOPIC = "orders"
 Record = tuple[str, int, int]
@@ -174,6 +180,31 @@ class Table:
             return False
         self.txns[app] = batch_id
         return True
+
+
+@dataclass
+class IcebergTable:
+    """An Iceberg table written by PyIceberg from the driver: each batch one catalog commit
+    whose snapshot summary carries (app id, batch id) and which sets that app's progress
+    property (`iceberg_sink.recorded_batch` reads them back). Maintenance beside the job (a
+    compaction's commit, then snapshot expiry) leaves only the newest snapshot's summary."""
+
+    properties: dict[str, str] = field(default_factory=dict)
+    summaries: list[dict[str, str]] = field(default_factory=list)  # newest first
+
+    def committed_batch(self, app: str) -> int | None:
+        return recorded_batch(self.properties, self.summaries, app)
+
+    def add_batch(self, app: str, batch_id: int, rows: list[Record]) -> bool:
+        done = self.committed_batch(app)
+        if done is not None and done >= batch_id:
+            return False
+        self.summaries.insert(0, {APP_PROPERTY: app, BATCH_PROPERTY: str(batch_id)})
+        self.properties[progress_key(app)] = str(batch_id)
+        return True
+
+    def maintain(self) -> None:
+        self.summaries[:] = [{"operation": "replace"}]
 
 
 def records(start: Positions, end: Positions) -> list[Record]:

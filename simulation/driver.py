@@ -22,6 +22,7 @@ from spark_app.api import offsets as off
 from spark_app.api.dead_letter_options import DeadLetterTarget
 from spark_app.api.manifest import RunnerManifest, epoch_sink_path, load_manifest
 from spark_app.api.offsets import Positions
+from spark_app.api.sink_spec import TABLE_SINKS
 from spark_app.formats.poison import MALFORMED_PAYLOAD
 from spark_app.runner.checkpoint_log import ahead_of_group
 from spark_app.runner.group_offsets import newest_durable, sink_batch
@@ -31,7 +32,17 @@ from spark_app.sinks import dead_letter
 from spark_app.sinks.delta_sink import app_id
 from streamingjob_operator.api.naming import LABEL_JOB
 
-from .data import Checkpoint, DeadLetterTopic, Files, FileSink, Kafka, Record, Table, records
+from .data import (
+    Checkpoint,
+    DeadLetterTopic,
+    Files,
+    FileSink,
+    IcebergTable,
+    Kafka,
+    Record,
+    Table,
+    records,
+)
 from .kafka_out import TopicSink, exactly_once, ranges
 
 EXIT_FAILED, EXIT_CATCH_UP_FAILED = 1, 5
@@ -43,6 +54,10 @@ class Sinks:
     table: Table
     written: list[tuple[str, Record]] = field(default_factory=list)  # (group, record)
     topic: TopicSink = field(default_factory=TopicSink)  # the exactly-once Kafka sink
+    iceberg: IcebergTable = field(default_factory=IcebergTable)
+
+    def table_of(self, sink_format: str) -> Table | IcebergTable:
+        return self.iceberg if sink_format == "iceberg" else self.table
 
     def newest(self, manifest: RunnerManifest, checkpoint: str) -> int | None:
         sink = manifest.spec.job.sink
@@ -50,7 +65,7 @@ class Sinks:
             sink.format,
             sink.path,
             checkpoint,
-            table_batch=lambda _path, app: self.table.committed_batch(app),
+            table_batch=self.table_of(sink.format).committed_batch,
             log_newest=self.files.newest,
         )
 
@@ -58,10 +73,10 @@ class Sinks:
         self, manifest: RunnerManifest, epoch: int, location: str, batch: int, rows: list[Record]
     ) -> bool:
         sink = manifest.spec.job.sink
-        assert sink.path is not None
-        if sink.format == "delta":
-            written = self.table.add_batch(app_id(location), batch, rows)
+        if sink.format in TABLE_SINKS:
+            written = self.table_of(sink.format).add_batch(app_id(location), batch, rows)
         else:
+            assert sink.path is not None
             directory = epoch_sink_path(sink.path, location) or f"{sink.path}/epoch-{epoch}"
             written = self.files.add_batch(directory, batch, rows)
         if written:  # what the reader sees, with the group that read it

@@ -45,6 +45,7 @@ ACTS = (
     "node-freeze",
     "api-outage",
     "watch-stall",
+    "table-maintenance",
     *acts.OPERATOR_FAULTS,
 )
 FAULTS = frozenset(
@@ -57,6 +58,7 @@ FAULTS = frozenset(
         "node-freeze",
         "api-outage",
         "watch-stall",
+        "table-maintenance",
     }
     | set(acts.OPERATOR_FAULTS)
 )
@@ -88,6 +90,20 @@ def plan(seed: int, acts: int = 24, span: float = 600.0) -> list[Act]:
     return sorted(drawn, key=lambda a: a.at)
 
 
+SINKS: dict[str, dict[str, Any]] = {
+    "kafka": {"format": "kafka", "topic": "orders-out"},
+    "iceberg": {
+        "format": "iceberg",
+        "table": "lake.orders",
+        "catalog": {
+            "type": "rest",
+            "uri": "http://catalog.lake.svc:8181",
+            "warehouse": "s3a://lake/w",
+        },
+    },
+}
+
+
 def base_spec(rng: random.Random, sink: str) -> dict[str, Any]:
     return {
         "image": "repo/streamingjob:1",
@@ -98,9 +114,7 @@ def base_spec(rng: random.Random, sink: str) -> dict[str, Any]:
                 "groupId": "orders-group",
                 "maxOffsetsPerTrigger": 7,
             },
-            "sink": {"format": "kafka", "topic": "orders-out"}
-            if sink == "kafka"
-            else {"format": sink, "path": "s3a://lake/orders"},
+            "sink": SINKS.get(sink) or {"format": sink, "path": "s3a://lake/orders"},
         },
         "checkpoint": {"location": "s3a://ckpt/base", "deleteOnJobDeletion": rng.random() < 0.5},
         "upgradeMode": rng.choice(["stateless", "last-state"]),
@@ -121,6 +135,8 @@ class History:
         self.world = World(seed)
         self.rng = random.Random(f"acts-{seed}")
         self.sink = random.Random(f"sink-{seed}").choice(["delta", "parquet", "kafka"])
+        if self.sink == "delta" and random.Random(f"table-{seed}").random() < 0.5:
+            self.sink = "iceberg"  # the other table sink (a seed's other draws unchanged)
         # the least grace the operator accepts ends before the node lifecycle controller's
         # (40 s): the scheduler may still place pods on a node the operator counts lost
         self.config = settings(random.Random(f"grace-{seed}").choice(GRACES))

@@ -1,5 +1,5 @@
-"""spec.job.sink: where the job writes (files, Kafka, a Delta table, console, noop), the output
-modes each sink runs and the options the job sets itself.
+"""spec.job.sink: where the job writes (files, Kafka, a Delta or Iceberg table, console, noop),
+the output modes each sink runs and the options the job sets itself.
 
 This module must not import pyspark: the operator imports it too.
 """
@@ -26,6 +26,7 @@ from spark_app.api.field_rules import (
     location_schema,
     refusing_keys_schema,
 )
+from spark_app.api.iceberg_spec import TABLE, IcebergCatalogSpec
 from spark_app.api.offsets import MAX_TOPIC
 from spark_app.api.sink_rules import (
     AT_LEAST_ONCE_NO_TIMEOUT,
@@ -52,6 +53,7 @@ SINK_OUTPUT_MODES: dict[str, tuple[str, ...]] = {
     **dict.fromkeys(FILE_SINK_FORMATS, ("append",)),
     "kafka": ("append", "complete"),
     "delta": ("append",),
+    "iceberg": ("append",),
     "console": _MODES,
     "noop": _MODES,
 }
@@ -70,6 +72,7 @@ SINK_OPTION_FIELDS = {
     "transactionalidprefix": "spec.job.sink.deliveryGuarantee",
     "checkpointid": "spec.checkpoint.location",
 }
+TABLE_SINKS = ("delta", "iceberg")  # sinks of one table across epochs, written from the driver
 
 
 def _sink_options_schema() -> dict[str, Any]:
@@ -101,15 +104,19 @@ DELTA_SCHEME = (
     "the delta sink writes to file:///path on a mounted volume or s3a://bucket/prefix "
     "(delta-rs reaches no other file system)"
 )
-NO_ICEBERG = (
-    "format iceberg is not available yet: no Apache Iceberg release runs on Spark 4.3 (its "
-    "newest Spark runtime is for Spark 4.1 and fails to load on 4.3); use format delta"
+ICEBERG_TABLE = (
+    "table and catalog are required for the iceberg sink: the table's identifier "
+    "(namespace.table) and the catalog that holds it"
 )
+ICEBERG_NO_PATH = "the iceberg sink takes no path: the catalog places the table (catalog.warehouse)"
+ICEBERG_ONLY = "table and catalog are for the iceberg sink only"
 NO_DELTA_OPTIONS = (
-    "options are passed to Spark's sinks; the delta sink is not one: set partitionBy and "
-    "tableProperties instead"
+    "options are passed to Spark's sinks; the delta and iceberg sinks are not: set "
+    "partitionBy and tableProperties instead"
 )
-TABLE_FIELDS_ONLY = "partitionBy and tableProperties are for table sinks (format delta) only"
+TABLE_FIELDS_ONLY = (
+    "partitionBy and tableProperties are for table sinks (format delta or iceberg) only"
+)
 
 
 class SinkSpec(SpecModel):
@@ -133,7 +140,19 @@ class SinkSpec(SpecModel):
                     "message": DELTA_SCHEME,
                     "fieldPath": ".path",
                 },
-                {"rule": "self.format != 'iceberg'", "message": NO_ICEBERG},
+                {
+                    "rule": "self.format != 'iceberg' || (has(self.table) && has(self.catalog))",
+                    "message": ICEBERG_TABLE,
+                },
+                {
+                    "rule": "self.format != 'iceberg' || !has(self.path)",
+                    "message": ICEBERG_NO_PATH,
+                    "fieldPath": ".path",
+                },
+                {
+                    "rule": "self.format == 'iceberg' || (!has(self.table) && !has(self.catalog))",
+                    "message": ICEBERG_ONLY,
+                },
                 {
                     "rule": "self.format == 'kafka' || "
                     "(!has(self.deliveryGuarantee) && !has(self.transactionTimeoutMs))",
@@ -146,13 +165,13 @@ class SinkSpec(SpecModel):
                     "fieldPath": ".transactionTimeoutMs",
                 },
                 {
-                    "rule": "self.format != 'delta' || !has(self.options) || "
+                    "rule": "!(self.format in ['delta', 'iceberg']) || !has(self.options) || "
                     "self.options.size() == 0",
                     "message": NO_DELTA_OPTIONS,
                     "fieldPath": ".options",
                 },
                 {
-                    "rule": "self.format == 'delta' || "
+                    "rule": "self.format in ['delta', 'iceberg'] || "
                     "(!has(self.partitionBy) && !has(self.tableProperties))",
                     "message": TABLE_FIELDS_ONLY,
                 },
@@ -166,9 +185,9 @@ class SinkSpec(SpecModel):
     ] = Field(
         description="parquet, json, csv or orc: Spark's file sink (exactly-once with the "
         "checkpoint). delta: a Delta Lake table at path, one table across epochs, exactly "
-        "once for every reader. iceberg: not yet (no Apache Iceberg release runs on Spark "
-        "4.3). kafka: a topic (exactly once for read_committed consumers, see "
-        "deliveryGuarantee). console, noop: for trials."
+        "once for every reader. iceberg: an Apache Iceberg table in a catalog (table, "
+        "catalog), exactly once for every reader. kafka: a topic (exactly once for "
+        "read_committed consumers, see deliveryGuarantee). console, noop: for trials."
     )
     path: str | None = Field(
         default=None,
@@ -181,6 +200,17 @@ class SinkSpec(SpecModel):
         "on a redeploy); restarts within an epoch continue the same directory. For the "
         "delta sink: the table's location (file:///... or s3a://...), the same table for "
         "every epoch.",
+    )
+    table: str | None = Field(
+        default=None,
+        min_length=3,
+        max_length=512,
+        pattern=TABLE,
+        description="iceberg sink: the table's identifier in the catalog, namespace.table "
+        "(created on the first batch when the catalog has no such table).",
+    )
+    catalog: IcebergCatalogSpec | None = Field(
+        default=None, description="iceberg sink: the catalog the table is committed through."
     )
     topic: str | None = Field(
         default=None,
@@ -222,13 +252,13 @@ class SinkSpec(SpecModel):
     partition_by: list[Annotated[str, Field(min_length=1, max_length=128, pattern=COLUMN)]] = Field(
         default_factory=list,
         max_length=8,
-        description="delta: the columns that partition a new table (an existing table "
-        "keeps its own partitioning).",
+        description="delta, iceberg: the columns that partition a new table (identity "
+        "partitions; an existing table keeps its own partitioning).",
     )
     table_properties: Options = Field(
         default_factory=dict,
-        description="delta: table properties set when the job creates the table, e.g. "
-        "delta.logRetentionDuration or delta.deletedFileRetentionDuration.",
+        description="delta, iceberg: table properties set when the job creates the table, "
+        "e.g. delta.logRetentionDuration, or Iceberg's write.target-file-size-bytes.",
         json_schema_extra=keys_schema(CLIENT_KEY, 255),
     )
     options: Options = Field(
@@ -276,16 +306,25 @@ class SinkSpec(SpecModel):
             raise ValueError(DELTA_PATH)
         if self.format == "delta" and not self.path.startswith(("file:///", "s3a://")):  # type: ignore[union-attr]
             raise ValueError(DELTA_SCHEME)
-        if self.format == "iceberg":
-            raise ValueError(NO_ICEBERG)
-        if self.format == "delta" and self.options:
+        self._check_iceberg()
+        if self.format in TABLE_SINKS and self.options:
             raise ValueError(NO_DELTA_OPTIONS)
-        if self.format != "delta" and (self.partition_by or self.table_properties):
+        if self.format not in TABLE_SINKS and (self.partition_by or self.table_properties):
             raise ValueError(TABLE_FIELDS_ONLY)
         guarantee, timeout = self.delivery_guarantee, self.transaction_timeout_ms
         if problem := transaction_problem(self.format, guarantee, timeout, None):
             raise ValueError(problem)
         return self
+
+    def _check_iceberg(self) -> None:
+        if self.format != "iceberg":
+            if self.table is not None or self.catalog is not None:
+                raise ValueError(ICEBERG_ONLY)
+            return
+        if self.table is None or self.catalog is None:
+            raise ValueError(ICEBERG_TABLE)
+        if self.path is not None:
+            raise ValueError(ICEBERG_NO_PATH)
 
     @property
     def guarantee(self) -> str:

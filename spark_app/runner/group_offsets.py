@@ -24,6 +24,7 @@ from spark_app.api import offsets as off
 from spark_app.api.manifest import RunnerManifest, epoch_sink_path
 from spark_app.api.offsets import Epochs, Positions
 from spark_app.api.options import SourceOptions
+from spark_app.api.sink_spec import TABLE_SINKS
 from spark_app.kafka.config import source_options
 from spark_app.kafka.group_commits import group_committer
 from spark_app.kafka.metadata import KafkaMetadata
@@ -35,7 +36,8 @@ from spark_app.runner.checkpoint_log import (
     DurableBatch,
     ahead_of_group,
 )
-from spark_app.sinks.delta_sink import DeltaTable, app_id
+from spark_app.sinks.delta_sink import app_id
+from spark_app.sinks.tables import sink_table
 from spark_app.source.committer import OffsetCommitter
 from spark_app.source.partition_state import PartitionStateTable
 
@@ -207,25 +209,26 @@ def previous_sink_batch(spark, manifest: RunnerManifest, previous_checkpoint: st
             sink.format,
             sink.path,
             previous_checkpoint,
-            table_batch=lambda path, app: DeltaTable.for_session(spark, path).committed_batch(app),
+            table_batch=lambda app: sink_table(spark, sink).committed_batch(app),
             log_newest=lambda log_dir: CheckpointFiles(spark, log_dir).newest(""),
         )
-    except Exception as exc:  # py4j or delta-rs: an unreachable store, a damaged log
+    except Exception as exc:  # py4j, delta-rs, PyIceberg: an unreachable store or catalog
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise CheckpointUnreadable(f"the sink at {sink.path}: {first}") from None
+        raise CheckpointUnreadable(f"the sink at {sink.path or sink.table}: {first}") from None
 
 
 def sink_batch(
     sink_format: str,
     path: str | None,
     checkpoint: str,
-    table_batch: Callable[[str, str], int | None],
+    table_batch: Callable[[str], int | None],
     log_newest: Callable[[str], int | None],
 ) -> int | None:
     """The newest batch of `checkpoint`'s query that its sink committed: in the file sink's
-    log (`manifest.epoch_sink_path`'s `_spark_metadata`) or in the Delta table's (by app id)."""
-    if sink_format == "delta" and path:
-        return table_batch(path, app_id(checkpoint))
+    log (`manifest.epoch_sink_path`'s `_spark_metadata`) or in the Delta or Iceberg table's
+    (`table_batch` of its app id)."""
+    if sink_format in TABLE_SINKS:
+        return table_batch(app_id(checkpoint))
     directory = epoch_sink_path(path, checkpoint) if path else None
     return log_newest(f"{directory}/_spark_metadata") if directory else None
 

@@ -13,10 +13,11 @@ from pathlib import Path
 from spark_app.api import sink_rules
 from spark_app.api.job_spec import JobSpec
 from spark_app.api.manifest import RunnerManifest, epoch_sink_path
-from spark_app.api.sink_spec import SinkSpec
+from spark_app.api.sink_spec import TABLE_SINKS, SinkSpec
 from spark_app.kafka.config import job_options, sink_client
 from spark_app.runner.sql_transform import SqlRefused, apply_sql
-from spark_app.sinks.delta_sink import DeltaTable, app_id, batch_writer
+from spark_app.sinks.delta_sink import SchemaIncompatible, app_id
+from spark_app.sinks.tables import batch_writer, sink_table
 
 log = logging.getLogger(__name__)
 
@@ -119,22 +120,19 @@ def check_sink(spark, job: JobSpec, frame) -> None:
     """The sink's checks of the query (`frame`, analysed) before it starts: InvalidJob
     naming what does not fit. The Kafka sink writes `value` (and `key`), strings or bytes,
     exactly-once only from a query without a shuffle (`check_one_range_per_task`); a Delta
-    table that exists takes the columns it has and compatible changes
-    (`delta_sink.schema_change`)."""
+    or Iceberg table that exists takes the columns it has and compatible changes
+    (`delta_sink.schema_change`, `iceberg_sink.evolve`)."""
     schema = frame.schema
     if job.sink.format == "kafka":
         check_one_range_per_task(job, frame)
         _check_kafka_columns(job, schema)
-    if job.sink.format == "delta":
-        from spark_app.sinks.delta_sink import SchemaIncompatible
-
-        table = DeltaTable.for_session(spark, job.sink.path or "", job.sink.partition_by)
+    if job.sink.format in TABLE_SINKS:
         try:
-            table.check(schema)
+            sink_table(spark, job.sink).check(schema)
         except SchemaIncompatible as exc:
             raise InvalidJob(f"spec.job.sink: {exc}") from None
         except Exception as exc:  # the table unreadable now: each batch checks it again
-            log.warning("cannot check the Delta table's schema before the start: %s", exc)
+            log.warning("cannot check the table's schema before the start: %s", exc)
 
 
 def _check_kafka_columns(job: JobSpec, schema) -> None:
@@ -183,16 +181,14 @@ def kafka_sink_options(sink: SinkSpec, job: str, location: str) -> dict[str, str
 
 
 def _to_sink(writer, spark, job: JobSpec, run: tuple[str, int], location: str):
-    """`writer` aimed at the job's sink: a Delta table (one commit per batch, keyed by this
-    checkpoint), our Kafka writer (`run`: the job's name and epoch), or a Spark sink (files:
+    """`writer` aimed at the job's sink: a Delta or Iceberg table (one commit per batch, keyed
+    by this checkpoint), our Kafka writer (`run`: the job's name and epoch), or a Spark sink (files:
     one directory per epoch)."""
     from spark_app.source.source import FORMAT
 
     sink = job.sink
-    if sink.format == "delta":
-        path = sink.path or ""  # required for delta (SinkSpec)
-        table = DeltaTable.for_session(spark, path, sink.partition_by, sink.table_properties)
-        return writer.foreachBatch(batch_writer(table, app_id(location)))
+    if sink.format in TABLE_SINKS:
+        return writer.foreachBatch(batch_writer(spark, sink, app_id(location)))
     if sink.format == "kafka":
         writer = writer.format(FORMAT).option("topic", sink.topic or "")
         writer = writer.options(**{f"kafka.{k}": v for k, v in sink_client(job).items()})

@@ -199,6 +199,35 @@ def test_the_simulation_sees_kafka_sink_output_twice_after_a_redeploy(monkeypatc
     assert outcome.violations and outcome.violations[0].rule == "duplicate"
 
 
+def test_the_simulation_sees_an_iceberg_batch_twice_when_expiry_hides_its_snapshot(monkeypatch):
+    """Seed 0's job writes an Iceberg table; its driver is killed after the table's commit of
+    a batch, before commits/N, while maintenance (a compaction's commit, then snapshot
+    expiry) runs beside it. The restore finds the batch through the table property the same
+    commit set (`iceberg_sink.recorded_batch`); read from snapshot summaries alone, as
+    Flink's sink does, the batch is gone with its snapshot and is written again."""
+    from simulation import data
+    from simulation.acts import CRASH_STAGES
+    from spark_app.sinks import iceberg_sink
+
+    acts = [
+        Act(0.0, "create"),
+        *(Act(5.0, "produce", 800 + p) for p in range(3)),
+        Act(30.0, "crash-driver", CRASH_STAGES.index("commit")),
+        *(Act(31.0, "produce", 810 + p) for p in range(3)),
+        *(Act(round(34 + 0.5 * i, 1), "table-maintenance") for i in range(16)),
+    ]
+    outcome = run(0, acts)
+    assert not outcome.violations
+    assert any("crashed at commit" in line for line in outcome.trace)
+
+    def summaries_only(_properties, summaries, app):
+        return iceberg_sink.recorded_batch({}, summaries, app)
+
+    monkeypatch.setattr(data, "recorded_batch", summaries_only)
+    outcome = run(0, acts)
+    assert outcome.violations and outcome.violations[0].rule == "duplicate"
+
+
 def test_the_simulation_sees_a_driver_placed_on_a_node_counted_lost(monkeypatch):
     """Found by `python -m simulation 0-127` once its scheduler took a silent node until the
     node lifecycle controller's 40 s mark (seed 80, shrunk): a restart targeted before node-3

@@ -175,12 +175,24 @@ def source_contradictions(draw: st.DrawFn, base: Base) -> Case:
     return spec, "spec.job.source"
 
 
-# --- table sinks: a missing or unreachable table, fields of another sink, iceberg ------------
+# --- table sinks: a missing or unreachable table or catalog, fields of another sink ----------
 
 TABLE_SINK_MISTAKES = [
     {"format": "delta"},  # no table location
     {"format": "delta", "path": "hdfs://nn/lake/orders"},  # delta-rs reaches no HDFS
-    {"format": "iceberg", "path": "s3a://lake/orders"},  # no release runs on Spark 4.3
+    {"format": "iceberg", "path": "s3a://lake/orders"},  # a catalog places the table
+    {"format": "iceberg", "table": "lake.orders"},  # no catalog
+    {  # a password in the catalog's uri instead of its credentialsSecret
+        "format": "iceberg",
+        "table": "lake.orders",
+        "catalog": {"type": "sql", "uri": "postgresql://u:pw@db/c", "warehouse": "s3a://w/h"},
+    },
+    {  # a sql catalog without a warehouse
+        "format": "iceberg",
+        "table": "lake.orders",
+        "catalog": {"type": "sql", "uri": "sqlite:////data/c.db"},
+    },
+    {"format": "parquet", "path": "s3a://lake/out", "table": "lake.orders"},
     {"format": "parquet", "path": "s3a://lake/out", "partitionBy": ["topic"]},
     {"format": "kafka", "topic": "out", "tableProperties": {"delta.appendOnly": "true"}},
     {"format": "delta", "path": "s3a://lake/orders", "options": {"mergeSchema": "true"}},

@@ -9,6 +9,7 @@ import copy
 import re
 from typing import Any
 
+from spark_app.api.iceberg_spec import CREDENTIAL_ENV as CATALOG_CREDENTIAL_ENV
 from spark_app.api.manifest import S3_ACCESS_KEY_ENV, S3_SECRET_KEY_ENV
 from spark_app.api.registry_spec import RegistryCASecret, RegistryCredentialsSecret
 from spark_app.kafka.config import (
@@ -163,6 +164,7 @@ def _registry_ca(spec: StreamingJobSpec) -> RegistryCASecret | None:
 
 
 REGISTRY_SECRET_FIELD = "spec.job.source.value.schemaRegistry.credentialsSecret"
+CATALOG_SECRET_FIELD = "spec.job.sink.catalog.credentialsSecret"
 REGISTRY_CA_FIELD = "spec.job.source.value.schemaRegistry.caSecret"
 
 
@@ -178,6 +180,14 @@ def registry_env(spec: StreamingJobSpec) -> list[dict[str, Any]]:
     ]
 
 
+def catalog_env(spec: StreamingJobSpec) -> list[dict[str, Any]]:
+    """The Iceberg catalog's token or database password, from its Secret: the driver commits
+    the table (spark_app.sinks.iceberg_sink reads it)."""
+    catalog = spec.job.sink.catalog
+    creds = catalog.credentials_secret if catalog is not None else None
+    return [] if creds is None else [_from_secret(CATALOG_CREDENTIAL_ENV, creds.name, creds.key)]
+
+
 def credential_sources(spec: StreamingJobSpec) -> dict[str, list[dict[str, Any]]]:
     """The job's credentials as env vars (each from a secretKeyRef), by the spec field
     they come from."""
@@ -187,6 +197,7 @@ def credential_sources(spec: StreamingJobSpec) -> dict[str, list[dict[str, Any]]
         "spec.sinkKafkaCredentials": _sasl_env(sink, SINK_ENV_PREFIX, SINK_CA_FILE),
         "spec.s3": s3_env(spec),
         REGISTRY_SECRET_FIELD: registry_env(spec),
+        CATALOG_SECRET_FIELD: catalog_env(spec),
     }
 
 
@@ -227,6 +238,11 @@ def secret_references(spec: StreamingJobSpec) -> list[tuple[str, str, dict[str, 
         )
     if (ca := _registry_ca(spec)) is not None:
         refs.append((f"{REGISTRY_CA_FIELD}.name", ca.name, {f"{REGISTRY_CA_FIELD}.key": ca.key}))
+    catalog = spec.job.sink.catalog
+    if catalog is not None and (c := catalog.credentials_secret) is not None:
+        refs.append(
+            (f"{CATALOG_SECRET_FIELD}.name", c.name, {f"{CATALOG_SECRET_FIELD}.key": c.key})
+        )
     return refs
 
 

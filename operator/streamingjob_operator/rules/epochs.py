@@ -70,6 +70,8 @@ ADDED_NESTED_SINCE_RELEASE = (
     ("job", "sink", "tableProperties"),
     ("job", "sink", "deliveryGuarantee"),
     ("job", "sink", "transactionTimeoutMs"),
+    ("job", "sink", "table"),
+    ("job", "sink", "catalog"),
 )
 
 

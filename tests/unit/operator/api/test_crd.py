@@ -23,9 +23,15 @@ def test_committed_crd_matches_the_models():
 
 
 def _walk(node, path="$"):
+    """Every schema of the tree (a `properties` map is walked into, not taken for a schema:
+    a field may be named `properties` or `type`)."""
     yield path, node
     if isinstance(node, dict):
         for key, value in node.items():
+            if key == "properties" and isinstance(value, dict):
+                for name, sub in value.items():
+                    yield from _walk(sub, f"{path}.{name}")
+                continue
             yield from _walk(value, f"{path}.{key}")
     elif isinstance(node, list):
         for i, value in enumerate(node):

@@ -814,3 +814,25 @@ def test_a_kafka_sinks_own_credentials_and_ca_reach_its_pods_only_by_secret_refe
         "sink-ca",
         {"spec.sinkKafkaCredentials.caSecret.key": "root.pem"},
     )
+
+
+def test_an_iceberg_catalogs_credential_reaches_its_pods_only_by_secret_reference():
+    """spec.job.sink.catalog.credentialsSecret: ICEBERG_CATALOG_CREDENTIAL by secretKeyRef
+    (the driver commits the table), never its value; its Secret checked before a launch; the
+    catalog's uri and table in the job's ConfigMap, which holds no secret."""
+    catalog = {
+        "type": "rest",
+        "uri": "https://catalog.lake.svc:8181/api",
+        "credentialsSecret": {"name": "catalog-login", "key": "token"},
+    }
+    spec = make_spec(job__sink={"format": "iceberg", "table": "lake.orders", "catalog": catalog})
+    (c,) = pod(spec)["spec"]["containers"]
+    env = {e["name"]: e.get("value", e.get("valueFrom")) for e in c["env"]}
+    assert env["ICEBERG_CATALOG_CREDENTIAL"] == {
+        "secretKeyRef": {"name": "catalog-login", "key": "token"}
+    }
+    refs = {field: (name, keys) for field, name, keys in secret_references(spec)}
+    assert refs["spec.job.sink.catalog.credentialsSecret.name"] == (
+        "catalog-login",
+        {"spec.job.sink.catalog.credentialsSecret.key": "token"},
+    )

@@ -65,5 +65,6 @@ def test_the_sinks_batch_is_read_where_that_checkpoints_query_wrote():
     sink_batch("parquet", "s3a://out", ours, lambda *_: None, lambda d: logs.append(d) or 4)
     assert logs == [f"s3a://out/{UID}/epoch-2/_spark_metadata"]
     apps: list[str] = []
-    sink_batch("delta", "s3a://t", ours, lambda _p, app: apps.append(app) or 3, lambda _: None)
-    assert apps == [ours]
+    for table_sink in ("delta", "iceberg"):
+        sink_batch(table_sink, None, ours, lambda app: apps.append(app) or 3, lambda _: None)
+    assert apps == [ours, ours]

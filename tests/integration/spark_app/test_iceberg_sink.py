@@ -1,0 +1,118 @@
+"""The Iceberg table sink: exactly once for every reader, through restores, redeploys and
+maintenance, on both catalog protocols.
+
+Each test runs the runner as a real process on local Spark against a real broker, commits
+through a real catalog (Apache Iceberg's own REST server; PyIceberg's SQL catalog in a SQLite
+file) and reads the table back through the catalog with PyIceberg: what any Iceberg reader
+sees. The kill point that matters is between the table's commit and the checkpoint's
+commit-log entry: the sink's fault point (`CRASH_AFTER_COMMIT_ENV`) SIGKILLs the driver
+exactly there. Between that kill and the next start, maintenance expires every snapshot but
+the newest, after another writer's commit: the batch must still be found (rule 18).
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from devbed.iceberg_catalog import RestCatalog
+from spark_app.sinks.delta_sink import CRASH_AFTER_COMMIT_ENV
+from spark_app.sinks.iceberg_sink import BATCH_PROPERTY, newest_batch
+from tests.integration.spark_app.test_runner import (
+    assert_exactly_once,
+    sigkill_at_random_points_then_restore,
+    wait_for_all,
+)
+from tests.support.iceberg_output import iceberg_rows, maintain, open_table, rest_sink, sql_sink
+from tests.support.kafka_tools import commit_offsets, new_topic, produce
+from tests.support.runner_process import RunnerProcess, job_manifest
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def rest_catalog(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RestCatalog]:
+    with RestCatalog(tmp_path_factory.mktemp("iceberg-rest")) as catalog:
+        yield catalog
+
+
+def crashed_after_the_table_commit(
+    kafka, tmp_path: Path, storage, sink: dict, name: str
+) -> tuple[dict, str, RunnerProcess]:
+    """Epoch 1 of a job over 6000 records, SIGKILLed right after the table committed batch
+    2 (before `commits/2`), then maintenance beside it. The manifest, the checkpoint and the
+    runner."""
+    topic = new_topic(kafka.bootstrap, partitions=2)
+    produce(kafka.bootstrap, topic, range(6000))
+    manifest = job_manifest(name, kafka.bootstrap, topic, tmp_path, storage)
+    manifest["spec"]["job"]["sink"] = sink
+    runner = RunnerProcess(manifest, tmp_path, env={**storage.env, CRASH_AFTER_COMMIT_ENV: "2"})
+    assert runner.start().wait(180) == -signal.SIGKILL
+    checkpoint = f"{storage.checkpoints}/test/{name}/epoch-1"
+    assert newest_batch(open_table(sink), checkpoint) == 2
+    assert maintain(sink) == 1  # the batch's snapshot is gone: only the compaction's is left
+    assert BATCH_PROPERTY not in open_table(sink).current_snapshot().summary.additional_properties
+    return manifest, checkpoint, runner
+
+
+@pytest.mark.timeout(900)  # three starts, each bounded by RESTORE_BOUND_S
+@pytest.mark.parametrize("storage", ["file"], indirect=True)
+def test_sigkill_at_random_points_then_restore_is_exactly_once(
+    kafka, tmp_path, storage, rest_catalog
+):
+    """Rule 4 with the Iceberg sink through the REST catalog: two kills anywhere in a batch,
+    each restored."""
+    sink = rest_sink(rest_catalog, "lake.kills")
+    sigkill_at_random_points_then_restore(
+        kafka, tmp_path, storage, kills=2, sink=sink, read_rows=lambda _: iceberg_rows(sink)
+    )
+
+
+@pytest.mark.parametrize("storage", ["file"], indirect=True)
+def test_a_restore_after_maintenance_does_not_write_again_a_committed_batch(
+    kafka, tmp_path, storage
+):
+    """SQL catalog. The restore replays batch 2 (same id, same offsets): the table property
+    its commit set still names it after the snapshot's expiry, so the replay writes nothing
+    and every record is in the table once."""
+    sink = sql_sink(tmp_path, "lake.replay")
+    manifest, _, runner = crashed_after_the_table_commit(kafka, tmp_path, storage, sink, "replay")
+    (topic,) = manifest["spec"]["job"]["source"]["subscribe"]
+    snapshots = len(open_table(sink).snapshots())
+    runner.env = storage.env
+    runner.start()
+    report = wait_for_all(runner, kafka.bootstrap, topic)
+    assert (report["restoredBatch"], report["rerunBatch"]) == (1, 2)
+    assert runner.terminate() == 0
+    assert_exactly_once(storage, range(6000), iceberg_rows(sink))
+    assert "batch 2 is in the Iceberg table already" in runner.output()
+    # the replay made no commit: each later snapshot is one later batch
+    later = len(open_table(sink).snapshots()) - snapshots
+    assert later == report["latestBatch"]["batchId"] - 2
+
+
+@pytest.mark.parametrize("storage", ["file"], indirect=True)
+def test_a_redeploy_after_maintenance_counts_the_tables_commit_as_durable(
+    kafka, tmp_path, storage, rest_catalog
+):
+    """REST catalog. Rule 9: epoch 1 died after a table commit whose commit-log entry and
+    group commit never happened, and maintenance expired that commit's snapshot; epoch 2's
+    catch-up finds the batch in the table, and the table holds every record once across both
+    epochs (one table, two queries)."""
+    sink = rest_sink(rest_catalog, "lake.redeploy")
+    manifest, previous, _ = crashed_after_the_table_commit(
+        kafka, tmp_path, storage, sink, "redeploy"
+    )
+    (topic,) = manifest["spec"]["job"]["source"]["subscribe"]
+    commit_offsets(kafka.bootstrap, "redeploy-group", topic, {0: 0, 1: 0})  # commits lost
+    second = RunnerProcess(manifest, tmp_path, epoch=2, env=storage.env)
+    report = second.start("--previous-checkpoint", previous).wait_for_batch(0)
+    caught_up = report["previousCheckpoint"]
+    assert (caught_up["outcome"], caught_up["batch"]) == ("committed", 2), caught_up
+    produce(kafka.bootstrap, topic, range(6000, 8000))
+    wait_for_all(second, kafka.bootstrap, topic)
+    assert second.terminate() == 0
+    assert_exactly_once(storage, range(8000), iceberg_rows(sink))
