@@ -17,16 +17,13 @@ Every Delta reader sees each batch once; no reader needs our logs.
 from __future__ import annotations
 
 import logging
-import os
-import signal
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from spark_app.sinks.table_writer import TableWriter
+
 log = logging.getLogger("spark_app.sinks.delta_sink")
-# A fault point for tests: the driver (its whole process group, the JVM too) is SIGKILLed
-# right after the table committed this batch id, before Spark writes commits/<id>.
-CRASH_AFTER_COMMIT_ENV = "STREAMJOB_TEST_CRASH_AFTER_TABLE_COMMIT"
 
 
 def app_id(checkpoint: str) -> str:
@@ -134,7 +131,7 @@ class DeltaTable:
         )
 
 
-class BatchWriter:
+class BatchWriter(TableWriter):
     """One query's foreachBatch function: each batch's rows reach the driver as Arrow and
     become one Delta commit (delta-rs writes the Parquet files and the log entry).
 
@@ -146,17 +143,10 @@ class BatchWriter:
     delta-rs refuses our commit (its conflict check covers application transactions) instead
     of writing a batch twice. Other writers' commits (compaction, vacuum) are rebased over."""
 
-    def __init__(self, table: DeltaTable, app_id: str):
-        self.table, self.app_id = table, app_id
-        self.crash_after = os.environ.get(CRASH_AFTER_COMMIT_ENV)
-        self._read = False  # the table's state below was read (and not lost to a failure)
-        self._opened: Any = None  # the open table; None while there is none
-        self._done: int | None = None  # the newest batch of app_id in the table
+    table: DeltaTable
 
-    def __call__(self, frame, batch_id: int) -> None:
-        self.write(frame.toArrow(), batch_id)
-        if self.crash_after == str(batch_id):  # a test's crash between the table and commits/N
-            os.killpg(os.getpgid(0), signal.SIGKILL)
+    def newest_in(self, opened: Any) -> int | None:
+        return opened.transaction_version(self.app_id)
 
     def write(self, rows: Any, batch_id: int) -> bool:
         """Appends `rows` as batch `batch_id` unless the table has it (a replay after a
@@ -177,12 +167,7 @@ class BatchWriter:
             return self._write_once(rows, batch_id)
 
     def _write_once(self, rows: Any, batch_id: int) -> bool:
-        if not self._read:
-            self._opened = self.table.open()
-            opened = self._opened
-            self._done = None if opened is None else opened.transaction_version(self.app_id)
-            self._read = True
-        if self._done is not None and self._done >= batch_id:
+        if self.has(batch_id):
             log.info(
                 "batch %d is in the Delta table already (its version %d): skipped",
                 batch_id,

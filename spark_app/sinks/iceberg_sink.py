@@ -20,14 +20,14 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
 from spark_app.api.iceberg_spec import CREDENTIAL_ENV, IcebergCatalogSpec
-from spark_app.sinks.delta_sink import CRASH_AFTER_COMMIT_ENV, SchemaIncompatible, hadoop_settings
+from spark_app.sinks.delta_sink import SchemaIncompatible, hadoop_settings
+from spark_app.sinks.table_writer import TableWriter
 
 log = logging.getLogger("spark_app.sinks.iceberg_sink")
 APP_PROPERTY = "streamingjob.app-id"
@@ -203,7 +203,7 @@ def evolve(target: Any, schema: Any, identifier: str, dry: bool = False) -> None
         ) from None
 
 
-class BatchWriter:
+class BatchWriter(TableWriter):
     """One query's foreachBatch function: each batch's rows reach the driver as Arrow and
     become one Iceberg commit.
 
@@ -212,27 +212,15 @@ class BatchWriter:
     From then on that batch is kept here, and each commit goes through the table loaded then
     (a commit moves it on; PyIceberg rebases a commit over other writers' and retries)."""
 
-    def __init__(self, table: IcebergTable, app_id: str):
-        self.table, self.app_id = table, app_id
-        self.crash_after = os.environ.get(CRASH_AFTER_COMMIT_ENV)
-        self._read = False  # the state below was read (and not lost to a failure)
-        self._opened: Any = None  # the loaded table; None while there is none
-        self._done: int | None = None  # the newest batch of app_id in the table
+    table: IcebergTable
 
-    def __call__(self, frame, batch_id: int) -> None:
-        self.write(frame.toArrow(), batch_id)
-        if self.crash_after == str(batch_id):  # a test's crash between the table and commits/N
-            os.killpg(os.getpgid(0), signal.SIGKILL)
+    def newest_in(self, opened: Any) -> int | None:
+        return newest_batch(opened, self.app_id)
 
     def write(self, rows: Any, batch_id: int) -> bool:
         """Appends `rows` as batch `batch_id` unless the table has it (a replay after a
         restore). True: written."""
-        if not self._read:
-            self._opened = self.table.open()
-            opened = self._opened
-            self._done = None if opened is None else newest_batch(opened, self.app_id)
-            self._read = True
-        if self._done is not None and self._done >= batch_id:
+        if self.has(batch_id):
             log.info("batch %d is in the Iceberg table already: skipped", batch_id)
             return False
         try:

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from devbed.object_store import Storage
-from spark_app.sinks.delta_sink import CRASH_AFTER_COMMIT_ENV
+from spark_app.sinks.table_writer import CRASH_AFTER_COMMIT_ENV
 from tests.integration.spark_app.test_runner import (
     assert_exactly_once,
     sigkill_at_random_points_then_restore,
