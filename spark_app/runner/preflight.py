@@ -72,12 +72,6 @@ def _credentials_fields(
     return sasl, ca
 
 
-class SourceNotStarted(RuntimeError):
-    """The source could not resolve its columns at the start (the registry away, a subject
-    not registered yet): a restart may succeed, so it is a failure (exit 1), not invalid
-    input."""
-
-
 def preflight(
     options: dict[str, str], timeout_s: float = 15.0, credentials: dict[str, Any] | None = None
 ) -> None:

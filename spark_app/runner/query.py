@@ -24,6 +24,12 @@ log = logging.getLogger(__name__)
 SOURCE_REPORT, DRAIN_FILE = "source-report.json", "drain"  # in the run's work directory
 
 
+class NotStarted(RuntimeError):
+    """The source could not resolve its columns at the start (the registry away, a subject
+    not registered yet), or the sink's catalog did not answer: a restart may succeed, so it
+    is a failure (exit 1, its message in the termination message), not invalid input."""
+
+
 class InvalidJob(ValueError):
     """Input that cannot run, named by its manifest field."""
 
@@ -131,8 +137,20 @@ def check_sink(spark, job: JobSpec, frame) -> None:
             sink_table(spark, job.sink).check(schema)
         except SchemaIncompatible as exc:
             raise InvalidJob(f"spec.job.sink: {exc}") from None
-        except Exception as exc:  # the table unreadable now: each batch checks it again
+        except Exception as exc:
+            if job.sink.catalog is not None:  # every batch needs the catalog: not started
+                raise catalog_unreachable(job.sink.catalog.uri, exc) from None
             log.warning("cannot check the table's schema before the start: %s", exc)
+
+
+def catalog_unreachable(uri: str, exc: Exception) -> NotStarted:
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return NotStarted(
+        f"spec.job.sink.catalog: the Iceberg catalog at {uri} could not be read "
+        f"({type(exc).__name__}: {first[:300]}); check catalog.uri, that the driver reaches "
+        "it and catalog.credentialsSecret. Nothing was read; the start is retried with "
+        "restartPolicy.backoff"
+    )
 
 
 def _check_kafka_columns(job: JobSpec, schema) -> None:

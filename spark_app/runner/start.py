@@ -25,7 +25,6 @@ from spark_app.runner.checkpoint_log import CheckpointFiles
 from spark_app.runner.group_offsets import GroupOffsets
 from spark_app.runner.preflight import (
     EXIT_FAILED,
-    SourceNotStarted,
     failure_cause,
     refuse,
     termination_message,
@@ -34,6 +33,7 @@ from spark_app.runner.query import (
     DRAIN_FILE,
     SOURCE_REPORT,
     InvalidJob,
+    NotStarted,
     build_session,
     check_sink,
     source_frame,
@@ -112,7 +112,7 @@ def run(
         log.info("query started %s", phases)
     except InvalidJob as exc:
         return _not_started(group, refuse(str(exc), reporter))
-    except SourceNotStarted as exc:
+    except NotStarted as exc:
         return _could_not_start(group, reporter, exc)
     reporter.update(state="running")
     try:
@@ -325,14 +325,12 @@ def _reader_pins(spark, manifest: RunnerManifest, location: str) -> dict[str, sc
         text = CheckpointFiles(spark, location).read_text(schema_pin.PIN_FILE)
         stored = None if text is None else schema_pin.from_json(text)
     except schema_pin.PinUnreadable as exc:
-        raise SourceNotStarted(
+        raise NotStarted(
             f"{where}: {exc}; delete it to read the subjects' latest versions again"
         ) from None
     except Exception as exc:  # py4j: denied, the store away
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise SourceNotStarted(
-            f"cannot read the epoch's reader schema pins {where}: {first}"
-        ) from None
+        raise NotStarted(f"cannot read the epoch's reader schema pins {where}: {first}") from None
     requested = {column: (str(d.subject), d.version) for column, d in decodings.items()}
     pins = {}
     for column, (version, how) in schema_pin.versions(requested, stored).items():
@@ -341,20 +339,20 @@ def _reader_pins(spark, manifest: RunnerManifest, location: str) -> dict[str, sc
             try:
                 version = at_query_start(decoding).reader.version
             except ReaderSchemaError as exc:
-                raise SourceNotStarted(f"the source could not start: {exc}") from None
+                raise NotStarted(f"the source could not start: {exc}") from None
             assert version is not None  # a subject's schema has one
         pins[column] = schema_pin.Pin(column, str(decoding.subject), version, how)
     return pins
 
 
 def _write_pins(checkpoint: CheckpointFiles, pins: dict[str, schema_pin.Pin]) -> None:
-    """The epoch's pins into its checkpoint; SourceNotStarted when they cannot be written
+    """The epoch's pins into its checkpoint; NotStarted when they cannot be written
     (nothing was read)."""
     try:
         checkpoint.write_text(schema_pin.PIN_FILE, schema_pin.to_json(pins))
     except Exception as exc:  # py4j: denied, the store away
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise SourceNotStarted(
+        raise NotStarted(
             f"cannot write the epoch's reader schema pins to {checkpoint.location}: {first}"
         ) from None
     log.info("reader schema versions pinned for this epoch in %s", checkpoint.location)
@@ -367,7 +365,7 @@ def _job_frame(
     workdir: Path,
     versions: dict[str, str] | None = None,
 ):
-    """The job's DataFrame, analysed. SourceNotStarted when the source cannot resolve its
+    """The job's DataFrame, analysed. NotStarted when the source cannot resolve its
     columns (a registry away, a subject not registered yet: a later start may succeed);
     InvalidJob when the SQL query or transform cannot run. `versions`: the pinned reader
     schema versions (valueSchemaVersion, keySchemaVersion)."""
@@ -377,7 +375,7 @@ def _job_frame(
     try:
         frame = source_frame(spark, job, name, args.epoch, workdir, versions)
     except (AnalysisException, IllegalArgumentException) as exc:
-        raise SourceNotStarted(f"the source could not start: {failure_cause(str(exc))}") from None
+        raise NotStarted(f"the source could not start: {failure_cause(str(exc))}") from None
     try:
         frame = transformed(spark, job, frame)
         frame.schema  # noqa: B018 - analysis forced (a transform's plan too), nothing run

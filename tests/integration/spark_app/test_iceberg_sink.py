@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from devbed.iceberg_catalog import RestCatalog
+from devbed.ports import free_port
 from spark_app.sinks.iceberg_sink import BATCH_PROPERTY, newest_batch
 from spark_app.sinks.table_writer import CRASH_AFTER_COMMIT_ENV
 from tests.integration.spark_app.test_runner import (
@@ -27,7 +28,7 @@ from tests.integration.spark_app.test_runner import (
     wait_for_all,
 )
 from tests.support.iceberg_output import iceberg_rows, maintain, open_table, rest_sink, sql_sink
-from tests.support.kafka_tools import commit_offsets, new_topic, produce
+from tests.support.kafka_tools import commit_offsets, group_offsets, new_topic, produce
 from tests.support.runner_process import RunnerProcess, job_manifest
 
 pytestmark = pytest.mark.integration
@@ -116,3 +117,23 @@ def test_a_redeploy_after_maintenance_counts_the_tables_commit_as_durable(
     wait_for_all(second, kafka.bootstrap, topic)
     assert second.terminate() == 0
     assert_exactly_once(storage, range(8000), iceberg_rows(sink))
+
+
+def test_a_catalog_away_at_the_start_fails_the_start_naming_it_and_reads_nothing(kafka, tmp_path):
+    """Every batch commits through the catalog: one that does not answer before the query
+    starts is exit 1 (restarted with backoff) with a termination message naming the field,
+    before anything is read or planned."""
+    topic = new_topic(kafka.bootstrap, partitions=1)
+    produce(kafka.bootstrap, topic, range(10))
+    manifest = job_manifest("nocatalog", kafka.bootstrap, topic, tmp_path)
+    away = {"type": "rest", "uri": f"http://127.0.0.1:{free_port()}"}
+    manifest["spec"]["job"]["sink"] = {"format": "iceberg", "table": "lake.t", "catalog": away}
+    termination = tmp_path / "termination-log"
+    termination.touch()
+    runner = RunnerProcess(manifest, tmp_path, env={"STREAMJOB_TERMINATION_LOG": str(termination)})
+    assert runner.start().wait(180) == 1, runner.tail()
+    said = termination.read_text()
+    assert said.startswith(f"spec.job.sink.catalog: the Iceberg catalog at {away['uri']}"), said
+    assert "restartPolicy.backoff" in said
+    assert group_offsets(kafka.bootstrap, "nocatalog-group", topic) == {0: None}
+    assert not list((tmp_path / "checkpoints").rglob("offsets/*"))  # no batch planned
