@@ -219,7 +219,22 @@ class BatchWriter(TableWriter):
 
     def write(self, rows: Any, batch_id: int) -> bool:
         """Appends `rows` as batch `batch_id` unless the table has it (a replay after a
-        restore). True: written."""
+        restore). True: written.
+
+        A commit PyIceberg could not rebase is tried once more from the table read again:
+        snapshot expiry beside the job may have removed the snapshot the loaded table is at
+        ("Cannot find starting snapshot"), which PyIceberg's own retries need."""
+        from pyiceberg.exceptions import CommitFailedException, ValidationException
+
+        try:
+            return self._write_once(rows, batch_id)
+        except (CommitFailedException, ValidationException) as exc:
+            log.warning(
+                "batch %d: Iceberg commit failed (%s); reading the table again", batch_id, exc
+            )
+            return self._write_once(rows, batch_id)
+
+    def _write_once(self, rows: Any, batch_id: int) -> bool:
         if self.has(batch_id):
             log.info("batch %d is in the Iceberg table already: skipped", batch_id)
             return False

@@ -1,11 +1,15 @@
 """Reads what a job committed to its Iceberg table through the table's catalog with PyIceberg
-(what every Iceberg reader sees), and runs the maintenance other tools run beside a job."""
+(what every Iceberg reader sees), and runs maintenance beside a job: another writer's commit,
+then `streamingjob-iceberg-maintenance` as its CronJob would."""
 
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+import subprocess
+import sys
 from pathlib import Path
+
+import yaml
 
 from devbed.iceberg_catalog import RestCatalog
 
@@ -49,14 +53,20 @@ def iceberg_rows(sink: dict) -> list[dict]:
     return rows
 
 
-def maintain(sink: dict) -> int:
-    """What a maintenance job does beside the writer: another writer's commit (a compaction's
-    stand-in, re-adding nothing), then every snapshot but the newest expired. The number of
-    snapshots left."""
+def maintain(manifest: dict, workdir: Path) -> int:
+    """Beside the job of `manifest`: another writer's commit (a compaction's stand-in, adding
+    no row), then the maintenance command expiring every snapshot but the newest. The number
+    of snapshots left."""
     import pyarrow as pa
 
+    sink = manifest["spec"]["job"]["sink"]
     table = open_table(sink)
     empty = pa.Table.from_pylist([], schema=table.schema().as_arrow())
     table.append(empty, snapshot_properties={"maintenance": "compaction"})
-    table.maintenance.expire_snapshots().older_than(datetime.now(UTC)).commit()
+    path = workdir / "maintained-job.yaml"
+    path.write_text(yaml.safe_dump(manifest))
+    command = [sys.executable, "-m", "spark_app.sinks.iceberg_maintenance", "--manifest",
+               str(path), "--older-than-hours", "0"]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
     return len(open_table(sink).snapshots())
