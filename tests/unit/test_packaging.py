@@ -62,6 +62,7 @@ def test_entry_points_exist_and_work(installed: Path):
         "streamingjob-operator",
         "streamingjob-offsets",
         "streamingjob-delta-maintenance",
+        "streamingjob-iceberg-maintenance",
     }
     for name in scripts:
         proc = _run(installed, str(installed / "bin" / name), "--help")
