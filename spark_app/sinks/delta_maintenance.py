@@ -39,7 +39,7 @@ from typing import Any
 
 import yaml
 
-from spark_app.api.manifest import ManifestError, load_manifest
+from spark_app.api.manifest import ManifestError, RunnerManifest, load_manifest
 from spark_app.sinks.delta_sink import storage_options, table_uri
 
 EXIT_OK, EXIT_INVALID, EXIT_NO_TABLE, EXIT_UNREACHABLE, EXIT_STEP_FAILED = 0, 2, 3, 4, 5
@@ -68,29 +68,41 @@ class Target:
     origin: str
 
 
-def target_of_manifest(manifest_path: Path) -> Target:
-    """The job's table (spec.job.sink.path) with the job's store settings (spec.s3, and
-    sparkConf's spark.hadoop.fs.s3a.* over them, as the driver's session has them)."""
+def job_of_manifest(manifest_path: Path, sink_format: str, hint: str = "") -> RunnerManifest:
+    """The job's manifest, which must write a `sink_format` table; MaintenanceError if not."""
     try:
         document = yaml.safe_load(manifest_path.read_text())
         manifest = load_manifest(document if isinstance(document, dict) else {})
     except (OSError, yaml.YAMLError, ManifestError) as exc:
         raise MaintenanceError(f"--manifest {manifest_path}: {exc}", EXIT_INVALID) from None
-    sink = manifest.spec.job.sink
-    if sink.format != "delta" or not sink.path:
+    if manifest.spec.job.sink.format != sink_format:
         raise MaintenanceError(
-            f"--manifest {manifest_path}: spec.job.sink.format is {sink.format}, not delta: "
-            "this job writes no Delta table (give the table with --table)",
+            f"--manifest {manifest_path}: spec.job.sink.format is "
+            f"{manifest.spec.job.sink.format}, not {sink_format}: this job writes no "
+            f"{sink_format.title()} table{hint}",
             EXIT_INVALID,
         )
+    return manifest
+
+
+def hadoop_settings(manifest: RunnerManifest) -> dict[str, str]:
+    """The job's store settings as the driver's session has them: spec.s3, and sparkConf's
+    spark.hadoop.fs.s3a.* over them."""
     prefix = "spark.hadoop."
-    hadoop = {
+    return {
         key.removeprefix(prefix): value
         for key, value in manifest.spec.session_conf().items()
         if key.startswith(prefix)
     }
+
+
+def target_of_manifest(manifest_path: Path) -> Target:
+    """The job's table (spec.job.sink.path, required for delta) with the job's store
+    settings."""
+    manifest = job_of_manifest(manifest_path, "delta", " (give the table with --table)")
+    path = manifest.spec.job.sink.path or ""
     origin = f"spec.job.sink.path of --manifest {manifest_path}"
-    return Target(sink.path, storage_options(hadoop, sink.path), origin)
+    return Target(path, storage_options(hadoop_settings(manifest), path), origin)
 
 
 def target_of_uri(uri: str) -> Target:

@@ -31,16 +31,14 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from spark_app.api.manifest import ManifestError, load_manifest
 from spark_app.sinks.delta_maintenance import (
-    EXIT_INVALID,
     EXIT_NO_TABLE,
     EXIT_OK,
     EXIT_STEP_FAILED,
     EXIT_UNREACHABLE,
     MaintenanceError,
+    hadoop_settings,
+    job_of_manifest,
 )
 from spark_app.sinks.iceberg_sink import IcebergTable, catalog_properties
 
@@ -49,25 +47,10 @@ HOUR_MS = 3_600_000
 
 def target_of_manifest(manifest_path: Path) -> IcebergTable:
     """The job's table with the job's catalog and store settings."""
-    try:
-        document = yaml.safe_load(manifest_path.read_text())
-        manifest = load_manifest(document if isinstance(document, dict) else {})
-    except (OSError, yaml.YAMLError, ManifestError) as exc:
-        raise MaintenanceError(f"--manifest {manifest_path}: {exc}", EXIT_INVALID) from None
+    manifest = job_of_manifest(manifest_path, "iceberg")
     sink = manifest.spec.job.sink
-    if sink.format != "iceberg" or sink.catalog is None or sink.table is None:
-        raise MaintenanceError(
-            f"--manifest {manifest_path}: spec.job.sink.format is {sink.format}, not iceberg: "
-            "this job writes no Iceberg table",
-            EXIT_INVALID,
-        )
-    prefix = "spark.hadoop."
-    hadoop = {
-        key.removeprefix(prefix): value
-        for key, value in manifest.spec.session_conf().items()
-        if key.startswith(prefix)
-    }
-    props = catalog_properties(sink.catalog, hadoop, os.environ)
+    assert sink.catalog is not None and sink.table is not None  # required for iceberg
+    props = catalog_properties(sink.catalog, hadoop_settings(manifest), os.environ)
     return IcebergTable(sink.table, props, sink.catalog.name)
 
 
