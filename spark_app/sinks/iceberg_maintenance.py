@@ -88,7 +88,7 @@ def open_table(target: IcebergTable) -> Any:
         table = target.open()
     except Exception as exc:  # the catalog away, or refusing the credential
         raise MaintenanceError(
-            f"the catalog of {target.identifier} ({target.catalog.get('uri')}) could not be "
+            f"the catalog of {target.identifier} ({target.uri}) could not be "
             f"read: {type(exc).__name__}: {str(exc).strip()[:300]}",
             EXIT_UNREACHABLE,
         ) from None

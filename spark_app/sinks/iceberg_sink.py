@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -114,10 +115,17 @@ class IcebergTable:
     """One Iceberg table of a catalog (`identifier`: namespace.table), written by one job."""
 
     identifier: str
-    catalog: Mapping[str, str]  # PyIceberg's catalog properties (`catalog_properties`)
+    # PyIceberg's catalog properties (`catalog_properties`): the credential too, so never in
+    # a repr
+    catalog: Mapping[str, str] = field(repr=False)
     name: str = "default"  # the catalog's (a SQL catalog keeps each table under it)
     partition_by: Sequence[str] = ()
     properties: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def uri(self) -> str:
+        """The catalog's URI for messages: a password joined into it (SQL) left out."""
+        return re.sub(r"://([^:/@]+):[^@/]*@", r"://\1@", self.catalog.get("uri", ""))
 
     @classmethod
     def for_session(cls, spark, sink) -> IcebergTable:

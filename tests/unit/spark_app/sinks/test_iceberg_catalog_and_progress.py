@@ -10,6 +10,7 @@ from spark_app.sinks.iceberg_sink import (
     APP_PROPERTY,
     BATCH_PROPERTY,
     CatalogUnusable,
+    IcebergTable,
     catalog_properties,
     progress_key,
     recorded_batch,
@@ -89,3 +90,12 @@ def test_the_newest_batch_is_the_property_first_then_the_newest_summary():
 def test_a_catalog_without_its_secret_in_the_spec_or_its_pieces_is_refused(fields, message):
     with pytest.raises(ValueError, match=message):
         _catalog(**fields)
+
+
+def test_the_catalogs_credential_is_in_no_repr_or_message():
+    catalog = _catalog(type="sql", uri="postgresql://lake@db.lake.svc/catalog", warehouse="s3a://w")
+    props = catalog_properties(catalog, {}, {"ICEBERG_CATALOG_CREDENTIAL": "s3cr3t"})
+    table = IcebergTable("lake.orders", props)
+    assert "s3cr3t" in table.catalog["uri"]  # what the catalog is opened with
+    assert "s3cr3t" not in repr(table)
+    assert table.uri == "postgresql://lake@db.lake.svc/catalog"
