@@ -10,6 +10,8 @@ sink and round, the sinks interleaved in every round:
   delta_s3a       the Delta sink with checkpoints and table on MinIO
   delta_before    the Delta sink of another checkout (--baseline-code-root, e.g. an export of
                   main): a change to delta_sink.py measured side by side
+  iceberg         the Iceberg sink (spark_app/sinks/iceberg_sink.py) through a SQL catalog in a
+                  SQLite file, checkpoints and table on the local disk
 A run's rate is records / the seconds of its batches (the runner's report: the sum of Spark's
 triggerExecution over the batches, which availableNow runs back to back: the first batch's
 start to the last one's end); the JVM's start and stop are apart (runner_wall_s). Ratios are
@@ -17,7 +19,7 @@ taken within a round (delta / parquet of the same round), then their median and 
 Then where the Delta sink's time goes: one more run of each Delta code on the local disk with
 its foreachBatch function profiled (bench/delta_profile.py). Last, the Spark image's size
 (docker), against the image without deltalake.
-Writes bench/results/table-sink.json (unless --no-write).
+Writes bench/results/table-sink.json (unless --no-write, or --out elsewhere).
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ from tests.support.runner_process import job_manifest  # noqa: E402
 RESULTS = REPO / "bench" / "results" / "table-sink.json"
 PARTITIONS = 3
 VALUE_BYTES = 200
-SINKS = ("parquet", "delta", "parquet_s3a", "delta_s3a", "delta_before")
+SINKS = ("parquet", "delta", "parquet_s3a", "delta_s3a", "delta_before", "iceberg")
 # streamingjob/spark:0.1.0 built from 65b279b's lock, the last one without deltalake.
 IMAGE_BYTES_BEFORE = 1_421_064_548
 
@@ -84,6 +86,11 @@ def manifest(sink: str, name: str, bootstrap: str, topic: str, storage: Storage,
     spec["job"]["trigger"] = {"availableNow": True}
     spec["job"]["sink"] = {"format": "delta" if sink.startswith("delta") else "parquet"}
     spec["job"]["sink"]["path"] = storage.output
+    if sink == "iceberg":
+        work = Path(storage.output.removeprefix("file://")).parent
+        catalog = {"type": "sql", "uri": f"sqlite:///{work}/catalog.db",
+                   "warehouse": f"file://{work}/warehouse"}  # fmt: skip
+        spec["job"]["sink"] = {"format": "iceberg", "table": "bench.orders", "catalog": catalog}
     spec["sparkConf"] = {"spark.sql.shuffle.partitions": "2"}
     return job
 
@@ -167,6 +174,8 @@ def ratios(runs: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:
         "delta_s3a_over_parquet": ("delta_s3a", "parquet"),
         "delta_over_delta_before": ("delta", "delta_before"),
         "delta_before_over_parquet": ("delta_before", "parquet"),
+        "iceberg_over_parquet": ("iceberg", "parquet"),
+        "iceberg_over_delta": ("iceberg", "delta"),
     }
     found = {}
     for key, (a, b) in pairs.items():
@@ -287,6 +296,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--alone-rows", type=int, default=3000, help="rows per such commit")
     parser.add_argument("--no-write", action="store_true", help=f"do not write {RESULTS}")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="where to write the results")
     args = parser.parse_args(argv)
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
     if args.baseline_code_root is None:
@@ -328,8 +338,8 @@ def main(argv: list[str] | None = None) -> None:
                 store.stop()
     result = _result(args, sinks, runs, profiles, alone, produce_s, load_at_start)
     if not args.no_write:
-        RESULTS.parent.mkdir(parents=True, exist_ok=True)
-        RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
     shutil.rmtree(workdir, ignore_errors=True)
 
@@ -357,6 +367,7 @@ def writers_alone(args: argparse.Namespace, workdir: Path, store) -> dict[str, A
 
 def _result(args, sinks, runs, profiles, alone, produce_s, load_at_start) -> dict[str, Any]:
     import deltalake
+    import pyiceberg
     import pyspark
 
     after = image_bytes()
@@ -371,6 +382,7 @@ def _result(args, sinks, runs, profiles, alone, produce_s, load_at_start) -> dic
         "python": platform.python_version(),
         "pyspark": pyspark.__version__,
         "deltalake": deltalake.__version__,
+        "pyiceberg": pyiceberg.__version__,
         "producedIn_s": round(produce_s, 1),
         "rates_per_s": {
             "what": "records / seconds of the run's batches (the sum of triggerExecution: "
