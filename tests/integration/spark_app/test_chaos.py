@@ -115,11 +115,14 @@ class Jobs:
 
     def through(self, event: str, action: Callable[[], None]) -> None:
         """Runs `action`; then every job must commit the first batch planned after the event
-        began (two past the one it had: one may have been in flight). Records each pause."""
+        began (two past the one it had: one may have been in flight), within 300 s of the
+        action's end (a redeploy's action alone may take longer: its restarted catch-ups).
+        Records each pause, from the event's start."""
         began = time.monotonic()
         before = dict(self.runners)
         wanted = {engine: batch_id(r) + 2 for engine, r in self.runners.items()}
         action()
+        acted = time.monotonic()
         for engine, runner in self.runners.items():  # restarted by the action: a batch on
             if runner is not before[engine] or runner.epoch != before[engine].epoch:
                 wanted[engine] = batch_id(runner) + 1
@@ -129,7 +132,7 @@ class Jobs:
                 if batch_id(runner) >= wanted[engine]:
                     self.pauses[engine][event] = round(time.monotonic() - began, 1)
                     del waiting[engine]
-                elif runner.process.poll() is not None or time.monotonic() - began > 300:
+                elif runner.process.poll() is not None or time.monotonic() - acted > 300:
                     code = runner.process.poll()
                     raise AssertionError(
                         f"{engine}: {'exited ' + str(code) if code is not None else 'stuck'} "
