@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from spark_app.api import offsets as off
 from spark_app.api.offsets import Epochs, Positions
+from spark_app.runner.error_text import first_line
 
 
 class CheckpointUnreadable(RuntimeError):
@@ -143,5 +144,5 @@ class CheckpointFiles:
         except CheckpointUnreadable as exc:
             raise CheckpointUnreadable(f"{self.location}: {exc}") from None
         except Exception as exc:  # py4j errors: missing files, denied access, bad scheme
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            first = first_line(exc)
             raise CheckpointUnreadable(f"{self.location}: {first}") from None

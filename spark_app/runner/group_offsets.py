@@ -36,6 +36,7 @@ from spark_app.runner.checkpoint_log import (
     DurableBatch,
     ahead_of_group,
 )
+from spark_app.runner.error_text import first_line
 from spark_app.sinks.delta_sink import app_id
 from spark_app.sinks.tables import sink_table
 from spark_app.source.committer import OffsetCommitter
@@ -213,7 +214,7 @@ def previous_sink_batch(spark, manifest: RunnerManifest, previous_checkpoint: st
             log_newest=lambda log_dir: CheckpointFiles(spark, log_dir).newest(""),
         )
     except Exception as exc:  # py4j, delta-rs, PyIceberg: an unreachable store or catalog
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        first = first_line(exc)
         raise CheckpointUnreadable(f"the sink at {sink.path or sink.table}: {first}") from None
 
 

@@ -15,6 +15,7 @@ from spark_app.api.job_spec import JobSpec
 from spark_app.api.manifest import RunnerManifest, epoch_sink_path
 from spark_app.api.sink_spec import TABLE_SINKS, SinkSpec
 from spark_app.kafka.config import job_options, sink_client
+from spark_app.runner.error_text import first_line
 from spark_app.runner.sql_transform import SqlRefused, apply_sql
 from spark_app.sinks.delta_sink import SchemaIncompatible, app_id
 from spark_app.sinks.tables import batch_writer, sink_table
@@ -144,7 +145,7 @@ def check_sink(spark, job: JobSpec, frame) -> None:
 
 
 def catalog_unreachable(uri: str, exc: Exception) -> NotStarted:
-    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    first = first_line(exc)
     return NotStarted(
         f"spec.job.sink.catalog: the Iceberg catalog at {uri} could not be read "
         f"({type(exc).__name__}: {first[:300]}); check catalog.uri, that the driver reaches "

@@ -22,6 +22,7 @@ from spark_app.formats import schema_pin
 from spark_app.kafka.config import job_options
 from spark_app.runner import group_offsets as group_writer
 from spark_app.runner.checkpoint_log import CheckpointFiles
+from spark_app.runner.error_text import first_line
 from spark_app.runner.group_offsets import GroupOffsets
 from spark_app.runner.preflight import (
     EXIT_FAILED,
@@ -329,7 +330,7 @@ def _reader_pins(spark, manifest: RunnerManifest, location: str) -> dict[str, sc
             f"{where}: {exc}; delete it to read the subjects' latest versions again"
         ) from None
     except Exception as exc:  # py4j: denied, the store away
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        first = first_line(exc)
         raise NotStarted(f"cannot read the epoch's reader schema pins {where}: {first}") from None
     requested = {column: (str(d.subject), d.version) for column, d in decodings.items()}
     pins = {}
@@ -351,7 +352,7 @@ def _write_pins(checkpoint: CheckpointFiles, pins: dict[str, schema_pin.Pin]) ->
     try:
         checkpoint.write_text(schema_pin.PIN_FILE, schema_pin.to_json(pins))
     except Exception as exc:  # py4j: denied, the store away
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        first = first_line(exc)
         raise NotStarted(
             f"cannot write the epoch's reader schema pins to {checkpoint.location}: {first}"
         ) from None

@@ -20,6 +20,8 @@ from collections.abc import Iterator
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadLimit
 
+from spark_app.runner.error_text import first_line
+
 log = logging.getLogger(__name__)
 
 EXECUTORS_TIMEOUT_S = 150.0  # below the operator's default readiness deadline (180 s)
@@ -162,6 +164,6 @@ def checkpoint_base_reachable(spark, location: str) -> str:
         store.mkdirs(path)
         store.listStatus(path)
     except Exception as exc:  # py4j: denied, unknown scheme, the store away
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        first = first_line(exc)
         raise WarmingFailed(f"the checkpoint storage {path} is not reachable: {first}") from None
     return str(path)
