@@ -16,9 +16,10 @@ from . import acts
 from .acts import NAME, Act
 from .cluster import Crash
 from .invariants import Checker, Violation
+from .nodes import LEAST_GRACE
 from .operator import settings
 from .replicas import MAX_DRIFT, MAX_OFFSET, Replica, Skew
-from .world import LEAST_GRACE, World
+from .world import World
 
 GRACES = (LEAST_GRACE, 40.0)  # nodeLostGraceSeconds: the least the operator accepts, the chart's
 ACTS = (

@@ -327,38 +327,41 @@ class Checker:
             for uid, name in reused
         ]
 
-    # --- convergence ---------------------------------------------------------------------
-
     def converged(self) -> list[Violation]:
-        job = self.world.server.get("StreamingJob", NAMESPACE, self.name)
-        if job is None:
-            return []
-        status = job.get("status") or {}
-        phase = status.get("phase")
-        if phase == "Invalid" and job["metadata"]["uid"] in self.world.refused:
-            return []  # the runner refused the spec: held until a new target (rule 13)
-        if job["spec"].get("suspend"):
-            return [] if phase == "Suspended" else [self._stuck(phase, status)]
-        if phase != "Running":
-            return [self._stuck(phase, status)]
-        group = job["spec"]["job"]["source"]["groupId"]
-        committed = self.world.kafka.committed(group)
-        behind = {
-            f"{t}-{p}": (committed.get((t, p), 0), end)
-            for (t, p), end in self.world.kafka.end.items()
-            if committed.get((t, p), 0) != end
-        }
-        if behind:
-            return [Violation("no convergence", f"group behind the log end: {behind}")]
-        return []
+        return converged(self.world, self.name)
 
-    def _stuck(self, phase: Any, status: dict[str, Any]) -> Violation:
-        pods = [p["metadata"]["name"] for p in self.world.pods()]
-        job_pods = [
-            p for p in self.world.pods() if p["metadata"]["labels"].get(LABEL_JOB) == self.name
-        ]
-        return Violation(
-            "no convergence",
-            f"phase {phase} ({status.get('message', '')}) after the faults ended; "
-            f"pods {pods} ({len(job_pods)} of the job)",
-        )
+
+def converged(world: World, name: str) -> list[Violation]:
+    """Once faults stop: the job Running (or Suspended, or held Invalid after a refusal)
+    with its group at the log end."""
+    job = world.server.get("StreamingJob", NAMESPACE, name)
+    if job is None:
+        return []
+    status = job.get("status") or {}
+    phase = status.get("phase")
+    if phase == "Invalid" and job["metadata"]["uid"] in world.refused:
+        return []  # the runner refused the spec: held until a new target (rule 13)
+    if job["spec"].get("suspend"):
+        return [] if phase == "Suspended" else [_stuck(world, name, phase, status)]
+    if phase != "Running":
+        return [_stuck(world, name, phase, status)]
+    group = job["spec"]["job"]["source"]["groupId"]
+    committed = world.kafka.committed(group)
+    behind = {
+        f"{t}-{p}": (committed.get((t, p), 0), end)
+        for (t, p), end in world.kafka.end.items()
+        if committed.get((t, p), 0) != end
+    }
+    if behind:
+        return [Violation("no convergence", f"group behind the log end: {behind}")]
+    return []
+
+
+def _stuck(world: World, name: str, phase: Any, status: dict[str, Any]) -> Violation:
+    pods = [p["metadata"]["name"] for p in world.pods()]
+    job_pods = [p for p in world.pods() if p["metadata"]["labels"].get(LABEL_JOB) == name]
+    return Violation(
+        "no convergence",
+        f"phase {phase} ({status.get('message', '')}) after the faults ended; "
+        f"pods {pods} ({len(job_pods)} of the job)",
+    )

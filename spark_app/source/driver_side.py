@@ -6,7 +6,6 @@ picklable (see `spark_app.source.source` and docs/source.md).
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import signal
@@ -26,7 +25,7 @@ from spark_app.formats.typed_values import TypedValues
 from spark_app.kafka.group_commits import group_committer
 from spark_app.kafka.metadata import KafkaMetadata
 from spark_app.sinks.dead_letter import DeadLetterTally
-from spark_app.source import native_read
+from spark_app.source import native_read, source_report
 from spark_app.source.committer import OffsetCommitter
 from spark_app.source.partition_range import DataLossError, KafkaInputPartition
 from spark_app.source.partition_state import PartitionStateTable
@@ -312,25 +311,10 @@ class DriverSide:
         if key == self._reported_version:
             return  # reportLatestOffset runs ~85 times a second when idle
         self._reported_version = key
-        report = {
-            "startPath": "fresh" if self._started_fresh else "restored",
-            "startOffsets": _decisions_json(self._fresh_start or {}),
-            "latestOffsets": off.to_json(snap.column("latest")),
-            "checkpointedOffsets": off.to_json(snap.column("checkpointed")),
-            "commits": {
-                "enabled": self.committer is not None,
-                "succeeded": snap.commits_succeeded,
-                "failed": snap.commits_failed,
-                "skipped": snap.commits_skipped,
-                "lastCommitted": off.to_json(snap.column("committed")),
-            },
-            "dataLossSkippedOffsets": snap.data_loss_skipped_offsets,
-            "deadLetterRecords": dead,  # this run's copies on the dead-letter topic, by reason
-        }
-        tmp = f"{self.options.report_path}.{os.getpid()}.tmp"
-        with open(tmp, "w") as out:
-            json.dump(report, out)
-        os.replace(tmp, self.options.report_path)
+        report = source_report.report_of(
+            snap, self._started_fresh, self._fresh_start, dead, self.committer is not None
+        )
+        source_report.write(self.options.report_path, report)
 
     def close(self, timeout: float = 5.0) -> None:
         self._closed.set()
@@ -384,13 +368,6 @@ def epochs_at(
 
 def _names(tps: list[TopicPartition]) -> str:
     return ", ".join(f"{t}-{p}" for t, p in tps)
-
-
-def _decisions_json(decisions: dict[TopicPartition, StartDecision]) -> dict:
-    nested: dict[str, dict[str, dict]] = {}
-    for (topic, partition), d in sorted(decisions.items()):
-        nested.setdefault(topic, {})[str(partition)] = {"offset": d.offset, "from": d.origin}
-    return nested
 
 
 def describe_start(decisions: dict[TopicPartition, StartDecision]) -> str:

@@ -1,5 +1,6 @@
-"""Functions short enough to read at once (issue 42): no function of the product, the dev
-bed or the simulation over 60 lines, in Python or in the native crate's Rust."""
+"""Code short enough to read at once (issue 42): no function of the product, the dev bed or
+the simulation over 60 lines, in Python or in the native crate's Rust; no Python module of
+theirs over 400 lines, no class over 300."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[2]
 LIMIT = 60
+MODULE_LIMIT, CLASS_LIMIT = 400, 300
 PYTHON = ("operator/streamingjob_operator", "spark_app", "devbed", "simulation")
 # a Rust `fn` item's first line, at any indentation (methods too); a declaration ends in ';'
 RUST_FN = re.compile(r"^(\s*)(?:pub(?:\([^)]*\))?\s+)?(?:const\s+|unsafe\s+)*fn\s+(\w+)")
@@ -58,3 +60,21 @@ def test_no_function_is_over_60_lines():
     assert len(lengths) > 500  # the scan found the code
     long = {name: n for name, n in lengths.items() if n > LIMIT}
     assert not long, f"functions over {LIMIT} lines: {long}"
+
+
+def test_no_python_module_is_over_400_lines_nor_a_class_over_300():
+    modules: dict[str, int] = {}
+    classes: dict[str, int] = {}
+    for package in PYTHON:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            text = path.read_text()
+            name = str(path.relative_to(ROOT))
+            modules[name] = len(text.splitlines())
+            for node in ast.walk(ast.parse(text)):
+                if isinstance(node, ast.ClassDef):
+                    classes[f"{name}::{node.name}"] = node.end_lineno - node.lineno + 1  # type: ignore[operator]
+    assert len(modules) > 150 and len(classes) > 100  # the scan found the code
+    long = {n: lines for n, lines in modules.items() if lines > MODULE_LIMIT}
+    assert not long, f"modules over {MODULE_LIMIT} lines: {long}"
+    large = {n: lines for n, lines in classes.items() if lines > CLASS_LIMIT}
+    assert not large, f"classes over {CLASS_LIMIT} lines: {large}"
