@@ -22,7 +22,8 @@ from spark_app.sinks.tables import batch_writer, sink_table
 
 log = logging.getLogger(__name__)
 
-SOURCE_REPORT, DRAIN_FILE = "source-report.json", "drain"  # in the run's work directory
+# in the run's work directory
+SOURCE_REPORT, SINK_REPORT, DRAIN_FILE = "source-report.json", "sink-report.json", "drain"
 
 
 class NotStarted(RuntimeError):
@@ -111,11 +112,12 @@ def _call_transform(reference: str, frame):
         ) from None
 
 
-def start_query(frame, job: JobSpec, name: str, epoch: int, location: str):
-    """The query writing `frame` (`transformed`'s) to the job's sink, started."""
+def start_query(frame, job: JobSpec, name: str, epoch: int, location: str, workdir: Path):
+    """The query writing `frame` (`transformed`'s) to the job's sink, started; the sink
+    counts what it did in `workdir` (SINK_REPORT)."""
     writer = frame.writeStream.queryName(name).outputMode(job.sink.output_mode)
     writer = writer.option("checkpointLocation", location)
-    writer = _to_sink(writer, frame.sparkSession, job, (name, epoch), location)
+    writer = _to_sink(writer, frame.sparkSession, job, (name, epoch, workdir), location)
     if job.trigger.processing_time:
         writer = writer.trigger(processingTime=job.trigger.processing_time)
     elif job.trigger.available_now:
@@ -185,9 +187,11 @@ def check_one_range_per_task(job: JobSpec, frame) -> None:
             raise InvalidJob(problem)
 
 
-def kafka_sink_options(sink: SinkSpec, job: str, location: str) -> dict[str, str]:
+def kafka_sink_options(
+    sink: SinkSpec, job: str, location: str, workdir: Path | None = None
+) -> dict[str, str]:
     """The kafka sink's guarantee and, for exactly-once, its writers' names
-    (spark_app/sinks/kafka_eos_sink.py) and transaction timeout."""
+    (spark_app/sinks/kafka_eos_sink.py), transaction timeout and counts' file in `workdir`."""
     if sink.guarantee != "exactly-once":
         return {"deliveryGuarantee": sink.guarantee}
     timeout = sink.transaction_timeout_ms or sink_rules.DEFAULT_TRANSACTION_TIMEOUT_MS
@@ -196,13 +200,14 @@ def kafka_sink_options(sink: SinkSpec, job: str, location: str) -> dict[str, str
         "transactionalIdPrefix": sink_rules.transactional_prefix(job, location),
         "checkpointId": sink_rules.checkpoint_id(location),
         "transactionTimeoutMs": str(timeout),
+        **({"tallyPath": str(workdir / SINK_REPORT)} if workdir else {}),
     }
 
 
-def _to_sink(writer, spark, job: JobSpec, run: tuple[str, int], location: str):
+def _to_sink(writer, spark, job: JobSpec, run: tuple[str, int, Path], location: str):
     """`writer` aimed at the job's sink: a Delta or Iceberg table (one commit per batch, keyed
-    by this checkpoint), our Kafka writer (`run`: the job's name and epoch), or a Spark sink (files:
-    one directory per epoch)."""
+    by this checkpoint), our Kafka writer (`run`: the job's name, epoch and work directory), or
+    a Spark sink (files: one directory per epoch)."""
     from spark_app.source.source import FORMAT
 
     sink = job.sink
@@ -211,7 +216,7 @@ def _to_sink(writer, spark, job: JobSpec, run: tuple[str, int], location: str):
     if sink.format == "kafka":
         writer = writer.format(FORMAT).option("topic", sink.topic or "")
         writer = writer.options(**{f"kafka.{k}": v for k, v in sink_client(job).items()})
-        writer = writer.options(**kafka_sink_options(sink, run[0], location))
+        writer = writer.options(**kafka_sink_options(sink, run[0], location, run[2]))
     else:
         writer = writer.format(sink.format)
         if sink.path:

@@ -18,6 +18,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from spark_app.sinks import sink_tally
+
 log = logging.getLogger(__name__)
 
 SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
@@ -93,11 +95,13 @@ class Reporter:
         path: Path | None,
         publisher: ConfigMapPublisher | None,
         source_report: Path | None,
+        sink_report: Path | None = None,
     ):
         self.report: dict[str, Any] = dict(base)
         self.path = path
         self.publisher = publisher
         self.source_report = source_report
+        self.sink_report = sink_report  # the exactly-once Kafka sink's counts, when it writes
         # The group offsets' writer when the runner commits (else the source's counts show).
         self.commits: Callable[[], dict[str, Any]] | None = None
         self._last = ""  # the last written report, without its "updated" time
@@ -123,6 +127,8 @@ class Reporter:
         return self.report
 
     def _merge_source_report(self) -> None:
+        if self.sink_report is not None and self.sink_report.exists():
+            self.report["sinkTransactions"] = sink_tally.read(self.sink_report)
         if self.commits is not None:
             self.report["commits"] = self.commits()
         if self.source_report is None or not self.source_report.exists():

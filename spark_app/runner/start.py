@@ -32,6 +32,7 @@ from spark_app.runner.preflight import (
 )
 from spark_app.runner.query import (
     DRAIN_FILE,
+    SINK_REPORT,
     SOURCE_REPORT,
     InvalidJob,
     NotStarted,
@@ -108,7 +109,7 @@ def run(
         signal.signal(signal.SIGINT, lambda *_: stop_requested.set())
         if schema_pin.needs_writing(analysed.pins):  # kept for this epoch's restores
             _write_pins(checkpoint, analysed.pins)
-        query = _start_query(analysed.frame, manifest, args, location)
+        query = _start_query(analysed, manifest, args, location)
         phases.done("query start")
         log.info("query started %s", phases)
     except InvalidJob as exc:
@@ -251,6 +252,7 @@ def _reporter(
         args.report_file,
         publisher,
         workdir / SOURCE_REPORT,
+        workdir / SINK_REPORT,
     )
 
 
@@ -385,12 +387,14 @@ def _job_frame(
         raise InvalidJob(f"spec.job: Spark rejected the query: {spark_message(str(exc))}") from None
 
 
-def _start_query(frame, manifest: RunnerManifest, args: argparse.Namespace, location: str):
+def _start_query(
+    analysed: JobFrame, manifest: RunnerManifest, args: argparse.Namespace, location: str
+):
     """The started query; InvalidJob when Spark refuses to start it (nothing was started)."""
     from pyspark.errors import AnalysisException, IllegalArgumentException
 
     job, name = manifest.spec.job, manifest.metadata.name
     try:
-        return start_query(frame, job, name, args.epoch, location)
+        return start_query(analysed.frame, job, name, args.epoch, location, analysed.workdir)
     except (AnalysisException, IllegalArgumentException) as exc:
         raise InvalidJob(f"spec.job: Spark rejected the query: {spark_message(str(exc))}") from None

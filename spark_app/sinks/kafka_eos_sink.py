@@ -40,7 +40,7 @@ from spark_app.api.sink_rules import (
     transactional_id,
 )
 from spark_app.kafka.transactions import Progress, TransactionalWriter, produce
-from spark_app.sinks import task_ranges
+from spark_app.sinks import sink_tally, task_ranges
 from spark_app.sinks.kafka_sink import KafkaSinkError
 from spark_app.sinks.task_ranges import TaskRange
 
@@ -56,6 +56,7 @@ class EosSinkOptions:
     prefix: str
     checkpoint: str
     transaction_timeout_ms: int
+    tally_path: str = ""  # the run's counts (spark_app/sinks/sink_tally.py); none: uncounted
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> EosSinkOptions:
@@ -75,6 +76,7 @@ class EosSinkOptions:
             lower["transactionalidprefix"],
             lower["checkpointid"],
             int(timeout),
+            lower.get("tallypath", ""),
         )
 
 
@@ -161,11 +163,19 @@ class ExactlyOnceKafkaWriter(DataSourceStreamArrowWriter):
         return count
 
     def commit(self, messages: list, batchId: int) -> None:
+        results = [m for m in messages if isinstance(m, SinkTaskResult)]
+        sink_tally.add(
+            self.options.tally_path,
+            transactions=sum(1 for r in results if not r.skipped),
+            replaysSkipped=sum(1 for r in results if r.skipped),
+            records=sum(r.records for r in results),
+        )
         if os.environ.get(CRASH_AFTER_COMMIT_ENV) == str(batchId):
             _crash_the_driver()  # a test's crash between the sink's transactions and commits/N
 
     def abort(self, messages: list, batchId: int) -> None:
-        pass  # a task's transaction is committed or aborted by the task (or its successor)
+        # a task's transaction is committed or aborted by the task (or its successor)
+        sink_tally.add(self.options.tally_path, batchesAborted=1)
 
 
 def _crash_the_driver() -> None:

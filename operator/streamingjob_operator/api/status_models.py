@@ -218,6 +218,13 @@ class StreamingJobStatus(StatusModel):
         "dead-letter topic, by reason (bad-magic-byte, truncated, unknown-schema-id, "
         "unresolvable-schema, malformed-payload), as the driver counted them.",
     )
+    sink_transactions: dict[str, int] = Field(
+        default_factory=dict,
+        description="The exactly-once Kafka sink's counts in the current run, as the driver "
+        "reported them: transactions committed, replaysSkipped (ranges of a replayed batch "
+        "whose output was committed already: written once, not again), records written and "
+        "batchesAborted.",
+    )
     group_commits: GroupCommitsStatus | None = Field(
         default=None,
         description="The runner's offset commits to the consumer group, once it reported any.",

@@ -47,6 +47,12 @@ PHASES = (
 )
 
 JobKey = tuple[str, str]
+# streamingjob_sink_transactions' result label: the report's key it counts
+SINK_RESULTS = (
+    ("committed", "transactions"),
+    ("replay_skipped", "replaysSkipped"),
+    ("batch_aborted", "batchesAborted"),
+)
 
 
 @dataclass
@@ -58,6 +64,7 @@ class _Job:
     commit_failures: int | None = None
     skipped_offsets: int = 0
     dead_letters: dict[str, int] = field(default_factory=dict)  # by reason, current run
+    sink_transactions: dict[str, int] = field(default_factory=dict)  # current run
     committed: dict[tuple[str, str], int] = field(default_factory=dict)
     end: dict[tuple[str, str], int] = field(default_factory=dict)
     restarts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(RESTART_REASONS, 0))
@@ -103,6 +110,7 @@ class JobMetrics(Collector):
             job.commit_failures = report.commit_failures if current and report else None
             job.skipped_offsets = status.data_loss_skipped_offsets
             job.dead_letters = dict(status.dead_letter_records)
+            job.sink_transactions = dict(status.sink_transactions)
             scaler = status.autoscaler
             job.recommended = scaler.recommendation or None if scaler is not None else None
             job.utilization = scaler.utilization if scaler is not None else None
@@ -230,7 +238,16 @@ def _report_series(jobs: list[tuple[JobKey, _Job]]) -> list[Metric]:
         "topic, by reason (driver report).",
         labels=[*_JOB_LABELS, "reason"],
     )
+    sink = GaugeMetricFamily(
+        "streamingjob_sink_transactions",
+        "The exactly-once Kafka sink's counts in the current run (driver report): result "
+        "committed (transactions), replay_skipped (ranges written already), batch_aborted.",
+        labels=[*_JOB_LABELS, "result"],
+    )
     for (namespace, name), job in jobs:
+        for result, key in SINK_RESULTS:
+            if key in job.sink_transactions:
+                sink.add_metric([namespace, name, result], job.sink_transactions[key])
         if job.start_path in ("restored", "fresh"):
             start.add_metric([namespace, name, job.start_path], 1)
         if job.commit_failures is not None:
@@ -238,7 +255,7 @@ def _report_series(jobs: list[tuple[JobKey, _Job]]) -> list[Metric]:
         skipped.add_metric([namespace, name], job.skipped_offsets)
         for reason, count in job.dead_letters.items():
             dead.add_metric([namespace, name, reason], count)
-    return [start, failures, skipped, dead]
+    return [start, failures, skipped, dead, sink]
 
 
 def _autoscaler_series(jobs: list[tuple[JobKey, _Job]]) -> list[Metric]:
@@ -274,6 +291,7 @@ def _copy(job: _Job) -> _Job:
         commit_failures=job.commit_failures,
         skipped_offsets=job.skipped_offsets,
         dead_letters=dict(job.dead_letters),
+        sink_transactions=dict(job.sink_transactions),
         committed=dict(job.committed),
         end=dict(job.end),
         restarts=dict(job.restarts),

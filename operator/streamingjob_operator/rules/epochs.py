@@ -196,6 +196,7 @@ def set_target(job: Job, st: StreamingJobStatus, epoch: int, attempt: int) -> No
     st.restored_batch = None
     st.data_loss_skipped_offsets = 0  # per run, as the driver counts them
     st.dead_letter_records = {}
+    st.sink_transactions = {}
     if st.group_commits is not None:  # counted per run; failing until a commit succeeds
         st.group_commits = st.group_commits.model_copy(update={"failed": 0, "succeeded": 0})
 

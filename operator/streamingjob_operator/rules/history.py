@@ -37,6 +37,7 @@ REASONS = (
     "CatchUpFailed",  # a fresh epoch could not commit the previous epoch's durable offsets
     "DataLossSkipped",  # the run skipped deleted or truncated offsets (failOnDataLoss=false)
     "DeadLettered",  # records that could not be decoded went to the dead-letter topic
+    "SinkBatchAborted",  # Spark aborted a batch writing to the exactly-once Kafka sink
     "GroupCommitFailing",  # more offset commits to the group failed (group_commits.py)
     "GroupCommitsRecovered",  # ... and a commit succeeded again
     "CheckpointKept",

@@ -93,6 +93,8 @@ class Report:
     commit_successes: int | None = None  # ... and that succeeded
     data_loss_skipped_offsets: int = 0  # offsets this run skipped (failOnDataLoss=false)
     dead_letter_records: dict[str, int] = field(default_factory=dict)  # this run's, by reason
+    # the exactly-once Kafka sink's counts in this run (spark_app/sinks/sink_tally.py)
+    sink_transactions: dict[str, int] = field(default_factory=dict)
     # the run's batch totals (batches, rows, busyMs, executionMs) and, from a runner that
     # measures it, the executors' task time (taskMs): the autoscaler's samples
     throughput: dict[str, int] = field(default_factory=dict)
@@ -231,6 +233,7 @@ def parse_report(configmap: dict[str, Any] | None) -> Report | None:
         commit_successes=_int_or_none(commits.get("succeeded")),
         data_loss_skipped_offsets=max(_int_or_none(data.get("dataLossSkippedOffsets")) or 0, 0),
         dead_letter_records=_dead_letter_records(data.get("deadLetterRecords")),
+        sink_transactions=_counts(data.get("sinkTransactions"), SINK_TRANSACTION_KEYS),
         throughput=_throughput(data.get("throughput")),
     )
 
@@ -252,6 +255,19 @@ def _dead_letter_records(raw: Any) -> dict[str, int]:
         return {}
     counts = {str(k): n for k, v in raw.items() if _REASON.match(str(k)) and (n := _int_or_none(v))}
     return dict(sorted((k, n) for k, n in counts.items() if n > 0)[:_MAX_REASONS])
+
+
+# spark_app/sinks/sink_tally.KEYS: committed transactions, replayed ranges skipped as
+# committed already, records written, batches Spark aborted
+SINK_TRANSACTION_KEYS = ("transactions", "replaysSkipped", "records", "batchesAborted")
+
+
+def _counts(raw: Any, keys: tuple[str, ...]) -> dict[str, int]:
+    """Each of `keys` as a non-negative integer (0 when missing or garbage), or nothing when
+    the driver reported none."""
+    if not isinstance(raw, dict):
+        return {}
+    return {k: max(_int_or_none(raw.get(k)) or 0, 0) for k in keys}
 
 
 def _throughput(raw: Any) -> dict[str, int]:

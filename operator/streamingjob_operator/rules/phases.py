@@ -262,6 +262,21 @@ def _record_dead_letters(st: StreamingJobStatus, counts: dict[str, int], d: Deci
     st.dead_letter_records = dict(counts)
 
 
+def _record_sink_transactions(st: StreamingJobStatus, counts: dict[str, int], d: Decision) -> None:
+    """A Warning Event each time Spark aborted more of the exactly-once sink's batches in this
+    run (the job restarts; its transactions were aborted, never read)."""
+    more = counts.get("batchesAborted", 0) - st.sink_transactions.get("batchesAborted", 0)
+    if more > 0:
+        message = (
+            f"Spark aborted {more} more batch(es) writing to the exactly-once Kafka sink "
+            f"({counts['batchesAborted']} in this run): their transactions were aborted and "
+            "no read_committed consumer sees them; the driver's log says why"
+        )
+        d.events.append(Event("Warning", "SinkBatchAborted", message))
+    if counts:
+        st.sink_transactions = dict(counts)
+
+
 def apply_report(st: StreamingJobStatus, observed: Observed, d: Decision) -> None:
     report = observed.report
     if report is None or (report.epoch, report.attempt) != (st.epoch, st.attempt):
@@ -276,6 +291,7 @@ def apply_report(st: StreamingJobStatus, observed: Observed, d: Decision) -> Non
         d.events.append(Event("Warning", "DataLossSkipped", message))
     st.data_loss_skipped_offsets = skipped
     _record_dead_letters(st, report.dead_letter_records, d)
+    _record_sink_transactions(st, report.sink_transactions, d)
     d.events += group_commits.apply(st, report, observed.now)
     st.start_path = report.start_path
     st.start_detail = report.start_detail

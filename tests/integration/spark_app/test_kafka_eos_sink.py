@@ -95,6 +95,14 @@ def test_a_kill_after_the_sinks_commit_then_a_restore_and_a_redeploy_write_each_
     produce(kafka.bootstrap, source, range(6000, 8000))
     report = wait_for_all(second, kafka.bootstrap, source)
     assert second.terminate() == 0
+    # what it wrote, counted for status and metrics: a new checkpoint replays nothing
+    tally = report["sinkTransactions"]
+    assert (tally["records"], tally["replaysSkipped"], tally["batchesAborted"]) == (
+        8000 - read,
+        0,
+        0,
+    ), tally
+    assert tally["transactions"] >= 3, tally  # each batch's three ranges: one at least
 
     ids = output_ids(kafka.bootstrap, out)
     assert once_each(ids) == 8000

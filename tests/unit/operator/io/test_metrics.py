@@ -87,6 +87,13 @@ def test_job_series_from_status_readings_and_report():
     got = samples(metrics)
     assert at("streamingjob_dead_letter_records", reason="truncated") == 2
     assert at("streamingjob_dead_letter_records", reason="bad-magic-byte") == 1
+    assert not any(n == "streamingjob_sink_transactions" for n, _ in got)  # no such sink
+    sink = {"transactions": 8, "replaysSkipped": 2, "records": 900, "batchesAborted": 0}
+    metrics.jobs.update(KEY, running(sink_transactions=sink), view, report)
+    got = samples(metrics)
+    assert at("streamingjob_sink_transactions", result="committed") == 8
+    assert at("streamingjob_sink_transactions", result="replay_skipped") == 2
+    assert at("streamingjob_sink_transactions", result="batch_aborted") == 0
 
     # a report of an earlier run is not this run's; suspended: no offsets series
     metrics.jobs.update(KEY, running(suspended=True, attempt=2), view, report)

@@ -661,6 +661,30 @@ def test_dead_lettered_records_are_an_event_each_time_more_go_and_reset_by_a_new
     assert relaunched.status.dead_letter_records == {}
 
 
+def test_the_sinks_transactions_are_status_and_an_aborted_batch_an_event_reset_by_a_new_run():
+    """The exactly-once Kafka sink's counts of this run reach status as reported (garbage as
+    0); each batch Spark aborted more is a Warning Event; a relaunch starts from none."""
+    from streamingjob_operator.rules.observed import parse_report
+
+    spec = make_spec()
+    st = launched(spec)
+    pods = [driver(st.driver_pod)]
+    counts = {"transactions": 6, "replaysSkipped": 3, "records": 1500, "batchesAborted": -2}
+    raw = {"epoch": 1, "attempt": 1, "sinkTransactions": {**counts, "other": 9}}
+    report = parse_report({"data": {"report.json": json.dumps(raw)}})
+    assert report is not None
+    assert report.sink_transactions == {**counts, "batchesAborted": 0}
+    d = run(spec, st, pods, later(1), report=report)
+    assert d.events == [] and d.status.sink_transactions["replaysSkipped"] == 3
+    aborted = Report(epoch=1, attempt=1, sink_transactions={**counts, "batchesAborted": 1})
+    d = run(spec, d.status, pods, later(2), report=aborted)
+    assert [(e.type, e.reason) for e in d.events] == [("Warning", "SinkBatchAborted")]
+    assert "1 more batch(es)" in d.events[0].message
+    assert run(spec, d.status, pods, later(3), report=aborted).events == []  # no news
+    relaunched = run(spec, d.status, [exited(st.driver_pod, 1)], later(4))
+    assert relaunched.status.sink_transactions == {}
+
+
 def test_invalid_spec_blocks_launch_with_event_once():
     spec = make_spec()
     st = run(spec, StreamingJobStatus()).status

@@ -26,8 +26,8 @@ from spark_app.api.sink_spec import SinkSpec
 from spark_app.runner.checkpoint_log import DurableBatch
 from spark_app.runner.eos_progress import committed_ranges, merge
 from spark_app.runner.query import kafka_sink_options
-from spark_app.sinks import task_ranges
-from spark_app.sinks.kafka_eos_sink import EosSinkOptions
+from spark_app.sinks import sink_tally, task_ranges
+from spark_app.sinks.kafka_eos_sink import EosSinkOptions, ExactlyOnceKafkaWriter, SinkTaskResult
 from spark_app.sinks.kafka_sink import KafkaSinkError
 
 pytestmark = pytest.mark.unit
@@ -110,6 +110,26 @@ def test_kafka_sink_options_name_the_writers_and_default_to_exactly_once():
     assert kafka_sink_options(loose, "orders", HERE) == {"deliveryGuarantee": "at-least-once"}
     with pytest.raises(KafkaSinkError, match="checkpointId"):
         EosSinkOptions.parse({"topic": "out", "transactionalIdPrefix": "p"})
+
+
+def test_the_driver_side_counts_each_batchs_transactions_in_the_runs_file(tmp_path):
+    """What the runner's report shows (sinkTransactions): added batch after batch, from
+    whichever process Spark calls commit and abort in; garbage in the file counts as none."""
+    tally = tmp_path / "sink-report.json"
+    options = kafka_sink_options(SinkSpec.model_validate({"format": "kafka", "topic": "o"}),
+                                 "orders", HERE, tmp_path)  # fmt: skip
+    assert options["tallyPath"] == str(tally)
+    writer = ExactlyOnceKafkaWriter({**options, "topic": "o", "kafka.bootstrap.servers": "b:9"})
+    writer.commit([SinkTaskResult("in", 0, 500, False), SinkTaskResult("in", 1, 0, True)], 0)
+    writer.commit([SinkTaskResult("in", 0, 20, False), None], 1)  # a task that sent no message
+    writer.abort([], 2)
+    counts = {"transactions": 2, "replaysSkipped": 1, "records": 520, "batchesAborted": 1}
+    assert sink_tally.read(tally) == counts
+    tally.write_text('{"transactions": "many", "records": -4}')
+    assert sink_tally.read(tally) == dict.fromkeys(sink_tally.KEYS, 0)
+    ExactlyOnceKafkaWriter({**options, "tallyPath": "", "topic": "o",
+                            "kafka.bootstrap.servers": "b:9"}).abort([], 3)  # fmt: skip
+    assert sink_tally.read(tmp_path / "none.json") == dict.fromkeys(sink_tally.KEYS, 0)
 
 
 def _job(sink: dict, trigger: dict | None = None) -> dict:
