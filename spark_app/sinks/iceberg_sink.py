@@ -40,6 +40,11 @@ FIX = (
 )
 
 
+# SQLAlchemy 2.1 reads postgresql:// as psycopg (version 3); the image carries psycopg2
+# (pyiceberg[sql-postgres]), so a plain URI names the driver it has
+POSTGRES_DRIVER = "postgresql+psycopg2://"
+
+
 class CatalogUnusable(ValueError):
     """The catalog's settings cannot reach it (a credential without a user to go with it)."""
 
@@ -50,14 +55,17 @@ def catalog_properties(
     """PyIceberg's catalog properties: the spec's, the credential from the environment (a
     REST token, or the SQL user's password in the URL) and the object store of spec.s3 (its
     key pair, like S3A's, from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY)."""
-    props = {**catalog.properties, "type": catalog.type, "uri": catalog.uri}
+    uri = catalog.uri
+    if uri.startswith("postgresql://"):
+        uri = POSTGRES_DRIVER + uri.removeprefix("postgresql://")
+    props = {**catalog.properties, "type": catalog.type, "uri": uri}
     if catalog.warehouse:
         props["warehouse"] = catalog.warehouse
     credential = env.get(CREDENTIAL_ENV)
     if credential and catalog.type == "rest":
         props["token"] = credential
-    elif credential and catalog.uri.startswith("postgresql"):
-        props["uri"] = _with_password(catalog.uri, credential)
+    elif credential and uri.startswith("postgresql"):
+        props["uri"] = _with_password(uri, credential)
     if endpoint := hadoop.get("fs.s3a.endpoint"):
         props["s3.endpoint"] = endpoint
     props["s3.region"] = hadoop.get("fs.s3a.endpoint.region") or "us-east-1"

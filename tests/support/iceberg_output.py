@@ -5,13 +5,18 @@ then `streamingjob-iceberg-maintenance` as its CronJob would."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import yaml
 
 from devbed.iceberg_catalog import RestCatalog
+from devbed.postgres import PostgresServer
+from spark_app.api.iceberg_spec import IcebergCatalogSpec
+from spark_app.sinks.iceberg_sink import catalog_properties
 
 
 def rest_sink(catalog: RestCatalog, table: str) -> dict:
@@ -23,50 +28,61 @@ def rest_sink(catalog: RestCatalog, table: str) -> dict:
     }
 
 
-def sql_sink(workdir: Path, table: str) -> dict:
-    """The spec.job.sink of a job writing `table` through a SQL catalog in a SQLite file."""
+def postgres_sink(server: PostgresServer, workdir: Path, table: str) -> dict:
+    """The spec.job.sink of a job writing `table` through a SQL catalog in PostgreSQL; its
+    password reaches the driver as a Secret's would (`server.password` in CREDENTIAL_ENV)."""
     return {
         "format": "iceberg",
         "table": table,
         "catalog": {
             "type": "sql",
-            "uri": f"sqlite:///{workdir / 'catalog.db'}",
+            "uri": server.uri,
             "warehouse": (workdir / "warehouse").as_uri(),
         },
     }
 
 
-def open_table(sink: dict):
+def open_table(sink: dict, env: Mapping[str, str] | None = None):
+    """The job's table through its catalog, with the credential `env` holds (CREDENTIAL_ENV)
+    joined in as the job's driver does (iceberg_sink.catalog_properties)."""
     from pyiceberg.catalog import load_catalog
 
-    catalog = {key: value for key, value in sink["catalog"].items() if key != "name"}
-    name = sink["catalog"].get("name", "default")  # a SQL catalog keeps its tables under it
-    return load_catalog(name, **catalog).load_table(sink["table"])
+    spec = IcebergCatalogSpec.model_validate(sink["catalog"])
+    return load_catalog(spec.name, **catalog_properties(spec, {}, env or {})).load_table(
+        sink["table"]
+    )
 
 
-def iceberg_rows(sink: dict) -> list[dict]:
+def iceberg_rows(sink: dict, env: Mapping[str, str] | None = None) -> list[dict]:
     """Every row of the table's current snapshot with its record's id (a JSON value's)."""
     columns = ("value", "topic", "partition", "offset")
-    rows = open_table(sink).scan(selected_fields=columns).to_arrow().to_pylist()
+    rows = open_table(sink, env).scan(selected_fields=columns).to_arrow().to_pylist()
     for row in rows:
         row["id"] = json.loads(row["value"])["id"]
     return rows
 
 
-def maintain(manifest: dict, workdir: Path) -> int:
+def maintain(manifest: dict, workdir: Path, env: Mapping[str, str] | None = None) -> int:
     """Beside the job of `manifest`: another writer's commit (a compaction's stand-in, adding
-    no row), then the maintenance command expiring every snapshot but the newest. The number
-    of snapshots left."""
+    no row), then the maintenance command expiring every snapshot but the newest (its
+    CronJob's environment: `env`). The number of snapshots left."""
     import pyarrow as pa
 
     sink = manifest["spec"]["job"]["sink"]
-    table = open_table(sink)
+    table = open_table(sink, env)
     empty = pa.Table.from_pylist([], schema=table.schema().as_arrow())
     table.append(empty, snapshot_properties={"maintenance": "compaction"})
     path = workdir / "maintained-job.yaml"
     path.write_text(yaml.safe_dump(manifest))
     command = [sys.executable, "-m", "spark_app.sinks.iceberg_maintenance", "--manifest",
                str(path), "--older-than-hours", "0"]  # fmt: skip
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    done = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, **(env or {})},
+    )
     assert done.returncode == 0, done.stderr
-    return len(open_table(sink).snapshots())
+    return len(open_table(sink, env).snapshots())

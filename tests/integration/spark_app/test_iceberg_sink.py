@@ -2,12 +2,13 @@
 maintenance, on both catalog protocols.
 
 Each test runs the runner as a real process on local Spark against a real broker, commits
-through a real catalog (Apache Iceberg's own REST server; PyIceberg's SQL catalog in a SQLite
-file) and reads the table back through the catalog with PyIceberg: what any Iceberg reader
-sees. The kill point that matters is between the table's commit and the checkpoint's
-commit-log entry: the sink's fault point (`CRASH_AFTER_COMMIT_ENV`) SIGKILLs the driver
-exactly there. Between that kill and the next start, maintenance expires every snapshot but
-the newest, after another writer's commit: the batch must still be found (rule 18).
+through a real catalog (Apache Iceberg's own REST server; PyIceberg's SQL catalog on a real
+PostgreSQL server, its password given as a Secret's would be) and reads the table back
+through the catalog with PyIceberg: what any Iceberg reader sees. The kill point that
+matters is between the table's commit and the checkpoint's commit-log entry: the sink's
+fault point (`CRASH_AFTER_COMMIT_ENV`) SIGKILLs the driver exactly there. Between that kill
+and the next start, maintenance expires every snapshot but the newest, after another
+writer's commit: the batch must still be found (rule 18).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import pytest
 
 from devbed.iceberg_catalog import RestCatalog
 from devbed.ports import free_port
+from devbed.postgres import PostgresServer
+from spark_app.api.iceberg_spec import CREDENTIAL_ENV
 from spark_app.sinks.iceberg_sink import BATCH_PROPERTY, newest_batch
 from spark_app.sinks.table_writer import CRASH_AFTER_COMMIT_ENV
 from tests.integration.spark_app.test_runner import (
@@ -27,7 +30,13 @@ from tests.integration.spark_app.test_runner import (
     sigkill_at_random_points_then_restore,
     wait_for_all,
 )
-from tests.support.iceberg_output import iceberg_rows, maintain, open_table, rest_sink, sql_sink
+from tests.support.iceberg_output import (
+    iceberg_rows,
+    maintain,
+    open_table,
+    postgres_sink,
+    rest_sink,
+)
 from tests.support.kafka_tools import commit_offsets, group_offsets, new_topic, produce
 from tests.support.runner_process import RunnerProcess, job_manifest
 
@@ -40,22 +49,29 @@ def rest_catalog(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RestCatal
         yield catalog
 
 
+@pytest.fixture(scope="module")
+def postgres() -> Iterator[PostgresServer]:
+    with PostgresServer() as server:
+        yield server
+
+
 def crashed_after_the_table_commit(
-    kafka, tmp_path: Path, storage, sink: dict, name: str
+    kafka, tmp_path: Path, env: dict, sink: dict, name: str, storage
 ) -> tuple[dict, str, RunnerProcess]:
-    """Epoch 1 of a job over 6000 records, SIGKILLed right after the table committed batch
-    2 (before `commits/2`), then maintenance beside it. The manifest, the checkpoint and the
-    runner."""
+    """Epoch 1 of a job over 6000 records (its environment `env`), SIGKILLed right after the
+    table committed batch 2 (before `commits/2`), then maintenance beside it. The manifest,
+    the checkpoint and the runner."""
     topic = new_topic(kafka.bootstrap, partitions=2)
     produce(kafka.bootstrap, topic, range(6000))
     manifest = job_manifest(name, kafka.bootstrap, topic, tmp_path, storage)
     manifest["spec"]["job"]["sink"] = sink
-    runner = RunnerProcess(manifest, tmp_path, env={**storage.env, CRASH_AFTER_COMMIT_ENV: "2"})
-    assert runner.start().wait(180) == -signal.SIGKILL
+    runner = RunnerProcess(manifest, tmp_path, env={**env, CRASH_AFTER_COMMIT_ENV: "2"})
+    assert runner.start().wait(180) == -signal.SIGKILL, runner.tail()
     checkpoint = f"{storage.checkpoints}/test/{name}/epoch-1"
-    assert newest_batch(open_table(sink), checkpoint) == 2
-    assert maintain(manifest, tmp_path) == 1  # only the compaction's snapshot is left
-    assert BATCH_PROPERTY not in open_table(sink).current_snapshot().summary.additional_properties
+    assert newest_batch(open_table(sink, env), checkpoint) == 2
+    assert maintain(manifest, tmp_path, env) == 1  # only the compaction's snapshot is left
+    summary = open_table(sink, env).current_snapshot().summary
+    assert BATCH_PROPERTY not in summary.additional_properties
     return manifest, checkpoint, runner
 
 
@@ -74,24 +90,29 @@ def test_sigkill_at_random_points_then_restore_is_exactly_once(
 
 @pytest.mark.parametrize("storage", ["file"], indirect=True)
 def test_a_restore_after_maintenance_does_not_write_again_a_committed_batch(
-    kafka, tmp_path, storage
+    kafka, tmp_path, storage, postgres
 ):
-    """SQL catalog. The restore replays batch 2 (same id, same offsets): the table property
-    its commit set still names it after the snapshot's expiry, so the replay writes nothing
-    and every record is in the table once."""
-    sink = sql_sink(tmp_path, "lake.replay")
-    manifest, _, runner = crashed_after_the_table_commit(kafka, tmp_path, storage, sink, "replay")
+    """SQL catalog on PostgreSQL, its password only in the driver's environment (as from
+    spec.job.sink.catalog.credentialsSecret). The restore replays batch 2 (same id, same
+    offsets): the table property its commit set still names it after the snapshot's expiry,
+    so the replay writes nothing and every record is in the table once."""
+    sink = postgres_sink(postgres, tmp_path, "lake.replay")
+    env = {**storage.env, CREDENTIAL_ENV: postgres.password}
+    manifest, _, runner = crashed_after_the_table_commit(
+        kafka, tmp_path, env, sink, "replay", storage
+    )
     (topic,) = manifest["spec"]["job"]["source"]["subscribe"]
-    snapshots = len(open_table(sink).snapshots())
-    runner.env = storage.env
+    snapshots = len(open_table(sink, env).snapshots())
+    runner.env = env
     runner.start()
     report = wait_for_all(runner, kafka.bootstrap, topic)
     assert (report["restoredBatch"], report["rerunBatch"]) == (1, 2)
     assert runner.terminate() == 0
-    assert_exactly_once(storage, range(6000), iceberg_rows(sink))
+    assert_exactly_once(storage, range(6000), iceberg_rows(sink, env))
     assert "batch 2 is in the Iceberg table already" in runner.output()
+    assert postgres.password not in runner.output()  # nor in the driver's log
     # the replay made no commit: each later snapshot is one later batch
-    later = len(open_table(sink).snapshots()) - snapshots
+    later = len(open_table(sink, env).snapshots()) - snapshots
     assert later == report["latestBatch"]["batchId"] - 2
 
 
@@ -105,7 +126,7 @@ def test_a_redeploy_after_maintenance_counts_the_tables_commit_as_durable(
     epochs (one table, two queries)."""
     sink = rest_sink(rest_catalog, "lake.redeploy")
     manifest, previous, _ = crashed_after_the_table_commit(
-        kafka, tmp_path, storage, sink, "redeploy"
+        kafka, tmp_path, storage.env, sink, "redeploy", storage
     )
     (topic,) = manifest["spec"]["job"]["source"]["subscribe"]
     commit_offsets(kafka.bootstrap, "redeploy-group", topic, {0: 0, 1: 0})  # commits lost
