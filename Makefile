@@ -147,6 +147,7 @@ bench: toolchain native ## Benchmarks side by side; results in bench/results/, t
 	$(TREE) $(PY) bench/offsets_bench.py
 	$(TREE) $(PY) bench/operator_bench.py
 	$(TREE) $(PY) bench/table_sink_bench.py $(if $(BENCH_BASELINE),--baseline-code-root $(BENCH_BASELINE))
+	$(TREE) $(PY) bench/kafka_sink_bench.py
 	$(PY) bench/plot.py
 
 .PHONY: bench-latency
