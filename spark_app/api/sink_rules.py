@@ -28,6 +28,12 @@ class TaskRange:
     end: int  # exclusive: the progress a committed output reaches
 
 
+# The exactly-once sink's counts per run (spark_app/sinks/sink_tally.py), as the runner reports
+# them and the operator reads them (status.sinkTransactions): committed transactions, replayed
+# ranges skipped as committed already, records written, batches Spark aborted
+SINK_TALLY_KEYS = ("transactions", "replaysSkipped", "records", "batchesAborted")
+
+
 @dataclass(frozen=True)
 class Progress:
     """A progress group's committed offset for one key partition; -1: none committed

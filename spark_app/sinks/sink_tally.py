@@ -15,9 +15,9 @@ import logging
 import os
 from pathlib import Path
 
-log = logging.getLogger(__name__)
+from spark_app.api.sink_rules import SINK_TALLY_KEYS as KEYS
 
-KEYS = ("transactions", "replaysSkipped", "records", "batchesAborted")
+log = logging.getLogger(__name__)
 
 
 def read(path: Path | str) -> dict[str, int]:

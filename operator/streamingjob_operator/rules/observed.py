@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from spark_app.api.sink_rules import SINK_TALLY_KEYS
 from streamingjob_operator.api.naming import LABEL_ATTEMPT, LABEL_DRIVER, LABEL_EPOCH, LABEL_ROLE
 
 
@@ -233,7 +234,7 @@ def parse_report(configmap: dict[str, Any] | None) -> Report | None:
         commit_successes=_int_or_none(commits.get("succeeded")),
         data_loss_skipped_offsets=max(_int_or_none(data.get("dataLossSkippedOffsets")) or 0, 0),
         dead_letter_records=_dead_letter_records(data.get("deadLetterRecords")),
-        sink_transactions=_counts(data.get("sinkTransactions"), SINK_TRANSACTION_KEYS),
+        sink_transactions=_counts(data.get("sinkTransactions"), SINK_TALLY_KEYS),
         throughput=_throughput(data.get("throughput")),
     )
 
@@ -255,11 +256,6 @@ def _dead_letter_records(raw: Any) -> dict[str, int]:
         return {}
     counts = {str(k): n for k, v in raw.items() if _REASON.match(str(k)) and (n := _int_or_none(v))}
     return dict(sorted((k, n) for k, n in counts.items() if n > 0)[:_MAX_REASONS])
-
-
-# spark_app/sinks/sink_tally.KEYS: committed transactions, replayed ranges skipped as
-# committed already, records written, batches Spark aborted
-SINK_TRANSACTION_KEYS = ("transactions", "replaysSkipped", "records", "batchesAborted")
 
 
 def _counts(raw: Any, keys: tuple[str, ...]) -> dict[str, int]:
