@@ -1,5 +1,7 @@
 """Stopping the servers tests start (broker, registry): each runs in a session of its own
-(`start_new_session=True`), so a signal to its group reaches every process it started."""
+(`start_new_session=True`), so a signal to its group reaches every process it started.
+A local Spark driver's tree is not one group (PySpark's worker daemon moves its workers to a
+group of their own): `reap_marked` finds them by a mark in their environment instead."""
 
 from __future__ import annotations
 
@@ -46,3 +48,23 @@ def _wait_gone(pid: int, timeout: float) -> None:
         except ProcessLookupError:
             return
         time.sleep(0.1)
+
+
+def reap_marked(name: str, value: str) -> int:
+    """SIGKILLs every process whose environment holds `name=value` (a mark a test gave the
+    process it started, which every descendant inherits, whatever its group or session).
+    How many were found."""
+    mark = f"{name}={value}".encode()
+    found = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:  # gone, or not ours to read
+            continue
+        if mark in environ:
+            found += 1
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(entry.name), signal.SIGKILL)
+    return found

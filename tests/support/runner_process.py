@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
@@ -15,6 +16,7 @@ from typing import Any, ClassVar
 import yaml
 
 from devbed.object_store import Storage
+from devbed.process_group import reap_marked
 from spark_app.api.manifest import API_GROUP, API_VERSION
 
 
@@ -54,6 +56,11 @@ def job_manifest(
     return manifest
 
 
+# in every process of a runner's tree (the JVM, PySpark's workers, the source's runner),
+# whatever group it moved to: a test's end kills them all
+MARK_ENV = "STREAMJOB_TEST_RUNNER"
+
+
 class RunnerProcess:
     started: ClassVar[list[RunnerProcess]] = []  # killed by the tests' teardown
 
@@ -68,6 +75,7 @@ class RunnerProcess:
         self.log_path = workdir / f"runner-epoch{epoch}.log"
         self.epoch = epoch
         self.process: subprocess.Popen[bytes] | None = None
+        self.mark = uuid.uuid4().hex
 
     def start(self, *extra: str) -> RunnerProcess:
         self.report_path.unlink(missing_ok=True)
@@ -88,17 +96,19 @@ class RunnerProcess:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                env={**os.environ, **self.env, "PYTHONUNBUFFERED": "1"},
+                env={**os.environ, **self.env, "PYTHONUNBUFFERED": "1", MARK_ENV: self.mark},
             )
         RunnerProcess.started.append(self)
         return self
 
     @classmethod
     def kill_all(cls) -> None:
-        """No runner outlives its test, whatever the test's outcome."""
+        """No runner outlives its test, whatever the test's outcome, nor any process of its
+        tree (a Python worker outlived its killed driver once, polling on)."""
         for runner in cls.started:
             if runner.process is not None and runner.process.poll() is None:
                 runner.kill()
+            reap_marked(MARK_ENV, runner.mark)
         cls.started.clear()
 
     def report(self) -> dict:
@@ -132,6 +142,7 @@ class RunnerProcess:
         """A crash: SIGKILL to the runner and its JVM (the whole process group)."""
         assert self.process is not None
         os.killpg(self.process.pid, signal.SIGKILL)
+        reap_marked(MARK_ENV, self.mark)  # the tree's processes in other groups too
         self.process.wait(30)
 
     def terminate(self, timeout: float = 60) -> int:
@@ -147,6 +158,7 @@ class RunnerProcess:
         finally:
             if self.process.poll() is None:
                 os.killpg(self.process.pid, signal.SIGKILL)
+                reap_marked(MARK_ENV, self.mark)
 
     def tail(self, lines: int = 40) -> str:
         text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
