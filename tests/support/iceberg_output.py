@@ -14,8 +14,10 @@ from pathlib import Path
 import yaml
 
 from devbed.iceberg_catalog import RestCatalog
+from devbed.object_store import Storage
 from devbed.postgres import PostgresServer
 from spark_app.api.iceberg_spec import IcebergCatalogSpec
+from spark_app.api.manifest import S3Spec
 from spark_app.sinks.iceberg_sink import catalog_properties
 
 
@@ -28,48 +30,64 @@ def rest_sink(catalog: RestCatalog, table: str) -> dict:
     }
 
 
-def postgres_sink(server: PostgresServer, workdir: Path, table: str) -> dict:
-    """The spec.job.sink of a job writing `table` through a SQL catalog in PostgreSQL; its
-    password reaches the driver as a Secret's would (`server.password` in CREDENTIAL_ENV)."""
+def postgres_sink(server: PostgresServer, storage: Storage, table: str) -> dict:
+    """The spec.job.sink of a job writing `table` through a SQL catalog in PostgreSQL, its
+    files in `storage` (a local directory or a bucket: the client writes them, not the
+    catalog); its password reaches the driver as a Secret's would (`server.password` in
+    CREDENTIAL_ENV)."""
     return {
         "format": "iceberg",
         "table": table,
-        "catalog": {
-            "type": "sql",
-            "uri": server.uri,
-            "warehouse": (workdir / "warehouse").as_uri(),
-        },
+        "catalog": {"type": "sql", "uri": server.uri, "warehouse": f"{storage.base}/warehouse"},
     }
 
 
-def open_table(sink: dict, env: Mapping[str, str] | None = None):
+def store_settings(storage: Storage | None) -> dict[str, str]:
+    """The fs.s3a.* settings of a job on `storage`: its spec.s3 as the driver's session maps
+    it (S3Spec.hadoop_conf)."""
+    if storage is None or storage.s3_spec is None:
+        return {}
+    conf = S3Spec.model_validate(storage.s3_spec).hadoop_conf()
+    return {key.removeprefix("spark.hadoop."): value for key, value in conf.items()}
+
+
+def open_table(sink: dict, env: Mapping[str, str] | None = None, storage: Storage | None = None):
     """The job's table through its catalog, with the credential `env` holds (CREDENTIAL_ENV)
-    joined in as the job's driver does (iceberg_sink.catalog_properties)."""
+    and the object store of `storage` joined in as the job's driver does
+    (iceberg_sink.catalog_properties)."""
     from pyiceberg.catalog import load_catalog
 
     spec = IcebergCatalogSpec.model_validate(sink["catalog"])
-    return load_catalog(spec.name, **catalog_properties(spec, {}, env or {})).load_table(
-        sink["table"]
+    props = catalog_properties(
+        spec, store_settings(storage), {**(storage.env if storage else {}), **(env or {})}
     )
+    return load_catalog(spec.name, **props).load_table(sink["table"])
 
 
-def iceberg_rows(sink: dict, env: Mapping[str, str] | None = None) -> list[dict]:
+def iceberg_rows(
+    sink: dict, env: Mapping[str, str] | None = None, storage: Storage | None = None
+) -> list[dict]:
     """Every row of the table's current snapshot with its record's id (a JSON value's)."""
     columns = ("value", "topic", "partition", "offset")
-    rows = open_table(sink, env).scan(selected_fields=columns).to_arrow().to_pylist()
+    rows = open_table(sink, env, storage).scan(selected_fields=columns).to_arrow().to_pylist()
     for row in rows:
         row["id"] = json.loads(row["value"])["id"]
     return rows
 
 
-def maintain(manifest: dict, workdir: Path, env: Mapping[str, str] | None = None) -> int:
-    """Beside the job of `manifest`: another writer's commit (a compaction's stand-in, adding
-    no row), then the maintenance command expiring every snapshot but the newest (its
-    CronJob's environment: `env`). The number of snapshots left."""
+def maintain(
+    manifest: dict,
+    workdir: Path,
+    env: Mapping[str, str] | None = None,
+    storage: Storage | None = None,
+) -> int:
+    """Beside the job of `manifest` (on `storage`): another writer's commit (a compaction's
+    stand-in, adding no row), then the maintenance command expiring every snapshot but the
+    newest (its CronJob's environment: `env`). The number of snapshots left."""
     import pyarrow as pa
 
     sink = manifest["spec"]["job"]["sink"]
-    table = open_table(sink, env)
+    table = open_table(sink, env, storage)
     empty = pa.Table.from_pylist([], schema=table.schema().as_arrow())
     table.append(empty, snapshot_properties={"maintenance": "compaction"})
     path = workdir / "maintained-job.yaml"
@@ -85,4 +103,4 @@ def maintain(manifest: dict, workdir: Path, env: Mapping[str, str] | None = None
         env={**os.environ, **(env or {})},
     )
     assert done.returncode == 0, done.stderr
-    return len(open_table(sink, env).snapshots())
+    return len(open_table(sink, env, storage).snapshots())

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from pyarrow.fs import FileSelector
 
 from devbed.iceberg_catalog import RestCatalog
 from devbed.ports import free_port
@@ -68,9 +69,9 @@ def crashed_after_the_table_commit(
     runner = RunnerProcess(manifest, tmp_path, env={**env, CRASH_AFTER_COMMIT_ENV: "2"})
     assert runner.start().wait(180) == -signal.SIGKILL, runner.tail()
     checkpoint = f"{storage.checkpoints}/test/{name}/epoch-1"
-    assert newest_batch(open_table(sink, env), checkpoint) == 2
-    assert maintain(manifest, tmp_path, env) == 1  # only the compaction's snapshot is left
-    summary = open_table(sink, env).current_snapshot().summary
+    assert newest_batch(open_table(sink, env, storage), checkpoint) == 2
+    assert maintain(manifest, tmp_path, env, storage) == 1  # only the compaction's is left
+    summary = open_table(sink, env, storage).current_snapshot().summary
     assert BATCH_PROPERTY not in summary.additional_properties
     return manifest, checkpoint, runner
 
@@ -88,32 +89,37 @@ def test_sigkill_at_random_points_then_restore_is_exactly_once(
     )
 
 
-@pytest.mark.parametrize("storage", ["file"], indirect=True)
+@pytest.mark.parametrize("storage", ["s3a"], indirect=True)
 def test_a_restore_after_maintenance_does_not_write_again_a_committed_batch(
     kafka, tmp_path, storage, postgres
 ):
     """SQL catalog on PostgreSQL, its password only in the driver's environment (as from
-    spec.job.sink.catalog.credentialsSecret). The restore replays batch 2 (same id, same
+    spec.job.sink.catalog.credentialsSecret); the table's files, like the checkpoint, in a
+    bucket of a real object store (s3a://, MinIO). The restore replays batch 2 (same id, same
     offsets): the table property its commit set still names it after the snapshot's expiry,
     so the replay writes nothing and every record is in the table once."""
-    sink = postgres_sink(postgres, tmp_path, "lake.replay")
+    sink = postgres_sink(postgres, storage, "lake.replay")
     env = {**storage.env, CREDENTIAL_ENV: postgres.password}
     manifest, _, runner = crashed_after_the_table_commit(
         kafka, tmp_path, env, sink, "replay", storage
     )
     (topic,) = manifest["spec"]["job"]["source"]["subscribe"]
-    snapshots = len(open_table(sink, env).snapshots())
+    snapshots = len(open_table(sink, env, storage).snapshots())
     runner.env = env
     runner.start()
     report = wait_for_all(runner, kafka.bootstrap, topic)
     assert (report["restoredBatch"], report["rerunBatch"]) == (1, 2)
     assert runner.terminate() == 0
-    assert_exactly_once(storage, range(6000), iceberg_rows(sink, env))
+    assert_exactly_once(storage, range(6000), iceberg_rows(sink, env, storage))
     assert "batch 2 is in the Iceberg table already" in runner.output()
     assert postgres.password not in runner.output()  # nor in the driver's log
     # the replay made no commit: each later snapshot is one later batch
-    later = len(open_table(sink, env).snapshots()) - snapshots
+    later = len(open_table(sink, env, storage).snapshots()) - snapshots
     assert later == report["latestBatch"]["batchId"] - 2
+    in_bucket = storage.filesystem.get_file_info(
+        FileSelector(f"{storage.root}/warehouse", recursive=True)
+    )
+    assert any(f.path.endswith(".parquet") for f in in_bucket)  # the files went to the store
 
 
 @pytest.mark.parametrize("storage", ["file"], indirect=True)
