@@ -1,8 +1,8 @@
 """`python -m devbed prepare` (part of `make prepare`): every one-time build of the bed, before
 any test, so that none runs inside a fixture under a test's timeout: each supported broker
 version's jars and tools, the one-JVM launcher and its class-data-sharing archive, the Schema
-Registry's server, Iceberg's REST catalog server, and the local Spark's archive
-(scripts/jvm-cds.sh). Each is cached under $STREAMJOB_CACHE: a no-op once built."""
+Registry's server, Iceberg's REST catalog server and its Java reader, and the local Spark's
+archive (scripts/jvm-cds.sh). Each is cached under $STREAMJOB_CACHE: a no-op once built."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pathlib import Path
 
 from devbed import broker_jvm
 from devbed.iceberg_catalog import server_jars
+from devbed.iceberg_java_reader import reader_build
 from devbed.kafka_broker import train_archive
 from devbed.kafka_jars import broker_jars, tool_jars
 from devbed.kafka_versions import BROKER_VERSIONS
@@ -27,6 +28,7 @@ def prepare() -> None:
         broker_jvm.archive_options(version, jars, train_archive)
     registry_dist()
     server_jars()
+    reader_build()
     venv = Path(sys.executable).parent.parent
     subprocess.run(["bash", str(REPO_ROOT / "scripts" / "jvm-cds.sh"), str(venv)], check=True)
 

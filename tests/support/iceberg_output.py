@@ -14,6 +14,7 @@ from pathlib import Path
 import yaml
 
 from devbed.iceberg_catalog import RestCatalog
+from devbed.iceberg_java_reader import java_rows
 from devbed.object_store import Storage
 from devbed.postgres import PostgresServer
 from spark_app.api.iceberg_spec import IcebergCatalogSpec
@@ -73,6 +74,19 @@ def iceberg_rows(
     for row in rows:
         row["id"] = json.loads(row["value"])["id"]
     return rows
+
+
+def read_alike_by_java(catalog: RestCatalog, sink: dict, rows: list[dict]) -> None:
+    """A second reader, Apache Iceberg's Java library through the same REST catalog, sees the
+    very rows PyIceberg read (`rows`, from `iceberg_rows`): each (partition, offset, id) as
+    often."""
+    java = java_rows(catalog.uri, sink["table"], ("value", "partition", "offset"))
+
+    def key(row: dict) -> tuple[int, int, int]:
+        return row["partition"], row["offset"], json.loads(row["value"])["id"]
+
+    assert sorted(map(key, java)) == sorted(map(key, rows)), "the two readers disagree"
+    assert java, "the Java reader read nothing"
 
 
 def maintain(

@@ -36,6 +36,7 @@ from tests.support.iceberg_output import (
     maintain,
     open_table,
     postgres_sink,
+    read_alike_by_java,
     rest_sink,
 )
 from tests.support.kafka_tools import commit_offsets, group_offsets, new_topic, produce
@@ -84,9 +85,10 @@ def test_sigkill_at_random_points_then_restore_is_exactly_once(
     """Rule 4 with the Iceberg sink through the REST catalog: two kills anywhere in a batch,
     each restored."""
     sink = rest_sink(rest_catalog, "lake.kills")
-    sigkill_at_random_points_then_restore(
+    rows = sigkill_at_random_points_then_restore(
         kafka, tmp_path, storage, kills=2, sink=sink, read_rows=lambda _: iceberg_rows(sink)
     )
+    read_alike_by_java(rest_catalog, sink, rows)
 
 
 @pytest.mark.parametrize("storage", ["s3a"], indirect=True)
@@ -143,7 +145,9 @@ def test_a_redeploy_after_maintenance_counts_the_tables_commit_as_durable(
     produce(kafka.bootstrap, topic, range(6000, 8000))
     wait_for_all(second, kafka.bootstrap, topic)
     assert second.terminate() == 0
-    assert_exactly_once(storage, range(8000), iceberg_rows(sink))
+    rows = iceberg_rows(sink)
+    assert_exactly_once(storage, range(8000), rows)
+    read_alike_by_java(rest_catalog, sink, rows)  # a second reader, after the maintenance too
 
 
 def test_a_catalog_away_at_the_start_fails_the_start_naming_it_and_reads_nothing(kafka, tmp_path):

@@ -99,10 +99,11 @@ def sigkill_at_random_points_then_restore(
     kills: int = 5,
     sink: dict | None = None,
     read_rows: Callable[[Storage], list[dict]] = sink_rows,
-) -> None:
+) -> list[dict]:
     """SIGKILLs of the driver mid-batch, each followed by a restore from the checkpoint, then
     every record exactly once and the group's offsets never past the sink's output.
-    `sink`, `read_rows`: another sink than the file sink, and how to read what it committed."""
+    `sink`, `read_rows`: another sink than the file sink, and how to read what it committed
+    (the rows read are returned)."""
     topic = new_topic(kafka.bootstrap, partitions=3)
     manifest = job_manifest("kills", kafka.bootstrap, topic, tmp_path, storage)
     if sink is not None:
@@ -139,6 +140,7 @@ def sigkill_at_random_points_then_restore(
     for row in rows:
         processed[row["partition"]] = max(processed[row["partition"]], row["offset"] + 1)
     assert all(committed[p] is not None and committed[p] <= processed[p] for p in committed)
+    return rows
 
 
 def batch_ends(storage: Storage, job: str, epoch: int) -> tuple[int | None, dict[int, dict]]:
