@@ -9,8 +9,12 @@
 //! used only for the settings it understands (`Settings::parse`); any other goes to
 //! librdkafka.
 
+mod compression;
 pub mod conn;
+mod errors;
+mod leader;
 pub mod records;
+pub mod requests;
 pub mod sasl;
 pub mod settings;
 pub mod versions;
@@ -19,83 +23,15 @@ pub mod wire;
 use std::time::{Duration, Instant};
 
 use arrow_array::StructArray;
-use rdkafka_sys::rd_kafka_resp_err_t as Err;
 
 use crate::batch::BatchBuilder;
-use crate::consumer::{describe, ReadError};
+use crate::consumer::ReadError;
 use crate::{Range, TopicWatch};
-use conn::{Conn, ConnError, EARLIEST, LATEST, NO_EPOCH};
+use conn::Conn;
+use errors::{retry_or_fail, Step, BAD_MSG, OFFSET_OUT_OF_RANGE, TRANSPORT};
 use records::{next_fetch_offset, Filled, ResponseRecords};
+use requests::NO_EPOCH;
 pub use settings::Settings;
-
-const OFFSET_OUT_OF_RANGE: i16 = 1;
-const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-const NOT_LEADER_OR_FOLLOWER: i16 = 6;
-const FENCED_LEADER_EPOCH: i16 = 74;
-const UNKNOWN_LEADER_EPOCH: i16 = 75;
-/// Errors after which the leader is looked up again (Kafka's retriable partition errors).
-const RETRIABLE: &[i16] = &[
-    // metadata not yet propagated; a deleted topic ends the read through `TopicWatch`
-    UNKNOWN_TOPIC_OR_PARTITION,
-    5, // LEADER_NOT_AVAILABLE
-    NOT_LEADER_OR_FOLLOWER,
-    7,  // REQUEST_TIMED_OUT
-    13, // NETWORK_EXCEPTION
-    19, // NOT_ENOUGH_REPLICAS
-    20, // NOT_ENOUGH_REPLICAS_AFTER_APPEND
-    56, // KAFKA_STORAGE_ERROR
-    FENCED_LEADER_EPOCH,
-    UNKNOWN_LEADER_EPOCH,
-    78, // OFFSET_NOT_AVAILABLE
-];
-/// librdkafka's codes, so errors read the same from both engines (the runner keys on them).
-const TRANSPORT: i32 = Err::RD_KAFKA_RESP_ERR__TRANSPORT as i32;
-const BAD_MSG: i32 = Err::RD_KAFKA_RESP_ERR__BAD_MSG as i32;
-const SSL: i32 = Err::RD_KAFKA_RESP_ERR__SSL as i32;
-const AUTHENTICATION: i32 = Err::RD_KAFKA_RESP_ERR__AUTHENTICATION as i32;
-
-/// A broker's error code as librdkafka reports it ("Broker: Topic authorization failed").
-fn broker_error(code: i16) -> ReadError {
-    let code = i32::from(code);
-    ReadError::Kafka {
-        code,
-        reason: describe(code),
-    }
-}
-
-/// A partition error: retried after a metadata refresh where Kafka says it may pass (a
-/// leader moved, its epoch is newer or older than ours, too few replicas in sync), else the
-/// read's end.
-fn retry_or_fail(what: &str, code: i16) -> Step {
-    if RETRIABLE.contains(&code) {
-        Step::Retry(format!(
-            "{what}: {} (Kafka error code {code})",
-            describe(code.into())
-        ))
-    } else {
-        Step::Fail(broker_error(code))
-    }
-}
-
-enum Step {
-    /// a failure the next attempt may not have (leader moved, connection lost)
-    Retry(String),
-    Fail(ReadError),
-}
-
-impl From<ConnError> for Step {
-    fn from(e: ConnError) -> Self {
-        match e {
-            ConnError::Tls(reason) => Step::Fail(ReadError::Kafka { code: SSL, reason }),
-            ConnError::Auth(reason) => Step::Fail(ReadError::Kafka {
-                code: AUTHENTICATION,
-                reason,
-            }),
-            ConnError::Unsupported(why) => Step::Fail(ReadError::Unsupported(why)),
-            other => Step::Retry(other.to_string()),
-        }
-    }
-}
 
 pub struct RangeReader {
     settings: Settings,
@@ -257,111 +193,6 @@ impl RangeReader {
         })
     }
 
-    /// Connects to the partition's leader, looked up through the bootstrap servers, unless
-    /// connected; once records were read (or from a start with its epoch), checks that the
-    /// leader's log still holds them.
-    fn connect(&mut self) -> Result<(), Step> {
-        if self.conn.is_none() {
-            let (conn, epoch) = self.find_leader()?;
-            self.conn = Some(conn);
-            self.leader_epoch = epoch;
-            self.validate_position()?;
-        }
-        Ok(())
-    }
-
-    /// A connection to the partition's leader, and the leader's epoch. A topic missing from
-    /// the metadata for `TOPIC_GONE_AFTER` was deleted: the read ends (`TopicGone`).
-    fn find_leader(&mut self) -> Result<(Conn, i32), Step> {
-        let mut failure = String::from("no bootstrap server");
-        for address in &self.settings.bootstrap {
-            match Conn::open(&self.settings, address)
-                .and_then(|mut c| c.leader(&self.topic, self.partition).map(|l| (c, l)))
-            {
-                Ok((c, leader)) => {
-                    let missing = leader.error == UNKNOWN_TOPIC_OR_PARTITION;
-                    if self.topic_watch.gone(!missing) {
-                        return Err(Step::Fail(ReadError::TopicGone {
-                            position: self.position,
-                        }));
-                    }
-                    let Some(at) = leader.address.filter(|_| leader.error == 0) else {
-                        return Err(Step::Retry(format!(
-                            "metadata: Kafka error code {}",
-                            leader.error
-                        )));
-                    };
-                    let c = if c.address == at {
-                        c
-                    } else {
-                        Conn::open(&self.settings, &at)?
-                    };
-                    return Ok((c, leader.epoch));
-                }
-                Err(e @ (ConnError::Tls(_) | ConnError::Auth(_) | ConnError::Unsupported(_))) => {
-                    return Err(e.into())
-                }
-                Err(e) => failure = format!("{address}: {e}"),
-            }
-        }
-        Err(Step::Retry(failure))
-    }
-
-    /// KIP-320: where the epoch of the last record batch read (before any, the epoch kept
-    /// with the start) ends on the (new) leader's log. Below the position, the log was
-    /// truncated under it (an unclean election): what was read up to there is no longer in
-    /// the log.
-    fn validate_position(&mut self) -> Result<(), Step> {
-        let read_epoch = self.records.last_epoch;
-        if read_epoch < 0 {
-            return Ok(()); // no epoch known: an out-of-range fetch tells a short log
-        }
-        let conn = self.conn.as_mut().expect("connected");
-        let end = conn.epoch_end(&self.topic, self.partition, self.leader_epoch, read_epoch)?;
-        match end.error {
-            0 if end.end_offset >= 0 && end.end_offset < self.position => {
-                Err(Step::Fail(ReadError::Truncated {
-                    position: self.position,
-                    divergence: end.end_offset,
-                }))
-            }
-            0 => Ok(()),
-            e => Err(retry_or_fail("offsets for leader epoch", e)),
-        }
-    }
-
-    /// After OFFSET_OUT_OF_RANGE: offsets below the log start were deleted (`Lost`); a log
-    /// that ends below the position was truncated (`Truncated`); else the leader's view was
-    /// stale, and the fetch is tried again.
-    fn out_of_range(&mut self) -> Step {
-        let (topic, partition, epoch) = (self.topic.as_str(), self.partition, self.leader_epoch);
-        let committed = self.settings.read_committed;
-        let position = self.position;
-        let conn = self.conn.as_mut().expect("connected");
-        let (error, low) = match conn.list_offset(topic, partition, epoch, EARLIEST, committed) {
-            Ok(answer) => answer,
-            Err(e) => return e.into(),
-        };
-        if error != 0 {
-            return retry_or_fail("list offsets", error);
-        }
-        if position < low {
-            return Step::Fail(ReadError::Lost { position, low });
-        }
-        let (error, high) = match conn.list_offset(topic, partition, epoch, LATEST, false) {
-            Ok(answer) => answer,
-            Err(e) => return e.into(),
-        };
-        match error {
-            0 if high < position => Step::Fail(ReadError::Truncated {
-                position,
-                divergence: high,
-            }),
-            0 => Step::Retry(format!("fetch: offset {position} out of range")),
-            e => retry_or_fail("list offsets", e),
-        }
-    }
-
     /// Receives the Fetch from `position` (sending it first unless it is in flight), sends
     /// the next one, and starts decoding the response.
     fn fetch(&mut self) -> Result<(), Step> {
@@ -400,29 +231,5 @@ impl RangeReader {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn reader(start_epoch: i32) -> RangeReader {
-        let config = [("bootstrap.servers".to_string(), "127.0.0.1:1".to_string())];
-        let range = Range {
-            topic: "t".into(),
-            partition: 0,
-            start: 1550,
-            start_epoch,
-            end: 1600,
-            include_headers: false,
-            max_records: 100,
-            poll_timeout_ms: 1000,
-        };
-        RangeReader::open(Settings::parse(&config).unwrap(), &range)
-    }
-
-    #[test]
-    fn a_start_kept_with_its_epoch_is_validated_before_the_first_fetch() {
-        // the epoch `validate_position` asks the leader about at the first connection, as
-        // after a leader change; -1 (a checkpoint of an older version) asks nothing
-        assert_eq!(reader(7).position_epoch(), 7);
-        assert_eq!(reader(-1).position_epoch(), -1);
-    }
-}
+#[path = "fetch_tests.rs"]
+mod tests;

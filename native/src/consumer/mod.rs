@@ -8,6 +8,10 @@
 //! aborted records and compaction leave gaps in offsets); records fetched past `end` are
 //! dropped.
 
+mod errors;
+mod handle;
+mod log_checks;
+
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::ptr;
 use std::time::{Duration, Instant};
@@ -18,77 +22,15 @@ use rdkafka_sys::rd_kafka_resp_err_t as Err;
 
 use crate::batch::{BatchBuilder, Record};
 use crate::{Range, TopicWatch, TOPIC_GONE_AFTER};
+use errors::check;
+use handle::{new_consumer, Handle};
+use log_checks::truncated_at;
+
+pub use errors::{describe, ReadError};
 
 const CONSUME_WAIT_MS: i32 = 200;
 /// How often a stalled read asks whether its topic still exists.
 const TOPIC_CHECK_EVERY: Duration = Duration::from_secs(1);
-
-#[derive(Debug)]
-pub enum ReadError {
-    /// The client configuration was rejected (unknown property, unsupported by this build).
-    Config(String),
-    /// A Kafka error other than the events the range read handles itself.
-    Kafka { code: i32, reason: String },
-    /// Offsets from `position` were deleted: the log now starts at `low`.
-    Lost { position: i64, low: i64 },
-    /// The log was truncated below `position` (an unclean leader election, lost replicas):
-    /// it now diverges from what was read at `divergence`.
-    Truncated { position: i64, divergence: i64 },
-    /// The broker speaks no version the fetch engine implements of a request it needs.
-    Unsupported(String),
-    /// No progress for the poll timeout, stuck at `position`.
-    NoProgress { position: i64 },
-    /// The topic was deleted while the range was read, stuck at `position`.
-    TopicGone { position: i64 },
-}
-
-/// Where librdkafka found a truncated log to diverge: its offset-reset text says "Partition
-/// log truncation detected at …: broker end offset is N (…)" (rdkafka_offset.c), and the
-/// error carries no offset of its own.
-pub fn truncated_at(text: &str) -> Option<i64> {
-    let (_, rest) = text.split_once("log truncation detected")?;
-    let (_, rest) = rest.split_once("broker end offset is ")?;
-    let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
-    digits.parse().ok()
-}
-
-fn err_str(err: Err) -> String {
-    unsafe { CStr::from_ptr(rd::rd_kafka_err2str(err)) }
-        .to_string_lossy()
-        .into_owned()
-}
-
-/// librdkafka's text for an error code, also for a broker's code it has no variant of in
-/// `Err` (its table is read by number, so no enum value is made from an unknown code).
-pub fn describe(code: i32) -> String {
-    let (mut table, mut n): (*const rd::rd_kafka_err_desc, usize) = (ptr::null(), 0);
-    unsafe { rd::rd_kafka_get_err_descs(&mut table, &mut n) };
-    let found = (0..n).find_map(|i| unsafe {
-        let entry = table.add(i);
-        let entry_code = *(std::ptr::addr_of!((*entry).code) as *const i32);
-        let desc = (*entry).desc;
-        (entry_code == code && !desc.is_null()).then(|| CStr::from_ptr(desc))
-    });
-    match found {
-        Some(desc) => desc.to_string_lossy().into_owned(),
-        None => format!("Kafka error code {code}"),
-    }
-}
-
-struct Handle(*mut rd::rd_kafka_t, *mut rd::rd_kafka_queue_t);
-
-// librdkafka's handles are thread-safe; the reader uses them from one thread at a time.
-unsafe impl Send for Handle {}
-
-impl Drop for Handle {
-    fn drop(&mut self) {
-        unsafe {
-            rd::rd_kafka_queue_destroy(self.1);
-            rd::rd_kafka_consumer_close(self.0);
-            rd::rd_kafka_destroy(self.0);
-        }
-    }
-}
 
 /// Messages of one `consume` call, destroyed when dropped.
 struct Messages(Vec<*mut rd::rd_kafka_message_t>);
@@ -166,40 +108,6 @@ impl RangeReader {
         Ok(reader)
     }
 
-    /// Has librdkafka validate a start that comes with its leader epoch (a checkpointed
-    /// position) before it fetches from there: an assignment is taken as it is, a seek to a
-    /// position with an epoch is checked with OffsetsForLeaderEpoch (KIP-320). A log
-    /// truncated below it then arrives as the offset reset `out_of_range` maps. The seek is
-    /// answered once the partition takes it; records fetched before it are dropped.
-    ///
-    /// The assignment's first fetch may beat the seek: a start below the log start has then
-    /// already been reset, which (`auto.offset.reset=error`) queues its error and stops the
-    /// partition, and the seek is refused with `__STATE`. `next_batch` meets that queued
-    /// error, the answer the seek would have led to (CI run 56: the read failed instead).
-    fn validate_start(&mut self, offset: i64, epoch: i32) -> Result<(), ReadError> {
-        let timeout = i32::try_from(self.poll_timeout.as_millis()).unwrap_or(i32::MAX);
-        unsafe {
-            let list = rd::rd_kafka_topic_partition_list_new(1);
-            let tp =
-                rd::rd_kafka_topic_partition_list_add(list, self.topic.as_ptr(), self.partition);
-            (*tp).offset = offset;
-            rd::rd_kafka_topic_partition_set_leader_epoch(tp, epoch);
-            let error = rd::rd_kafka_seek_partitions(self.handle.0, list, timeout);
-            let err = if error.is_null() {
-                (*tp).err
-            } else {
-                let code = rd::rd_kafka_error_code(error);
-                rd::rd_kafka_error_destroy(error);
-                code
-            };
-            rd::rd_kafka_topic_partition_list_destroy(list);
-            match err {
-                Err::RD_KAFKA_RESP_ERR__STATE => Ok(()),
-                err => check(err),
-            }
-        }
-    }
-
     /// (Re)assigns the partition at `offset` (a seek is refused after an offset reset). At or
     /// past the range's end there is nothing left to read and no new assignment is made:
     /// closing a consumer right after a re-assignment trips librdkafka's assertion
@@ -234,70 +142,6 @@ impl RangeReader {
             check(err)?;
             Ok(offset)
         }
-    }
-
-    /// What librdkafka's offset reset (`auto.offset.reset=error`) means: offsets deleted
-    /// below the log start (`Lost`), or a log truncated below the position (`Truncated`): its
-    /// KIP-320 validation found where the new leader's log ends (`divergence`, from its
-    /// text: the reset itself carries no offset), or the log now ends below the position.
-    fn out_of_range(&self, divergence: Option<i64>, detail: String) -> ReadError {
-        let (low, high) = match self.watermarks() {
-            Ok(w) => w,
-            Err(e) => return e,
-        };
-        let position = self.position;
-        match divergence.filter(|&d| d < position) {
-            _ if position < low => ReadError::Lost { position, low },
-            Some(divergence) => ReadError::Truncated {
-                position,
-                divergence,
-            },
-            None if high < position => ReadError::Truncated {
-                position,
-                divergence: high,
-            },
-            None => ReadError::Kafka {
-                code: Err::RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET as i32,
-                reason: detail,
-            },
-        }
-    }
-
-    /// Whether the cluster's metadata holds the topic (an unanswered request counts as yes:
-    /// an unreachable broker is the poll timeout's matter, not a deletion).
-    fn topic_exists(&self) -> bool {
-        unsafe {
-            let rkt = rd::rd_kafka_topic_new(self.handle.0, self.topic.as_ptr(), ptr::null_mut());
-            if rkt.is_null() {
-                return true;
-            }
-            let mut md: *const rd::rd_kafka_metadata = ptr::null();
-            let err = rd::rd_kafka_metadata(self.handle.0, 0, rkt, &mut md, 5_000);
-            let exists = err != Err::RD_KAFKA_RESP_ERR_NO_ERROR
-                || (*md).topic_cnt < 1
-                || (*(*md).topics).err != Err::RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART;
-            if !md.is_null() {
-                rd::rd_kafka_metadata_destroy(md);
-            }
-            rd::rd_kafka_topic_destroy(rkt);
-            exists
-        }
-    }
-
-    fn watermarks(&self) -> Result<(i64, i64), ReadError> {
-        let (mut low, mut high) = (0i64, 0i64);
-        let err = unsafe {
-            rd::rd_kafka_query_watermark_offsets(
-                self.handle.0,
-                self.topic.as_ptr(),
-                self.partition,
-                &mut low,
-                &mut high,
-                30_000,
-            )
-        };
-        check(err)?;
-        Ok((low, high))
     }
 
     /// The next batch of up to `max_records` records, or `None` once the range is read.
@@ -483,73 +327,5 @@ unsafe fn bytes<'a>(data: *const c_void, len: usize) -> Option<&'a [u8]> {
 fn pause_for_tests(variable: &str) {
     if let Some(ms) = std::env::var(variable).ok().and_then(|v| v.parse().ok()) {
         std::thread::sleep(Duration::from_millis(ms));
-    }
-}
-
-fn check(err: Err) -> Result<(), ReadError> {
-    if err == Err::RD_KAFKA_RESP_ERR_NO_ERROR {
-        Ok(())
-    } else {
-        Err(ReadError::Kafka {
-            code: err as i32,
-            reason: err_str(err),
-        })
-    }
-}
-
-unsafe fn new_consumer(config: &[(String, String)]) -> Result<Handle, ReadError> {
-    let mut errstr = [0 as c_char; 512];
-    let conf = rd::rd_kafka_conf_new();
-    for (key, value) in config {
-        let (k, v) = match (CString::new(key.as_str()), CString::new(value.as_str())) {
-            (Ok(k), Ok(v)) => (k, v),
-            _ => {
-                rd::rd_kafka_conf_destroy(conf);
-                return Err(ReadError::Config(format!("{key}: contains a NUL byte")));
-            }
-        };
-        let res = rd::rd_kafka_conf_set(
-            conf,
-            k.as_ptr(),
-            v.as_ptr(),
-            errstr.as_mut_ptr(),
-            errstr.len(),
-        );
-        if res != rd::rd_kafka_conf_res_t::RD_KAFKA_CONF_OK {
-            rd::rd_kafka_conf_destroy(conf);
-            return Err(ReadError::Config(text(&errstr)));
-        }
-    }
-    // rd_kafka_new takes conf over only when it succeeds
-    let rk = rd::rd_kafka_new(
-        rd::rd_kafka_type_t::RD_KAFKA_CONSUMER,
-        conf,
-        errstr.as_mut_ptr(),
-        errstr.len(),
-    );
-    if rk.is_null() {
-        rd::rd_kafka_conf_destroy(conf);
-        return Err(ReadError::Config(text(&errstr)));
-    }
-    rd::rd_kafka_poll_set_consumer(rk);
-    let queue = rd::rd_kafka_queue_get_consumer(rk);
-    Ok(Handle(rk, queue))
-}
-
-fn text(buf: &[c_char]) -> String {
-    unsafe { CStr::from_ptr(buf.as_ptr()) }
-        .to_string_lossy()
-        .into_owned()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::describe;
-
-    #[test]
-    fn error_codes_read_as_librdkafka_words_them() {
-        assert_eq!(describe(29), "Broker: Topic authorization failed");
-        assert_eq!(describe(-195), "Local: Broker transport failure");
-        assert_eq!(describe(99_999), "Kafka error code 99999");
     }
 }
