@@ -21,6 +21,7 @@ from spark_app.api.dead_letter_spec import (
 )
 from spark_app.api.sink_rules import transaction_problem
 from spark_app.api.sink_spec import SinkSpec
+from spark_app.api.sink_value_spec import NEEDS_SOURCE_REGISTRY, NEEDS_SOURCE_REGISTRY_RULE
 from spark_app.api.source_spec import SourceSpec
 from spark_app.api.spec_base import (
     SpecModel,
@@ -88,6 +89,11 @@ class JobSpec(SpecModel):
                     "fieldPath": ".deadLetter",
                 },
                 {
+                    "rule": NEEDS_SOURCE_REGISTRY_RULE,
+                    "message": NEEDS_SOURCE_REGISTRY,
+                    "fieldPath": ".sink.value",
+                },
+                {
                     "rule": "!(has(self.sql) && has(self.transform))",
                     "message": SQL_OR_TRANSFORM,
                     "fieldPath": ".sql",
@@ -136,6 +142,9 @@ class JobSpec(SpecModel):
                 raise ValueError(DEAD_LETTER_NEEDS_DECODED)
             if not self.source.group_id:
                 raise ValueError(DEAD_LETTER_NEEDS_GROUP)
+        typed = self.sink.value is not None and self.sink.value.format != "raw"
+        if typed and (self.source.value is None or self.source.value.schema_registry is None):
+            raise ValueError(NEEDS_SOURCE_REGISTRY)
         s, trigger = self.sink, self.trigger.processing_time
         if problem := transaction_problem(
             s.format, s.delivery_guarantee, s.transaction_timeout_ms, trigger

@@ -54,7 +54,7 @@ DEFAULT_TRANSACTION_TIMEOUT_MS = 180_000
 MIN_TRANSACTION_TIMEOUT_MS = 130_000  # the source's 120 s leader wait plus a margin
 MAX_TRANSACTION_TIMEOUT_MS = 900_000  # the broker's transaction.max.timeout.ms default
 TIMEOUT_FIELD = "spec.job.sink.transactionTimeoutMs"
-KAFKA_ONLY = "deliveryGuarantee and transactionTimeoutMs are settings of the kafka sink"
+KAFKA_ONLY = "deliveryGuarantee, transactionTimeoutMs and value are settings of the kafka sink"
 AT_LEAST_ONCE_NO_TIMEOUT = (
     "transactionTimeoutMs is for deliveryGuarantee exactly-once (at-least-once writes "
     "without transactions): remove it"

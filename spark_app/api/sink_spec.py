@@ -37,6 +37,7 @@ from spark_app.api.sink_rules import (
     MIN_TRANSACTION_TIMEOUT_MS,
     transaction_problem,
 )
+from spark_app.api.sink_value_spec import SinkValueSpec
 from spark_app.api.spec_base import (
     BOOTSTRAP,
     MAX_TEXT,
@@ -71,6 +72,10 @@ SINK_OPTION_FIELDS = {
     "kafka.transactional.id": "spec.job.sink.deliveryGuarantee",
     "transactionalidprefix": "spec.job.sink.deliveryGuarantee",
     "checkpointid": "spec.checkpoint.location",
+    "valueformat": "spec.job.sink.value",
+    "valueschemaid": "spec.job.sink.value",
+    "valueschema": "spec.job.sink.value",
+    "valuetype": "spec.job.sink.value",
 }
 TABLE_SINKS = ("delta", "iceberg")  # sinks of one table across epochs, written from the driver
 
@@ -154,8 +159,8 @@ class SinkSpec(SpecModel):
                     "message": ICEBERG_ONLY,
                 },
                 {
-                    "rule": "self.format == 'kafka' || "
-                    "(!has(self.deliveryGuarantee) && !has(self.transactionTimeoutMs))",
+                    "rule": "self.format == 'kafka' || (!has(self.deliveryGuarantee) && "
+                    "!has(self.transactionTimeoutMs) && !has(self.value))",
                     "message": KAFKA_ONLY,
                 },
                 {
@@ -244,6 +249,11 @@ class SinkSpec(SpecModel):
         "readers back at most this long; a task (its read and its write) must finish "
         "within it, and a processingTime trigger must be shorter.",
     )
+    value: SinkValueSpec | None = Field(
+        default=None,
+        description="kafka sink: how the value column is written (raw, or a struct encoded as "
+        "Avro or JSON with a registered schema). Unset: raw.",
+    )
     output_mode: Literal["append", "update", "complete"] = Field(
         default="append",
         description="Spark output mode. File sinks run append only, the kafka sink append or "
@@ -311,6 +321,8 @@ class SinkSpec(SpecModel):
             raise ValueError(NO_DELTA_OPTIONS)
         if self.format not in TABLE_SINKS and (self.partition_by or self.table_properties):
             raise ValueError(TABLE_FIELDS_ONLY)
+        if self.format != "kafka" and self.value is not None:
+            raise ValueError(KAFKA_ONLY)
         guarantee, timeout = self.delivery_guarantee, self.transaction_timeout_ms
         if problem := transaction_problem(self.format, guarantee, timeout, None):
             raise ValueError(problem)

@@ -116,30 +116,42 @@ class SchemaRegistryClient:
         answer = self._get(f"/subjects/{quoted}/versions/{version}")
         return _registered(answer, int(answer["id"]), int(answer["version"]))
 
-    def _get(self, path: str) -> dict[str, Any]:
-        """One GET with retries on outages; raises SchemaNotFound, RegistryRefused or
-        RegistryUnavailable."""
+    def register(self, subject: str, schema: str, schema_type: str) -> int:
+        """Registers `schema` under `subject` (a new version, or the one the subject has for
+        the same schema); its id. A schema the subject's compatibility rule refuses (409) or
+        an invalid one (422) raise RegistryRefused with the registry's message."""
+        quoted = urllib.parse.quote(subject, safe="")
+        body = {"schema": schema, "schemaType": schema_type}
+        return int(self._get(f"/subjects/{quoted}/versions", body)["id"])
+
+    def _get(self, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        """One GET (a POST of `body`) with retries on outages; raises SchemaNotFound,
+        RegistryRefused or RegistryUnavailable."""
         deadline = time.monotonic() + self.timeout_s
         backoff = _FIRST_BACKOFF_S
         while True:
             try:
-                return self._get_once(path)
+                return self._get_once(path, body)
             except RegistryUnavailable as exc:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise RegistryUnavailable(
                         f"schema registry {self.url} unavailable for {self.timeout_s:g}s "
-                        f"(GET {path}): {exc}"
+                        f"({_method(body)} {path}): {exc}"
                     ) from None
                 log.warning("schema registry %s: %s; retrying in %.1fs", self.url, exc, backoff)
                 time.sleep(min(backoff, remaining))
                 backoff = min(backoff * 2, _MAX_BACKOFF_S)
 
-    def _get_once(self, path: str) -> dict[str, Any]:
+    def _get_once(self, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
         headers = {"Accept": _ACCEPT}
         if self._auth:
             headers["Authorization"] = self._auth
-        request = urllib.request.Request(self.url + path, headers=headers)
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = "application/vnd.schemaregistry.v1+json"
+        request = urllib.request.Request(self.url + path, data=data, headers=headers)
         self.requests += 1
         try:
             with urllib.request.urlopen(
@@ -147,14 +159,14 @@ class SchemaRegistryClient:
             ) as response:
                 return json.loads(response.read())
         except urllib.error.HTTPError as exc:
-            code = _error_code(exc)
+            code, message = _error_of(exc)
             if exc.code == 404 and code in _NOT_FOUND_CODES | {None}:
                 raise SchemaNotFound(f"GET {path}: not found (error code {code})") from None
             if exc.code >= 500:
                 raise RegistryUnavailable(f"HTTP {exc.code}") from None
             raise RegistryRefused(
-                f"schema registry {self.url} refused GET {path}: HTTP {exc.code} "
-                f"(error code {code}){' - check the credentials' if exc.code in (401, 403) else ''}"
+                f"schema registry {self.url} refused {_method(body)} {path}: HTTP {exc.code} "
+                f"(error code {code}){_refusal_hint(exc.code, message)}"
             ) from None
         except urllib.error.URLError as exc:
             if isinstance(exc.reason, ssl.SSLCertVerificationError):
@@ -200,11 +212,23 @@ def _registered(answer: dict[str, Any], schema_id: int, version: int | None) -> 
     )
 
 
-def _error_code(error: urllib.error.HTTPError) -> int | None:
+def _error_of(error: urllib.error.HTTPError) -> tuple[int | None, str]:
+    """The registry's error code and message of a refusal (None, "" when it gave none)."""
     try:
-        return int(json.loads(error.read())["error_code"])
+        answer = json.loads(error.read())
+        return int(answer["error_code"]), str(answer.get("message") or "")[:500]
     except (ValueError, KeyError, TypeError, OSError):
-        return None
+        return None, ""
+
+
+def _method(body: dict[str, Any] | None) -> str:
+    return "GET" if body is None else "POST"
+
+
+def _refusal_hint(status: int, message: str) -> str:
+    if status in (401, 403):
+        return " - check the credentials"
+    return f": {message}" if message else ""
 
 
 def client_for(decoding: ValueDecoding) -> SchemaRegistryClient:

@@ -112,12 +112,22 @@ def _call_transform(reference: str, frame):
         ) from None
 
 
-def start_query(frame, job: JobSpec, name: str, epoch: int, location: str, workdir: Path):
+def start_query(
+    frame,
+    job: JobSpec,
+    name: str,
+    epoch: int,
+    location: str,
+    workdir: Path,
+    sink_options: Mapping[str, str] | None = None,
+):
     """The query writing `frame` (`transformed`'s) to the job's sink, started; the sink
-    counts what it did in `workdir` (SINK_REPORT)."""
+    counts what it did in `workdir` (SINK_REPORT); `sink_options`: a typed Kafka sink's
+    resolved schema (spark_app/runner/sink_schema.py)."""
     writer = frame.writeStream.queryName(name).outputMode(job.sink.output_mode)
     writer = writer.option("checkpointLocation", location)
     writer = _to_sink(writer, frame.sparkSession, job, (name, epoch, workdir), location)
+    writer = writer.options(**(sink_options or {}))
     if job.trigger.processing_time:
         writer = writer.trigger(processingTime=job.trigger.processing_time)
     elif job.trigger.available_now:
@@ -160,8 +170,11 @@ def _check_kafka_columns(job: JobSpec, schema) -> None:
     from pyspark.sql.types import BinaryType, StringType
 
     fields = {field.name: field.dataType for field in schema.fields}
+    typed = job.sink.value is not None and job.sink.value.format != "raw"
     for column in ("value", "key"):
         kind = fields.get(column)
+        if typed and column == "value" and kind is not None:
+            continue  # encoded with its schema: sink_schema.writer_options checks it
         if (column == "value" and kind is None) or (
             kind is not None and not isinstance(kind, (BinaryType, StringType))
         ):

@@ -1,6 +1,6 @@
 """From the manifest to a started query: restore or fresh start (the checkpoint decides, semantics
-rules 4 and 5), the catch-up of the group from earlier epochs' checkpoints (rule 9), the reader
-schemas pinned per epoch, the query analysed and started.
+rules 4 and 5), the catch-up of the group from earlier epochs' checkpoints (rule 9), the query
+analysed (spark_app/runner/analysis.py) and started.
 """
 
 from __future__ import annotations
@@ -19,14 +19,12 @@ from typing import Any
 from spark_app.api.exit_codes import EXIT_CATCH_UP_FAILED
 from spark_app.api.manifest import RunnerManifest
 from spark_app.formats import schema_pin
-from spark_app.kafka.config import job_options
 from spark_app.runner import group_offsets as group_writer
+from spark_app.runner.analysis import JobFrame, analysed_job, write_pins
 from spark_app.runner.checkpoint_log import CheckpointFiles
-from spark_app.runner.error_text import first_line
 from spark_app.runner.group_offsets import GroupOffsets
 from spark_app.runner.preflight import (
     EXIT_FAILED,
-    failure_cause,
     refuse,
     termination_message,
 )
@@ -37,10 +35,7 @@ from spark_app.runner.query import (
     InvalidJob,
     NotStarted,
     build_session,
-    check_sink,
-    source_frame,
     start_query,
-    transformed,
 )
 from spark_app.runner.report import ConfigMapPublisher, Reporter, now_iso
 from spark_app.runner.sql_transform import spark_message
@@ -49,16 +44,6 @@ from spark_app.runner.supervise import (
 )
 
 log = logging.getLogger("spark_app.runner.runner")  # one logger: the driver's lines as before
-
-
-@dataclass(frozen=True)
-class JobFrame:
-    """The job's DataFrame, analysed (source columns, transform or SQL, sink checks), not
-    started; `workdir`: the run's work directory its source reports to."""
-
-    frame: Any
-    workdir: Path
-    pins: dict[str, schema_pin.Pin]  # the reader schema versions the frame reads with
 
 
 @dataclass(frozen=True)
@@ -108,7 +93,7 @@ def run(
         signal.signal(signal.SIGTERM, lambda *_: stop_requested.set())
         signal.signal(signal.SIGINT, lambda *_: stop_requested.set())
         if schema_pin.needs_writing(analysed.pins):  # kept for this epoch's restores
-            _write_pins(checkpoint, analysed.pins)
+            write_pins(checkpoint, analysed.pins)
         query = _start_query(analysed, manifest, args, location)
         phases.done("query start")
         log.info("query started %s", phases)
@@ -283,110 +268,6 @@ def _catch_up(
     return True
 
 
-def analysed_job(
-    spark,
-    manifest: RunnerManifest,
-    args: argparse.Namespace,
-    location: str,
-    workdir: Path | None = None,
-) -> JobFrame:
-    """Everything the query needs before it starts, checked without reading a record or
-    writing a file: the epoch's reader schema versions (`_reader_pins`), the job's frame
-    (`_job_frame`) and the sink's checks on its columns (`check_sink`). `workdir`: the
-    run's (a new one when None)."""
-    workdir = workdir or Path(tempfile.mkdtemp(prefix="streamingjob-"))
-    pins = _reader_pins(spark, manifest, location)
-    versions = {f"{column}SchemaVersion": str(pin.version) for column, pin in pins.items()}
-    frame = _job_frame(spark, manifest, args, workdir, versions)
-    check_sink(spark, manifest.spec.job, frame)
-    return JobFrame(frame, workdir, pins)
-
-
-def _reader_pins(spark, manifest: RunnerManifest, location: str) -> dict[str, schema_pin.Pin]:
-    """The reader schema version of each decoded column read from a subject, for this
-    epoch (`spark_app/formats/schema_pin.py`): the spec's version, the one the epoch's checkpoint
-    pinned (a restore), or the subject's latest now (a fresh epoch; written by run() before
-    the query starts). Reads only."""
-    from spark_app.api.option_values import OptionError
-    from spark_app.api.options import SourceOptions
-    from spark_app.formats.decoding import ReaderSchemaError
-    from spark_app.formats.typed_values import at_query_start
-
-    try:
-        parsed = SourceOptions.parse(job_options(manifest.spec.job))
-    except OptionError as exc:
-        raise InvalidJob(f"spec.job.source: {exc}") from None
-    decodings = {
-        d.column: d
-        for d in (parsed.value_decoding, parsed.key_decoding)
-        if d is not None and d.reader_schema is None and d.subject is not None
-    }
-    if not decodings:
-        return {}
-    where = f"{location.rstrip('/')}/{schema_pin.PIN_FILE}"
-    try:
-        text = CheckpointFiles(spark, location).read_text(schema_pin.PIN_FILE)
-        stored = None if text is None else schema_pin.from_json(text)
-    except schema_pin.PinUnreadable as exc:
-        raise NotStarted(
-            f"{where}: {exc}; delete it to read the subjects' latest versions again"
-        ) from None
-    except Exception as exc:  # py4j: denied, the store away
-        first = first_line(exc)
-        raise NotStarted(f"cannot read the epoch's reader schema pins {where}: {first}") from None
-    requested = {column: (str(d.subject), d.version) for column, d in decodings.items()}
-    pins = {}
-    for column, (version, how) in schema_pin.versions(requested, stored).items():
-        decoding = decodings[column]
-        if version is None:  # the subject's latest, now: pinned for the epoch
-            try:
-                version = at_query_start(decoding).reader.version
-            except ReaderSchemaError as exc:
-                raise NotStarted(f"the source could not start: {exc}") from None
-            assert version is not None  # a subject's schema has one
-        pins[column] = schema_pin.Pin(column, str(decoding.subject), version, how)
-    return pins
-
-
-def _write_pins(checkpoint: CheckpointFiles, pins: dict[str, schema_pin.Pin]) -> None:
-    """The epoch's pins into its checkpoint; NotStarted when they cannot be written
-    (nothing was read)."""
-    try:
-        checkpoint.write_text(schema_pin.PIN_FILE, schema_pin.to_json(pins))
-    except Exception as exc:  # py4j: denied, the store away
-        first = first_line(exc)
-        raise NotStarted(
-            f"cannot write the epoch's reader schema pins to {checkpoint.location}: {first}"
-        ) from None
-    log.info("reader schema versions pinned for this epoch in %s", checkpoint.location)
-
-
-def _job_frame(
-    spark,
-    manifest: RunnerManifest,
-    args: argparse.Namespace,
-    workdir: Path,
-    versions: dict[str, str] | None = None,
-):
-    """The job's DataFrame, analysed. NotStarted when the source cannot resolve its
-    columns (a registry away, a subject not registered yet: a later start may succeed);
-    InvalidJob when the SQL query or transform cannot run. `versions`: the pinned reader
-    schema versions (valueSchemaVersion, keySchemaVersion)."""
-    from pyspark.errors import AnalysisException, IllegalArgumentException
-
-    job, name = manifest.spec.job, manifest.metadata.name
-    try:
-        frame = source_frame(spark, job, name, args.epoch, workdir, versions)
-    except (AnalysisException, IllegalArgumentException) as exc:
-        raise NotStarted(f"the source could not start: {failure_cause(str(exc))}") from None
-    try:
-        frame = transformed(spark, job, frame)
-        frame.schema  # noqa: B018 - analysis forced (a transform's plan too), nothing run
-        return frame
-    except (AnalysisException, IllegalArgumentException) as exc:
-        raise InvalidJob(f"spec.job: Spark rejected the query: {spark_message(str(exc))}") from None
-
-
 def _start_query(
     analysed: JobFrame, manifest: RunnerManifest, args: argparse.Namespace, location: str
 ):
@@ -395,6 +276,8 @@ def _start_query(
 
     job, name = manifest.spec.job, manifest.metadata.name
     try:
-        return start_query(analysed.frame, job, name, args.epoch, location, analysed.workdir)
+        return start_query(
+            analysed.frame, job, name, args.epoch, location, analysed.workdir, analysed.sink_options
+        )
     except (AnalysisException, IllegalArgumentException) as exc:
         raise InvalidJob(f"spec.job: Spark rejected the query: {spark_message(str(exc))}") from None

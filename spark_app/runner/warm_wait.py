@@ -15,6 +15,7 @@ from typing import Any
 from spark_app.api.manifest import RunnerManifest
 from spark_app.runner import handover_signals as handover
 from spark_app.runner import warmup
+from spark_app.runner.analysis import analysed_job
 from spark_app.runner.preflight import (
     EXIT_FAILED,
     EXIT_OK,
@@ -27,7 +28,6 @@ from spark_app.runner.query import (
 )
 from spark_app.runner.start import (
     Warmed,
-    analysed_job,
     run,
 )
 

@@ -39,9 +39,10 @@ from spark_app.api.sink_rules import (
     already_committed,
     transactional_id,
 )
+from spark_app.formats.value_encoder import ValueEncoder
 from spark_app.kafka.transactions import Progress, TransactionalWriter, produce
 from spark_app.sinks import sink_tally, task_ranges
-from spark_app.sinks.kafka_sink import KafkaSinkError
+from spark_app.sinks.kafka_sink import KafkaSinkError, encoded
 from spark_app.sinks.task_ranges import TaskRange
 
 CRASH_AFTER_COMMIT_ENV = "STREAMJOB_TEST_CRASH_AFTER_KAFKA_COMMIT"
@@ -91,6 +92,7 @@ class SinkTaskResult(WriterCommitMessage):
 class ExactlyOnceKafkaWriter(DataSourceStreamArrowWriter):
     def __init__(self, options: dict[str, str]):
         self.options = EosSinkOptions.parse(options)
+        self.encoder = ValueEncoder.of_options(options)  # None: the value as it is
 
     def write(self, iterator: Iterator) -> SinkTaskResult:
         batches = iter(iterator)
@@ -137,7 +139,7 @@ class ExactlyOnceKafkaWriter(DataSourceStreamArrowWriter):
             nonlocal count
             batch = first
             while batch is not None:
-                count += _produce_batch(producer, o.topic, batch)
+                count += _produce_batch(producer, o.topic, batch, self.encoder)
                 batch = next(rest, None)
 
         try:
@@ -190,11 +192,11 @@ def _crash_the_driver() -> None:
     os.killpg(own, signal.SIGKILL)
 
 
-def _produce_batch(producer, topic: str, batch) -> int:
+def _produce_batch(producer, topic: str, batch, encoder: ValueEncoder | None) -> int:
     names = batch.schema.names
     if "value" not in names:
         raise KafkaSinkError(f"the kafka sink needs a value column (binary or string); got {names}")
-    values = batch.column("value").to_pylist()
+    values = encoded(encoder, batch.column("value").to_pylist())
     keys = batch.column("key").to_pylist() if "key" in names else [None] * len(values)
     headers = batch.column("headers").to_pylist() if "headers" in names else [None] * len(values)
     for key, value, header in zip(keys, values, headers, strict=True):

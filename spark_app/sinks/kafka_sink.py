@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
+from spark_app.formats.value_encoder import ValueEncoder
+
 _DELIVERY_TIMEOUT_MS = 120_000
 # every record is answered (acknowledged or failed) within its delivery timeout
 _FLUSH_MARGIN_S = 10.0
@@ -41,6 +43,7 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
             raise KafkaSinkError("option topic is required for the kafka sink")
         if not self.client.get("bootstrap.servers"):
             raise KafkaSinkError("option kafka.bootstrap.servers is required for the kafka sink")
+        self.encoder = ValueEncoder.of_options(options)  # None: the value as it is
 
     def write(self, iterator: Iterator) -> ProducedRecords:
         from confluent_kafka import Producer
@@ -68,7 +71,7 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
                 raise KafkaSinkError(
                     f"the kafka sink needs a value column (binary or string); got {names}"
                 )
-            values = batch.column("value").to_pylist()
+            values = encoded(self.encoder, batch.column("value").to_pylist())
             keys = batch.column("key").to_pylist() if "key" in names else [None] * len(values)
             for key, value in zip(keys, values, strict=True):
                 while True:
@@ -94,3 +97,9 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
 
     def abort(self, messages: list, batchId: int) -> None:
         pass
+
+
+def encoded(encoder: ValueEncoder | None, values: list) -> list:
+    """The value column's rows as the topic gets them: encoded with the sink's schema, or as
+    they are (string or bytes)."""
+    return values if encoder is None else [encoder.encode(v) for v in values]

@@ -72,6 +72,7 @@ ADDED_NESTED_SINCE_RELEASE = (
     ("job", "sink", "transactionTimeoutMs"),
     ("job", "sink", "table"),
     ("job", "sink", "catalog"),
+    ("job", "sink", "value"),
 )
 
 

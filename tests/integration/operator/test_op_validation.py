@@ -63,12 +63,17 @@ def test_cel_rules(kube: Kube, ns: str):
 
 
 def test_cel_rules_of_the_kafka_sinks_guarantee(kube: Kube, ns: str):
-    """The CRD's twins of SinkSpec's rules for deliveryGuarantee and transactionTimeoutMs:
-    kafka sink settings only, no timeout at-least-once; a valid exactly-once sink is accepted
-    as it is."""
+    """The CRD's twins of SinkSpec's rules for deliveryGuarantee, transactionTimeoutMs and
+    value: kafka sink settings only, no timeout at-least-once, a typed value only with the
+    source's registry, no subject for a raw one; a valid exactly-once sink is accepted as it
+    is."""
     from spark_app.api.sink_rules import AT_LEAST_ONCE_NO_TIMEOUT, KAFKA_ONLY
+    from spark_app.api.sink_value_spec import NEEDS_SOURCE_REGISTRY, RAW_ALONE
 
     for sink, message in [
+        ({"format": "parquet", "path": "s3a://lake/o", "value": {"format": "avro"}}, KAFKA_ONLY),
+        ({"format": "kafka", "topic": "out", "value": {"format": "avro"}}, NEEDS_SOURCE_REGISTRY),
+        ({"format": "kafka", "topic": "out", "value": {"subject": "s"}}, RAW_ALONE),
         (
             {"format": "parquet", "path": "s3a://lake/o", "deliveryGuarantee": "exactly-once"},
             KAFKA_ONLY,

@@ -13,14 +13,21 @@ again; without the catch-up of the sink's progress (`eos_progress`) the redeploy
 
 from __future__ import annotations
 
+import io
 import json
 import signal
+import struct
 from collections import Counter
+from decimal import Decimal
 from pathlib import Path
 
+import fastavro
+import jsonschema
 import pytest
+from confluent_kafka import Producer
 
 from devbed.object_store import Storage
+from devbed.schema_registry import SchemaRegistry, wire_format
 from spark_app.api.exit_codes import REFUSED_MARK
 from spark_app.runner.checkpoint_log import source_end_offsets
 from spark_app.sinks.kafka_eos_sink import CRASH_AFTER_COMMIT_ENV
@@ -54,11 +61,11 @@ def checkpoint(tmp_path: Path, job: str, epoch: int) -> Path:
     return tmp_path / "checkpoints" / "test" / job / f"epoch-{epoch}"
 
 
-def killed_after_the_sinks_commit(runner: RunnerProcess, batch: int) -> int:
+def killed_after_the_sinks_commit(runner: RunnerProcess, batch: int, job: str = "eos") -> int:
     """`runner` SIGKILLed once batch `batch`'s transactions committed: no `commits/<batch>`.
     Returns how many records the batches up to it read (their output is committed)."""
     assert runner.wait(240) == -signal.SIGKILL, runner.tail()
-    location = checkpoint(runner.workdir, "eos", runner.epoch)
+    location = checkpoint(runner.workdir, job, runner.epoch)
     assert (location / "offsets" / str(batch)).exists()
     assert not (location / "commits" / str(batch)).exists()
     return sum(source_end_offsets((location / "offsets" / str(batch)).read_text()).values())
@@ -154,3 +161,121 @@ def test_a_query_that_mixes_source_partitions_is_refused_before_reading(
     assert step in message and "at-least-once" in message
     assert group_offsets(kafka.bootstrap, "grouped-group", source) == {0: None, 1: None}
     assert output_ids(kafka.bootstrap, out) == Counter()
+
+
+# the typed pipeline's input, as a producer's Confluent serializer writes it
+ORDER = {
+    "type": "record",
+    "name": "Order",
+    "namespace": "test.eos",
+    "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "quantity", "type": "int"},
+        {
+            "name": "price",
+            "type": {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 2},
+        },
+        {"name": "tags", "type": {"type": "array", "items": "string"}},
+    ],
+}
+# its output: a struct built in SQL, the quantity doubled
+TYPED_SQL = (
+    "SELECT key, struct(value.id AS id, value.quantity * 2 AS quantity, value.price AS price, "
+    "value.tags AS tags) AS value FROM source"
+)
+
+
+def order(n: int) -> dict:
+    return {
+        "id": n,
+        "quantity": n % 5 + 1,
+        "price": Decimal(f"{n}.25"),
+        "tags": [f"t{n}"] * (n % 3),
+    }
+
+
+def typed_job(
+    kafka, registry: SchemaRegistry, tmp_path: Path, records: int, out_format: str = "avro"
+) -> tuple[dict, str]:
+    """A job reading Avro orders (registered under <source>-value) and writing them, changed,
+    to a new topic as `out_format` (avro or json) through the sink (`spec.job.sink.value`);
+    its manifest and the output topic."""
+    source = new_topic(kafka.bootstrap, partitions=2)
+    out = new_topic(kafka.bootstrap, partitions=1)
+    schema_id = registry.register(f"{source}-value", ORDER)
+    producer = Producer({"bootstrap.servers": kafka.bootstrap})
+    for n in range(records):
+        producer.produce(source, key=str(n).encode(), value=wire_format(schema_id, ORDER, order(n)))
+    assert producer.flush(30) == 0
+    manifest = kafka_job("typed", kafka.bootstrap, source, out, tmp_path)
+    job = manifest["spec"]["job"]
+    job["source"]["value"] = {"format": "avro", "schemaRegistry": {"url": registry.url}}
+    job["sql"] = TYPED_SQL
+    job["sink"]["value"] = {"format": out_format}  # the query's schema, as <out>-value
+    return manifest, out
+
+
+def decoded_output(bootstrap: str, out: str, registered: dict) -> list[dict]:
+    """Every record of `out` for a read_committed reader, decoded as a consumer that knows
+    only the registry does: the wire format's id is the registered schema's, the payload
+    Avro read with it, or JSON valid under it."""
+    schema = json.loads(registered["schema"])
+    if registered.get("schemaType", "AVRO") == "AVRO":
+        schema = fastavro.parse_schema(schema)
+    decoded = []
+    for message in consume_to_end(bootstrap, out, "read_committed"):
+        value = message.value()
+        assert struct.unpack(">bI", value[:5]) == (0, registered["id"])
+        if registered.get("schemaType", "AVRO") == "AVRO":
+            decoded.append(fastavro.schemaless_reader(io.BytesIO(value[5:]), schema, schema))
+        else:
+            document = json.loads(value[5:])
+            jsonschema.validate(document, schema)
+            decoded.append({**document, "price": Decimal(str(document["price"]))})
+    return decoded
+
+
+@pytest.mark.parametrize("out_format", ["avro", "json"])
+def test_a_typed_pipeline_writes_records_its_registry_serves_each_order_once_through_a_kill(
+    kafka, schema_registry, tmp_path, out_format
+):
+    """Issue 43: Avro in, Avro (or JSON Schema) out. The sink registers the query's schema
+    under <out>-value and writes the Confluent wire format with its id; killed after batch
+    1's transactions and restored (the same schema: the same id, no new version). A consumer
+    that knows nothing but the registry reads every order once, changed."""
+    manifest, out = typed_job(kafka, schema_registry, tmp_path, 3000, out_format)
+    (source,) = manifest["spec"]["job"]["source"]["subscribe"]
+    runner = RunnerProcess(manifest, tmp_path, env={CRASH_AFTER_COMMIT_ENV: "1"}).start()
+    killed_after_the_sinks_commit(runner, 1, "typed")
+    runner.env = {}
+    runner.start()
+    wait_for_all(runner, kafka.bootstrap, source)
+    assert runner.terminate() == 0
+    registered = schema_registry.call("GET", f"/subjects/{out}-value/versions/latest")
+    assert registered["version"] == 1  # the restore registered nothing new
+    decoded = decoded_output(kafka.bootstrap, out, registered)
+    assert Counter(r["id"] for r in decoded) == Counter(range(3000))
+    for record in decoded:
+        expected = order(record["id"])
+        assert record == {**expected, "quantity": 2 * expected["quantity"]}
+
+
+def test_a_pinned_schema_that_cannot_take_the_querys_value_is_refused_before_reading(
+    kafka, schema_registry, tmp_path
+):
+    """`spec.job.sink.value.version` names a version without the query's `tags`: exit 2 (the
+    job Invalid) naming the field and what is missing, nothing read, nothing written."""
+    manifest, out = typed_job(kafka, schema_registry, tmp_path, 10)
+    narrower = {**ORDER, "fields": ORDER["fields"][:3]}
+    schema_registry.register(f"{out}-value", narrower)
+    manifest["spec"]["job"]["sink"]["value"]["version"] = 1
+    termination = tmp_path / "termination-log"
+    termination.touch()
+    runner = RunnerProcess(manifest, tmp_path, env={"STREAMJOB_TERMINATION_LOG": str(termination)})
+    assert runner.start().wait(180) == 2, runner.tail()
+    message = termination.read_text().removeprefix(REFUSED_MARK)
+    assert message.startswith(f"spec.job.sink.value.version: {out}-value version 1 cannot"), message
+    assert "it has no field tags" in message
+    (source,) = manifest["spec"]["job"]["source"]["subscribe"]
+    assert group_offsets(kafka.bootstrap, "typed-group", source) == {0: None, 1: None}
+    assert consume_to_end(kafka.bootstrap, out, "read_uncommitted") == []

@@ -400,6 +400,12 @@ def test_unset_typed_records_fields_keep_the_hashes_and_set_ones_redeploy():
     typed = make_spec(job__source__value=AVRO)
     assert job_hash(raw) != job_hash(before)  # a set field is hashed, even at its default
     assert job_hash(typed) != job_hash(before) and pod_hash(typed) == pod_hash(before)
+    written = make_spec(job__source__value=AVRO, job__sink={"format": "kafka", "topic": "out"})
+    typed_out = make_spec(
+        job__source__value=AVRO,
+        job__sink={"format": "kafka", "topic": "out", "value": {"format": "avro"}},
+    )
+    assert job_hash(typed_out) != job_hash(written)  # how the job writes: a redeploy
     data = before.model_dump(mode="json", by_alias=True)
     assert data["job"]["source"]["value"] is None and data["job"]["deadLetter"] is None
 

@@ -1,0 +1,118 @@
+"""The typed Kafka sink's schema, resolved on the driver before the query starts (before it
+reads, and during a warm hand-over's analysis): `spec.job.sink.value`'s pinned version, checked
+against the query's value column, or the query's own schema registered under the subject
+(spark_app/formats/writer_schemas.py). The executors get the schema, its id and the column's
+type as the sink's options (spark_app/formats/value_encoder.py) and never ask the registry.
+
+A registry that does not answer is NotStarted (the start is retried with backoff); a schema
+that cannot take the query's value, a missing version, a registration the subject's
+compatibility rule refuses, or a column with no place in the format is InvalidJob, naming
+`spec.job.sink.value`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from spark_app.api.job_spec import JobSpec
+from spark_app.formats.schema_registry_client import (
+    RegistryRefused,
+    RegistryUnavailable,
+    SchemaNotFound,
+    SchemaRegistryClient,
+)
+from spark_app.formats.writer_schemas import (
+    UnwritableType,
+    avro_schema,
+    json_schema,
+    pinned_problems,
+    record_name,
+)
+from spark_app.kafka.config import value_options
+from spark_app.runner.query import InvalidJob, NotStarted
+
+FIELD = "spec.job.sink.value"
+SCHEMA_TYPES = {"avro": "AVRO", "json": "JSON"}
+
+
+def registry_client(job: JobSpec, env: Mapping[str, str]) -> SchemaRegistryClient:
+    """The source's registry, as the source reaches it (URL, credentials, CA, timeout)."""
+    options = value_options(job.source, env)
+    return SchemaRegistryClient(
+        options["schemaRegistryUrl"],
+        options.get("schemaRegistryUser"),
+        options.get("schemaRegistryPassword"),
+        int(options.get("schemaRegistryTimeoutMs", "60000")) / 1000,
+        ca_file=options.get("schemaRegistryCaFile"),
+    )
+
+
+def typed_sink_options(job: JobSpec, frame) -> dict[str, str]:
+    """`writer_options` of the query `frame` (analysed; its sink's checks passed)."""
+    if job.sink.format != "kafka" or job.sink.value is None:
+        return {}
+    return writer_options(job, frame.schema["value"].dataType.jsonValue(), os.environ)
+
+
+def writer_options(job: JobSpec, column: dict[str, Any], env: Mapping[str, str]) -> dict[str, str]:
+    """The sink's options for the value column (`column`: its Spark type's JSON form): none
+    for a raw value; else the format, the schema, its id and the column's type."""
+    value = job.sink.value
+    if value is None or value.format == "raw":
+        return {}
+    if column.get("type") != "struct":
+        raise InvalidJob(
+            f"{FIELD}.format {value.format} writes a struct value column; the query's value is "
+            f"{json.dumps(column)}: build it with struct(...) AS value in spec.job.sql"
+        )
+    subject = value.subject or f"{job.sink.topic}-value"
+    client = registry_client(job, env)
+    try:
+        if value.version is not None:
+            schema_id, schema = _pinned(client, value.format, subject, value.version, column)
+        else:
+            schema = json.dumps(_derived(value.format, column, record_name(subject)))
+            schema_id = client.register(subject, schema, SCHEMA_TYPES[value.format])
+    except RegistryUnavailable as exc:
+        retried = "the start is retried with restartPolicy.backoff"
+        raise NotStarted(f"{FIELD}: {exc}; {retried}") from None
+    except (RegistryRefused, SchemaNotFound) as exc:
+        raise InvalidJob(f"{FIELD}: subject {subject}: {exc}") from None
+    return {
+        "valueFormat": value.format,
+        "valueSchemaId": str(schema_id),
+        "valueSchema": schema,
+        "valueType": json.dumps(column),
+    }
+
+
+def _derived(schema_format: str, column: dict[str, Any], name: str) -> dict[str, Any]:
+    try:
+        return avro_schema(column, name) if schema_format == "avro" else json_schema(column, name)
+    except UnwritableType as exc:
+        raise InvalidJob(
+            f"{FIELD}: the query's value cannot be written as {schema_format}: {exc}; cast it "
+            "in spec.job.sql"
+        ) from None
+
+
+def _pinned(
+    client: SchemaRegistryClient, schema_format: str, subject: str, version: int, column: dict
+) -> tuple[int, str]:
+    found = client.subject_version(subject, version)
+    if found.schema_type != SCHEMA_TYPES[schema_format]:
+        raise InvalidJob(
+            f"{FIELD}.version: {subject} version {version} is a {found.schema_type} schema, "
+            f"not {SCHEMA_TYPES[schema_format]}: set value.format to match or another subject"
+        )
+    if problems := pinned_problems(schema_format, found.schema, column):
+        raise InvalidJob(
+            f"{FIELD}.version: {subject} version {version} cannot take the query's value: "
+            f"{'; '.join(problems)}. Pin a version that does, or unset version to register "
+            "the query's schema"
+        )
+    assert found.schema_id is not None  # a registered version has one
+    return found.schema_id, found.schema
