@@ -73,7 +73,8 @@ if ! docker info >/dev/null 2>&1; then
     clear_stale_pid_files
     # Close every descriptor but 0-2: callers such as up.sh hand out results on fd 3, and
     # a daemon holding it open would make $(up.sh) wait forever.
-    $SUDO sh -c 'nohup dockerd >>/var/log/dockerd.log 2>&1 </dev/null 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- &'
+    # setsid: a signal to the group of the run that started it (a stopped test run) spares it
+    $SUDO sh -c 'setsid nohup dockerd >>/var/log/dockerd.log 2>&1 </dev/null 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- &'
   fi
   for _ in $(seq 60); do docker info >/dev/null 2>&1 && break; sleep 0.5; done
   docker info >/dev/null 2>&1 || die "dockerd did not come up; see /var/log/dockerd.log"
