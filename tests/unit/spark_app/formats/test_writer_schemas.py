@@ -138,7 +138,7 @@ def job(value: dict | None, source_value: dict | None) -> dict:
     return {"source": source, "sink": sink}
 
 
-REGISTRY = {"format": "avro", "schemaRegistry": {"url": "http://registry:8081"}}
+REGISTRY = {"format": "avro", "schemaRegistry": {"url": "http://schema-registry.kafka.svc:8081"}}
 
 
 def test_the_spec_takes_a_typed_value_only_with_the_sources_registry_and_on_kafka():
