@@ -1,10 +1,11 @@
 """`streamingjob-iceberg-maintenance --manifest job.yaml` (also `python -m
-spark_app.sinks.iceberg_maintenance`, and in the Spark image): snapshot expiry of a job's
-Iceberg table while the job runs, through PyIceberg like the sink
+spark_app.sinks.iceberg_maintenance`, and in the Spark image): snapshot expiry and orphan-file
+removal of a job's Iceberg table while the job runs, through PyIceberg like the sink
 (spark_app/sinks/iceberg_sink.py).
 
     streamingjob-iceberg-maintenance --manifest job.yaml
     streamingjob-iceberg-maintenance --manifest job.yaml --older-than-hours 24 --retain-last 10
+    streamingjob-iceberg-maintenance --manifest job.yaml --remove-orphans-older-than-hours 72
 
 A streaming job makes a snapshot per batch; each keeps its manifests (and what compaction
 replaced) alive. `expire` removes the snapshots older than `--older-than-hours` (default 120,
@@ -12,6 +13,9 @@ Iceberg's history.expire.max-snapshot-age-ms) but the newest `--retain-last` (de
 the current snapshot's ancestry and any a branch or tag names, in one catalog commit.
 Exactly once is kept: the batch a commit recorded stays in the table's properties, which
 expiry never touches (docs/source/sinks.md, "Table sinks: Apache Iceberg").
+With `--remove-orphans-older-than-hours`, the files under the table's location that nothing
+the table keeps reaches are deleted after the expiry, if older than that
+(spark_app/sinks/iceberg_orphans.py): what expired snapshots and dead writers left.
 
 The catalog and the store come from the manifest as the driver has them (spec.job.sink.catalog,
 spec.s3, sparkConf's spark.hadoop.fs.s3a.*); the catalog's secret from the environment
@@ -40,6 +44,7 @@ from spark_app.sinks.delta_maintenance import (
     hadoop_settings,
     job_of_manifest,
 )
+from spark_app.sinks.iceberg_orphans import remove_orphans
 from spark_app.sinks.iceberg_sink import IcebergTable, catalog_properties
 
 HOUR_MS = 3_600_000
@@ -100,11 +105,18 @@ def open_table(target: IcebergTable) -> Any:
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="streamingjob-iceberg-maintenance",
-        description="Snapshot expiry of a job's Iceberg table, safe while the job runs.",
+        description="Snapshot expiry and orphan-file removal of a job's Iceberg table, safe "
+        "while the job runs.",
     )
     parser.add_argument("--manifest", type=Path, required=True, help="the StreamingJob YAML")
     parser.add_argument("--older-than-hours", type=_whole, default=120, help="default 120")
     parser.add_argument("--retain-last", type=_whole, default=1, help="default 1 (at least 1)")
+    parser.add_argument(
+        "--remove-orphans-older-than-hours",
+        type=_whole,
+        default=None,
+        help="also delete unreferenced files older than this (Iceberg's default: 72); unset: none",
+    )
     args = parser.parse_args(argv)
     if args.retain_last < 1:
         parser.error("--retain-last must be 1 or more: the current snapshot is the table")
@@ -126,13 +138,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
     summary: dict[str, Any] = {"table": target.identifier}
-    try:
-        summary["expire"] = expire(table, args.older_than_hours, args.retain_last)
-    except Exception as exc:  # a commit conflict, the catalog away mid-way
-        summary["failed"] = {"step": "expire", "error": f"{type(exc).__name__}: {exc}"[:600]}
-        print(f"error: expire failed: {summary['failed']['error']}", file=sys.stderr)
-        print(json.dumps(summary), flush=True)
-        return EXIT_STEP_FAILED
+    steps = [("expire", lambda: expire(table, args.older_than_hours, args.retain_last))]
+    if (hours := args.remove_orphans_older_than_hours) is not None:
+        steps.append(("orphans", lambda: remove_orphans(table.refresh(), hours)))
+    for step, run in steps:
+        try:
+            summary[step] = run()
+        except Exception as exc:  # a commit conflict, the catalog or the store away mid-way
+            summary["failed"] = {"step": step, "error": f"{type(exc).__name__}: {exc}"[:600]}
+            print(f"error: {step} failed: {summary['failed']['error']}", file=sys.stderr)
+            print(json.dumps(summary), flush=True)
+            return EXIT_STEP_FAILED
     print(json.dumps(summary), flush=True)
     return EXIT_OK
 

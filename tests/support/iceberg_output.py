@@ -95,9 +95,10 @@ def maintain(
     env: Mapping[str, str] | None = None,
     storage: Storage | None = None,
 ) -> int:
-    """Beside the job of `manifest` (on `storage`): another writer's commit (a compaction's
-    stand-in, adding no row), then the maintenance command expiring every snapshot but the
-    newest (its CronJob's environment: `env`). The number of snapshots left."""
+    """Beside the job of `manifest` (on `storage`), down: another writer's commit (a
+    compaction's stand-in, adding no row), then the maintenance command expiring every
+    snapshot but the newest and removing the orphan files (its CronJob's environment:
+    `env`). The number of snapshots left."""
     import pyarrow as pa
 
     sink = manifest["spec"]["job"]["sink"]
@@ -106,8 +107,10 @@ def maintain(
     table.append(empty, snapshot_properties={"maintenance": "compaction"})
     path = workdir / "maintained-job.yaml"
     path.write_text(yaml.safe_dump(manifest))
+    # the job is down (killed): any file nothing reaches is an orphan, whatever its age
     command = [sys.executable, "-m", "spark_app.sinks.iceberg_maintenance", "--manifest",
-               str(path), "--older-than-hours", "0"]  # fmt: skip
+               str(path), "--older-than-hours", "0",
+               "--remove-orphans-older-than-hours", "0"]  # fmt: skip
     done = subprocess.run(
         command,
         capture_output=True,
@@ -117,4 +120,5 @@ def maintain(
         env={**os.environ, **(env or {})},
     )
     assert done.returncode == 0, done.stderr
+    assert '"orphans": {"files": ' in done.stdout, done.stdout
     return len(open_table(sink, env, storage).snapshots())
