@@ -92,10 +92,12 @@ def _degraded(st: StreamingJobStatus, kafka: KafkaView | None) -> tuple[bool, st
         return True, "InvalidSpec"
     if phase == "Failed":
         return True, st.history[-1].reason if st.history else "Failed"
-    if kafka is not None and kafka.problem:
-        return True, kafka.reason
+    # the job's own driver that cannot start (its image, its Secrets) before the operator's
+    # reading of Kafka: the one the user must fix for the job to run at all
     if phase == "Pending" and st.history and st.history[-1].reason == "DriverNotStarting":
         return True, "DriverNotStarting"
+    if kafka is not None and kafka.problem:
+        return True, kafka.reason
     if st.consecutive_failures:
         return True, st.last_restart_reason or "DriverFailed"
     return False, "AsExpected"

@@ -98,6 +98,20 @@ def test_driver_not_starting_is_degraded_until_it_runs():
     assert conditions(st)["Degraded"].status == "False"
 
 
+def test_a_driver_not_starting_is_shown_before_the_operators_kafka_reading():
+    """Both at once (an image that cannot be pulled, brokers the operator cannot read): the
+    driver's, which the user must fix for the job to run at all; before, whichever the
+    operator saw first won for good (a race its tests lost on a loaded machine)."""
+    st = StreamingJobStatus(phase="Pending", message="driver x cannot start: ErrImagePull")
+    st.history = [HistoryEntry(time=iso(T0), reason="DriverNotStarting", message=st.message)]
+    set_conditions(st, 1, T0, KafkaView(problem="spec.job.source.bootstrapServers: down"))
+    d = conditions(st)["Degraded"]
+    assert (d.status, d.reason, d.message) == ("True", "DriverNotStarting", st.message)
+    st.phase = "Running"  # it runs: the Kafka reading's problem shows
+    set_conditions(st, 1, later(1), KafkaView(problem="spec.job.source.bootstrapServers: down"))
+    assert conditions(st)["Degraded"].reason == "KafkaUnavailable"
+
+
 def test_pod_info_reads_why_a_pod_cannot_start():
     waiting = {"waiting": {"reason": "ImagePullBackOff", "message": "Back-off pulling image"}}
     pod = {
