@@ -142,7 +142,7 @@ class JobSpec(SpecModel):
                 raise ValueError(DEAD_LETTER_NEEDS_DECODED)
             if not self.source.group_id:
                 raise ValueError(DEAD_LETTER_NEEDS_GROUP)
-        typed = self.sink.value is not None and self.sink.value.format != "raw"
+        typed = self.sink.value_format != "raw"
         if typed and (self.source.value is None or self.source.value.schema_registry is None):
             raise ValueError(NEEDS_SOURCE_REGISTRY)
         s, trigger = self.sink, self.trigger.processing_time

@@ -339,6 +339,12 @@ class SinkSpec(SpecModel):
             raise ValueError(ICEBERG_NO_PATH)
 
     @property
+    def value_format(self) -> str:
+        """How the kafka sink writes the value column: raw (also for every other sink), avro
+        or json."""
+        return self.value.format if self.value is not None else "raw"
+
+    @property
     def guarantee(self) -> str:
         """The guarantee the sink keeps for every reader (kafka: for read_committed ones)."""
         if self.format == "kafka":

@@ -66,6 +66,11 @@ MAGIC_BYTE = 0
 HEADER_SIZE = 5  # magic byte + 4-byte schema id
 
 
+def wire_header(schema_id: int) -> bytes:
+    """The Confluent wire format's header of a record written with schema `schema_id`."""
+    return struct.pack(">BI", MAGIC_BYTE, schema_id)
+
+
 class ReaderSchemaError(ValueError):
     """The reader schema cannot be had (no such subject or version, of another format, not
     valid, or with no column shape)."""
@@ -154,7 +159,7 @@ class WireDecoder:
         if reader.schema_id is not None:  # an inline reader schema has no id of its own
             self._writers[reader.schema_id] = self._payloads.writer(reader)
             self._texts[reader.schema_id] = reader.schema
-            self._own_header = struct.pack(">BI", MAGIC_BYTE, reader.schema_id)
+            self._own_header = wire_header(reader.schema_id)
         # Avro: whole columns decode in Rust where the native module can give this column
         # (`native=False`: Python alone, what the bench and tests compare it with)
         self.native = None

@@ -100,7 +100,7 @@ class SchemaRegistryClient:
         with self._lock:
             if schema_id not in self._by_id:
                 try:
-                    answer = self._get(f"/schemas/ids/{schema_id}")
+                    answer = self._request(f"/schemas/ids/{schema_id}")
                     self._by_id[schema_id] = _registered(answer, schema_id, None)
                 except SchemaNotFound:
                     self._by_id[schema_id] = None
@@ -113,7 +113,7 @@ class SchemaRegistryClient:
         """A subject's schema at `version` (a number or "latest"), asked every call: the
         reader schema is resolved once, when the query starts."""
         quoted = urllib.parse.quote(subject, safe="")
-        answer = self._get(f"/subjects/{quoted}/versions/{version}")
+        answer = self._request(f"/subjects/{quoted}/versions/{version}")
         return _registered(answer, int(answer["id"]), int(answer["version"]))
 
     def register(self, subject: str, schema: str, schema_type: str) -> int:
@@ -122,16 +122,16 @@ class SchemaRegistryClient:
         an invalid one (422) raise RegistryRefused with the registry's message."""
         quoted = urllib.parse.quote(subject, safe="")
         body = {"schema": schema, "schemaType": schema_type}
-        return int(self._get(f"/subjects/{quoted}/versions", body)["id"])
+        return int(self._request(f"/subjects/{quoted}/versions", body)["id"])
 
-    def _get(self, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+    def _request(self, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
         """One GET (a POST of `body`) with retries on outages; raises SchemaNotFound,
         RegistryRefused or RegistryUnavailable."""
         deadline = time.monotonic() + self.timeout_s
         backoff = _FIRST_BACKOFF_S
         while True:
             try:
-                return self._get_once(path, body)
+                return self._request_once(path, body)
             except RegistryUnavailable as exc:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
@@ -143,7 +143,7 @@ class SchemaRegistryClient:
                 time.sleep(min(backoff, remaining))
                 backoff = min(backoff * 2, _MAX_BACKOFF_S)
 
-    def _get_once(self, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+    def _request_once(self, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
         headers = {"Accept": _ACCEPT}
         if self._auth:
             headers["Authorization"] = self._auth

@@ -10,22 +10,24 @@ from __future__ import annotations
 import base64
 import io
 import json
-import struct
 from collections.abc import Mapping
 from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
+from spark_app.formats.decoding import wire_header
+
 
 class ValueEncoder:
     def __init__(self, schema_format: str, schema_id: int, schema: str, value_type: Any):
         self.format = schema_format
-        self.prefix = struct.pack(">bI", 0, schema_id)
+        self.prefix = wire_header(schema_id)
         self.value_type = value_type
         if schema_format == "avro":
             import fastavro
 
             self._avro = fastavro.parse_schema(json.loads(schema), named_schemas={})
+            self._write_avro = fastavro.schemaless_writer  # per record: imported once
 
     @classmethod
     def of_options(cls, options: Mapping[str, str]) -> ValueEncoder | None:
@@ -44,11 +46,9 @@ class ValueEncoder:
         plain = _plain(value, self.value_type)
         if self.format == "json":
             return self.prefix + json.dumps(plain, default=_json_default).encode()
-        import fastavro
-
         out = io.BytesIO(self.prefix)
         out.seek(len(self.prefix))
-        fastavro.schemaless_writer(out, self._avro, plain)
+        self._write_avro(out, self._avro, plain)
         return out.getvalue()
 
 

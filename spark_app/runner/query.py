@@ -170,7 +170,7 @@ def _check_kafka_columns(job: JobSpec, schema) -> None:
     from pyspark.sql.types import BinaryType, StringType
 
     fields = {field.name: field.dataType for field in schema.fields}
-    typed = job.sink.value is not None and job.sink.value.format != "raw"
+    typed = job.sink.value_format != "raw"
     for column in ("value", "key"):
         kind = fields.get(column)
         if typed and column == "value" and kind is not None:

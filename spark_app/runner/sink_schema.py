@@ -18,11 +18,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from spark_app.api.job_spec import JobSpec
+from spark_app.api.options import SourceOptions
 from spark_app.formats.schema_registry_client import (
     RegistryRefused,
     RegistryUnavailable,
     SchemaNotFound,
     SchemaRegistryClient,
+    client_for,
 )
 from spark_app.formats.writer_schemas import (
     UnwritableType,
@@ -31,7 +33,7 @@ from spark_app.formats.writer_schemas import (
     pinned_problems,
     record_name,
 )
-from spark_app.kafka.config import value_options
+from spark_app.kafka.config import job_options
 from spark_app.runner.query import InvalidJob, NotStarted
 
 FIELD = "spec.job.sink.value"
@@ -40,19 +42,14 @@ SCHEMA_TYPES = {"avro": "AVRO", "json": "JSON"}
 
 def registry_client(job: JobSpec, env: Mapping[str, str]) -> SchemaRegistryClient:
     """The source's registry, as the source reaches it (URL, credentials, CA, timeout)."""
-    options = value_options(job.source, env)
-    return SchemaRegistryClient(
-        options["schemaRegistryUrl"],
-        options.get("schemaRegistryUser"),
-        options.get("schemaRegistryPassword"),
-        int(options.get("schemaRegistryTimeoutMs", "60000")) / 1000,
-        ca_file=options.get("schemaRegistryCaFile"),
-    )
+    decoding = SourceOptions.parse(job_options(job, env)).value_decoding
+    assert decoding is not None  # a typed sink needs the source's registry (JobSpec's rule)
+    return client_for(decoding)
 
 
 def typed_sink_options(job: JobSpec, frame) -> dict[str, str]:
     """`writer_options` of the query `frame` (analysed; its sink's checks passed)."""
-    if job.sink.format != "kafka" or job.sink.value is None:
+    if job.sink.value_format == "raw":
         return {}
     return writer_options(job, frame.schema["value"].dataType.jsonValue(), os.environ)
 
@@ -61,7 +58,7 @@ def writer_options(job: JobSpec, column: dict[str, Any], env: Mapping[str, str])
     """The sink's options for the value column (`column`: its Spark type's JSON form): none
     for a raw value; else the format, the schema, its id and the column's type."""
     value = job.sink.value
-    if value is None or value.format == "raw":
+    if value is None or value.format == "raw":  # (value_format, narrowed for the type checker)
         return {}
     if column.get("type") != "struct":
         raise InvalidJob(
