@@ -121,19 +121,22 @@ def supervise(
     """Prints a line per batch and stops between batches on SIGTERM (no half-written batch):
     the drain file tells the source to plan no new batch, and the query is stopped once the
     batch in flight has ended. `go_seen`: when a waiting driver saw its go (time.time())."""
-    stop_deadline = None
+    requested_at = None
+    stop: dict[str, Any] = {}  # how the graceful stop went, for the report
     progress = _Progress(query, reporter, spark, checkpoint, group, go_seen)
 
     def try_stop() -> bool:
         """Stops the query once the batch in flight has ended (or at the deadline)."""
-        nonlocal stop_deadline
-        if stop_deadline is None:
-            stop_deadline = time.monotonic() + stop_timeout
+        nonlocal requested_at
+        if requested_at is None:
+            requested_at = time.monotonic()
             drain_file.touch()
             log.info("stop requested: finishing the batch in flight")
-        if not query.status.get("isTriggerActive"):
+        waited = time.monotonic() - requested_at
+        between = not query.status.get("isTriggerActive")
+        if between:
             log.info("stopping the query between batches")
-        elif time.monotonic() > stop_deadline:
+        elif waited > stop_timeout:
             log.warning(
                 "the batch in flight did not end within %gs: interrupting it (a restart "
                 "re-runs it from the checkpoint)",
@@ -141,6 +144,7 @@ def supervise(
             )
         else:
             return False
+        stop.update(betweenBatches=between, waitedSeconds=round(waited, 2))
         query.stop()
         return True
 
@@ -153,7 +157,7 @@ def supervise(
         if finished or (stop_requested.is_set() and try_stop()):
             break
     progress.report()  # a batch that ended after the last look
-    return _query_outcome(query, reporter)
+    return _query_outcome(query, reporter, stop)
 
 
 class _Progress:
@@ -228,9 +232,10 @@ def batch_end_time(progress: dict[str, Any]) -> float | None:
         return None
 
 
-def _query_outcome(query, reporter: Reporter) -> int:
+def _query_outcome(query, reporter: Reporter, stop: dict[str, Any]) -> int:
     """The exit code of a query that has ended; a failure's cause goes to the log, the
-    termination message (the operator's DriverFailed) and the report."""
+    termination message (the operator's DriverFailed) and the report; a graceful stop's
+    course (`stop`: betweenBatches, waitedSeconds) to the report."""
     error = query.exception()
     if error is not None:
         text = str(error.desc if hasattr(error, "desc") else error).strip()
@@ -239,5 +244,5 @@ def _query_outcome(query, reporter: Reporter) -> int:
         termination_message(f"the query failed: {cause}")  # the operator's DriverFailed
         reporter.update(state="failed", error="\n".join(text.splitlines()[:20]))
         return EXIT_FAILED
-    reporter.update(state="stopped")
+    reporter.update(state="stopped", **({"stop": stop} if stop else {}))
     return EXIT_OK

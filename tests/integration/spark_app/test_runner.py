@@ -591,7 +591,7 @@ def test_sigterm_stops_back_to_back_batches_between_two_of_them(kafka, tmp_path)
     after_request = output.split("stop requested: finishing the batch in flight", 1)[1]
     assert len(re.findall(r"^batch \d+:", after_request, re.MULTILINE)) <= 2, after_request
     report = runner.report()
-    assert report["state"] == "stopped"
+    assert report["state"] == "stopped" and report["stop"]["betweenBatches"] is True, report
     last = report["latestBatch"]
     checkpoint = Path(report["checkpointLocation"].removeprefix("file://"))
 
