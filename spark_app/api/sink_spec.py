@@ -252,7 +252,7 @@ class SinkSpec(SpecModel):
     value: SinkValueSpec | None = Field(
         default=None,
         description="kafka sink: how the value column is written (raw, or a struct encoded as "
-        "Avro or JSON with a registered schema). Unset: raw.",
+        "Avro, JSON or Protobuf with a registered schema). Unset: raw.",
     )
     output_mode: Literal["append", "update", "complete"] = Field(
         default="append",

@@ -1,6 +1,6 @@
 """`spec.job.sink.value`: how the Kafka sink writes the `value` column. Raw (string or bytes,
 as they are), or typed: a struct encoded in the Confluent wire format (magic byte, schema id,
-payload) as Avro or JSON (JSON Schema), so that a typed pipeline writes typed records its
+payload) as Avro, JSON (JSON Schema) or Protobuf, so that a typed pipeline writes typed records its
 consumers' Confluent deserializers read. The schema is a subject's pinned version, or the
 query's own schema registered under the subject when the query starts (what a Confluent
 serializer's auto.register.schemas does; the registry answers with the id it has for the
@@ -21,12 +21,12 @@ from spark_app.api.value_spec import subject_field
 
 _FORMAT = "(has(self.format) ? self.format : 'raw')"
 RAW_ALONE = (
-    "spec.job.sink.value.subject and .version are for a typed value (format avro or json): "
-    "set value.format or remove them"
+    "spec.job.sink.value.subject and .version are for a typed value (format avro, json or "
+    "protobuf): set value.format or remove them"
 )
 # a job-level rule (spark_app.api.job_spec): the sink encodes with the source's registry
 NEEDS_SOURCE_REGISTRY = (
-    "spec.job.sink.value.format avro or json encodes with the schema registry of "
+    "spec.job.sink.value.format avro, json or protobuf encodes with the schema registry of "
     "spec.job.source.value.schemaRegistry: set it (source.value.format avro, json or protobuf) "
     "or write the value raw"
 )
@@ -50,11 +50,12 @@ class SinkValueSpec(SpecModel):
         }
     )
 
-    format: Literal["raw", "avro", "json"] = Field(
+    format: Literal["raw", "avro", "json", "protobuf"] = Field(
         default="raw",
-        description="raw: the value column (string or binary) as it is; avro, json: the value "
-        "column, a struct, encoded as Avro or JSON (JSON Schema) in the Confluent wire format "
-        "with a schema of the source's registry (source.value.schemaRegistry).",
+        description="raw: the value column (string or binary) as it is; avro, json, protobuf: "
+        "the value column, a struct, encoded as Avro, JSON (JSON Schema) or Protobuf (proto3, "
+        "the file's first message) in the Confluent wire format with a schema of the source's "
+        "registry (source.value.schemaRegistry).",
     )
     subject: str | None = subject_field(
         "Subject of the value's schema. Unset: <sink topic>-value (Confluent's TopicNameStrategy)."

@@ -1,9 +1,10 @@
 """Typed values into the Confluent wire format, on the executors: magic byte 0, the schema id
-(4 bytes, big-endian), then the Avro binary encoding or the JSON text of the record. The
+(4 bytes, big-endian), then the Avro binary encoding, the JSON text of the record, or the
+message indexes (the single byte 0: the file's first message) and the Protobuf binary. The
 schema and its id come resolved from the driver (the sink's options valueFormat,
-valueSchemaId, valueSchema, and valueType, the column's Spark type: spark_app/runner/
-sink_schema.py); the values are the value column's rows as Arrow gives them (structs as
-dicts, maps as lists of pairs)."""
+valueSchemaId, valueSchema, valueType, the column's Spark type, and for Protobuf
+valueDescriptors, the schema compiled: spark_app/runner/sink_schema.py); the values are the
+value column's rows as Arrow gives them (structs as dicts, maps as lists of pairs)."""
 
 from __future__ import annotations
 
@@ -16,13 +17,26 @@ from decimal import Decimal
 from typing import Any
 
 from spark_app.formats.decoding import wire_header
+from spark_app.formats.protobuf_writer import ProtobufEncoder
+
+FIRST_MESSAGE = b"\x00"  # Confluent's message indexes [0]: the schema file's first message
 
 
 class ValueEncoder:
-    def __init__(self, schema_format: str, schema_id: int, schema: str, value_type: Any):
+    def __init__(
+        self,
+        schema_format: str,
+        schema_id: int,
+        schema: str,
+        value_type: Any,
+        descriptors: bytes = b"",
+    ):
         self.format = schema_format
         self.prefix = wire_header(schema_id)
         self.value_type = value_type
+        if schema_format == "protobuf":
+            self.prefix += FIRST_MESSAGE
+            self._protobuf = ProtobufEncoder(descriptors, value_type)
         if schema_format == "avro":
             import fastavro
 
@@ -37,7 +51,9 @@ class ValueEncoder:
         if schema_format == "raw":
             return None
         value_type = json.loads(lower["valuetype"])
-        return cls(schema_format, int(lower["valueschemaid"]), lower["valueschema"], value_type)
+        descriptors = base64.b64decode(lower.get("valuedescriptors", ""))
+        schema_id = int(lower["valueschemaid"])
+        return cls(schema_format, schema_id, lower["valueschema"], value_type, descriptors)
 
     def encode(self, value: Any) -> bytes | None:
         """One record's value; a null value stays null (a tombstone)."""
@@ -46,6 +62,8 @@ class ValueEncoder:
         plain = _plain(value, self.value_type)
         if self.format == "json":
             return self.prefix + json.dumps(plain, default=_json_default).encode()
+        if self.format == "protobuf":
+            return self.prefix + self._protobuf.encode(plain)
         out = io.BytesIO(self.prefix)
         out.seek(len(self.prefix))
         self._write_avro(out, self._avro, plain)

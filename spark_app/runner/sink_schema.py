@@ -12,6 +12,7 @@ compatibility rule refuses, or a column with no place in the format is InvalidJo
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 from collections.abc import Mapping
@@ -19,13 +20,17 @@ from typing import Any
 
 from spark_app.api.job_spec import JobSpec
 from spark_app.api.options import SourceOptions
+from spark_app.formats.protobuf_values import column_type, pinned_reader
+from spark_app.formats.protobuf_writer import protobuf_schema
 from spark_app.formats.schema_registry_client import (
+    RegisteredSchema,
     RegistryRefused,
     RegistryUnavailable,
     SchemaNotFound,
     SchemaRegistryClient,
     client_for,
 )
+from spark_app.formats.value_formats import InvalidSchema, UnsupportedSchema
 from spark_app.formats.writer_schemas import (
     UnwritableType,
     avro_schema,
@@ -37,7 +42,7 @@ from spark_app.kafka.config import job_options
 from spark_app.runner.query import InvalidJob, NotStarted
 
 FIELD = "spec.job.sink.value"
-SCHEMA_TYPES = {"avro": "AVRO", "json": "JSON"}
+SCHEMA_TYPES = {"avro": "AVRO", "json": "JSON", "protobuf": "PROTOBUF"}
 
 
 def registry_client(job: JobSpec, env: Mapping[str, str]) -> SchemaRegistryClient:
@@ -67,28 +72,36 @@ def writer_options(job: JobSpec, column: dict[str, Any], env: Mapping[str, str])
         )
     subject = value.subject or f"{job.sink.topic}-value"
     client = registry_client(job, env)
+    schema_type = SCHEMA_TYPES[value.format]
     try:
         if value.version is not None:
-            schema_id, schema = _pinned(client, value.format, subject, value.version, column)
+            found = _pinned(client, value.format, subject, value.version, column)
         else:
-            schema = json.dumps(_derived(value.format, column, record_name(subject)))
-            schema_id = client.register(subject, schema, SCHEMA_TYPES[value.format])
+            schema = _derived(value.format, column, record_name(subject))
+            found = RegisteredSchema(client.register(subject, schema, schema_type), None, schema)
     except RegistryUnavailable as exc:
         retried = "the start is retried with restartPolicy.backoff"
         raise NotStarted(f"{FIELD}: {exc}; {retried}") from None
     except (RegistryRefused, SchemaNotFound) as exc:
         raise InvalidJob(f"{FIELD}: subject {subject}: {exc}") from None
-    return {
+    options = {
         "valueFormat": value.format,
-        "valueSchemaId": str(schema_id),
-        "valueSchema": schema,
+        "valueSchemaId": str(found.schema_id),
+        "valueSchema": found.schema,
         "valueType": json.dumps(column),
     }
+    if value.format == "protobuf":
+        options["valueDescriptors"] = _compiled(client, found, subject)
+    return options
 
 
-def _derived(schema_format: str, column: dict[str, Any], name: str) -> dict[str, Any]:
+def _derived(schema_format: str, column: dict[str, Any], name: str) -> str:
+    """The schema text a Confluent serializer would register for the column."""
     try:
-        return avro_schema(column, name) if schema_format == "avro" else json_schema(column, name)
+        if schema_format == "protobuf":
+            return protobuf_schema(column, name)
+        derive = avro_schema if schema_format == "avro" else json_schema
+        return json.dumps(derive(column, name))
     except UnwritableType as exc:
         raise InvalidJob(
             f"{FIELD}: the query's value cannot be written as {schema_format}: {exc}; cast it "
@@ -98,18 +111,56 @@ def _derived(schema_format: str, column: dict[str, Any], name: str) -> dict[str,
 
 def _pinned(
     client: SchemaRegistryClient, schema_format: str, subject: str, version: int, column: dict
-) -> tuple[int, str]:
+) -> RegisteredSchema:
     found = client.subject_version(subject, version)
     if found.schema_type != SCHEMA_TYPES[schema_format]:
         raise InvalidJob(
             f"{FIELD}.version: {subject} version {version} is a {found.schema_type} schema, "
             f"not {SCHEMA_TYPES[schema_format]}: set value.format to match or another subject"
         )
-    if problems := pinned_problems(schema_format, found.schema, column):
+    if schema_format == "protobuf":
+        problems = protobuf_problems(client, found, column, record_name(subject))
+    else:
+        problems = pinned_problems(schema_format, found.schema, column)
+    if problems:
         raise InvalidJob(
             f"{FIELD}.version: {subject} version {version} cannot take the query's value: "
             f"{'; '.join(problems)}. Pin a version that does, or unset version to register "
             "the query's schema"
         )
-    assert found.schema_id is not None  # a registered version has one
-    return found.schema_id, found.schema
+    return found
+
+
+def _compiled(client: SchemaRegistryClient, found: RegisteredSchema, subject: str) -> str:
+    """The Protobuf schema's FileDescriptorSet (base64), for the executors' encoders."""
+    try:
+        reader = pinned_reader(found, client, None)
+    except (InvalidSchema, UnsupportedSchema) as exc:
+        raise InvalidJob(f"{FIELD}: subject {subject}: {exc}") from None
+    return base64.b64encode(reader.compiled.descriptor_set).decode()
+
+
+def protobuf_problems(
+    client: SchemaRegistryClient, found: RegisteredSchema, column: dict[str, Any], name: str
+) -> list[str]:
+    """Why a pinned Protobuf schema's first message cannot take the column: compared as the
+    two read back (the reader's mapping of each), field by field."""
+    try:
+        theirs = column_type(pinned_reader(found, client, None)).jsonValue()
+    except (InvalidSchema, UnsupportedSchema) as exc:
+        return [str(exc)]
+    ours_text = protobuf_schema(column, name)
+    ours = column_type(RegisteredSchema(None, None, ours_text, "PROTOBUF")).jsonValue()
+    fields = {f["name"]: f for f in theirs["fields"]}
+    problems = []
+    for field in ours["fields"]:
+        pinned = fields.get(field["name"])
+        if pinned is None:
+            problems.append(f"it has no field {field['name']}")
+        elif pinned["type"] != field["type"]:
+            problems.append(f"its field {field['name']} is {json.dumps(pinned['type'])}, the "
+                            f"query's is {json.dumps(field['type'])}")  # fmt: skip
+        elif field["nullable"] and not pinned["nullable"]:
+            problems.append(f"its field {field['name']} has no presence (a null would be "
+                            "written as its default); the query's may be null")  # fmt: skip
+    return problems

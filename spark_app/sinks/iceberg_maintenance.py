@@ -1,11 +1,16 @@
 """`streamingjob-iceberg-maintenance --manifest job.yaml` (also `python -m
-spark_app.sinks.iceberg_maintenance`, and in the Spark image): snapshot expiry and orphan-file
-removal of a job's Iceberg table while the job runs, through PyIceberg like the sink
-(spark_app/sinks/iceberg_sink.py).
+spark_app.sinks.iceberg_maintenance`, and in the Spark image): compaction, snapshot expiry and
+orphan-file removal of a job's Iceberg table while the job runs, through PyIceberg like the
+sink (spark_app/sinks/iceberg_sink.py), in Iceberg's recommended order.
 
     streamingjob-iceberg-maintenance --manifest job.yaml
     streamingjob-iceberg-maintenance --manifest job.yaml --older-than-hours 24 --retain-last 10
+    streamingjob-iceberg-maintenance --manifest job.yaml --rewrite-small-files --min-input-files 5
     streamingjob-iceberg-maintenance --manifest job.yaml --remove-orphans-older-than-hours 72
+
+With `--rewrite-small-files`, first the small data files are rewritten into fewer, in one
+REPLACE snapshot (spark_app/sinks/iceberg_rewrite.py); the files it replaced stay reachable
+from older snapshots until those expire.
 
 A streaming job makes a snapshot per batch; each keeps its manifests (and what compaction
 replaced) alive. `expire` removes the snapshots older than `--older-than-hours` (default 120,
@@ -21,7 +26,7 @@ The catalog and the store come from the manifest as the driver has them (spec.jo
 spec.s3, sparkConf's spark.hadoop.fs.s3a.*); the catalog's secret from the environment
 (ICEBERG_CATALOG_CREDENTIAL), the key pair from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY.
 The last line printed is a JSON summary. Exit codes: 0 done; 2 bad input (nothing done); 3 no
-such table; 4 the catalog did not answer or refused; 5 the expiry failed (run again).
+such table; 4 the catalog did not answer or refused; 5 a step failed (run again).
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from spark_app.sinks.delta_maintenance import (
     job_of_manifest,
 )
 from spark_app.sinks.iceberg_orphans import remove_orphans
+from spark_app.sinks.iceberg_rewrite import MIN_INPUT_FILES, rewrite_small_files
 from spark_app.sinks.iceberg_sink import IcebergTable, catalog_properties
 
 HOUR_MS = 3_600_000
@@ -105,12 +111,23 @@ def open_table(target: IcebergTable) -> Any:
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="streamingjob-iceberg-maintenance",
-        description="Snapshot expiry and orphan-file removal of a job's Iceberg table, safe "
-        "while the job runs.",
+        description="Compaction, snapshot expiry and orphan-file removal of a job's Iceberg "
+        "table, safe while the job runs.",
     )
     parser.add_argument("--manifest", type=Path, required=True, help="the StreamingJob YAML")
     parser.add_argument("--older-than-hours", type=_whole, default=120, help="default 120")
     parser.add_argument("--retain-last", type=_whole, default=1, help="default 1 (at least 1)")
+    parser.add_argument(
+        "--rewrite-small-files",
+        action="store_true",
+        help="first rewrite the small data files of each partition into fewer",
+    )
+    parser.add_argument(
+        "--min-input-files",
+        type=_whole,
+        default=MIN_INPUT_FILES,
+        help=f"the fewest small files a rewrite takes together (default {MIN_INPUT_FILES})",
+    )
     parser.add_argument(
         "--remove-orphans-older-than-hours",
         type=_whole,
@@ -138,7 +155,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
     summary: dict[str, Any] = {"table": target.identifier}
-    steps = [("expire", lambda: expire(table, args.older_than_hours, args.retain_last))]
+    steps = []
+    if args.rewrite_small_files:
+        steps.append(("rewrite", lambda: rewrite_small_files(table, args.min_input_files)))
+    kept = (args.older_than_hours, args.retain_last)
+    steps.append(("expire", lambda: expire(table.refresh(), *kept)))
     if (hours := args.remove_orphans_older_than_hours) is not None:
         steps.append(("orphans", lambda: remove_orphans(table.refresh(), hours)))
     for step, run in steps:

@@ -95,22 +95,17 @@ def maintain(
     env: Mapping[str, str] | None = None,
     storage: Storage | None = None,
 ) -> int:
-    """Beside the job of `manifest` (on `storage`), down: another writer's commit (a
-    compaction's stand-in, adding no row), then the maintenance command expiring every
-    snapshot but the newest and removing the orphan files (its CronJob's environment:
-    `env`). The number of snapshots left."""
-    import pyarrow as pa
-
+    """Beside the job of `manifest` (on `storage`), down: the maintenance command rewriting
+    the table's small files into one (a REPLACE snapshot), expiring every snapshot but the
+    newest and removing the orphan files (its CronJob's environment: `env`). The number of
+    snapshots left."""
     sink = manifest["spec"]["job"]["sink"]
-    table = open_table(sink, env, storage)
-    empty = pa.Table.from_pylist([], schema=table.schema().as_arrow())
-    table.append(empty, snapshot_properties={"maintenance": "compaction"})
     path = workdir / "maintained-job.yaml"
     path.write_text(yaml.safe_dump(manifest))
     # the job is down (killed): any file nothing reaches is an orphan, whatever its age
     command = [sys.executable, "-m", "spark_app.sinks.iceberg_maintenance", "--manifest",
-               str(path), "--older-than-hours", "0",
-               "--remove-orphans-older-than-hours", "0"]  # fmt: skip
+               str(path), "--rewrite-small-files", "--min-input-files", "2",
+               "--older-than-hours", "0", "--remove-orphans-older-than-hours", "0"]  # fmt: skip
     done = subprocess.run(
         command,
         capture_output=True,
@@ -120,5 +115,6 @@ def maintain(
         env={**os.environ, **(env or {})},
     )
     assert done.returncode == 0, done.stderr
-    assert '"orphans": {"files": ' in done.stdout, done.stdout
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    assert summary["rewrite"]["filesReplaced"] >= 2 and "orphans" in summary, done.stdout
     return len(open_table(sink, env, storage).snapshots())

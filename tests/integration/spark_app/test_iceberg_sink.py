@@ -7,8 +7,8 @@ PostgreSQL server, its password given as a Secret's would be) and reads the tabl
 through the catalog with PyIceberg: what any Iceberg reader sees. The kill point that
 matters is between the table's commit and the checkpoint's commit-log entry: the sink's
 fault point (`CRASH_AFTER_COMMIT_ENV`) SIGKILLs the driver exactly there. Between that kill
-and the next start, maintenance expires every snapshot but the newest, after another
-writer's commit: the batch must still be found (rule 18).
+and the next start, maintenance rewrites the small files into one (a REPLACE snapshot) and
+expires every snapshot but the newest: the batch must still be found (rule 4).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from pyarrow.fs import FileSelector
+from pyiceberg.table.snapshots import Operation
 
 from devbed.iceberg_catalog import RestCatalog
 from devbed.ports import free_port
@@ -71,8 +72,9 @@ def crashed_after_the_table_commit(
     assert runner.start().wait(180) == -signal.SIGKILL, runner.tail()
     checkpoint = f"{storage.checkpoints}/test/{name}/epoch-1"
     assert newest_batch(open_table(sink, env, storage), checkpoint) == 2
-    assert maintain(manifest, tmp_path, env, storage) == 1  # only the compaction's is left
+    assert maintain(manifest, tmp_path, env, storage) == 1  # only the rewrite's is left
     summary = open_table(sink, env, storage).current_snapshot().summary
+    assert summary.operation == Operation.REPLACE
     assert BATCH_PROPERTY not in summary.additional_properties
     return manifest, checkpoint, runner
 

@@ -25,10 +25,13 @@ import fastavro
 import jsonschema
 import pytest
 from confluent_kafka import Producer
+from google.protobuf import json_format, message_factory
 
 from devbed.object_store import Storage
 from devbed.schema_registry import SchemaRegistry, wire_format
 from spark_app.api.exit_codes import REFUSED_MARK
+from spark_app.formats.protobuf_values import pinned_reader
+from spark_app.formats.schema_registry_client import RegisteredSchema
 from spark_app.runner.checkpoint_log import source_end_offsets
 from spark_app.sinks.kafka_eos_sink import CRASH_AFTER_COMMIT_ENV
 from tests.integration.spark_app.test_runner import wait_for_all
@@ -165,9 +168,9 @@ def test_a_query_that_mixes_source_partitions_is_refused_before_reading(
 
 
 # the typed records tests' orders in (ORDER_V1), a struct of four of their fields out, built
-# in SQL, the quantity doubled
+# in SQL, the quantity doubled (the price a double for Protobuf, which has no decimal)
 TYPED_SQL = (
-    "SELECT key, struct(value.id AS id, value.quantity * 2 AS quantity, value.price AS price, "
+    "SELECT key, struct(value.id AS id, value.quantity * 2 AS quantity, {price} AS price, "
     "value.tags AS tags) AS value FROM source"
 )
 
@@ -176,8 +179,8 @@ def typed_job(
     kafka, registry: SchemaRegistry, tmp_path: Path, records: int, out_format: str = "avro"
 ) -> tuple[dict, str]:
     """A job reading Avro orders (registered under <source>-value) and writing them, changed,
-    to a new topic as `out_format` (avro or json) through the sink (`spec.job.sink.value`);
-    its manifest and the output topic."""
+    to a new topic as `out_format` (avro, json or protobuf) through the sink
+    (`spec.job.sink.value`); its manifest and the output topic."""
     source = new_topic(kafka.bootstrap, partitions=2)
     out = new_topic(kafka.bootstrap, partitions=1)
     schema_id = registry.register(f"{source}-value", ORDER_V1)
@@ -190,7 +193,8 @@ def typed_job(
     manifest = kafka_job("typed", kafka.bootstrap, source, out, tmp_path)
     job = manifest["spec"]["job"]
     job["source"]["value"] = {"format": "avro", "schemaRegistry": {"url": registry.url}}
-    job["sql"] = TYPED_SQL
+    price = "CAST(value.price AS DOUBLE)" if out_format == "protobuf" else "value.price"
+    job["sql"] = TYPED_SQL.format(price=price)
     job["sink"]["value"] = {"format": out_format}  # the query's schema, as <out>-value
     return manifest, out
 
@@ -198,15 +202,19 @@ def typed_job(
 def decoded_output(bootstrap: str, out: str, registered: dict) -> list[dict]:
     """Every record of `out` for a read_committed reader, decoded as a consumer that knows
     only the registry does: the wire format's id is the registered schema's, the payload
-    Avro read with it, or JSON valid under it."""
+    Avro read with it, JSON valid under it, or the first message of the Protobuf file
+    (compiled by protoc) parsed by Protobuf."""
+    schema_type = registered.get("schemaType", "AVRO")
+    if schema_type == "PROTOBUF":
+        return protobuf_output(bootstrap, out, registered)
     schema = json.loads(registered["schema"])
-    if registered.get("schemaType", "AVRO") == "AVRO":
+    if schema_type == "AVRO":
         schema = fastavro.parse_schema(schema)
     decoded = []
     for message in consume_to_end(bootstrap, out, "read_committed"):
         value = message.value()
         assert struct.unpack(">bI", value[:5]) == (0, registered["id"])
-        if registered.get("schemaType", "AVRO") == "AVRO":
+        if schema_type == "AVRO":
             decoded.append(fastavro.schemaless_reader(io.BytesIO(value[5:]), schema, schema))
         else:
             document = json.loads(value[5:])
@@ -215,14 +223,30 @@ def decoded_output(bootstrap: str, out: str, registered: dict) -> list[dict]:
     return decoded
 
 
-@pytest.mark.parametrize("out_format", ["avro", "json"])
+def protobuf_output(bootstrap: str, out: str, registered: dict) -> list[dict]:
+    found = RegisteredSchema(registered["id"], registered["version"], registered["schema"])
+    message_class = message_factory.GetMessageClass(pinned_reader(found, None, None).descriptor())
+    decoded = []
+    for message in consume_to_end(bootstrap, out, "read_committed"):
+        value = message.value()
+        assert struct.unpack(">bIb", value[:6]) == (0, registered["id"], 0)  # the 1st message
+        document = json_format.MessageToDict(
+            message_class.FromString(value[6:]), preserving_proto_field_name=True
+        )
+        # Protobuf's JSON gives an int64 as a string
+        price = Decimal(str(document["price"]))
+        decoded.append({**document, "id": int(document["id"]), "price": price})
+    return decoded
+
+
+@pytest.mark.parametrize("out_format", ["avro", "json", "protobuf"])
 def test_a_typed_pipeline_writes_records_its_registry_serves_each_order_once_through_a_kill(
     kafka, schema_registry, tmp_path, out_format
 ):
-    """Issue 43: Avro in, Avro (or JSON Schema) out. The sink registers the query's schema
-    under <out>-value and writes the Confluent wire format with its id; killed after batch
-    1's transactions and restored (the same schema: the same id, no new version). A consumer
-    that knows nothing but the registry reads every order once, changed."""
+    """Issue 43: Avro in, Avro (or JSON Schema, or Protobuf) out. The sink registers the
+    query's schema under <out>-value and writes the Confluent wire format with its id; killed
+    after batch 1's transactions and restored (the same schema: the same id, no new version).
+    A consumer that knows nothing but the registry reads every order once, changed."""
     manifest, out = typed_job(kafka, schema_registry, tmp_path, 3000, out_format)
     (source,) = manifest["spec"]["job"]["source"]["subscribe"]
     runner = RunnerProcess(manifest, tmp_path, env={CRASH_AFTER_COMMIT_ENV: "1"}).start()
