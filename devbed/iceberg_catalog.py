@@ -7,7 +7,7 @@ Maven resolves it and its runtime once per version (scripts/iceberg/pom.xml) und
 $STREAMJOB_CACHE/iceberg. Each start is a new catalog (its own database file) whose warehouse
 is a local directory: the tests read the tables it holds with PyIceberg, as any reader would.
 
-CLI: python -m devbed.iceberg_catalog {start,stop,fetch} --dir D --port P
+CLI: python -m devbed.iceberg_catalog {start,stop,fetch,fetch-s3} --dir D --port P
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from devbed.process_group import stop_group
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 POM = REPO_ROOT / "scripts" / "iceberg" / "pom.xml"
+S3_POM = REPO_ROOT / "scripts" / "iceberg" / "s3" / "pom.xml"  # the kind bed's server adds it
 SERVER = "org.apache.iceberg.rest.RESTCatalogServer"
 
 
@@ -40,17 +41,26 @@ def iceberg_version() -> str:
 
 def server_jars(version: str | None = None) -> Path:
     """The directory of the server's jars, resolved through Maven once and cached."""
-    version = version or iceberg_version()
+    return _resolved(POM, "rest-server", version or iceberg_version())
 
+
+def s3_jars(version: str | None = None) -> Path:
+    """The directory of Iceberg's S3 FileIO and its AWS SDK (scripts/iceberg/s3/pom.xml),
+    which the kind bed's catalog (images/iceberg-rest) adds to the server's."""
+    return _resolved(S3_POM, "rest-server-s3", version or iceberg_version())
+
+
+def _resolved(pom: Path, name: str, version: str) -> Path:
     def resolve(into: Path) -> None:
         subprocess.run(
-            ["mvn", "-q", "-B", "-f", str(POM), "dependency:copy-dependencies",
+            ["mvn", "-q", "-B", "-f", str(pom), "dependency:copy-dependencies",
              "-DincludeScope=runtime", f"-Diceberg.version={version}",
              f"-DoutputDirectory={into}"],
             check=True,
+            stdout=sys.stderr,  # `fetch` prints the directory alone
         )  # fmt: skip
 
-    return built_once(CACHE / "iceberg" / version / "rest-server", resolve)
+    return built_once(CACHE / "iceberg" / version / name, resolve)
 
 
 class RestCatalog:
@@ -128,12 +138,12 @@ class RestCatalog:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m devbed.iceberg_catalog")
-    parser.add_argument("command", choices=["start", "stop", "fetch"])
+    parser.add_argument("command", choices=["start", "stop", "fetch", "fetch-s3"])
     parser.add_argument("--dir", type=Path, default=CACHE / "iceberg" / "local")
     parser.add_argument("--port", type=int, default=8181)
     args = parser.parse_args(argv)
-    if args.command == "fetch":
-        print(server_jars())
+    if args.command in ("fetch", "fetch-s3"):
+        print(server_jars() if args.command == "fetch" else s3_jars())
         return 0
     catalog = RestCatalog(args.dir, args.port)
     if args.command == "stop":

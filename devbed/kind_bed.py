@@ -20,6 +20,7 @@ import tempfile
 from pathlib import Path
 
 from devbed.kind_cluster import Kube, kubectl_for
+from devbed.kind_iceberg import ICEBERG_REST_MANIFEST
 from devbed.kind_kafka import KAFKA_MANIFEST, SCHEMA_REGISTRY_MANIFEST, KafkaLogin, broker_secrets
 from devbed.kind_storage import MINIO_MANIFEST, ObjectStore
 
@@ -38,12 +39,13 @@ def committed_batch(report: dict, epoch: int, attempt: int) -> dict | None:
 
 
 def start_services(kube: Kube, workdir: Path) -> None:
-    """Kafka (its Secrets, the brokers, the registry) and MinIO applied, not waited for: CI
-    starts them as soon as the cluster is up, beside the tiers that need no cluster
-    (scripts/test-all.sh); the e2e fixtures (`start_kafka`, `start_object_store`) apply the
-    same manifests again and find them running."""
+    """Kafka (its Secrets, the brokers, the registry), MinIO and the Iceberg catalog applied,
+    not waited for: CI starts them as soon as the cluster is up, beside the tiers that need
+    no cluster (scripts/test-all.sh); the e2e fixtures (`start_kafka`, `start_object_store`,
+    `start_iceberg_catalog`) apply the same manifests again and find them running."""
     broker_secrets(kube, workdir)
-    for manifest in (SCHEMA_REGISTRY_MANIFEST, KAFKA_MANIFEST, MINIO_MANIFEST):
+    for manifest in (SCHEMA_REGISTRY_MANIFEST, KAFKA_MANIFEST, MINIO_MANIFEST,
+                     ICEBERG_REST_MANIFEST):  # fmt: skip
         kube.run("apply", "-f", str(manifest))
 
 

@@ -35,15 +35,7 @@ class ObjectStore:
         """(Re)starts the port-forward; it ends when the pod behind it restarts."""
         if self.forward is not None and self.forward.poll() is None:
             return
-        self.forward = subprocess.Popen(
-            [*self.kube.base, "port-forward", "-n", STORAGE_NAMESPACE, "svc/minio", ":9000"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
-        assert self.forward.stdout is not None
-        line = self.forward.stdout.readline()
-        match = re.search(r"127\.0\.0\.1:(\d+)", line)
-        assert match, f"kubectl port-forward said: {line}"
-        self.port = int(match.group(1))
+        self.forward, self.port = port_forward(self.kube, STORAGE_NAMESPACE, "svc/minio", 9000)
 
     def filesystem(self):
         from devbed.object_store import s3_filesystem
@@ -68,6 +60,22 @@ class ObjectStore:
         if self.forward is not None:
             self.forward.terminate()
             self.forward.wait(10)
+
+
+def port_forward(
+    kube: Kube, namespace: str, target: str, port: int
+) -> tuple[subprocess.Popen[str], int]:
+    """`kubectl port-forward` of `target`'s `port` to a free loopback port: the process and
+    that port."""
+    forward = subprocess.Popen(
+        [*kube.base, "port-forward", "-n", namespace, target, f":{port}"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert forward.stdout is not None
+    line = forward.stdout.readline()
+    match = re.search(r"127\.0\.0\.1:(\d+)", line)
+    assert match, f"kubectl port-forward said: {line}"
+    return forward, int(match.group(1))
 
 
 def start_object_store(kube: Kube) -> ObjectStore:

@@ -12,6 +12,10 @@
 #                                     API) for in-cluster tests: FROM the Kafka image, with the
 #                                     server the integration tier runs
 #                                     (devbed/schema_registry.py fetch)
+#   streamingjob/iceberg-rest:<iceberg>-<version>  Apache Iceberg's REST catalog server with its S3
+#                                     FileIO, for in-cluster tests: FROM the Kafka image, with
+#                                     the server the integration tier runs
+#                                     (devbed/iceberg_catalog.py fetch, fetch-s3)
 #   streamingjob/orders:<version>     the orders example job's own image: FROM the Spark image with
 #                                     its transform module (examples/user-image)
 # <version> is the project version in pyproject.toml. STREAMJOB_IMAGE_PREFIX replaces
@@ -24,9 +28,9 @@
 # hashes of the exact files the host checked and built. Kafka's jars come from Maven
 # (scripts/kafka/pom.xml).
 #
-#   images/build.sh [spark] [operator] [kafka] [minio] [orders] [schema-registry]
-#     default: all but schema-registry; orders builds the Spark image first, schema-registry
-#     the Kafka image
+#   images/build.sh [spark] [operator] [kafka] [minio] [orders] [schema-registry] [iceberg-rest]
+#     default: all but schema-registry and iceberg-rest; orders builds the Spark image first,
+#     schema-registry and iceberg-rest the Kafka image
 # Idempotent: docker's layer cache makes an unchanged rebuild take seconds.
 set -euo pipefail
 source "$(dirname "$0")/../scripts/common.sh"
@@ -37,16 +41,16 @@ targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(spark operator kafka minio orders)
 for t in "${targets[@]}"; do
   case "$t" in
-    spark | operator | kafka | minio | orders | schema-registry) ;;
-    *) die "unknown image '$t' (spark, operator, kafka, minio, orders, schema-registry)" ;;
+    spark | operator | kafka | minio | orders | schema-registry | iceberg-rest) ;;
+    *) die "unknown image '$t' (spark, operator, kafka, minio, orders, schema-registry, iceberg-rest)" ;;
   esac
 done
 # orders is FROM the Spark image: that one first
 if [[ " ${targets[*]} " == *" orders "* && " ${targets[*]} " != *" spark "* ]]; then
   targets=(spark "${targets[@]}")
 fi
-# schema-registry is FROM the Kafka image: that one first
-if [[ " ${targets[*]} " == *" schema-registry "* && " ${targets[*]} " != *" kafka "* ]]; then
+# schema-registry and iceberg-rest are FROM the Kafka image: that one first
+if [[ " ${targets[*]} " =~ " "(schema-registry|iceberg-rest)" " && " ${targets[*]} " != *" kafka "* ]]; then
   targets=(kafka "${targets[@]}")
 fi
 PREFIX=${STREAMJOB_IMAGE_PREFIX:-streamingjob}
@@ -188,6 +192,19 @@ for t in "${targets[@]}"; do
       rm -f "$CTX/dist/.complete"
       log "building $PREFIX/schema-registry:$apicurio_version-$VERSION FROM $PREFIX/kafka:$kafka_version-$VERSION"
       timed schema-registry build "$PREFIX/schema-registry:$apicurio_version-$VERSION" \
+        --build-arg "KAFKA_IMAGE=$PREFIX/kafka:$kafka_version-$VERSION"
+      ;;
+    iceberg-rest)
+      # the integration tier's server (Maven, cached) and the S3 FileIO beside it
+      server=$(cd "$REPO_ROOT" && PYTHONPATH="$REPO_ROOT" python3 -m devbed.iceberg_catalog fetch)
+      s3=$(cd "$REPO_ROOT" && PYTHONPATH="$REPO_ROOT" python3 -m devbed.iceberg_catalog fetch-s3)
+      iceberg_version=$(basename "$(dirname "$server")")
+      context iceberg-rest
+      cp -al "$server" "$CTX/server" 2>/dev/null || cp -a "$server" "$CTX/server"
+      cp -al "$s3" "$CTX/s3" 2>/dev/null || cp -a "$s3" "$CTX/s3"
+      rm -f "$CTX/server/.complete" "$CTX/s3/.complete"
+      log "building $PREFIX/iceberg-rest:$iceberg_version-$VERSION FROM $PREFIX/kafka:$kafka_version-$VERSION"
+      timed iceberg-rest build "$PREFIX/iceberg-rest:$iceberg_version-$VERSION" \
         --build-arg "KAFKA_IMAGE=$PREFIX/kafka:$kafka_version-$VERSION"
       ;;
     orders)

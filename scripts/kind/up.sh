@@ -125,7 +125,7 @@ if [ "${STREAMJOB_KIND_SKIP_IMAGES:-0}" != 1 ]; then
       bash "$HERE/cpu-weight.sh" 8192 -10
     fi
     STREAMJOB_IMAGE_PREFIX="$registry/streamingjob" bash "$REPO_ROOT/images/push.sh" \
-      spark operator kafka minio schema-registry orders >"$pushed_list"
+      spark operator kafka minio schema-registry iceberg-rest orders >"$pushed_list"
     timing images-push $((SECONDS - t_push))
   } &
   pushing=$!

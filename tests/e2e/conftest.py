@@ -16,6 +16,7 @@ from collections.abc import Iterator
 import pytest
 
 from devbed.kind_cluster import Images, Kube, kind_down, kind_up, kubectl_for, project_images
+from devbed.kind_iceberg import IcebergReader, start_iceberg_catalog
 from devbed.kind_kafka import (
     KAFKA_NAMESPACE,
     KafkaLogin,
@@ -105,6 +106,15 @@ def object_store(kube: Kube) -> Iterator[ObjectStore]:
     store = start_object_store(kube)
     yield store
     store.close()
+
+
+@pytest.fixture(scope="session")
+def iceberg_catalog(kube: Kube, object_store: ObjectStore) -> Iterator[IcebergReader]:
+    """The bed's Iceberg REST catalog (its tables' files in MinIO), read from the tests."""
+    start_iceberg_catalog(kube)
+    reader = IcebergReader(kube, object_store)
+    yield reader
+    reader.close()
 
 
 # -- containers that restarted or died without the test causing it ------------------------------

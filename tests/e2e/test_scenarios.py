@@ -36,6 +36,7 @@ import yaml
 
 from devbed.kind_bed import RESTRICTED, committed_batch, job_namespace
 from devbed.kind_cluster import REPO_ROOT, Kube, T, wait_for, worker_nodes
+from devbed.kind_iceberg import ICEBERG_REST_URI, ICEBERG_WAREHOUSE, IcebergReader
 from devbed.kind_kafka import BROKER_PODS, KAFKA_NAMESPACE, SECURED_BOOTSTRAP, KafkaLogin
 from devbed.kind_kafka_client import KafkaClient, ProducerLoop
 from devbed.kind_kafka_tool import AvroOrders, typed_order
@@ -75,6 +76,7 @@ class Job:
     kill_samples: list[dict] = field(default_factory=list)
     sink_columns: tuple[str, ...] = ("order_id",)  # what its transform adds to each row
     delta: bool = False  # writes a Delta table at sink_path (else parquet files per epoch)
+    table: Callable[[], list[dict]] | None = None  # reads its table's rows (Iceberg's)
 
     @property
     def sink_path(self) -> str:
@@ -130,7 +132,10 @@ class Job:
 
     def sink_rows(self) -> list[dict]:
         """Committed rows of every epoch, read from the object store through the log: the
-        file sink's, or the Delta table's (through delta-rs, as any Delta reader)."""
+        file sink's, the Delta table's (through delta-rs, as any Delta reader) or the one
+        `table` reads."""
+        if self.table is not None:
+            return self.table()
         if self.delta:
             self.store.connect()
             creds = self.store.credentials
@@ -1299,15 +1304,14 @@ POISON_EVERY = 10  # every 10th order cannot be decoded: alternately truncated, 
 TYPED_FIRST = 200  # orders produced before the typed job starts
 
 
-def _typed_job(job: Job, registry: str) -> tuple[Job, str]:
+def _typed_job(job: Job, registry: str, name: str = "orders-avro") -> tuple[Job, str]:
     """A second job in the orders job's namespace: the example manifest with Avro values
     (schemas from the bed's registry), a dead-letter topic, no transform, one executor, and
     a Delta table on the object store as its sink."""
     suffix = uuid.uuid4().hex[:6]
     typed = Job(
-        job.kube, job.kafka, job.namespace, job.store, name="orders-avro",
-        topic=f"orders-avro-{suffix}", group=f"orders-avro-{suffix}", sink_columns=(),
-        delta=True,
+        job.kube, job.kafka, job.namespace, job.store, name=name,
+        topic=f"{name}-{suffix}", group=f"{name}-{suffix}", sink_columns=(), delta=True,
     )  # fmt: skip
     dead = f"{typed.topic}-dead"
     manifest = yaml.safe_load(EXAMPLE.read_text())
@@ -1361,7 +1365,9 @@ def _dead_lettered(typed: Job, counts: dict[str, int]) -> dict | None:
     return None
 
 
-def _assert_typed_once(rows: list[dict], copies: list[dict], orders: AvroOrders, end: int):
+def _assert_typed_once(
+    rows: list[dict], copies: list[dict], orders: AvroOrders, end: int, job: str = "orders-avro"
+) -> None:
     counts = Counter(r["id"] for r in rows)
     good = {n for n in range(end) if not orders.is_poison(n)}
     assert set(counts) == good, "good orders lost, or poison ones in the sink"
@@ -1376,7 +1382,7 @@ def _assert_typed_once(rows: list[dict], copies: list[dict], orders: AvroOrders,
     for copy in copies:
         headers = copy["headers"]
         assert headers["streamingjob.error.reason"] == orders.reason(int(copy["key"])), copy
-        assert headers["streamingjob.job"] == "orders-avro", copy
+        assert headers["streamingjob.job"] == job, copy
 
 
 def _deleted_and_created_again(typed: Job, orders: AvroOrders, end: int) -> int:
@@ -1484,6 +1490,55 @@ def test_typed_job_sends_poison_to_the_dead_letter_topic_once_across_a_driver_ki
           "records": end, "poison": len(poison)}],
         15,
     )  # fmt: skip
+
+
+def test_a_typed_job_writes_an_iceberg_table_through_the_rest_catalog_once_across_a_kill(
+    job: Job, schema_registry: str, iceberg_catalog: IcebergReader, caused_restarts: set[str]
+) -> None:
+    """Scenario (issue 44): the typed orders job (Avro values, a dead-letter topic) writing
+    an Iceberg table through the bed's REST catalog (Apache Iceberg's own server, the table's
+    files in MinIO: its metadata written by the server, its data by the driver). While orders
+    keep coming the driver is force-deleted; after the restore every good order is in the
+    table exactly once as PyIceberg reads it through the catalog, and every poison one in the
+    dead-letter topic once."""
+    typed, dead = _typed_job(job, schema_registry, "orders-iceberg")
+    identifier = f"lake.{typed.topic.replace('-', '_')}"
+    catalog = {"type": "rest", "uri": ICEBERG_REST_URI, "warehouse": ICEBERG_WAREHOUSE}
+    typed.manifest["spec"]["job"]["sink"] = {
+        "format": "iceberg",
+        "table": identifier,
+        "catalog": catalog,
+    }
+    typed.table = lambda: [
+        {**row, "id": row["value"]["id"]} for row in iceberg_catalog.rows(identifier)
+    ]
+    orders = AvroOrders(schema_registry, POISON_EVERY)
+    typed.kafka.create_topic(typed.topic, 3)
+    typed.kafka.create_topic(dead, 1)
+    typed.kafka.produce_avro(typed.topic, orders, 0, TYPED_FIRST)  # registers the schema
+    typed.apply()
+    try:
+        mark = typed.wait_batch(1, 1, 240, "the Iceberg job's first batch")["latestBatch"]
+        producer = ProducerLoop(typed.kafka, typed.topic, TYPED_FIRST, rate=20, avro=orders)
+        try:
+            typed.wait_report(  # a batch of the orders produced while the job runs
+                "a batch of orders produced while the job runs",
+                lambda r: (
+                    committed_batch(r, 1, 1) and r["latestBatch"]["batchId"] > mark["batchId"] and r
+                ),
+            )
+            caused_restarts.update(_pods_of_attempt(typed))
+            _kill(typed, typed.status()["driverPod"], "delete")
+            report = typed.wait_batch(1, 2, 240, "the Iceberg job restored after the kill")
+            assert report["startPath"] == "restored", report
+        finally:
+            end = producer.stop()
+        good = {n for n in range(end) if not orders.is_poison(n)}
+        rows = _typed_sink_has(typed, good)
+        copies = _dead_letters_have(typed, dead, set(range(end)) - good)
+        _assert_typed_once(rows, copies, orders, end, typed.name)
+    finally:
+        typed.kube.run("delete", "sj", typed.name, "-n", typed.namespace, "--wait=false")
 
 
 def _relay_job(job: Job) -> tuple[Job, str]:
