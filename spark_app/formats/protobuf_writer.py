@@ -136,27 +136,39 @@ def _message_name(field: str, taken: set[str]) -> str:
 class ProtobufEncoder:
     """One record's message bytes from the column's value: the compiled schema's first
     message (its FileDescriptorSet, serialized, from the driver) filled through Protobuf's
-    own JSON mapping (`json_format.ParseDict`), so every field is checked by its descriptor."""
+    own JSON mapping (`json_format.ParseDict`), so every field is checked by its descriptor.
+    It travels pickled to the executors: the message class (no pickle) is made on first use."""
 
     def __init__(self, descriptor_set: bytes, value_type: Any):
-        from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+        self.descriptor_set, self.value_type = descriptor_set, value_type
+        self._new: Any = None
 
-        files = descriptor_pb2.FileDescriptorSet.FromString(descriptor_set).file
-        pool = descriptor_pool.DescriptorPool()
-        for file in files:
-            pool.AddSerializedFile(file.SerializeToString())
-        main = files[-1]
-        full = f"{main.package}.{main.message_type[0].name}" if main.package else None
-        descriptor = pool.FindMessageTypeByName(full or main.message_type[0].name)
-        self._new = message_factory.GetMessageClass(descriptor)
-        self.value_type = value_type
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_new": None}
 
     def encode(self, plain: dict[str, Any]) -> bytes:
         from google.protobuf import json_format
 
+        if self._new is None:
+            self._new = _first_message_class(self.descriptor_set)
         message = self._new()
         json_format.ParseDict(_json_form(plain, self.value_type), message)
         return message.SerializeToString()
+
+
+def _first_message_class(descriptor_set: bytes) -> Any:
+    """The class of the first top-level message of the set's last file (the schema's own)."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    files = descriptor_pb2.FileDescriptorSet.FromString(descriptor_set).file
+    pool = descriptor_pool.DescriptorPool()
+    for file in files:
+        pool.AddSerializedFile(file.SerializeToString())
+    main = files[-1]
+    name = main.message_type[0].name
+    return message_factory.GetMessageClass(
+        pool.FindMessageTypeByName(f"{main.package}.{name}" if main.package else name)
+    )
 
 
 def _json_form(value: Any, kind: Any) -> Any:

@@ -231,7 +231,9 @@ def protobuf_output(bootstrap: str, out: str, registered: dict) -> list[dict]:
         value = message.value()
         assert struct.unpack(">bIb", value[:6]) == (0, registered["id"], 0)  # the 1st message
         document = json_format.MessageToDict(
-            message_class.FromString(value[6:]), preserving_proto_field_name=True
+            message_class.FromString(value[6:]),
+            preserving_proto_field_name=True,
+            always_print_fields_with_no_presence=True,  # an empty list too
         )
         # Protobuf's JSON gives an int64 as a string
         price = Decimal(str(document["price"]))

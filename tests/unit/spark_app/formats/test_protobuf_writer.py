@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
+import pickle
 import re
 import struct
 from datetime import UTC, datetime
@@ -82,7 +83,7 @@ def test_values_are_the_first_message_and_parse_back_to_the_same_row():
         "valueType": json.dumps(ORDER),
         "valueDescriptors": base64.b64encode(reader.compiled.descriptor_set).decode(),
     }
-    encoder = ValueEncoder.of_options(options)
+    encoder = pickle.loads(pickle.dumps(ValueEncoder.of_options(options)))  # to the executors
     assert encoder is not None
     descriptor = reader.descriptor()
     read = converter(descriptor)
