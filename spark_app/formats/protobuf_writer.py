@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import datetime
 import re
+from dataclasses import dataclass, field
 from typing import Any
 
 from spark_app.formats.writer_schemas import UnwritableType
@@ -44,93 +45,80 @@ _FIX = "cast it in spec.job.sql"
 def protobuf_schema(struct: dict[str, Any], name: str) -> str:
     """The proto3 file of a Spark struct (its JSON form): one top-level message `name`."""
     imports: set[str] = set()
-    body = _message(struct, name, name, imports, indent="")
+    body = _Message(imports, indent="").lines(struct, name, name)
     head = ['syntax = "proto3";', ""]
     if imports:
         head[1:1] = ["", *(f'import "{path}";' for path in sorted(imports))]
     return "\n".join([*head, *body, ""])
 
 
-def _message(
-    struct: dict[str, Any], name: str, path: str, imports: set[str], indent: str
-) -> list[str]:
-    nested: list[str] = []
-    fields: list[str] = []
-    taken: set[str] = set()
-    for number, f in enumerate(struct["fields"], start=1):
-        field, where = f["name"], f"{path}.{f['name']}"
-        if not _IDENTIFIER.match(field):
-            raise UnwritableType(f"{where}: {field!r} is no Protobuf field name; rename it")
-        label, kind = _field(f, where, imports, indent + "  ", nested, taken)
-        fields.append(f"{indent}  {label}{kind} {field} = {number};")
-    return [f"{indent}message {name} {{", *nested, *fields, f"{indent}}}"]
+@dataclass
+class _Message:
+    """One message being written: the file's imports, its indent, and the messages nested in
+    it (one per struct field, named after the field and unique in it)."""
 
+    imports: set[str]
+    indent: str
+    nested: list[str] = field(default_factory=list)
+    taken: set[str] = field(default_factory=set)
 
-def _field(
-    f: dict[str, Any],
-    path: str,
-    imports: set[str],
-    indent: str,
-    nested: list[str],
-    taken: set[str],
-) -> tuple[str, str]:
-    """A field's label (`optional `, `repeated ` or none) and type."""
-    kind = f["type"]
-    if isinstance(kind, dict) and kind["type"] == "array":
-        if kind["containsNull"]:
-            raise UnwritableType(f"{path}: a repeated field holds no null; use array_compact")
-        element = kind["elementType"]
-        if isinstance(element, dict) and element["type"] in ("array", "map"):
-            raise UnwritableType(f"{path}: Protobuf has no list of {element['type']}s; {_FIX}")
-        return "repeated ", _single(element, f["name"], path, imports, indent, nested, taken)
-    if isinstance(kind, dict) and kind["type"] == "map":
-        if kind["valueContainsNull"]:
-            raise UnwritableType(f"{path}: a map field holds no null value; use map_filter")
-        if kind["keyType"] not in _MAP_KEYS:
-            raise UnwritableType(f"{path}: a Protobuf map's keys are not {kind['keyType']}")
-        key = _SCALARS[kind["keyType"]]
-        value = kind["valueType"]
-        if isinstance(value, dict) and value["type"] in ("array", "map"):
-            raise UnwritableType(f"{path}: a Protobuf map's values are no {value['type']}s")
-        single = _single(value, f["name"], path, imports, indent, nested, taken)
-        return "", f"map<{key}, {single}>"
-    single = _single(kind, f["name"], path, imports, indent, nested, taken)
-    scalar = isinstance(kind, str) and kind in _SCALARS
-    return ("optional " if scalar and f.get("nullable", True) else ""), single
+    def lines(self, struct: dict[str, Any], name: str, path: str) -> list[str]:
+        fields = []
+        for number, f in enumerate(struct["fields"], start=1):
+            where = f"{path}.{f['name']}"
+            if not _IDENTIFIER.match(f["name"]):
+                raise UnwritableType(f"{where}: {f['name']!r} is no Protobuf field name; rename it")
+            label, kind = self._field(f, where)
+            fields.append(f"{self.indent}  {label}{kind} {f['name']} = {number};")
+        return [f"{self.indent}message {name} {{", *self.nested, *fields, f"{self.indent}}}"]
 
+    def _field(self, f: dict[str, Any], path: str) -> tuple[str, str]:
+        """A field's label (`optional `, `repeated ` or none) and type."""
+        kind = f["type"]
+        if isinstance(kind, dict) and kind["type"] == "array":
+            if kind["containsNull"]:
+                raise UnwritableType(f"{path}: a repeated field holds no null; use array_compact")
+            element = kind["elementType"]
+            if isinstance(element, dict) and element["type"] in ("array", "map"):
+                raise UnwritableType(f"{path}: Protobuf has no list of {element['type']}s; {_FIX}")
+            return "repeated ", self._single(element, f["name"], path)
+        if isinstance(kind, dict) and kind["type"] == "map":
+            if kind["valueContainsNull"]:
+                raise UnwritableType(f"{path}: a map field holds no null value; use map_filter")
+            if kind["keyType"] not in _MAP_KEYS:
+                raise UnwritableType(f"{path}: a Protobuf map's keys are not {kind['keyType']}")
+            value = kind["valueType"]
+            if isinstance(value, dict) and value["type"] in ("array", "map"):
+                raise UnwritableType(f"{path}: a Protobuf map's values are no {value['type']}s")
+            return "", f"map<{_SCALARS[kind['keyType']]}, {self._single(value, f['name'], path)}>"
+        scalar = isinstance(kind, str) and kind in _SCALARS
+        label = "optional " if scalar and f.get("nullable", True) else ""
+        return label, self._single(kind, f["name"], path)
 
-def _single(
-    kind: Any,
-    field: str,
-    path: str,
-    imports: set[str],
-    indent: str,
-    nested: list[str],
-    taken: set[str],
-) -> str:
-    """The type of one value (an element, a map's value) of `field`."""
-    if isinstance(kind, str) and kind in _SCALARS:
-        return _SCALARS[kind]
-    if kind == "timestamp":
-        imports.add("google/protobuf/timestamp.proto")
-        return TIMESTAMP
-    if isinstance(kind, dict) and kind["type"] == "struct":
-        name = _message_name(field, taken)
-        nested.extend(_message(kind, name, path, imports, indent))
-        return name
-    shown = kind if isinstance(kind, str) else kind["type"]
-    raise UnwritableType(f"{path}: Protobuf has no type for Spark's {shown} here; {_FIX}")
+    def _single(self, kind: Any, name: str, path: str) -> str:
+        """The type of one value (an element, a map's value) of field `name`."""
+        if isinstance(kind, str) and kind in _SCALARS:
+            return _SCALARS[kind]
+        if kind == "timestamp":
+            self.imports.add("google/protobuf/timestamp.proto")
+            return TIMESTAMP
+        if isinstance(kind, dict) and kind["type"] == "struct":
+            message = self._message_name(name)
+            inner = _Message(self.imports, self.indent + "  ")
+            self.nested.extend(inner.lines(kind, message, path))
+            return message
+        shown = kind if isinstance(kind, str) else kind["type"]
+        raise UnwritableType(f"{path}: Protobuf has no type for Spark's {shown} here; {_FIX}")
 
-
-def _message_name(field: str, taken: set[str]) -> str:
-    """A nested message's name from its field's (`address` -> `Address`), unique in its parent."""
-    base = field[0].upper() + field[1:]
-    name, n = base, 1
-    while name in taken:
-        n += 1
-        name = f"{base}{n}"
-    taken.add(name)
-    return name
+    def _message_name(self, name: str) -> str:
+        """A nested message's name from its field's (`address` -> `Address`)."""
+        base = name[0].upper() + name[1:]
+        message, n = base, 1
+        while message in self.taken:
+            n += 1
+            message = f"{base}{n}"
+        self.taken.add(message)
+        return message
 
 
 class ProtobufEncoder:
