@@ -2,10 +2,10 @@
 (devbed/kind_cluster.py: `scripts/kind/up.sh`, offline node image, project images loaded), the
 operator by `helm install` (devbed/kind_operator.py), the replicated Kafka of
 examples/kind/kafka.yaml with its SASL_SSL listener (devbed/kind_kafka.py, its client pod
-devbed/kind_kafka_client.py), MinIO for checkpoints and sinks (devbed/kind_storage.py), and a
-job namespace that enforces the `restricted` Pod Security Standard with the Secrets a job
-needs (here). No pytest here: tests/e2e/conftest.py wraps these in fixtures, devbed/demo.py
-runs them for a person.
+devbed/kind_kafka_client.py), MinIO for checkpoints and sinks (devbed/kind_storage.py), an
+Iceberg REST catalog beside it (devbed/kind_iceberg.py), and a job namespace that enforces
+the `restricted` Pod Security Standard with the Secrets a job needs (here). No pytest here:
+tests/e2e/conftest.py wraps these in fixtures, devbed/demo.py runs them for a person.
 
 CLI (scripts/test-all.sh): python -m devbed.kind_bed start-services, with
 $STREAMJOB_E2E_KUBECONFIG.
