@@ -5,8 +5,9 @@ fewer, each rewrite one REPLACE snapshot (the rows unchanged), as Iceberg's own
 A streaming job commits a file per batch and partition, so its table is many small files.
 `plan` packs the small ones (under 75% of the table's `write.target-file-size-bytes`, Iceberg's
 `min-file-size-bytes` rule) of each partition, in order, into groups of at most that target
-size; a group of `--min-input-files` or more is read back (through the table's current schema:
-older files gain the columns added since) and written as new files of the same partition.
+size and 128 MiB (a group's rows are read into memory); a group of `--min-input-files` or
+more is read back (through the table's current schema: older files gain the columns added
+since) and written as new files of the same partition.
 `commit` replaces all groups' files in one snapshot whose operation is `replace`, so readers
 of the table's changes skip it as they skip Java's compactions.
 
@@ -35,24 +36,32 @@ from pyiceberg.table.update.validate import (
 
 SMALL_FRACTION = 0.75  # Iceberg's min-file-size-bytes: 75% of the target file size
 MIN_INPUT_FILES = 5  # Iceberg's min-input-files
+# a group's rows are read into memory: its input files hold at most this much (below
+# Iceberg's 512 MiB default target, so a rewrite's output files may stay under the target)
+MAX_GROUP_BYTES = 128 * 1024 * 1024
 SNAPSHOT_PROPERTIES = {"streamingjob.maintenance": "rewrite-small-files"}
 
 Item = TypeVar("Item")
 
 
 def groups(
-    files: Iterable[tuple[Hashable, int, Item]], target_bytes: int, min_input_files: int
+    files: Iterable[tuple[Hashable, int, Item]],
+    target_bytes: int,
+    min_input_files: int,
+    max_group_bytes: int = MAX_GROUP_BYTES,
 ) -> list[list[Item]]:
     """Of `files` (partition, size, item), the small ones of each partition packed in order
-    into groups of at most `target_bytes` in all; the groups of `min_input_files` or more."""
+    into groups of at most `target_bytes` (and `max_group_bytes`) in all; the groups of
+    `min_input_files` or more."""
     small = target_bytes * SMALL_FRACTION
+    limit = min(target_bytes, max_group_bytes)
     packed: dict[Hashable, list[list[Item]]] = {}
     sizes: dict[Hashable, int] = {}
     for partition, size, item in files:
         if size >= small:
             continue
         bins = packed.setdefault(partition, [[]])
-        if bins[-1] and sizes[partition] + size > target_bytes:
+        if bins[-1] and sizes[partition] + size > limit:
             bins.append([])
             sizes[partition] = 0
         bins[-1].append(item)

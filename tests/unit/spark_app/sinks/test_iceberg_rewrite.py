@@ -28,6 +28,8 @@ def test_small_files_are_packed_per_partition_in_order_up_to_the_target():
     assert groups(files, target_bytes=60, min_input_files=2) == [[1, 3, 6]]  # 50 not small
     five = [("a", 20, i) for i in range(5)]
     assert groups(five, target_bytes=50, min_input_files=2) == [[0, 1], [2, 3]]  # [4] alone
+    # a group read into memory holds at most max_group_bytes, whatever the target
+    assert groups(five, 1000, 2, max_group_bytes=60) == [[0, 1, 2], [3, 4]]
     assert groups(files, target_bytes=100, min_input_files=5) == []
     assert groups(files, target_bytes=100, min_input_files=1) == [[1, 3, 5, 6]]  # 2 at least
 
