@@ -17,9 +17,8 @@ The message is the file's first, so each record's message indexes are the single
 
 from __future__ import annotations
 
-import base64
-import datetime
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -123,24 +122,24 @@ class _Message:
 
 class ProtobufEncoder:
     """One record's message bytes from the column's value: the compiled schema's first
-    message (its FileDescriptorSet, serialized, from the driver) filled through Protobuf's
-    own JSON mapping (`json_format.ParseDict`), so every field is checked by its descriptor.
-    It travels pickled to the executors: the message class (no pickle) is made on first use."""
+    message (its FileDescriptorSet, serialized, from the driver), filled field by field by
+    setters made once from its descriptor (Protobuf checks each value's type as it is set).
+    It travels pickled to the executors: what does not pickle is made on first use."""
 
     def __init__(self, descriptor_set: bytes, value_type: Any):
         self.descriptor_set, self.value_type = descriptor_set, value_type
         self._new: Any = None
+        self._fill: Filler | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_new": None}
+        return {**self.__dict__, "_new": None, "_fill": None}
 
     def encode(self, plain: dict[str, Any]) -> bytes:
-        from google.protobuf import json_format
-
-        if self._new is None:
+        if self._new is None or self._fill is None:
             self._new = _first_message_class(self.descriptor_set)
+            self._fill = _filler(self._new.DESCRIPTOR)
         message = self._new()
-        json_format.ParseDict(_json_form(plain, self.value_type), message)
+        self._fill(message, plain)
         return message.SerializeToString()
 
 
@@ -159,33 +158,61 @@ def _first_message_class(descriptor_set: bytes) -> Any:
     )
 
 
-def _json_form(value: Any, kind: Any) -> Any:
-    """A value in Protobuf's JSON mapping: timestamps RFC 3339, bytes base64, map keys
-    strings, a null list or map empty, null fields left out (unset)."""
-    if isinstance(kind, dict):
-        if kind["type"] == "struct":
-            return {
-                f["name"]: _json_form(value[f["name"]], f["type"])
-                for f in kind["fields"]
-                if value.get(f["name"]) is not None
-            }
-        if kind["type"] == "array":
-            return [_json_form(v, kind["elementType"]) for v in value or ()]
-        if kind["type"] == "map":
-            items = (value or {}).items()
-            return {_key(k): _json_form(v, kind["valueType"]) for k, v in items}
-    if kind == "binary":
-        return base64.b64encode(value).decode()
-    if kind == "timestamp":
-        return _rfc3339(value)
-    return value
+Filler = Callable[[Any, Any], None]  # (a message, a value) -> the message filled
 
 
-def _key(key: Any) -> str:
-    return ("true" if key else "false") if isinstance(key, bool) else str(key)
+def _filler(descriptor: Any) -> Filler:
+    """Sets each field of a message of `descriptor` from a dict's non-null values (null:
+    left unset; a list or a map: written empty)."""
+    setters = [(fd.name, _setter(fd)) for fd in descriptor.fields]
+
+    def fill(message: Any, value: dict[str, Any]) -> None:
+        for name, set_field in setters:
+            if (item := value.get(name)) is not None:
+                set_field(message, item)
+
+    return fill
 
 
-def _rfc3339(value: datetime.datetime) -> str:
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=datetime.UTC)  # Spark's timestamps are UTC instants
-    return value.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+def _setter(fd: Any) -> Filler:
+    """Sets field `fd` (its FieldDescriptor) of a message from a non-null value."""
+    name = fd.name
+    if fd.message_type is not None and fd.message_type.GetOptions().map_entry:
+        entry = fd.message_type.fields_by_name["value"]
+        if entry.message_type is None:
+            return lambda message, items: getattr(message, name).update(items)
+        into = _into(entry.message_type)
+        return lambda message, items: _each_entry(getattr(message, name), items, into)
+    if fd.is_repeated:
+        if fd.message_type is None:
+            return lambda message, items: getattr(message, name).extend(items)
+        into = _into(fd.message_type)
+        return lambda message, items: _each_added(getattr(message, name), items, into)
+    if fd.message_type is not None:
+        into = _into(fd.message_type)
+        return lambda message, item: into(getattr(message, name), item)
+    return lambda message, item: setattr(message, name, item)
+
+
+def _into(message_type: Any) -> Filler:
+    """Fills a (sub)message of `message_type`: a Timestamp from a datetime (naive: UTC, as
+    Spark's instants), a nested message from a dict (set even when all its fields are null)."""
+    if message_type.full_name == TIMESTAMP:
+        return lambda target, item: target.FromDatetime(item)
+    fill = _filler(message_type)
+
+    def into(target: Any, item: dict[str, Any]) -> None:
+        target.SetInParent()
+        fill(target, item)
+
+    return into
+
+
+def _each_added(repeated: Any, items: list, into: Filler) -> None:
+    for item in items:
+        into(repeated.add(), item)
+
+
+def _each_entry(entries: Any, items: dict, into: Filler) -> None:
+    for key, item in items.items():
+        into(entries[key], item)
