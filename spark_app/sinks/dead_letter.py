@@ -117,6 +117,8 @@ class DeadLetterTally:
         self.by_reason: dict[str, int] = {}
         self._consumer: Any = None
         self._from_start = False  # the topic did not exist when the run began: all is new
+        self._began_ms = int(time.time() * 1000)  # the run's start, as record timestamps
+        self._tried = False  # a start was tried: a later one finds the run's start by time
         self._next_start = 0.0
         self._next_read = 0.0
 
@@ -148,8 +150,12 @@ class DeadLetterTally:
                 self.by_reason[reason] = self.by_reason.get(reason, 0) + 1
 
     def _start(self) -> Any:
+        """A consumer from the log ends at the run's start (found again by time when the first
+        start failed: the broker away, slow), or from the beginning of a topic that did not
+        exist then; None while it does not exist."""
         from confluent_kafka import Consumer, TopicPartition
 
+        retried, self._tried = self._tried, True
         consumer = Consumer(
             {
                 **self.target.client,
@@ -166,8 +172,15 @@ class DeadLetterTally:
             return None
         start = [TopicPartition(self.target.topic, p, 0) for p in topic.partitions]
         if not self._from_start:
-            for tp in start:
-                tp.offset = consumer.get_watermark_offsets(tp, timeout=10)[1]
+            ends = [consumer.get_watermark_offsets(tp, timeout=10)[1] for tp in start]
+            if retried:  # copies may have come since the run began: its first one by time
+                times = [TopicPartition(tp.topic, tp.partition, self._began_ms) for tp in start]
+                found = consumer.offsets_for_times(times, timeout=10)
+                ends = [
+                    t.offset if t.offset >= 0 else end for t, end in zip(found, ends, strict=True)
+                ]
+            for tp, offset in zip(start, ends, strict=True):
+                tp.offset = offset
         consumer.assign(start)
         return consumer
 

@@ -13,6 +13,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from devbed.polling import wait_for
+from devbed.ports import free_port
 from spark_app.api.dead_letter_options import DeadLetterTarget
 from spark_app.formats.poison import DeadRecord
 from spark_app.sinks.dead_letter import DeadLetterTally, write_dead_records
@@ -174,5 +175,23 @@ def test_a_tally_started_before_the_topic_exists_counts_from_its_start(kafka, so
         assert write_dead_records(target, source, 0, [_dead(source, 3)], end=4) == 1
         tally._next_start = 0.0  # its next look, without waiting out the retry interval
         wait_for(lambda: tally.counts() == {"bad-magic-byte": 1}, TALLY_SECONDS, "the first copy")
+    finally:
+        tally.close()
+
+
+def test_a_tally_whose_first_start_failed_counts_the_copies_since_the_run_began(kafka, source):
+    """The tally's first start finds no broker (away, or too slow to answer in 10 s); this
+    run's copies written before its next start are counted all the same (found again by
+    their time), the earlier run's copy is not (CI run 75: all were missed)."""
+    target = _target(kafka.bootstrap)
+    assert write_dead_records(target, source, 0, [_dead(source, 1)], end=2) == 1  # an earlier run's
+    away = {"bootstrap.servers": f"127.0.0.1:{free_port()}", "socket.timeout.ms": 1000}
+    tally = DeadLetterTally(replace(target, client=away))
+    try:
+        assert tally.counts() == {}  # its first start failed (logged)
+        assert tally._consumer is None and tally._tried
+        assert write_dead_records(target, source, 0, [_dead(source, 3)], end=4) == 1
+        tally.target, tally._next_start = target, 0.0  # the broker back: its next look
+        wait_for(lambda: tally.counts() == {"bad-magic-byte": 1}, TALLY_SECONDS, "the copy")
     finally:
         tally.close()
