@@ -20,7 +20,7 @@ from typing import Any
 
 from spark_app.api.job_spec import JobSpec
 from spark_app.api.options import SourceOptions
-from spark_app.formats.protobuf_values import column_type, pinned_reader
+from spark_app.formats.protobuf_values import ProtobufReaderSchema, column_type, pinned_reader
 from spark_app.formats.protobuf_writer import protobuf_schema
 from spark_app.formats.schema_registry_client import (
     RegisteredSchema,
@@ -91,7 +91,8 @@ def writer_options(job: JobSpec, column: dict[str, Any], env: Mapping[str, str])
         "valueType": json.dumps(column),
     }
     if value.format == "protobuf":
-        options["valueDescriptors"] = _compiled(client, found, subject)
+        descriptors = _compiled(client, found, subject).compiled.descriptor_set
+        options["valueDescriptors"] = base64.b64encode(descriptors).decode()
     return options
 
 
@@ -119,7 +120,8 @@ def _pinned(
             f"not {SCHEMA_TYPES[schema_format]}: set value.format to match or another subject"
         )
     if schema_format == "protobuf":
-        problems = protobuf_problems(client, found, column, record_name(subject))
+        found = _compiled(client, found, subject)  # compiled once: checked, then shipped
+        problems = protobuf_problems(found, column, record_name(subject))
     else:
         problems = pinned_problems(schema_format, found.schema, column)
     if problems:
@@ -131,36 +133,36 @@ def _pinned(
     return found
 
 
-def _compiled(client: SchemaRegistryClient, found: RegisteredSchema, subject: str) -> str:
-    """The Protobuf schema's FileDescriptorSet (base64), for the executors' encoders."""
+def _compiled(
+    client: SchemaRegistryClient, found: RegisteredSchema, subject: str
+) -> ProtobufReaderSchema:
+    """The Protobuf schema compiled by protoc, its first message chosen (a schema compiled
+    already is returned as it is); InvalidJob where it does not compile."""
     try:
-        reader = pinned_reader(found, client, None)
+        return pinned_reader(found, client, None)
     except (InvalidSchema, UnsupportedSchema) as exc:
         raise InvalidJob(f"{FIELD}: subject {subject}: {exc}") from None
-    return base64.b64encode(reader.compiled.descriptor_set).decode()
 
 
-def protobuf_problems(
-    client: SchemaRegistryClient, found: RegisteredSchema, column: dict[str, Any], name: str
-) -> list[str]:
+def protobuf_problems(pinned: ProtobufReaderSchema, column: dict[str, Any], name: str) -> list[str]:
     """Why a pinned Protobuf schema's first message cannot take the column: compared as the
     two read back (the reader's mapping of each), field by field."""
     try:
-        theirs = column_type(pinned_reader(found, client, None)).jsonValue()
-    except (InvalidSchema, UnsupportedSchema) as exc:
+        theirs = column_type(pinned).jsonValue()
+    except UnsupportedSchema as exc:
         return [str(exc)]
     ours_text = protobuf_schema(column, name)
     ours = column_type(RegisteredSchema(None, None, ours_text, "PROTOBUF")).jsonValue()
     fields = {f["name"]: f for f in theirs["fields"]}
     problems = []
     for field in ours["fields"]:
-        pinned = fields.get(field["name"])
-        if pinned is None:
+        their = fields.get(field["name"])
+        if their is None:
             problems.append(f"it has no field {field['name']}")
-        elif pinned["type"] != field["type"]:
-            problems.append(f"its field {field['name']} is {json.dumps(pinned['type'])}, the "
+        elif their["type"] != field["type"]:
+            problems.append(f"its field {field['name']} is {json.dumps(their['type'])}, the "
                             f"query's is {json.dumps(field['type'])}")  # fmt: skip
-        elif field["nullable"] and not pinned["nullable"]:
+        elif field["nullable"] and not their["nullable"]:
             problems.append(f"its field {field['name']} has no presence (a null would be "
                             "written as its default); the query's may be null")  # fmt: skip
     return problems

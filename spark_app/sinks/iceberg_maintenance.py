@@ -158,8 +158,8 @@ def main(argv: list[str] | None = None) -> int:
     steps = []
     if args.rewrite_small_files:
         steps.append(("rewrite", lambda: rewrite_small_files(table, args.min_input_files)))
-    kept = (args.older_than_hours, args.retain_last)
-    steps.append(("expire", lambda: expire(table.refresh(), *kept)))
+    # the rewrite's commit moves `table` on itself: no catalog read between the steps
+    steps.append(("expire", lambda: expire(table, args.older_than_hours, args.retain_last)))
     if (hours := args.remove_orphans_older_than_hours) is not None:
         steps.append(("orphans", lambda: remove_orphans(table.refresh(), hours)))
     for step, run in steps:

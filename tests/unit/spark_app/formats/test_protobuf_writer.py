@@ -137,15 +137,13 @@ def test_a_field_name_protobuf_cannot_take_is_refused():
 def test_a_pinned_schema_takes_the_column_only_where_each_field_reads_back_the_same():
     column = {"type": "struct", "fields": [field("id", "long", False), field("item", "string")]}
     pinned = 'syntax = "proto3"; message O { int64 id = 1; optional string item = 2; bool x = 3; }'
-    assert protobuf_problems(None, RegisteredSchema(1, 1, pinned), column, "o") == []
+    assert protobuf_problems(compiled(pinned), column, "o") == []
     other = 'syntax = "proto3"; message O { int32 id = 1; string item = 2; }'
-    problems = protobuf_problems(None, RegisteredSchema(1, 1, other), column, "o")
+    problems = protobuf_problems(compiled(other), column, "o")
     assert problems == [
         'its field id is "integer", the query\'s is "long"',
         "its field item has no presence (a null would be written as its default); the "
         "query's may be null",
     ]
     lacking = 'syntax = "proto3"; message O { int64 id = 1; }'
-    assert protobuf_problems(None, RegisteredSchema(1, 1, lacking), column, "o") == [
-        "it has no field item"
-    ]
+    assert protobuf_problems(compiled(lacking), column, "o") == ["it has no field item"]
