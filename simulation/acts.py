@@ -76,6 +76,9 @@ SPEC_ACTS: dict[str, Callable[[dict[str, Any], int], object]] = {
     # kubectl scale (the scale subresource): a restart in the epoch with this many executors
     "scale": lambda s, arg: s.setdefault("executor", {}).update(instances=1 + arg % 4),
     "autoscaler": offsets.autoscaler,
+    "fail-on-data-loss": lambda s, _: s["job"]["source"].update(
+        failOnDataLoss=not s["job"]["source"].get("failOnDataLoss", True)
+    ),
     "standby": lambda s, _: s.update(
         standby={"enabled": not (s.get("standby") or {}).get("enabled", False)}
     ),
@@ -104,7 +107,7 @@ def edit(h: History, change: Callable[[dict[str, Any]], object]) -> bool:
 
 
 # The acts that set a new target: a job held Invalid by the runner's refusal starts again
-NEW_TARGET = frozenset({"redeploy", "restart", "change-job", "change-group"})
+NEW_TARGET = frozenset({"redeploy", "restart", "change-job", "change-group", "fail-on-data-loss"})
 
 
 def act(h: History, a: Act) -> None:
@@ -157,6 +160,8 @@ def world_fault(h: History, name: str, arg: int) -> None:
         w.server.faults.outage_until = w.clock.t + 5 + arg % 120
     elif name == "watch-stall":
         w.watch_stalled_until = w.clock.t + 5 + arg % 60
+    elif name == "retention":  # the partition keeps only its newest records (0 to 11)
+        w.kafka.retain(arg % w.kafka.partitions, arg // 7 % 12)
     elif name == "table-maintenance":  # compaction and snapshot expiry beside the job
         w.sinks.iceberg.maintain()
 

@@ -31,10 +31,28 @@ class Kafka:
     poison_every: int = 0  # about one record in this many cannot be decoded (0: none)
     poison_salt: int = 0  # where they fall (per seed)
     end: Positions = field(default_factory=dict)
+    low: Positions = field(default_factory=dict)  # the log start: retention deleted below it
     groups: dict[str, Positions] = field(default_factory=dict)
+    # records deleted before any read of them, that a driver counted (status, an Event) or
+    # an executor skipped with a line in its log (failOnDataLoss=false)
+    lost_told: set[Record] = field(default_factory=set)
+    lost_logged: set[Record] = field(default_factory=set)
+    # per (group, partition): where the group first started without an offset of its own
+    # (the reset strategy's choice): what was below it was never the group's to read
+    first_start: dict[tuple[str, tuple[str, int]], int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.end = {(TOPIC, p): 0 for p in range(self.partitions)}
+        self.low = dict.fromkeys(self.end, 0)
+
+    def retain(self, partition: int, keep: int) -> None:
+        """Retention: only the last `keep` records of the partition are left."""
+        tp = (TOPIC, partition)
+        self.low[tp] = max(self.low[tp], self.end[tp] - keep)
+
+    def deleted(self, record: Record) -> bool:
+        topic, partition, offset = record
+        return offset < self.low[(topic, partition)]
 
     def poison(self, record: Record) -> bool:
         _, partition, offset = record

@@ -12,7 +12,6 @@ every stage."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,94 +19,30 @@ import yaml
 
 from spark_app.api import offsets as off
 from spark_app.api.dead_letter_options import DeadLetterTarget
-from spark_app.api.manifest import RunnerManifest, epoch_sink_path, load_manifest
+from spark_app.api.manifest import RunnerManifest, load_manifest
 from spark_app.api.offsets import Positions
-from spark_app.api.sink_spec import TABLE_SINKS
 from spark_app.formats.poison import MALFORMED_PAYLOAD
 from spark_app.runner.checkpoint_log import ahead_of_group
-from spark_app.runner.group_offsets import newest_durable, sink_batch
+from spark_app.runner.group_offsets import newest_durable
 from spark_app.runner.runner import parse_args
 from spark_app.runner.start import start_point
 from spark_app.sinks import dead_letter
-from spark_app.sinks.delta_sink import app_id
+from spark_app.source import data_loss
 from streamingjob_operator.api.naming import LABEL_JOB
 
 from .data import (
     Checkpoint,
-    DeadLetterTopic,
-    Files,
-    FileSink,
-    IcebergTable,
-    Kafka,
-    Record,
-    Table,
     records,
 )
-from .kafka_out import TopicSink, exactly_once, ranges
+from .driver_world import World
+from .kafka_out import exactly_once, ranges
+from .losses import LossRules, Reporting
 
-EXIT_FAILED, EXIT_CATCH_UP_FAILED = 1, 5
-
-
-@dataclass
-class Sinks:
-    files: FileSink
-    table: Table
-    written: list[tuple[str, Record]] = field(default_factory=list)  # (group, record)
-    topic: TopicSink = field(default_factory=TopicSink)  # the exactly-once Kafka sink
-    iceberg: IcebergTable = field(default_factory=IcebergTable)
-
-    def table_of(self, sink_format: str) -> Table | IcebergTable:
-        return self.iceberg if sink_format == "iceberg" else self.table
-
-    def newest(self, manifest: RunnerManifest, checkpoint: str) -> int | None:
-        sink = manifest.spec.job.sink
-        return sink_batch(
-            sink.format,
-            sink.path,
-            checkpoint,
-            table_batch=self.table_of(sink.format).committed_batch,
-            log_newest=self.files.newest,
-        )
-
-    def add_batch(
-        self, manifest: RunnerManifest, epoch: int, location: str, batch: int, rows: list[Record]
-    ) -> bool:
-        sink = manifest.spec.job.sink
-        if sink.format in TABLE_SINKS:
-            written = self.table_of(sink.format).add_batch(app_id(location), batch, rows)
-        else:
-            assert sink.path is not None
-            directory = epoch_sink_path(sink.path, location) or f"{sink.path}/epoch-{epoch}"
-            written = self.files.add_batch(directory, batch, rows)
-        if written:  # what the reader sees, with the group that read it
-            group = manifest.spec.job.source.group_id or ""
-            self.written.extend((group, row) for row in rows)
-        return written
-
-    def add_range(self, manifest: RunnerManifest, location: str, task, rows: list[Record]) -> None:
-        """One task of the exactly-once Kafka sink: its transaction (`rows`, what a
-        read_committed reader then sees), or a skip."""
-        if self.topic.write_range(manifest, location, task):
-            group = manifest.spec.job.source.group_id or ""
-            self.written.extend((group, row) for row in rows)
+EXIT_CATCH_UP_FAILED = 5
 
 
 @dataclass
-class World:
-    """What a driver reads and writes besides its pod."""
-
-    kafka: Kafka
-    files: Files
-    sinks: Sinks
-    report: Callable[[str, str, dict[str, Any]], bool]  # (job, key, value): written?
-    read_go: Callable[[str], dict[str, Any] | None]  # a ConfigMap's go.json (None: none)
-    commit_fails: Callable[[], bool]
-    log: Callable[[str], None]
-    dead_letter: DeadLetterTopic
-
-
-@dataclass
-class Driver:
+class Driver(LossRules, Reporting):
     pod: str
     uid_of_pod: str
     job: str  # the job's name
@@ -138,6 +73,8 @@ class Driver:
     reading: bool = False  # the query runs (reads, writes the sink or commits)
     sink_tasks: int = 0  # the batch's ranges the exactly-once Kafka sink has written
     caught_up_from: str = ""  # the earlier checkpoint whose durable batch it committed
+    loss_seen: set[tuple[tuple[str, int], int]] = field(default_factory=set)  # (tp, offset)
+    loss_skipped: int = 0  # offsets this run skipped as lost (failOnDataLoss=false)
     # the runner's report (report.json): its start, then its throughput after each batch
     started: dict[str, Any] = field(default_factory=dict)
     executors: int = 1
@@ -258,14 +195,23 @@ class Driver:
         source = self.manifest.spec.job.source
         mode = off.parse_starting_offsets(source.starting_offsets)
         committed = w.kafka.committed(self.group)
-        start = {
+        decisions = {
             tp: off.resolve_start(
-                tp, mode, source.offset_reset_strategy, 0, high, committed.get(tp), None
-            ).offset
+                tp,
+                mode,
+                source.offset_reset_strategy,
+                w.kafka.low[tp],
+                high,
+                committed.get(tp),
+                None,
+            )
             for tp, high in sorted(w.kafka.end.items())
         }
-        self.batch, self.batch_start = 0, start
-        self.stage = "plan"
+        if self._judge_losses(w, data_loss.resumed_from(decisions)):
+            self.batch, self.stage = 0, "plan"
+            self.batch_start = {tp: d.offset for tp, d in decisions.items()}
+            for tp in decisions.keys() - committed.keys():  # where the group starts anew
+                w.kafka.first_start.setdefault((self.group, tp), decisions[tp].offset)
 
     def _restore(self, w: World) -> None:
         """Spark's restore: the newest planned batch is re-run when it has no commit entry,
@@ -277,6 +223,9 @@ class Driver:
         if checkpoint.has("commits", newest):
             self.batch, self.batch_start = newest + 1, end
             self.stage = "plan"
+            # Spark's first latestOffset(start=end) hands it to the committer (rule 3), which
+            # sends it again after a failure
+            self.pending_commit = dict(end)
         else:
             self.batch, self.batch_start, self.batch_end = newest, start, end
             self.stage = "dead-letter"
@@ -288,6 +237,8 @@ class Driver:
             self.stage = "final-commit"
             return
         self._group_commit(w)
+        if not self._judge_losses(w, self.batch_start):
+            return None
         limit = self.manifest.spec.job.source.max_offsets_per_trigger if self.manifest else None
         end = off.rate_limit(self.batch_start, w.kafka.end, limit or 1_000_000)
         if end == self.batch_start:
@@ -308,7 +259,9 @@ class Driver:
             if tp in self.dead_done:
                 continue
             self.dead_done.add(tp)
-            span = records({tp: self.batch_start.get(tp, 0)}, {tp: self.batch_end[tp]})
+            span = self._read(w, {tp: self.batch_start.get(tp, 0)}, {tp: self.batch_end[tp]})
+            if span is None:
+                return
             poison = [r for r in span if w.kafka.poison(r)]
             if not poison:
                 continue
@@ -334,36 +287,30 @@ class Driver:
             if self.sink_tasks < len(tasks):
                 task = tasks[self.sink_tasks]
                 tp = (task.topic, task.partition)
-                span = records({tp: task.start}, {tp: task.end})
+                span = self._read(w, {tp: task.start}, {tp: task.end})
+                if span is None:
+                    return
                 rows = [r for r in span if not w.kafka.poison(r)]
                 w.sinks.add_range(self.manifest, self.location, task, rows)
                 self.sink_tasks += 1
             if self.sink_tasks >= len(tasks):
                 self.sink_tasks, self.stage = 0, "commit"
             return
-        rows = [r for r in records(self.batch_start, self.batch_end) if not w.kafka.poison(r)]
+        span = self._read(w, self.batch_start, self.batch_end)
+        if span is None:
+            return
+        rows = [r for r in span if not w.kafka.poison(r)]
         w.sinks.add_batch(self.manifest, self.epoch, self.location, self.batch, rows)
         self.stage = "commit"
 
     def _commit(self, w: World) -> None:
         if not Checkpoint(w.files, self.location).write_commit(self.batch):
             return self.exit(1)  # another driver of the checkpoint committed it first
+        w.data_loss_held.discard(self.uid)  # the job moves on
         self._count(w, len(records(self.batch_start, self.batch_end)))
         self.pending_commit = dict(self.batch_end)  # the committer's, sent asynchronously
         self.batch, self.batch_start = self.batch + 1, self.batch_end
         self.stage = "plan"
-
-    def _count(self, w: World, rows: int) -> None:
-        """The batch in the report's totals: each record costs an executor a second of task
-        time, the executors share a batch (what the autoscaler's model reads)."""
-        t = self.throughput
-        execution = 1000 * rows // self.executors + 100
-        t["batches"] += 1
-        t["rows"] += rows
-        t["executionMs"] += execution
-        t["busyMs"] += execution
-        t["taskMs"] = t.get("taskMs", 0) + 1000 * rows
-        w.report(self.job, "report.json", {**self.started, "throughput": dict(t)})
 
     def _group_commit(self, w: World) -> None:
         if self.pending_commit is None:

@@ -35,6 +35,7 @@ ACTS = (
     "change-group",
     "scale",
     "standby",
+    "fail-on-data-loss",
     "autoscaler",
     "offsets-action",
     "produce",
@@ -47,6 +48,7 @@ ACTS = (
     "api-outage",
     "watch-stall",
     "table-maintenance",
+    "retention",
     *acts.OPERATOR_FAULTS,
 )
 FAULTS = frozenset(
@@ -60,6 +62,7 @@ FAULTS = frozenset(
         "api-outage",
         "watch-stall",
         "table-maintenance",
+        "retention",
     }
     | set(acts.OPERATOR_FAULTS)
 )
@@ -219,6 +222,8 @@ class History:
         elif kind == "renew":
             w.renew(arg)
         elif kind == "lease":  # a node's Lease renewed, through every operator's watch
+            node = w.nodes[arg["metadata"]["name"]]
+            node.seen = max(node.seen, float(arg["spec"]["renewTime"].rpartition("#")[2]))
             for replica in self.replicas.values():
                 if replica.leads():
                     self.on_replica(replica, "node-lease", arg)

@@ -76,7 +76,8 @@ class Checker:
         self.dead_read: set[Record] = set()
         self.owners: dict[str, tuple[str, int]] = {}  # checkpoint location -> (uid, epoch)
         self.groups: dict[str, str] = {}  # checkpoint location -> the group its driver read
-        self.prefix: dict[tuple[str, int], int] = {}  # per partition: all offsets below seen
+        self.prefix: dict[tuple[str, str, int], int] = {}  # per group and partition: all
+        # offsets below accounted for
         self.group = ""
         self.exists = False
         self.nonce: tuple[Any, Any] | None = None  # (job uid, deployedRedeployNonce) last seen
@@ -106,6 +107,10 @@ class Checker:
         it may read again what another group read (duplicates count per group). Under
         last-state the job keeps its checkpoint, and so its position, across the change: the
         new group adopts the checkpoints the job has."""
+        if job.get("spec", {}).get("upgradeMode") != "last-state":
+            # what the old group read and wrote past its committed offsets, it reads again
+            # if the job returns to it (its own offsets are its position: rule 6)
+            self._gone(self.group)
         self.group = group
         if job.get("spec", {}).get("upgradeMode") == "last-state":
             status = job.get("status") or {}
@@ -255,29 +260,41 @@ class Checker:
         self.visible_count = len(rows)
         for group, committed in self.world.kafka.groups.items():
             for (topic, partition), offset in sorted(committed.items()):
-                prefix = self.prefix.get((topic, partition), 0)
-                while (
-                    self.seen[(topic, partition, prefix)]
-                    or (topic, partition, prefix) in self.skipped
-                    or (topic, partition, prefix) in self.dead_read
-                ):
+                prefix = self.prefix.get((group, topic, partition), 0)
+                while self._accounted(group, (topic, partition, prefix)):
                     prefix += 1
-                self.prefix[(topic, partition)] = prefix
+                self.prefix[(group, topic, partition)] = prefix
                 if offset > prefix:
                     missing = [
                         o
                         for o in range(prefix, offset)
-                        if not self.seen[(topic, partition, o)]
-                        and (topic, partition, o) not in self.dead_read
+                        if not self._accounted(group, (topic, partition, o))
                     ]
                     found.append(
                         Violation(
                             "lost",
                             f"group {group} committed {topic}-{partition} at {offset} but "
-                            f"offsets {missing[:5]} are not in the sink (nor dead-lettered)",
+                            f"offsets {missing[:5]} are not in the sink (nor dead-lettered, "
+                            "nor told lost)",
                         )
                     )
         return found
+
+    def _accounted(self, group: str, record: Record) -> bool:
+        """In the sink, dead-lettered, moved past by an offsets action, deleted by retention
+        before the group first started (from the log start), or deleted before any read of it
+        and said so (failOnDataLoss=false): counted in status by the driver, or in the
+        executor's log when deleted between the plan and the read."""
+        kafka = self.world.kafka
+        topic, partition, offset = record
+        return bool(
+            offset < kafka.first_start.get((group, (topic, partition)), 0)
+            or self.seen[record]
+            or record in self.skipped
+            or record in self.dead_read
+            or record in kafka.lost_told
+            or record in kafka.lost_logged
+        )
 
     def _one_reader(self) -> list[Violation]:
         readers = self.world.readers(self.name)
@@ -341,6 +358,9 @@ def converged(world: World, name: str) -> list[Violation]:
     phase = status.get("phase")
     if phase == "Invalid" and job["metadata"]["uid"] in world.refused:
         return []  # the runner refused the spec: held until a new target (rule 13)
+    fails_on_loss = job["spec"]["job"]["source"].get("failOnDataLoss", True)
+    if job["metadata"]["uid"] in world.data_loss_held and fails_on_loss:
+        return []  # failing on records retention deleted unread: the user decides (rule 15)
     if job["spec"].get("suspend"):
         return [] if phase == "Suspended" else [_stuck(world, name, phase, status)]
     if phase != "Running":

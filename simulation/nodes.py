@@ -24,6 +24,7 @@ class Node:
     alive: bool = True
     phase: float = 0.0  # when in each renewal interval its kubelet renews
     renewed: float = 0.0  # its lease's last renewal
+    seen: float = 0.0  # the last renewal the operators' watches have delivered
     frozen_until: float = -1.0  # its kubelet and processes stand still until then
 
 
@@ -32,7 +33,7 @@ class Nodes:
 
     def add_node(self) -> Node:
         node = Node(f"node-{len(self.nodes) + 1}", phase=self.delay(0, LEASE_RENEW_SECONDS))
-        node.renewed = self.clock.t
+        node.renewed = node.seen = self.clock.t
         self.nodes[node.name] = node
         self.at(node.phase, "renew", node.name)
         return node
@@ -73,8 +74,9 @@ class Nodes:
         node silent long enough to count as lost may be replaced before what it does after
         the thaw (a crash) reaches its pod."""
         node = self.nodes[name]
-        node.frozen_until = self.clock.t + seconds
-        if seconds >= LEAST_GRACE - LEASE_RENEW_SECONDS:  # silent for a grace, renewals' phase
+        node.frozen_until = thaw = self.clock.t + seconds
+        # silent from its last renewal to the first one after the thaw (the renewals' phase)
+        if thaw + (node.phase - thaw) % LEASE_RENEW_SECONDS - node.renewed >= LEAST_GRACE:
             for driver in self.drivers.values():
                 driver.counted_lost |= driver.node == name and driver.alive
         self.log(f"node {name} frozen for {seconds:g} s")
@@ -84,11 +86,11 @@ class Nodes:
         return self.clock.t < self.nodes[node].frozen_until
 
     def silent_for_a_grace(self, node: Node) -> bool:
-        """Its kubelet has not renewed for the least grace the operator accepts, counted from
-        the control plane's return (an outage silences every kubelet): frozen, or thawed but
-        not renewed yet. A driver there may be forced out (the grace's trade-off: what it
-        writes on, the checkpoint's logs arbitrate)."""
-        return self.clock.t - max(node.renewed, self.api_back_at) >= LEAST_GRACE
+        """No renewal of its kubelet has reached the operators for the least grace they accept,
+        counted from the control plane's return (an outage silences every kubelet): frozen, or
+        thawed but its renewal not seen yet. A driver there may be forced out (the grace's
+        trade-off: what it writes on, the checkpoint's logs arbitrate)."""
+        return self.clock.t - max(node.seen, self.api_back_at) >= LEAST_GRACE
 
     def _until_thawed(self, node: str, kind: str, arg: Any) -> bool:
         """Holds an event of a frozen node's kubelet or process until it thaws."""

@@ -16,6 +16,7 @@ def run(seed: int, acts: list[Act] | None = None) -> Outcome:
     # the operator's log lines (a refused write of a replica that lost the Lease, ...) are
     # the history's, told by its trace
     logging.getLogger("streamingjob_operator").setLevel(logging.CRITICAL + 1)
+    logging.getLogger("spark_app").setLevel(logging.CRITICAL + 1)  # the skips it tells
     return History(seed, plan(seed) if acts is None else acts).run()
 
 

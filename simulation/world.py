@@ -22,8 +22,9 @@ from streamingjob_operator.rules.observed import iso
 
 from .cluster import LOST_WHEN_CREATED, Server
 from .data import DeadLetterTopic, Files, FileSink, Kafka, Table
-from .driver import Driver, Sinks
-from .driver import World as DriverWorld
+from .driver import Driver
+from .driver_world import Sinks
+from .driver_world import World as DriverWorld
 from .nodes import Node, Nodes
 from .timeline import Timeline
 
@@ -63,6 +64,7 @@ class World(Nodes, Timeline):
         self.crash_exit: tuple[int, str, str] = (1, "", "")  # with this code, reason, message
         self.failures: list[Failure] = []  # driver failures the world caused (reported.py)
         self.refused: set[str] = set()  # jobs (uids) the runner refused, no new target since
+        self.data_loss_held: set[str] = set()  # jobs (uids) failing on data loss (driver.py)
         # an offsets action moved a group (offsets.py): the checker hears of it
         self.offsets_moved: Callable[[str, dict[Any, int]], None] = lambda group, moved: None
         self.watch_stalled_until = -1.0
@@ -238,6 +240,8 @@ class World(Nodes, Timeline):
             commit_fails=self._commit_fails,
             log=self.log,
             dead_letter=self.dead_letter,
+            failed=self.failed,
+            data_loss_held=self.data_loss_held,
         )
 
     def _commit_fails(self) -> bool:

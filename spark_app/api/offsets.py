@@ -105,6 +105,9 @@ class StartDecision:
 
     offset: int
     origin: str  # committed | earliest | latest | timestamp | specific
+    # the committed (or asked-for) offset the reset strategy replaced, being out of the log's
+    # range: the records between the two are lost (data_loss.resumed_from)
+    replaced: int | None = None
 
 
 class StartError(RuntimeError):
@@ -158,9 +161,9 @@ def _reset(
     tp: TopicPartition, reset: str, low: int, high: int, offset: int | None
 ) -> StartDecision:
     if reset == "earliest":
-        return StartDecision(low, "earliest")
+        return StartDecision(low, "earliest", offset)
     if reset == "latest":
-        return StartDecision(high, "latest")
+        return StartDecision(high, "latest", offset)
     where = "no committed offset" if offset is None else f"offset {offset} outside [{low}, {high}]"
     raise StartError(
         f"{tp[0]}-{tp[1]}: {where} and offsetResetStrategy=error; commit offsets for the "

@@ -25,9 +25,9 @@ from spark_app.formats.typed_values import TypedValues
 from spark_app.kafka.group_commits import group_committer
 from spark_app.kafka.metadata import KafkaMetadata
 from spark_app.sinks.dead_letter import DeadLetterTally
-from spark_app.source import native_read, source_report
+from spark_app.source import data_loss, native_read, source_report
 from spark_app.source.committer import OffsetCommitter
-from spark_app.source.partition_range import DataLossError, KafkaInputPartition
+from spark_app.source.partition_range import KafkaInputPartition
 from spark_app.source.partition_state import PartitionStateTable
 
 log = logging.getLogger("spark_app.source.source")
@@ -153,9 +153,11 @@ class DriverSide:
             # a committed position keeps the epoch it was committed with: the one of the log
             # its reader read below it (rule 16), not today's leader's
             begin_epochs = {**epochs_at(begin, log_ends, epochs), **self._committed_epochs}
+            assert self._fresh_start is not None
+            self._check_data_loss(data_loss.resumed_from(self._fresh_start), log_ends)
         else:
             begin, begin_epochs = off.end_positions(start), off.end_epochs(start)
-        self._check_data_loss(begin, log_ends)
+            self._check_data_loss(begin, log_ends)
         latest = {tp: max(o, begin.get(tp, 0)) for tp, o in log_ends.items()}
         if isinstance(limit, ReadMaxRows):
             end = off.rate_limit(begin, latest, limit.max_rows)
@@ -215,34 +217,15 @@ class DriverSide:
         return {tp: decision.offset for tp, decision in self._fresh_start.items()}
 
     def _check_data_loss(self, begin: Positions, latest: Positions) -> None:
-        for tp, offset in sorted(begin.items()):
-            low = self._low.get(tp)
-            if tp not in latest:
-                problem = f"{tp[0]}-{tp[1]} no longer exists (it was at offset {offset})"
-            elif latest[tp] < offset:
-                problem = (
-                    f"{tp[0]}-{tp[1]} ends at {latest[tp]}, before the checkpointed "
-                    f"offset {offset} (was the topic recreated?)"
-                )
-            elif low is not None and offset < low:
-                problem = (
-                    f"{tp[0]}-{tp[1]}: offsets {offset}..{low - 1} were deleted by "
-                    f"retention before they were read (log start {low})"
-                )
-            else:
-                continue
-            if self.options.fail_on_data_loss:
-                raise DataLossError(
-                    problem + "; failOnDataLoss=true. Set failOnDataLoss=false to skip "
-                    "the lost offsets, or redeploy to start from the committed offsets"
-                )
-            if (tp, offset) not in self._loss_seen:
-                self._loss_seen.add((tp, offset))
-                if tp in latest and latest[tp] < offset:  # truncated: new records at
-                    self.table.record_data_loss(offset - latest[tp])  # these offsets are skipped
-                elif low is not None and offset < low:
-                    self.table.record_data_loss(low - offset)
-                log.warning("%s; continuing (failOnDataLoss=false)", problem)
+        """failOnDataLoss (data_loss.judge); with false each loss is counted and logged once."""
+        found = data_loss.losses(begin, latest, self._low)
+        data_loss.judge(found, self.options.fail_on_data_loss)
+        for loss in found:
+            if (loss.tp, loss.offset) not in self._loss_seen:
+                self._loss_seen.add((loss.tp, loss.offset))
+                if loss.skipped:
+                    self.table.record_data_loss(loss.skipped)
+                log.warning("%s; continuing (failOnDataLoss=false)", loss.problem)
 
     def plan_partitions(self, start: dict, end: dict) -> list[KafkaInputPartition]:
         begin = off.start_positions(start, end)

@@ -228,6 +228,42 @@ def test_the_simulation_sees_an_iceberg_batch_twice_when_expiry_hides_its_snapsh
     assert outcome.violations and outcome.violations[0].rule == "duplicate"
 
 
+def test_the_simulation_sees_records_retention_deleted_skipped_silently(monkeypatch):
+    """Found by `python -m simulation 0-95` once retention could delete records (seed 10,
+    shrunk to these acts): the job deleted and created again after retention passed its
+    group's committed offsets; the reset strategy started it at the log start and the group
+    committed past records nobody read, told nowhere. Now the fresh start checks the offset
+    it resumes from (`data_loss.resumed_from`): failOnDataLoss=true fails naming them, and
+    switched to false it skips and counts them (status `DataLoss`, an Event)."""
+    from spark_app.source import data_loss
+
+    acts = [
+        Act(0.0, "create", 1),
+        Act(5.7, "node-freeze", 435),
+        Act(6.4, "leader-partition", 488),
+        Act(10.6, "produce", 992),
+        Act(15.4, "produce", 953),
+        Act(66.2, "redeploy", 333),
+        Act(82.8, "produce", 156),
+        Act(85.1, "produce", 129),
+        Act(138.2, "retention", 614),
+        Act(298.0, "delete", 615),
+        Act(400.0, "create", 336),
+    ]
+    outcome = run(10, acts)
+    assert not outcome.violations
+    assert any("were deleted by retention" in line for line in outcome.trace)
+    skipped = run(10, [*acts, Act(500.0, "fail-on-data-loss")])
+    assert not skipped.violations  # converged: Running, the group at the log end
+
+    def the_start_chosen(decisions):
+        return {tp: d.offset for tp, d in decisions.items()}
+
+    monkeypatch.setattr(data_loss, "resumed_from", the_start_chosen)
+    outcome = run(10, acts)
+    assert outcome.violations and outcome.violations[0].rule == "lost"
+
+
 def test_the_simulation_sees_a_driver_placed_on_a_node_counted_lost(monkeypatch):
     """Found by `python -m simulation 0-127` once its scheduler took a silent node until the
     node lifecycle controller's 40 s mark (seed 80, shrunk): a restart targeted before node-3

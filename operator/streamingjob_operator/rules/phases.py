@@ -285,8 +285,8 @@ def apply_report(st: StreamingJobStatus, observed: Observed, d: Decision) -> Non
     if skipped > st.data_loss_skipped_offsets:
         message = (
             f"{skipped - st.data_loss_skipped_offsets} more offsets skipped ({skipped} in this "
-            "run): deleted or truncated before the job read them (failOnDataLoss=false); the "
-            "driver's log names the partitions and ranges"
+            "run): deleted or truncated before the job read them (failOnDataLoss=false); "
+            f"the log of driver pod {st.driver_pod} names the partitions and ranges"
         )
         d.events.append(Event("Warning", "DataLossSkipped", message))
     st.data_loss_skipped_offsets = skipped

@@ -272,6 +272,36 @@ def test_deleted_offsets_fail_with_names_or_are_skipped_and_counted(
     assert json.loads((tmp_path / "r.json").read_text())["dataLossSkippedOffsets"] == 40
 
 
+def test_a_fresh_start_from_offsets_retention_deleted_fails_or_is_skipped_and_counted(
+    kafka, tmp_path, read_path
+):
+    """A redeploy whose group committed offsets retention has since deleted (the job stopped
+    long enough): the reset strategy picks the start, but the records between the group's
+    offset and the log start were never read. failOnDataLoss=true fails naming them; false
+    starts at the log start and counts them (found by the simulation: they were skipped
+    silently)."""
+    topic = new_topic(kafka.bootstrap, partitions=1)
+    produce(kafka.bootstrap, topic, range(100))
+    commit_offsets(kafka.bootstrap, f"{topic}-g", topic, {0: 10})
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+    admin.delete_records([TopicPartition(topic, 0, 50)])[TopicPartition(topic, 0, 50)].result(30)
+
+    strict = reader(kafka.bootstrap, topic, read_path)
+    with pytest.raises(DataLossError, match=rf"{topic}-0: offsets 10\.\.49 were deleted"):
+        strict.latestOffset(strict.initialOffset(), ReadAllAvailable())
+    strict.stop()
+
+    lenient = reader(
+        kafka.bootstrap, topic, read_path, failOnDataLoss="false", reportPath=str(tmp_path / "r")
+    )
+    end0 = lenient.latestOffset(lenient.initialOffset(), ReadAllAvailable())
+    assert end0["start"] == {topic: {"0": 50}}
+    rows = read_all(lenient, lenient.initialOffset(), end0)
+    assert [json.loads(x["value"])["id"] for x in rows] == list(range(50, 100))
+    lenient.stop()
+    assert json.loads((tmp_path / "r").read_text())["dataLossSkippedOffsets"] == 40
+
+
 def test_a_start_reset_before_its_validating_seek_reads_as_deleted_offsets(
     kafka, read_path, monkeypatch
 ):
@@ -323,7 +353,9 @@ def test_a_log_that_ends_below_the_checkpoint_fails_or_is_skipped_and_counted(ka
     restored = off.batch_offset({(topic, 0): 100})  # a checkpoint of a longer log
 
     strict = reader(kafka.bootstrap, topic)
-    with pytest.raises(DataLossError, match=rf"{topic}-0 ends at 30, before the checkpointed "):
+    with pytest.raises(
+        DataLossError, match=rf"{topic}-0 ends at 30, before offset 100 the job resumes"
+    ):
         strict.latestOffset(restored, ReadAllAvailable())
     strict.stop()
 

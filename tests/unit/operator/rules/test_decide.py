@@ -625,6 +625,7 @@ def test_offsets_a_run_skipped_are_an_event_each_time_a_condition_and_reset_by_a
     d = run(spec, d.status, pods, later(2), report=skipped)
     assert [(e.type, e.reason) for e in d.events] == [("Warning", "DataLossSkipped")]
     assert d.events[0].message.startswith("1500 more offsets skipped (1500 in this run)")
+    assert st.driver_pod in d.events[0].message  # whose log names them (the simulation's check)
     set_conditions(d.status, 1, later(2))
     loss = next(c for c in d.status.conditions if c.type == "DataLoss")
     assert (loss.status, loss.reason) == ("True", "OffsetsSkipped") and "1500" in loss.message

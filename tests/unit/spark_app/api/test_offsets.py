@@ -31,8 +31,8 @@ def test_batch_zero_pins_its_start_so_a_replay_starts_at_the_same_place():
         ("committed", "earliest", 42, off.StartDecision(42, "committed")),
         ("committed", "earliest", None, off.StartDecision(10, "earliest")),
         ("committed", "latest", None, off.StartDecision(100, "latest")),
-        ("committed", "earliest", 5, off.StartDecision(10, "earliest")),  # below log start
-        ("committed", "latest", 500, off.StartDecision(100, "latest")),  # past the end
+        ("committed", "earliest", 5, off.StartDecision(10, "earliest", 5)),  # below log start
+        ("committed", "latest", 500, off.StartDecision(100, "latest", 500)),  # past the end
         ("earliest", "error", 42, off.StartDecision(10, "earliest")),
         ("latest", "error", 42, off.StartDecision(100, "latest")),
     ],

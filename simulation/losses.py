@@ -1,0 +1,116 @@
+"""What a simulated driver (driver.py) tells: failOnDataLoss, the driver's check while
+planning and an executor's read by the runner's own rules (`spark_app.source.data_loss`,
+`partition_range.offsets_lost`), with what they tell recorded for the checker; and its report
+(throughput after each batch, the offsets it skipped as lost)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from spark_app.api.manifest import RunnerManifest
+from spark_app.api.offsets import Positions
+from spark_app.source import data_loss
+from spark_app.source.partition_range import DataLossError, KafkaInputPartition, offsets_lost
+
+from .data import Record, records
+
+if TYPE_CHECKING:
+    from .driver_world import World
+
+EXIT_FAILED = 1
+
+
+class LossRules:
+    """Mixed into driver.Driver, whose fields these are."""
+
+    manifest: RunnerManifest | None
+    uid: str
+    pod: str
+    term_message: str
+    loss_seen: set[tuple[tuple[str, int], int]]
+    loss_skipped: int
+
+    if TYPE_CHECKING:  # the Driver's own (and Reporting's)
+
+        def exit(self, code: int) -> None: ...
+
+        def _write_report(self, w: World) -> bool: ...
+
+    def _fails_on_data_loss(self) -> bool:
+        assert self.manifest is not None
+        return self.manifest.spec.job.source.fail_on_data_loss
+
+    def _judge_losses(self, w: World, begin: Positions) -> bool:
+        """The driver's check while planning (data_loss): fails the query, or counts what
+        retention deleted before it was read (once per position) in the run's report."""
+        found = data_loss.losses(begin, w.kafka.end, w.kafka.low)
+        try:
+            data_loss.judge(found, self._fails_on_data_loss())
+        except DataLossError as exc:
+            return self._lost_data(w, exc)
+        new = [loss for loss in found if (loss.tp, loss.offset) not in self.loss_seen]
+        for loss in new:
+            self.loss_seen.add((loss.tp, loss.offset))
+            self.loss_skipped += loss.skipped
+            span = records({loss.tp: loss.offset}, {loss.tp: loss.offset + loss.skipped})
+            w.kafka.lost_told.update(span)
+        if new and self._write_report(w):
+            w.failed(self, "OffsetsSkipped")  # the DataLoss condition and an Event name it
+        return True
+
+    def _read(self, w: World, start: Positions, end: Positions) -> list[Record] | None:
+        """A task's read of its ranges: what retention deleted since the plan fails the
+        query, or is skipped with a line in the executor's log (partition_range.offsets_lost);
+        None: the driver failed."""
+        for tp, stop in sorted(end.items()):
+            first, low = start.get(tp, 0), w.kafka.low[tp]
+            if first < min(low, stop):
+                p = KafkaInputPartition(
+                    tp[0], tp[1], first, stop, {}, None, self._fails_on_data_loss()
+                )
+                try:
+                    offsets_lost(p, first, low)
+                except DataLossError as exc:
+                    self._lost_data(w, exc)
+                    return None
+        span = records(start, end)
+        gone = {r for r in span if w.kafka.deleted(r)}
+        w.kafka.lost_logged.update(gone - w.kafka.lost_told)
+        return [r for r in span if r not in gone]
+
+    def _lost_data(self, w: World, exc: DataLossError) -> bool:
+        """The query fails (failOnDataLoss=true); the termination message names the loss."""
+        w.log(f"{self.pod}: {exc}")
+        self.term_message = f"DataLossError: {exc}"
+        w.data_loss_held.add(self.uid)
+        self.exit(EXIT_FAILED)
+        return False
+
+
+class Reporting:
+    """Mixed into driver.Driver: the runner's report (report.json)."""
+
+    job: str
+    executors: int
+    started: dict[str, Any]
+    throughput: dict[str, int]
+    loss_skipped: int
+
+    def _count(self, w: World, rows: int) -> None:
+        """The batch in the report's totals: each record costs an executor a second of task
+        time, the executors share a batch (what the autoscaler's model reads)."""
+        t = self.throughput
+        execution = 1000 * rows // self.executors + 100
+        t["batches"] += 1
+        t["rows"] += rows
+        t["executionMs"] += execution
+        t["busyMs"] += execution
+        t["taskMs"] = t.get("taskMs", 0) + 1000 * rows
+        self._write_report(w)
+
+    def _write_report(self, w: World) -> bool:
+        report = {**self.started, "throughput": dict(self.throughput)}
+        return w.report(self.job, "report.json", report | self._loss_report())
+
+    def _loss_report(self) -> dict[str, int]:
+        return {"dataLossSkippedOffsets": self.loss_skipped} if self.loss_skipped else {}
