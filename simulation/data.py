@@ -37,7 +37,7 @@ class Kafka:
     # an executor skipped with a line in its log (failOnDataLoss=false)
     lost_told: set[Record] = field(default_factory=set)
     lost_logged: set[Record] = field(default_factory=set)
-    # per (group, partition): where the group first started without an offset of its own
+    # per (group, partition): where the group last started without an offset of its own
     # (the reset strategy's choice): what was below it was never the group's to read
     first_start: dict[tuple[str, tuple[str, int]], int] = field(default_factory=dict)
 

@@ -211,7 +211,8 @@ class Driver(LossRules, Reporting):
             self.batch, self.stage = 0, "plan"
             self.batch_start = {tp: d.offset for tp, d in decisions.items()}
             for tp in decisions.keys() - committed.keys():  # where the group starts anew
-                w.kafka.first_start.setdefault((self.group, tp), decisions[tp].offset)
+                key, start = (self.group, tp), decisions[tp].offset
+                w.kafka.first_start[key] = max(w.kafka.first_start.get(key, 0), start)
 
     def _restore(self, w: World) -> None:
         """Spark's restore: the newest planned batch is re-run when it has no commit entry,

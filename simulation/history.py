@@ -227,6 +227,10 @@ class History:
             for replica in self.replicas.values():
                 if replica.leads():
                     self.on_replica(replica, "node-lease", arg)
+        elif kind == "pod-deleted":  # its last state, through every operator's pod watch
+            for replica in self.replicas.values():
+                if replica.leads():
+                    self.on_replica(replica, "driver-pod-event", arg)
         elif kind == "check-nodes":
             w.at(2.0, "check-nodes")
             w.node_lifecycle()
@@ -260,6 +264,9 @@ class History:
         elif kind == "node-lease":
             if replica.operator is not None:
                 replica.operator.lease(payload)
+        elif kind == "driver-pod-event":
+            if replica.operator is not None:
+                replica.operator.pod_deleted(payload)
         else:
             REPLICA_EVENTS[kind](replica)
 
@@ -301,4 +308,5 @@ REPLICA_EVENTS = {
     "lease-watchdog": Replica.watchdog,
     "reconcile": None,
     "node-lease": None,
+    "driver-pod-event": None,
 }

@@ -107,12 +107,15 @@ class Checker:
         it may read again what another group read (duplicates count per group). Under
         last-state the job keeps its checkpoint, and so its position, across the change: the
         new group adopts the checkpoints the job has."""
-        if job.get("spec", {}).get("upgradeMode") != "last-state":
-            # what the old group read and wrote past its committed offsets, it reads again
-            # if the job returns to it (its own offsets are its position: rule 6)
-            self._gone(self.group)
-        self.group = group
+        old, self.group = self.group, group
+        # what the old group read and wrote past its committed offsets, a fresh start that
+        # returns to it reads again (its own offsets are its position: rule 6)
+        self._gone(old)
         if job.get("spec", {}).get("upgradeMode") == "last-state":
+            starts = self.world.kafka.first_start  # the position's origin comes along too
+            for (owner, tp), offset in list(starts.items()):
+                if owner == old:
+                    starts.setdefault((group, tp), offset)
             status = job.get("status") or {}
             chain = [status.get("checkpointLocation"), status.get("previousCheckpointLocation")]
             for location in [*chain, *status.get("olderCheckpointLocations", [])]:

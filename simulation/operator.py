@@ -10,6 +10,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from streamingjob_operator.api.naming import LABEL_JOB
 from streamingjob_operator.finalizer import Finalizer
 from streamingjob_operator.io.errors import TransientError
 from streamingjob_operator.io.nodes import NodeTracker
@@ -72,6 +73,11 @@ class Operator:
 
     def lease(self, lease: dict[str, Any]) -> None:
         self.tracker._on_lease("MODIFIED", lease)
+
+    def pod_deleted(self, pod: dict[str, Any]) -> None:
+        """A driver pod's last watch event (handlers.driver_pod_event)."""
+        job = pod["metadata"]["labels"][LABEL_JOB]
+        self.reconciler.seen.driver_event(NAMESPACE, job, pod)
 
     def check_nodes(self) -> None:
         for _namespace, name in self.tracker.silent_jobs():

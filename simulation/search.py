@@ -3,21 +3,35 @@ tells it as a story."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import TextIO
 
 from .history import FAULTS, Act, History, Outcome, plan
 
 
 def run(seed: int, acts: list[Act] | None = None) -> Outcome:
-    # the operator's log lines (a refused write of a replica that lost the Lease, ...) are
-    # the history's, told by its trace
-    logging.getLogger("streamingjob_operator").setLevel(logging.CRITICAL + 1)
-    logging.getLogger("spark_app").setLevel(logging.CRITICAL + 1)  # the skips it tells
-    return History(seed, plan(seed) if acts is None else acts).run()
+    with _quiet("streamingjob_operator", "spark_app"):
+        return History(seed, plan(seed) if acts is None else acts).run()
+
+
+@contextlib.contextmanager
+def _quiet(*names: str) -> Iterator[None]:
+    """The product's log lines (a refused write of a replica that lost the Lease, offsets
+    skipped as lost, ...) are the history's, told by its trace; silenced while it runs only
+    (a test process's later tests read those loggers)."""
+    loggers = [logging.getLogger(name) for name in names]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.CRITICAL + 1)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
 
 
 def shrink(outcome: Outcome) -> Outcome:

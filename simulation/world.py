@@ -5,6 +5,7 @@ every delay comes from the history's seeded random stream, so a seed replays exa
 
 from __future__ import annotations
 
+import copy
 import json
 import random
 from collections.abc import Callable
@@ -172,6 +173,9 @@ class World(Nodes, Timeline):
         if pod["metadata"].get("deletionTimestamp"):
             self.server.remove("Pod", NAMESPACE, driver.pod)  # the graceful deletion completes
             self.at(self.delay(0.1, 1.0), "wake", driver.job)
+            # the operators' pod watch delivers its last state (handlers.driver_pod_event)
+            stalled = max(self.watch_stalled_until - self.clock.t, 0)
+            self.at(stalled + 0.5, "pod-deleted", copy.deepcopy(pod))  # no draw: seeds keep
             return
         self.pod_changed(pod)
 
@@ -185,6 +189,12 @@ class World(Nodes, Timeline):
         node = self.nodes.get(pod["spec"].get("nodeName") or "")
         started = driver is not None and driver.alive
         grace = pod["spec"].get("terminationGracePeriodSeconds", 30)
+        if not force and driver is not None and not started and node is not None and node.alive:
+            # its process ended before its kubelet told: the kubelet records the exit on the
+            # deleted pod, then removes it (the watch shows that last state)
+            pod["metadata"]["deletionTimestamp"] = iso(self.clock())
+            self.record_exit(pod, driver)
+            return True
         if force or node is None or (node.alive and not started):
             self.server.remove("Pod", namespace, name)
             live = node is not None and node.alive and not self.silent_for_a_grace(node)

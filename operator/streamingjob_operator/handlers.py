@@ -256,6 +256,7 @@ async def driver_pod_event(type: str | None, body: kopf.Body, memo: kopf.Memo, *
     for owner in meta.get("ownerReferences") or []:
         if owner.get("kind") == KIND and owner.get("apiVersion", "").startswith(API_GROUP):
             namespace, job = meta.get("namespace", ""), owner.get("name", "")
+            runtime.seen.driver_event(namespace, job, body)
             if runtime.seen.pod_is_news(
                 namespace,
                 job,

@@ -24,6 +24,7 @@ from streamingjob_operator.io.k8s import KubeApi
 from streamingjob_operator.io.kafka import KafkaMonitor, KafkaTarget
 from streamingjob_operator.io.nodes import NodeTracker, with_node_view
 from streamingjob_operator.rules import handover
+from streamingjob_operator.rules.history import end_told
 from streamingjob_operator.rules.observed import (
     GO_KEY,
     HANDOVER_KEY,
@@ -31,6 +32,7 @@ from streamingjob_operator.rules.observed import (
     PodInfo,
     parse_report,
     parse_signal,
+    pod_info,
 )
 from streamingjob_operator.rules.status import KafkaView
 from streamingjob_operator.seen import Seen
@@ -91,8 +93,22 @@ class Observer:
             handover=parse_signal(report, HANDOVER_KEY),
             go=parse_signal(self._go_configmap(job), GO_KEY),
             lost_nodes=self.nodes.lost() if self.nodes is not None else frozenset(),
+            gone=self._gone(job, pods),
         )
         return pods, report, observed
+
+    def _gone(self, job: Job, pods: list[dict[str, Any]]) -> tuple[PodInfo, ...]:
+        """Driver pods that failed as they were deleted and are gone (Seen.driver_event),
+        whose end the history does not tell yet."""
+        meta, listed = job.meta, {p["metadata"]["name"] for p in pods}
+        gone = []
+        for body in self.seen.ended_drivers(meta.namespace, meta.name):
+            info = pod_info(body)
+            if end_told(job.status, info.name):
+                self.seen.told(meta.namespace, meta.name, info.name)
+            elif info.name not in listed:
+                gone.append(info)
+        return tuple(gone)
 
     def _go_configmap(self, job: Job) -> Any:
         """The go ConfigMap, read only while a warm hand-over is under way (only then does

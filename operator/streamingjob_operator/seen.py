@@ -1,12 +1,19 @@
 """What the reconciles last observed of each job, so the handlers can tell a watch event that
-shows something new from the echo of the operator's own write (see `Seen`)."""
+shows something new from the echo of the operator's own write (see `Seen`); and the other
+way, what only a watch event shows: a driver pod that failed as it was being deleted, gone
+before any list showed its end."""
 
 from __future__ import annotations
 
+import copy
 import threading
 from typing import Any
 
 from streamingjob_operator.api.job import JobMeta
+from streamingjob_operator.rules.fencing import ended_by_its_deletion, has_ended
+from streamingjob_operator.rules.observed import pod_info
+
+ENDED_KEPT = 8  # per job: more than a reconcile's worth of replaced drivers
 
 
 class Seen:
@@ -29,6 +36,7 @@ class Seen:
     def __init__(self) -> None:
         self._generations: dict[tuple[str, str], int] = {}
         self._pods: dict[tuple[str, str], dict[str, str]] = {}
+        self._ended: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
         self._lock = threading.Lock()
 
     # --- written by reconciles -----------------------------------------------------------
@@ -57,6 +65,35 @@ class Seen:
         with self._lock:
             self._generations.pop((namespace, name), None)
             self._pods.pop((namespace, name), None)
+            self._ended.pop((namespace, name), None)
+
+    def ended_drivers(self, namespace: str, name: str) -> list[dict[str, Any]]:
+        """The driver pods of the job that failed as they were being deleted, as their last
+        watch event showed them (a list may no longer show them)."""
+        with self._lock:
+            return list((self._ended.get((namespace, name)) or {}).values())
+
+    def told(self, namespace: str, name: str, pod: str) -> None:
+        """The history tells that pod's end: no need to keep it."""
+        with self._lock:
+            (self._ended.get((namespace, name)) or {}).pop(pod, None)
+
+    # --- written by handlers -----------------------------------------------------------
+
+    def driver_event(self, namespace: str, job: str, body: dict[str, Any]) -> None:
+        """A driver pod's watch event: kept when it shows the pod ended by a failure of its
+        own while being deleted (the kubelet removes such a pod right after its last status:
+        a reconcile may never list it)."""
+        info = pod_info(body)
+        deleting = info.deleting_since is not None
+        if not (deleting and has_ended(info)) or ended_by_its_deletion(info):
+            return
+        kept = copy.deepcopy(dict(body))  # kopf's Body is a view of what its watch replaces
+        with self._lock:
+            ended = self._ended.setdefault((namespace, job), {})
+            ended[info.name] = kept
+            while len(ended) > ENDED_KEPT:
+                ended.pop(next(iter(ended)))
 
     # --- read by handlers ----------------------------------------------------------------
 

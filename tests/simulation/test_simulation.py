@@ -264,6 +264,27 @@ def test_the_simulation_sees_records_retention_deleted_skipped_silently(monkeypa
     assert outcome.violations and outcome.violations[0].rule == "lost"
 
 
+def test_the_simulation_sees_a_failure_that_raced_its_deletion_told_nowhere(monkeypatch):
+    """Found by `python -m simulation 0-95` (seed 78, shrunk to these acts): a redeploy's
+    reconcile saw the driver running and deleted it; the driver had just failed, and its pod
+    went with the deletion before any list showed its end. Its last state reaches the
+    operator through the pod watch (`Seen.driver_event`) and is told once; without it, no
+    Event names the failure."""
+    from streamingjob_operator.seen import Seen
+
+    acts = [
+        Act(0.0, "create"),
+        Act(2.6, "offsets-action", 434),
+        Act(222.9, "handover-mode", 721),
+        Act(510.4, "crash-driver", 673),
+        Act(510.8, "redeploy", 656),
+    ]
+    assert not run(78, acts).violations
+    monkeypatch.setattr(Seen, "driver_event", lambda self, namespace, job, body: None)
+    outcome = run(78, acts)
+    assert outcome.violations and outcome.violations[0].rule == "unreported"
+
+
 def test_the_simulation_sees_a_driver_placed_on_a_node_counted_lost(monkeypatch):
     """Found by `python -m simulation 0-127` once its scheduler took a silent node until the
     node lifecycle controller's 40 s mark (seed 80, shrunk): a restart targeted before node-3

@@ -109,6 +109,16 @@ __all__ = [
 ]
 
 
+def _leave_behind(job: Job, d: Decision) -> None:
+    """What the run a suspend or an act by hand replaces has to tell first: its report since
+    the last look (offsets skipped as lost, dead letters, failing commits: found by the
+    simulation, seed 110 of stop 57, a count told nowhere when a change came within a
+    resync), and its failure if it failed."""
+    if d.status.launch_state == "Created":
+        apply_report(d.status, job.observed, d)
+    note_failure_left_behind(job, d)
+
+
 def decide(job: api.Job, observed: Observed, cfg: DecideConfig | None = None) -> Decision:
     """The one decision of a reconcile step, by what the job is doing: suspended, acted on by
     hand (first launch, resume, nonce, spec change), ended, launching, or launched."""
@@ -123,16 +133,18 @@ def _dispatch(of: api.Job, observed: Observed, cfg: DecideConfig) -> Decision:
     st = of.status.model_copy(deep=True)
     d = Decision(action="none", status=st, requeue_after=cfg.resync_seconds)
     job = Job(spec, meta.namespace, meta.name, observed, cfg, meta.uid)
+    for pod in observed.gone:
+        tell_failure_of(job, d, pod, gone=True)
 
     if spec.suspend:
-        note_failure_left_behind(job, d)
+        _leave_behind(job, d)
         return suspend(job, d)
     # A manual act sets a new target now, unless the spec it would launch is invalid: then
     # the running driver (if any) is left alone. One during a warm hand-over waits for its end.
     if handover.active(st) is None and (trigger := manual_trigger(spec, st)):
         if observed.invalid is not None:
             return mark_invalid(d, str(observed.invalid), observed.now, cfg)
-        note_failure_left_behind(job, d)
+        _leave_behind(job, d)
         return act_by_hand(job, d, *trigger)
     if st.phase in ("Failed", "Completed") and not st.launch_state:
         standby.remove(st, job, f"the job is {st.phase}")

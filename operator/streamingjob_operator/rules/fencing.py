@@ -77,6 +77,17 @@ def not_launching(driver: str, pods: list[str]) -> str | None:
     return f"not launching {driver}: pods still present: {', '.join(others)}" if others else None
 
 
+def ended_by_its_deletion(pod: PodInfo) -> bool:
+    """A deleted driver's end is the deletion's doing: the runner's graceful stop (0), its
+    SIGTERM before the query ran (143) or the kubelet's SIGKILL after the grace (137, not an
+    OOM kill). Any other exit is a failure of its own, told like any other (restarts.
+    tell_failure_of), also when the pod went with its deletion before any list showed it."""
+    term = pod.termination
+    if term is None or term.exit_code in (0, 143):
+        return True
+    return term.exit_code == 137 and term.reason != "OOMKilled"
+
+
 def has_ended(pod: PodInfo) -> bool:
     """The pod's process has exited. Its container's terminated state comes about a second
     before the terminal phase, which the kubelet sets only after cleaning up the pod."""

@@ -127,6 +127,9 @@ class Observed:
     go: Signal | None = None  # go.json
     # nodes the operator counts lost (not heard from for the grace): a standby is kept off them
     lost_nodes: frozenset[str] = frozenset()
+    # driver pods gone with their deletion after a failure of their own, as their last watch
+    # event showed them (seen.Seen.ended_drivers), whose end the history does not tell yet
+    gone: tuple[PodInfo, ...] = ()
 
 
 def pod_info(pod: dict[str, Any]) -> PodInfo:

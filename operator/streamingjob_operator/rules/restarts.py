@@ -6,6 +6,7 @@ Every automatic restart restores the epoch's checkpoint."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 from spark_app.api.exit_codes import EXIT_INVALID, REFUSED_MARK, RUNNER_EXIT_REASONS
@@ -14,7 +15,7 @@ from streamingjob_operator.api.spec_models import StreamingJobSpec
 from streamingjob_operator.api.status_models import StreamingJobStatus
 from streamingjob_operator.rules import standby
 from streamingjob_operator.rules.epochs import checkpoint_too_old, next_attempt, set_target
-from streamingjob_operator.rules.fencing import has_ended
+from streamingjob_operator.rules.fencing import ended_by_its_deletion, has_ended
 from streamingjob_operator.rules.history import Event, end_told, record
 from streamingjob_operator.rules.observed import PodInfo, Termination, iso, parse_time
 from streamingjob_operator.rules.step import Decision, Job, fail, mark_invalid
@@ -142,13 +143,20 @@ def note_failure_left_behind(job: Job, d: Decision) -> None:
         tell_failure_of(job, d, pod)
 
 
-def tell_failure_of(job: Job, d: Decision, pod: PodInfo) -> None:
+def tell_failure_of(job: Job, d: Decision, pod: PodInfo, gone: bool = False) -> None:
     """`pod` ended by a failure nobody asked for (not deleted, not clean): told and counted
     once, also when a new target had replaced it before its end was seen (simulation seed
-    243: a restart's old driver failed before the leader's delete reached it)."""
+    243: a restart's old driver failed before the leader's delete reached it). `gone`: a
+    deleted pod no list shows any more, as its watch event last showed it (`Observed.gone`,
+    simulation seed 78 of stop 57: it failed as its deletion was sent); told when its end
+    was not the deletion's doing."""
     st = d.status
-    if pod.role != "driver" or pod.deleting_since is not None or not has_ended(pod):
+    if pod.role != "driver" or not has_ended(pod):
         return
+    if pod.deleting_since is not None:
+        if not gone or ended_by_its_deletion(pod):
+            return
+        pod = replace(pod, deleting_since=None)  # what it exited with, not its deletion
     reason, message, clean = failure_of(pod)
     told = f"{reason}: {message}"
     if clean or end_told(st, pod.name):

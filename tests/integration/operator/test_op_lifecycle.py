@@ -365,6 +365,31 @@ def test_a_graceful_restart_keeps_the_executors_until_their_driver_is_gone(
     )
 
 
+def test_a_driver_that_fails_as_a_redeploy_deletes_it_is_told_from_its_last_state(
+    kube: Kube, ns: str, operator: object
+):
+    """The driver failed just as a redeploy's graceful deletion reached it: its kubelet
+    records the exit on the deleted pod and removes it at once, so no list shows that end;
+    the pod watch's last event does (`Seen.driver_event`), and the failure is told once, a
+    Warning naming the pod (simulation seed 78 of stop 57)."""
+    kube.create_job(ns, "race", job_spec())
+    driver = _only_driver(kube, ns, "race-e1-a1-driver").metadata.name
+    _bind(kube, ns, driver)
+    kube.set_running(ns, driver)
+    kube.patch_spec(ns, "race", {"redeployNonce": 1})
+    wait_for(
+        lambda: _driver(kube, ns, driver).metadata.deletion_timestamp,
+        30,
+        "the driver's graceful deletion",
+    )
+    kube.set_terminated(ns, driver, 1, "Error", "py4j: the query failed")  # its own failure
+    kube.delete_pod(ns, driver)  # the kubelet's last step: the pod goes
+    _only_driver(kube, ns, "race-e2-a1-driver")
+    events = kube.wait_for_events(ns, "race", {"DriverFailed"})
+    told = [e for e in events if e.reason == "DriverFailed"]
+    assert len(told) == 1 and f"{driver} exited 1" in told[0].message, told
+
+
 def _confs(pod: client.V1Pod) -> dict[str, str]:
     args = pod.spec.containers[0].args
     pairs = [args[i + 1] for i, arg in enumerate(args) if arg == "--conf"]

@@ -637,6 +637,19 @@ def test_offsets_a_run_skipped_are_an_event_each_time_a_condition_and_reset_by_a
     assert (loss.status, loss.reason) == ("False", "NoneSkipped")
 
 
+@pytest.mark.parametrize("act", [{"redeployNonce": 1}, {"restartNonce": 1}, {"suspend": True}])
+def test_offsets_a_replaced_run_skipped_are_told_before_the_act_replaces_it(act):
+    """Found by the simulation (seed 110 of stop 57): the driver counted skipped offsets,
+    and a change came before the operator's next look; the new run's status starts from
+    none, so the count was told nowhere. The run's last report is read first."""
+    spec = make_spec()
+    st = launched(spec)
+    skipped = Report(epoch=1, attempt=1, data_loss_skipped_offsets=40)
+    d = run(make_spec(**act), st, [driver(st.driver_pod)], later(1), report=skipped)
+    assert [e.reason for e in d.events if e.type == "Warning"] == ["DataLossSkipped"]
+    assert "40 more offsets skipped" in d.events[0].message and st.driver_pod in d.events[0].message
+
+
 def test_dead_lettered_records_are_an_event_each_time_more_go_and_reset_by_a_new_run():
     """A dead-letter topic takes records that cannot be decoded; the driver counts this run's
     copies by reason. Each increase is a Warning Event naming the reasons; a relaunch starts

@@ -3,6 +3,8 @@ simulation") before it was fixed, pinned here as an example test of the rule it 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from streamingjob_operator.api.models import StreamingJobStatus
@@ -261,3 +263,25 @@ def test_a_replaced_driver_that_fails_before_its_stop_is_told_once():
     assert [e.reason for e in d.events if e.type == "Warning"] == ["DriverFailed"]
     d = run(spec, d.status, [exited(st.driver_pod, 1)], later(2))
     assert not [e for e in d.events if e.type == "Warning"]
+
+
+def test_a_driver_that_failed_as_its_deletion_was_sent_is_told_once_from_its_last_state():
+    """Found by the simulation (seed 78 of 0-95, stop 57): a redeploy's reconcile saw the
+    driver running and deleted it; it had just failed, and the pod went with its deletion
+    before any list showed its end. Its last state, from the watch (`Observed.gone`), is told
+    once; an end the deletion caused (exit 0, 143, 137) is not a failure."""
+    spec = make_spec()
+    st = launched(spec)
+    old = st.driver_pod
+    d = run(make_spec(redeployNonce=1), st, [driver(old)], later(1))
+    assert d.status.driver_pod != old  # the new target first (write-ahead), then the delete
+    failed = exited(old, 1)
+    gone = replace(failed, deleting_since=later(1))
+    d = run(make_spec(redeployNonce=1), d.status, [], later(2), gone=(gone,))
+    told = [e for e in d.events if e.type == "Warning"]
+    assert [e.reason for e in told] == ["DriverFailed"] and f"{old} exited 1" in told[0].message
+    again = run(make_spec(redeployNonce=1), d.status, [], later(3), gone=(gone,))
+    assert not [e for e in again.events if e.type == "Warning"]
+    stopped = replace(exited(old, 0), deleting_since=later(1))
+    quiet = run(make_spec(redeployNonce=1), st, [], later(2), gone=(stopped,))
+    assert not [e for e in quiet.events if e.type == "Warning"]

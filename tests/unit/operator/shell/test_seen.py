@@ -80,3 +80,31 @@ def test_snapshots_are_replaced_not_changed_in_place():
     before = seen._pods[(NS, JOB)]
     seen.mark(NS, JOB, "a2", Seen.CREATING)
     assert before == {"a1": "10"}  # a reader holding the old snapshot sees it unchanged
+
+
+def _ended(name: str, code: int, reason: str = "Error", deleting: bool = True) -> dict:
+    meta = {"name": name, "labels": {"spark-role": "driver"}}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-01-01T00:08:31Z"
+    term = {"exitCode": code, "reason": reason}
+    status = {
+        "phase": "Failed",
+        "containerStatuses": [{"name": "driver", "state": {"terminated": term}}],
+    }
+    return {"metadata": meta, "status": status}
+
+
+def test_a_driver_that_failed_as_it_was_deleted_is_kept_until_its_end_is_told():
+    """Its kubelet removes it right after its last status: only the watch shows that end
+    (simulation seed 78 of stop 57). Ends a deletion causes are not kept, nor a running pod."""
+    seen = Seen()
+    seen.driver_event(NS, JOB, _ended("a", 1))
+    for name, code, reason in (("b", 0, "Completed"), ("c", 143, "Error"), ("d", 137, "Error")):
+        seen.driver_event(NS, JOB, _ended(name, code, reason))
+    seen.driver_event(NS, JOB, _ended("e", 137, "OOMKilled"))
+    seen.driver_event(NS, JOB, _ended("f", 1, deleting=False))  # a list shows it: not kept
+    assert [b["metadata"]["name"] for b in seen.ended_drivers(NS, JOB)] == ["a", "e"]
+    seen.told(NS, JOB, "a")
+    assert [b["metadata"]["name"] for b in seen.ended_drivers(NS, JOB)] == ["e"]
+    seen.forget(NS, JOB)
+    assert seen.ended_drivers(NS, JOB) == []
