@@ -6,7 +6,8 @@ the runner's logic decides, this calls it: the start point (`start.start_point` 
 simulated checkpoint), the catch-up (`durable_batch` with the sink's own batch by
 `group_offsets.sink_batch`, `ahead_of_group`), the start offsets (`offsets.resolve_start`),
 the final commit's durable batch, what goes to the dead-letter topic (`dead_letter.
-transaction_of`). What Spark does between them (plan a batch, send its poison records to the
+transaction_of`), what failOnDataLoss does with records retention deleted (losses.py). What
+Spark does between them (plan a batch, send its poison records to the
 dead-letter topic, write the sink, write `commits/N`) is modelled, with a crash possible at
 every stage."""
 
