@@ -1,6 +1,6 @@
 """failOnDataLoss while planning (semantics rule 15): what a batch's or a fresh start's
 positions lose against the log as it is now. Pure, so that the driver (`driver_side`) and
-the simulation (`simulation/driver.py`) run the same rule.
+the simulation (`simulation/losses.py`) run the same rule.
 
 The executors apply the same option to what goes missing between the plan and the read
 (`partition_range.offsets_lost`, `log_truncated`)."""

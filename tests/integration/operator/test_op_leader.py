@@ -174,6 +174,7 @@ def test_killing_or_freezing_the_leader_at_random_never_gives_two_drivers(kube: 
     counter = iter(range(1000))
     up = {r.identity: r for r in (election.start(f"r{next(counter)}") for _ in range(2))}
     frozen_exits: list[int | None] = []
+    frozen: list[str] = []  # the frozen leaders
     with DriverWatch(kube, ns) as w:
         for job in jobs:
             kube.create_job(ns, job, job_spec())
@@ -192,6 +193,7 @@ def test_killing_or_freezing_the_leader_at_random_never_gives_two_drivers(kube: 
                 leader.stop()
             else:
                 leader.signal(signal.SIGSTOP)
+                frozen.append(leader.identity)
                 successor = up[election.wait_for_holder(lambda h: h in up)]
                 wait_for(lambda r=successor: "first reconcile of" in r.text(), 30, "takes over")
                 leader.signal(signal.SIGCONT)  # wakes up past its deadline
@@ -219,6 +221,9 @@ def test_killing_or_freezing_the_leader_at_random_never_gives_two_drivers(kube: 
     assert all(w.max_live[j] == 1 for j in jobs), dict(w.max_live)
     assert all(code == EXIT_LEADERSHIP_LOST for code in frozen_exits), frozen_exits
     lost = [message for reason, message in election.lease_events() if reason == "LeaderLost"]
-    assert len(lost) == len(frozen_exits), lost  # each frozen leader said so on waking
+    # each frozen leader said so on waking; a live leader starved past its 2 s renew deadline
+    # on a loaded host steps down and says so as well (CI run 77, beside the e2e tier)
+    told = {message.split(" stopped leading")[0] for message in lost}
+    assert frozen and set(frozen) <= told, lost
     spec = election.lease_spec()
     assert spec is not None and spec.lease_transitions >= 6
