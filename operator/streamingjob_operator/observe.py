@@ -102,7 +102,7 @@ class Observer:
         whose end the history does not tell yet."""
         meta, listed = job.meta, {p["metadata"]["name"] for p in pods}
         gone = []
-        for body in self.seen.ended_drivers(meta.namespace, meta.name):
+        for body in self.seen.ended_drivers(meta.namespace, meta.name, meta.uid):
             info = pod_info(body)
             if end_told(job.status, info.name):
                 self.seen.told(meta.namespace, meta.name, info.name)

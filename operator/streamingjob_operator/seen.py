@@ -67,11 +67,13 @@ class Seen:
             self._pods.pop((namespace, name), None)
             self._ended.pop((namespace, name), None)
 
-    def ended_drivers(self, namespace: str, name: str) -> list[dict[str, Any]]:
-        """The driver pods of the job that failed as they were being deleted, as their last
-        watch event showed them (a list may no longer show them)."""
+    def ended_drivers(self, namespace: str, name: str, uid: str) -> list[dict[str, Any]]:
+        """The driver pods of the job (this one: `uid`, not a deleted one of the same name)
+        that failed as they were being deleted, as their last watch event showed them (a
+        list may no longer show them)."""
         with self._lock:
-            return list((self._ended.get((namespace, name)) or {}).values())
+            kept = list((self._ended.get((namespace, name)) or {}).values())
+        return [body for body in kept if uid in _owners(body)]
 
     def told(self, namespace: str, name: str, pod: str) -> None:
         """The history tells that pod's end: no need to keep it."""
@@ -120,6 +122,10 @@ class Seen:
         if known == self.CREATING:
             return event_type == "MODIFIED"
         return known != str(resource_version or "")
+
+
+def _owners(pod: dict[str, Any]) -> set[str]:
+    return {o.get("uid", "") for o in (pod.get("metadata") or {}).get("ownerReferences") or []}
 
 
 def resource_version(obj: dict[str, Any]) -> str:

@@ -82,8 +82,10 @@ def test_snapshots_are_replaced_not_changed_in_place():
     assert before == {"a1": "10"}  # a reader holding the old snapshot sees it unchanged
 
 
-def _ended(name: str, code: int, reason: str = "Error", deleting: bool = True) -> dict:
-    meta = {"name": name, "labels": {"spark-role": "driver"}}
+def _ended(
+    name: str, code: int, reason: str = "Error", deleting: bool = True, owner: str = "u1"
+) -> dict:
+    meta = {"name": name, "labels": {"spark-role": "driver"}, "ownerReferences": [{"uid": owner}]}
     if deleting:
         meta["deletionTimestamp"] = "2026-01-01T00:08:31Z"
     term = {"exitCode": code, "reason": reason}
@@ -103,8 +105,10 @@ def test_a_driver_that_failed_as_it_was_deleted_is_kept_until_its_end_is_told():
         seen.driver_event(NS, JOB, _ended(name, code, reason))
     seen.driver_event(NS, JOB, _ended("e", 137, "OOMKilled"))
     seen.driver_event(NS, JOB, _ended("f", 1, deleting=False))  # a list shows it: not kept
-    assert [b["metadata"]["name"] for b in seen.ended_drivers(NS, JOB)] == ["a", "e"]
+    seen.driver_event(NS, JOB, _ended("g", 1, owner="u0"))  # a deleted job's of the same name
+    assert [b["metadata"]["name"] for b in seen.ended_drivers(NS, JOB, "u1")] == ["a", "e"]
     seen.told(NS, JOB, "a")
-    assert [b["metadata"]["name"] for b in seen.ended_drivers(NS, JOB)] == ["e"]
+    assert [b["metadata"]["name"] for b in seen.ended_drivers(NS, JOB, "u1")] == ["e"]
+    assert [b["metadata"]["name"] for b in seen.ended_drivers(NS, JOB, "u0")] == ["g"]
     seen.forget(NS, JOB)
-    assert seen.ended_drivers(NS, JOB) == []
+    assert seen.ended_drivers(NS, JOB, "u1") == []
