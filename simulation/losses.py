@@ -66,7 +66,12 @@ class LossRules:
             first, low = start.get(tp, 0), w.kafka.low[tp]
             if first < min(low, stop):
                 p = KafkaInputPartition(
-                    tp[0], tp[1], first, stop, {}, None, self._fails_on_data_loss()
+                    topic=tp[0],
+                    partition=tp[1],
+                    start=first,
+                    end=stop,
+                    client_config={},
+                    fail_on_data_loss=self._fails_on_data_loss(),
                 )
                 try:
                     offsets_lost(p, first, low)

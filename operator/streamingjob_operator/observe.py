@@ -32,7 +32,6 @@ from streamingjob_operator.rules.observed import (
     PodInfo,
     parse_report,
     parse_signal,
-    pod_info,
 )
 from streamingjob_operator.rules.status import KafkaView
 from streamingjob_operator.seen import Seen
@@ -102,8 +101,7 @@ class Observer:
         whose end the history does not tell yet."""
         meta, listed = job.meta, {p["metadata"]["name"] for p in pods}
         gone = []
-        for body in self.seen.ended_drivers(meta.namespace, meta.name, meta.uid):
-            info = pod_info(body)
+        for info in self.seen.ended_drivers(meta.namespace, meta.name, meta.uid):
             if end_told(job.status, info.name):
                 self.seen.told(meta.namespace, meta.name, info.name)
             elif info.name not in listed:

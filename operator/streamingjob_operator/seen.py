@@ -5,13 +5,12 @@ before any list showed its end."""
 
 from __future__ import annotations
 
-import copy
 import threading
 from typing import Any
 
 from streamingjob_operator.api.job import JobMeta
 from streamingjob_operator.rules.fencing import ended_by_its_deletion, has_ended
-from streamingjob_operator.rules.observed import pod_info
+from streamingjob_operator.rules.observed import PodInfo, pod_info
 
 ENDED_KEPT = 8  # per job: more than a reconcile's worth of replaced drivers
 
@@ -36,7 +35,8 @@ class Seen:
     def __init__(self) -> None:
         self._generations: dict[tuple[str, str], int] = {}
         self._pods: dict[tuple[str, str], dict[str, str]] = {}
-        self._ended: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+        # per job name: pod name -> (its owners' uids, the pod as its last event showed it)
+        self._ended: dict[tuple[str, str], dict[str, tuple[set[str], PodInfo]]] = {}
         self._lock = threading.Lock()
 
     # --- written by reconciles -----------------------------------------------------------
@@ -67,13 +67,13 @@ class Seen:
             self._pods.pop((namespace, name), None)
             self._ended.pop((namespace, name), None)
 
-    def ended_drivers(self, namespace: str, name: str, uid: str) -> list[dict[str, Any]]:
+    def ended_drivers(self, namespace: str, name: str, uid: str) -> list[PodInfo]:
         """The driver pods of the job (this one: `uid`, not a deleted one of the same name)
         that failed as they were being deleted, as their last watch event showed them (a
         list may no longer show them)."""
         with self._lock:
             kept = list((self._ended.get((namespace, name)) or {}).values())
-        return [body for body in kept if uid in _owners(body)]
+        return [info for owners, info in kept if uid in owners]
 
     def told(self, namespace: str, name: str, pod: str) -> None:
         """The history tells that pod's end: no need to keep it."""
@@ -86,14 +86,16 @@ class Seen:
         """A driver pod's watch event: kept when it shows the pod ended by a failure of its
         own while being deleted (the kubelet removes such a pod right after its last status:
         a reconcile may never list it)."""
+        meta = body.get("metadata") or {}
+        if not meta.get("deletionTimestamp"):
+            return  # most events: parsed only for a pod being deleted
         info = pod_info(body)
-        deleting = info.deleting_since is not None
-        if not (deleting and has_ended(info)) or ended_by_its_deletion(info):
+        if not has_ended(info) or ended_by_its_deletion(info):
             return
-        kept = copy.deepcopy(dict(body))  # kopf's Body is a view of what its watch replaces
+        owners = {o.get("uid", "") for o in meta.get("ownerReferences") or []}
         with self._lock:
             ended = self._ended.setdefault((namespace, job), {})
-            ended[info.name] = kept
+            ended[info.name] = (owners, info)
             while len(ended) > ENDED_KEPT:
                 ended.pop(next(iter(ended)))
 
@@ -122,10 +124,6 @@ class Seen:
         if known == self.CREATING:
             return event_type == "MODIFIED"
         return known != str(resource_version or "")
-
-
-def _owners(pod: dict[str, Any]) -> set[str]:
-    return {o.get("uid", "") for o in (pod.get("metadata") or {}).get("ownerReferences") or []}
 
 
 def resource_version(obj: dict[str, Any]) -> str:

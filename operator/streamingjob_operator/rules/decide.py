@@ -114,8 +114,7 @@ def _leave_behind(job: Job, d: Decision) -> None:
     the last look (offsets skipped as lost, dead letters, failing commits: found by the
     simulation, seed 110 of stop 57, a count told nowhere when a change came within a
     resync), and its failure if it failed."""
-    if d.status.launch_state == "Created":
-        apply_report(d.status, job.observed, d)
+    apply_report(d.status, job.observed, d)  # only the replaced run's (its epoch, attempt)
     note_failure_left_behind(job, d)
 
 

@@ -106,9 +106,9 @@ def test_a_driver_that_failed_as_it_was_deleted_is_kept_until_its_end_is_told():
     seen.driver_event(NS, JOB, _ended("e", 137, "OOMKilled"))
     seen.driver_event(NS, JOB, _ended("f", 1, deleting=False))  # a list shows it: not kept
     seen.driver_event(NS, JOB, _ended("g", 1, owner="u0"))  # a deleted job's of the same name
-    assert [b["metadata"]["name"] for b in seen.ended_drivers(NS, JOB, "u1")] == ["a", "e"]
+    assert [p.name for p in seen.ended_drivers(NS, JOB, "u1")] == ["a", "e"]
     seen.told(NS, JOB, "a")
-    assert [b["metadata"]["name"] for b in seen.ended_drivers(NS, JOB, "u1")] == ["e"]
-    assert [b["metadata"]["name"] for b in seen.ended_drivers(NS, JOB, "u0")] == ["g"]
+    assert [p.name for p in seen.ended_drivers(NS, JOB, "u1")] == ["e"]
+    assert [p.name for p in seen.ended_drivers(NS, JOB, "u0")] == ["g"]
     seen.forget(NS, JOB)
     assert seen.ended_drivers(NS, JOB, "u1") == []
