@@ -11,7 +11,7 @@ import time
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from tests.integration.operator.kube_helpers import Kube, job_spec, wait_for
+from tests.integration.operator.kube_helpers import DriverWatch, Kube, job_spec, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -91,9 +91,10 @@ def test_a_waiting_driver_not_ready_in_time_falls_back_to_the_cold_path(
     kube: Kube, ns: str, operator: object
 ):
     old = _running_job(kube, ns, "clicks", 2)
-    kube.patch_spec(ns, "clicks", {"restartNonce": 1})
     waiting = "clicks-e1-a2-driver"
-    wait_for(lambda: kube.pod(ns, waiting), 30, f"waiting driver {waiting}")
+    with DriverWatch(kube, ns) as w:  # under load its 2 s may end between two polls
+        kube.patch_spec(ns, "clicks", {"restartNonce": 1})
+        wait_for(lambda: waiting in w.created, 30, f"waiting driver {waiting}")
     # running, never ready (under load its 2 s may be over first: deleted, the same fallback)
     with contextlib.suppress(ApiException):
         kube.set_running(ns, waiting)
