@@ -52,8 +52,9 @@ class HandoverStatus(WaitingDriver):
         "ready; the running driver is stopped between batches. Started: the running driver "
         "was gone, the go was written; the next driver is the job's driver. FellBack: the "
         "next driver was not ready in time or failed; it was deleted and the cold path taken. "
-        "Cancelled: a suspend came before the go; the next driver was deleted (its name and "
-        "epoch are not handed out again).",
+        "Cancelled: a suspend came before the go (the next driver was deleted), or a manual "
+        "act before the next driver was created (it replaced the target); its name and epoch "
+        "are not handed out again.",
     )
     previous_checkpoint_location: str = Field(
         default="", description="The checkpoint the next driver catches up from (a new epoch)."
@@ -66,8 +67,11 @@ class HandoverStatus(WaitingDriver):
     checkpoint_group_id: str = Field(
         default="", description="The consumer group the next driver reads as (its spec's)."
     )
-    reason: str = Field(default="", description="FellBack: NotReadyInTime or WaitingDriverFailed.")
-    message: str = Field(default="", description="FellBack: why.")
+    reason: str = Field(
+        default="",
+        description="FellBack: NotReadyInTime or WaitingDriverFailed. Cancelled: Replaced.",
+    )
+    message: str = Field(default="", description="FellBack or Replaced: why.")
 
 
 class StandbyStatus(WaitingDriver):

@@ -88,6 +88,35 @@ def start(job: Job, st: StreamingJobStatus, epoch: int, attempt: int) -> Handove
     return st.handover
 
 
+def unlaunched(st: StreamingJobStatus, pods: Iterable[PodInfo]) -> HandoverStatus | None:
+    """The hand-over under way whose next driver is not created yet (nothing of it runs the
+    spec it was targeted with), else None."""
+    moving = active(st)
+    if moving is None or moving.launch_state != "Pending":
+        return None
+    if any(p.owner == moving.pod for p in pods):  # created, Created not yet recorded
+        return None
+    return moving
+
+
+def replace_unlaunched(
+    d: Decision, now: datetime, trigger: tuple[str, str, str]
+) -> tuple[str, str, str]:
+    """A manual act that finds the next driver not created yet (unlaunched) replaces the
+    hand-over's target at once instead of waiting for its end: the driver about to be
+    created would run the newer spec already, then be restarted for it. The act stays a
+    redeploy when the replaced target was a new epoch (a fresh start never turns into a
+    restore); the Cancelled record keeps its name and epoch from being handed out again."""
+    handover = active(d.status)
+    assert handover is not None
+    handover.phase, handover.since = "Cancelled", iso(now)
+    handover.reason, handover.message = "Replaced", "a manual act came before its creation"
+    kind, reason, message = trigger
+    if handover.epoch != d.status.epoch:
+        kind = "redeploy"
+    return kind, reason, f"{message}; replaces the warm hand-over to {handover.pod}"
+
+
 def split(
     st: StreamingJobStatus, pods: tuple[PodInfo, ...]
 ) -> tuple[list[PodInfo], list[PodInfo], list[PodInfo]]:

@@ -111,3 +111,42 @@ def test_a_waiting_driver_not_ready_in_time_falls_back_to_the_cold_path(
     events = kube.wait_for_events(ns, "clicks", {"WarmHandoverFailed"})
     failed = next(e for e in events if e.reason == "WarmHandoverFailed")
     assert failed.type == "Warning" and "readyTimeoutSeconds=2" in failed.message
+
+
+def test_a_change_before_the_waiting_driver_is_created_replaces_the_hand_over(
+    kube: Kube, ns: str, operator: object
+):
+    """Simulation seeds 212 and 624: a change that came while the waiting driver's create
+    was still to come waited for the hand-over's end, then restarted the driver already
+    built from it. Here the namespace's quota refuses the create (403) until the change."""
+    old = _running_job(kube, ns, "views", 60)
+    full = {"metadata": {"name": "full"}, "spec": {"hard": {"pods": "1"}}}
+    kube.core.create_namespaced_resource_quota(ns, full)
+    # what the quota controller (not run here) would record: admission enforces it from then on
+    kube.core.patch_namespaced_resource_quota_status(
+        "full", ns, {"status": {"hard": {"pods": "1"}, "used": {"pods": "1"}}}
+    )
+    with DriverWatch(kube, ns) as w:
+        kube.patch_spec(ns, "views", {"redeployNonce": 1})
+        wait_for(
+            lambda: (kube.status(ns, "views").get("reconcileFailure") or {}).get("count", 0),
+            30,
+            "the waiting driver's create refused",
+        )
+        assert _handover(kube, ns, "views")["pod"] == "views-e2-a1-driver"
+        kube.patch_spec(ns, "views", {"imagePullPolicy": "Always"})
+        new = "views-e3-a1-driver"  # a new epoch still, under a name never handed out
+        wait_for(lambda: _handover(kube, ns, "views").get("pod") == new, 30, f"{new} targeted")
+        kube.core.delete_namespaced_resource_quota("full", ns)
+        waiting = wait_for(lambda: kube.pod(ns, new), 30, f"waiting driver {new}")
+        assert waiting.spec.containers[0].image_pull_policy == "Always"
+        kube.set_running(ns, new)
+        kube.signal_ready(ns, "views", new, 3, 1)
+        wait_for(lambda: kube.pod(ns, old) is None, 30, "old driver gone")
+        wait_for(lambda: kube.status(ns, "views").get("driverPod") == new, 20, "switched")
+        # Running: a reconcile after the switch found no act to do (a restart for the change
+        # the driver runs would have come first)
+        wait_for(lambda: kube.status(ns, "views").get("phase") == "Running", 20, "Running")
+        st = kube.status(ns, "views")
+        assert (st["epoch"], st["attempt"], st["driverPod"]) == (3, 1, new)
+        assert "views-e2-a1-driver" not in w.created  # the replaced target was never created

@@ -252,6 +252,47 @@ def test_a_manual_act_during_a_hand_over_waits_for_its_end():
     assert d.status.deployed_redeploy_nonce == 1
 
 
+@pytest.mark.parametrize(
+    ("act", "target", "why"),
+    [
+        ({"restartNonce": 1}, (3, 1), "restartNonce changed to 1"),
+        ({"redeployNonce": 2}, (3, 1), "redeployNonce changed to 2"),
+        ({"job__source__failOnDataLoss": False}, (3, 1), "job changed"),
+        ({"imagePullPolicy": "Always"}, (3, 1), "pod settings changed"),
+    ],
+)
+def test_a_manual_act_before_the_next_driver_is_created_replaces_the_hand_over(act, target, why):
+    """Simulation seeds 212 and 624: a change between a redeploy and the creation of its
+    waiting driver used to wait for the hand-over's end, then restart the driver built
+    from it."""
+    st = launched(_spec())
+    d = run(_spec(redeployNonce=1), st, [driver(OLD)], later(10))  # the next: e2, Pending
+    changed = make_spec(handover=WARM, **{"redeployNonce": 1, **act})
+    d = run(changed, d.status, [driver(OLD)], later(11))
+    handover = d.status.handover
+    assert handover is not None and handover.phase == "Warming"
+    # a new epoch still (a redeploy's fresh start is never turned into a restore), under a
+    # name never handed out
+    assert (handover.epoch, handover.attempt) == target and handover.pod != NEW
+    assert d.status.driver_pod == OLD and why in d.status.message
+    assert "replaces the warm hand-over to orders-e2-a1-driver" in d.status.message
+    d = run(changed, d.status, [driver(OLD)], later(11))
+    assert d.action == "launch-waiting"
+    # once the next driver is created, a change waits for the hand-over's end again
+    created = run(changed, d.status, [driver(OLD), driver(handover.pod)], later(12))
+    again = run(_spec(redeployNonce=9), created.status, [driver(OLD), driver(handover.pod)])
+    assert again.status.handover is not None and again.status.handover.pod == handover.pod
+
+
+def test_a_restart_before_the_next_attempt_is_created_stays_a_restore():
+    st = launched(_spec())
+    d = run(_spec(restartNonce=1), st, [driver(OLD)], later(10))  # the next: e1-a2
+    d = run(_spec(restartNonce=2), d.status, [driver(OLD)], later(11))
+    handover = d.status.handover
+    assert handover is not None and (handover.epoch, handover.attempt) == (1, 3)
+    assert handover.checkpoint_location == st.checkpoint_location  # restore
+
+
 def test_suspend_ends_the_hand_over_and_deletes_both_drivers():
     st = _warming()
     d = run(_spec(redeployNonce=1, suspend=True), st, [driver(OLD), driver(NEW)], later(12))
