@@ -365,23 +365,33 @@ def test_the_simulation_sees_a_thawed_nodes_driver_forced_out_after_an_outage(mo
     assert outcome.violations and outcome.violations[0].rule == "unfenced"
 
 
+SEED_212 = [
+    Act(0.0, "create", 1), Act(4.0, "standby", 112), Act(9.0, "operator-crash", 735),
+    Act(65.7, "restart", 121), Act(365.9, "handover-mode", 171),
+    Act(492.8, "handover-mode", 480), Act(523.2, "redeploy", 118),
+    Act(525.3, "fail-on-data-loss", 546),
+]  # fmt: skip
+SEED_704 = [
+    Act(0.0, "create"), Act(10.1, "handover-mode", 852), Act(98.0, "fail-on-data-loss", 235),
+    Act(173.8, "standby", 851), Act(207.7, "fail-on-data-loss", 815),
+    Act(221.8, "fail-on-data-loss", 820),
+]  # fmt: skip
+
+
 def test_the_simulation_sees_a_change_before_a_hand_overs_driver_relaunch_it_needlessly(
     monkeypatch,
 ):
     """Found by `python -m simulation 0-255` (seed 212, shrunk to these acts; seed 624 is
     the same with a pod setting): a change came between a redeploy and the creation of its
     waiting driver, which was then built from the newer spec and, once it had taken over,
-    restarted for the change it already ran. A manual act now replaces a hand-over whose
-    driver is not created yet; without that rule (cut on purpose), the relaunch is caught."""
+    restarted for the change it already ran. Such a hand-over is now undone and the act
+    decided anew against what runs; without that rule (cut on purpose), the relaunch is
+    caught. Seed 704 (`0-1279`) found the first form of the fix wanting: it replaced the
+    hand-over by another one also when the change was reverted before the driver existed."""
     from streamingjob_operator.rules import handover
 
-    acts = [
-        Act(0.0, "create", 1), Act(4.0, "standby", 112), Act(9.0, "operator-crash", 735),
-        Act(65.7, "restart", 121), Act(365.9, "handover-mode", 171),
-        Act(492.8, "handover-mode", 480), Act(523.2, "redeploy", 118),
-        Act(525.3, "fail-on-data-loss", 546),
-    ]  # fmt: skip
-    assert not run(212, acts).violations
+    assert not run(704, SEED_704).violations
+    assert not run(212, SEED_212).violations
     monkeypatch.setattr(handover, "unlaunched", lambda st, pods: None)
-    outcome = run(212, acts)
+    outcome = run(212, SEED_212)
     assert outcome.violations and outcome.violations[0].rule == "needless relaunch"

@@ -42,6 +42,17 @@ class WaitingDriver(StatusModel):
     )
 
 
+class DeployedSpec(StatusModel):
+    """What a driver was launched for: the deployed* fields of status (epochs.mark_deployed)."""
+
+    job_hash: str = Field(default="", description="deployedJobHash.")
+    pod_hash: str = Field(default="", description="deployedPodHash.")
+    checkpoint_base: str = Field(default="", description="deployedCheckpointBase.")
+    sink: str = Field(default="", description="sink.")
+    restart_nonce: int = Field(default=0, description="deployedRestartNonce.")
+    redeploy_nonce: int = Field(default=0, description="deployedRedeployNonce.")
+
+
 class HandoverStatus(WaitingDriver):
     """The warm hand-over under way, or the last one (spec.handover.mode warm; handover.py):
     the next driver. Written before each of its steps, so a restarted operator continues it."""
@@ -72,6 +83,11 @@ class HandoverStatus(WaitingDriver):
         description="FellBack: NotReadyInTime or WaitingDriverFailed. Cancelled: Replaced.",
     )
     message: str = Field(default="", description="FellBack or Replaced: why.")
+    running_spec: DeployedSpec | None = Field(
+        default=None,
+        description="What the running driver was launched for, when the hand-over began: "
+        "put back if the spec changes again before the next driver is created (Replaced).",
+    )
 
 
 class StandbyStatus(WaitingDriver):

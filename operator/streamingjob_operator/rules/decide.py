@@ -140,11 +140,11 @@ def _dispatch(of: api.Job, observed: Observed, cfg: DecideConfig) -> Decision:
         return suspend(job, d)
     # A manual act sets a new target now, unless the spec it would launch is invalid: then
     # the running driver (if any) is left alone. One during a warm hand-over waits for its
-    # end, unless the next driver is not created yet: then it replaces the hand-over's target.
-    trigger = manual_trigger(spec, st)
-    if trigger and handover.unlaunched(st, observed.pods):
-        trigger = handover.replace_unlaunched(d, observed.now, trigger)
-    if handover.active(st) is None and trigger:
+    # end, unless the next driver is not created yet: then the hand-over is undone and the
+    # act decided anew against what runs.
+    if handover.unlaunched(st, observed.pods) and manual_trigger(spec, st):
+        handover.undo(job, d)
+    if handover.active(st) is None and (trigger := manual_trigger(spec, st)):
         if observed.invalid is not None:
             return mark_invalid(d, str(observed.invalid), observed.now, cfg)
         _leave_behind(job, d)

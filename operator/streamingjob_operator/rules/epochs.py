@@ -16,7 +16,7 @@ from typing import Any
 from spark_app.api.manifest import checkpoint_location
 from streamingjob_operator.api.naming import driver_pod_name, executor_selector, ui_service_name
 from streamingjob_operator.api.spec_models import StreamingJobSpec
-from streamingjob_operator.api.status_models import StreamingJobStatus
+from streamingjob_operator.api.status_models import DeployedSpec, StreamingJobStatus
 from streamingjob_operator.rules.observed import iso, parse_time
 from streamingjob_operator.rules.step import Job
 
@@ -237,9 +237,33 @@ def checkpoint_too_old(spec: StreamingJobSpec, st: StreamingJobStatus, now: date
 
 
 def mark_deployed(spec: StreamingJobSpec, st: StreamingJobStatus) -> None:
-    st.deployed_job_hash = job_hash(spec)
-    st.deployed_pod_hash = pod_hash(spec)
-    st.deployed_checkpoint_base = spec.checkpoint.location
-    st.sink = f"{spec.job.sink.format} {spec.job.sink.guarantee}"  # kubectl get -o wide
+    put_deployed(
+        st,
+        DeployedSpec(
+            job_hash=job_hash(spec),
+            pod_hash=pod_hash(spec),
+            checkpoint_base=spec.checkpoint.location,
+            sink=f"{spec.job.sink.format} {spec.job.sink.guarantee}",  # kubectl get -o wide
+            restart_nonce=spec.restart_nonce,
+            redeploy_nonce=spec.redeploy_nonce,
+        ),
+    )
+
+
+def deployed(st: StreamingJobStatus) -> DeployedSpec:
+    """What the job's driver was launched for (mark_deployed)."""
+    return DeployedSpec(
+        job_hash=st.deployed_job_hash,
+        pod_hash=st.deployed_pod_hash,
+        checkpoint_base=st.deployed_checkpoint_base,
+        sink=st.sink,
+        restart_nonce=st.deployed_restart_nonce,
+        redeploy_nonce=st.deployed_redeploy_nonce,
+    )
+
+
+def put_deployed(st: StreamingJobStatus, spec: DeployedSpec) -> None:
+    st.deployed_job_hash, st.deployed_pod_hash = spec.job_hash, spec.pod_hash
+    st.deployed_checkpoint_base, st.sink = spec.checkpoint_base, spec.sink
     st.deployed_restart_nonce = spec.restart_nonce
     st.deployed_redeploy_nonce = spec.redeploy_nonce

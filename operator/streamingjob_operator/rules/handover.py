@@ -34,7 +34,7 @@ from streamingjob_operator.api.status_models import (
     StreamingJobStatus,
     WaitingDriver,
 )
-from streamingjob_operator.rules.epochs import set_target
+from streamingjob_operator.rules.epochs import deployed, put_deployed, set_target
 from streamingjob_operator.rules.fencing import delete_pods, has_ended, is_lost, off_lost_nodes
 from streamingjob_operator.rules.history import Event, record
 from streamingjob_operator.rules.observed import PodInfo, Signal, iso, parse_time
@@ -84,37 +84,39 @@ def start(job: Job, st: StreamingJobStatus, epoch: int, attempt: int) -> Handove
         previous_checkpoint_location=target.previous_checkpoint_location,
         older_checkpoint_locations=list(target.older_checkpoint_locations),
         checkpoint_group_id=target.checkpoint_group_id,
+        running_spec=deployed(st),
     )
     return st.handover
 
 
 def unlaunched(st: StreamingJobStatus, pods: Iterable[PodInfo]) -> HandoverStatus | None:
-    """The hand-over under way whose next driver is not created yet (nothing of it runs the
-    spec it was targeted with), else None."""
+    """The hand-over under way whose next driver is not created yet (nothing runs the spec
+    it was targeted for), else None. (None too for one an operator before this rule began:
+    it kept no running_spec to put back.)"""
     moving = active(st)
-    if moving is None or moving.launch_state != "Pending":
+    if moving is None or moving.launch_state != "Pending" or moving.running_spec is None:
         return None
     if any(p.owner == moving.pod for p in pods):  # created, Created not yet recorded
         return None
     return moving
 
 
-def replace_unlaunched(
-    d: Decision, now: datetime, trigger: tuple[str, str, str]
-) -> tuple[str, str, str]:
-    """A manual act that finds the next driver not created yet (unlaunched) replaces the
-    hand-over's target at once instead of waiting for its end: the driver about to be
-    created would run the newer spec already, then be restarted for it. The act stays a
-    redeploy when the replaced target was a new epoch (a fresh start never turns into a
-    restore); the Cancelled record keeps its name and epoch from being handed out again."""
-    handover = active(d.status)
-    assert handover is not None
+def undo(job: Job, d: Decision) -> None:
+    """The spec changed again before the next driver was created (unlaunched): the
+    hand-over ends (Cancelled, its name and epoch never handed out again) and the running
+    driver's deployed markers are put back, so that the act is decided anew against what
+    runs: none if the spec is back to it, else one act for every change since (waiting for
+    the hand-over's end, the driver built from the newer spec would be restarted for it)."""
+    st, now = d.status, job.now
+    handover = active(st)
+    assert handover is not None and handover.running_spec is not None
     handover.phase, handover.since = "Cancelled", iso(now)
-    handover.reason, handover.message = "Replaced", "a manual act came before its creation"
-    kind, reason, message = trigger
-    if handover.epoch != d.status.epoch:
-        kind = "redeploy"
-    return kind, reason, f"{message}; replaces the warm hand-over to {handover.pod}"
+    handover.reason = "Replaced"
+    handover.message = "the spec changed again before its driver was created"
+    put_deployed(st, handover.running_spec)
+    st.message = f"warm hand-over to {handover.pod} replaced: {handover.message}"
+    record(st, now, "HandoverReplaced", st.message, job.cfg.history_limit)
+    d.events.append(Event("Normal", "HandoverReplaced", st.message))
 
 
 def split(

@@ -54,6 +54,7 @@ REASONS = (
     "HandoverReady",  # a warm hand-over's next driver is ready (handover.py)
     "HandedOver",  # ... the running one gone, the next has the go
     "WarmHandoverFailed",  # ... not ready in time or failed: the cold path
+    "HandoverReplaced",  # ... the spec changed again before the next driver was created
     "StandbyReady",  # the standby driver can take over (standby.py)
     "StandbyFailed",  # ... it ended, was lost or not ready in time: a new one after a backoff
     "StandbyTakeover",  # ... the running driver was lost (or a restart asked): it takes over

@@ -253,35 +253,53 @@ def test_a_manual_act_during_a_hand_over_waits_for_its_end():
 
 
 @pytest.mark.parametrize(
-    ("act", "target", "why"),
+    "act",
     [
-        ({"restartNonce": 1}, (3, 1), "restartNonce changed to 1"),
-        ({"redeployNonce": 2}, (3, 1), "redeployNonce changed to 2"),
-        ({"job__source__failOnDataLoss": False}, (3, 1), "job changed"),
-        ({"imagePullPolicy": "Always"}, (3, 1), "pod settings changed"),
+        {"restartNonce": 1},
+        {"redeployNonce": 2},
+        {"job__source__failOnDataLoss": False},
+        {"imagePullPolicy": "Always"},
     ],
 )
-def test_a_manual_act_before_the_next_driver_is_created_replaces_the_hand_over(act, target, why):
+def test_a_change_before_the_next_driver_is_created_is_one_act_with_the_one_before(act):
     """Simulation seeds 212 and 624: a change between a redeploy and the creation of its
-    waiting driver used to wait for the hand-over's end, then restart the driver built
-    from it."""
+    waiting driver used to wait for the hand-over's end, then restart the driver built from
+    it. The hand-over is undone and the act decided anew: one redeploy for both."""
     st = launched(_spec())
     d = run(_spec(redeployNonce=1), st, [driver(OLD)], later(10))  # the next: e2, Pending
     changed = make_spec(handover=WARM, **{"redeployNonce": 1, **act})
     d = run(changed, d.status, [driver(OLD)], later(11))
     handover = d.status.handover
     assert handover is not None and handover.phase == "Warming"
-    # a new epoch still (a redeploy's fresh start is never turned into a restore), under a
-    # name never handed out
-    assert (handover.epoch, handover.attempt) == target and handover.pod != NEW
-    assert d.status.driver_pod == OLD and why in d.status.message
-    assert "replaces the warm hand-over to orders-e2-a1-driver" in d.status.message
+    # a new epoch (the redeploy still to do), under a name never handed out
+    assert (handover.epoch, handover.attempt) == (3, 1) and handover.pod != NEW
+    assert d.status.driver_pod == OLD
+    assert [e.reason for e in d.events] == ["HandoverReplaced", "Redeploying"]
+    assert d.status.deployed_redeploy_nonce == changed.redeploy_nonce
     d = run(changed, d.status, [driver(OLD)], later(11))
     assert d.action == "launch-waiting"
     # once the next driver is created, a change waits for the hand-over's end again
     created = run(changed, d.status, [driver(OLD), driver(handover.pod)], later(12))
     again = run(_spec(redeployNonce=9), created.status, [driver(OLD), driver(handover.pod)])
     assert again.status.handover is not None and again.status.handover.pod == handover.pod
+
+
+def test_a_change_undone_before_the_next_driver_is_created_cancels_the_hand_over():
+    """Simulation seed 704: a change (stateless: a new epoch) and its reversal before the
+    next driver existed; the running driver runs the spec as it is again."""
+    stateless = {"upgradeMode": "stateless"}
+    st = launched(_spec(**stateless))
+    changed = _spec(**stateless, job__source__failOnDataLoss=False)
+    d = run(changed, st, [driver(OLD)], later(10))
+    assert d.status.handover is not None and d.status.handover.epoch == 2
+    d = run(_spec(**stateless), d.status, [driver(OLD)], later(11))
+    assert d.status.handover.phase == "Cancelled"  # type: ignore[union-attr]
+    assert d.status.handover.reason == "Replaced"  # type: ignore[union-attr]
+    assert [e.reason for e in d.events] == ["HandoverReplaced"]
+    assert (d.status.epoch, d.status.attempt, d.status.driver_pod) == (1, 1, OLD)
+    assert d.status.deployed_job_hash == st.deployed_job_hash
+    d = run(_spec(**stateless), d.status, [driver(OLD)], later(12))
+    assert d.action == "none" and not d.events
 
 
 def test_a_restart_before_the_next_attempt_is_created_stays_a_restore():
