@@ -210,6 +210,9 @@ def start_point(
         "startPath": start_path,
         "restoredBatch": restored_batch,
         "rerunBatch": rerun_batch,  # planned, not committed: an interrupted batch
+        # the group this run reads as: from here on the checkpoint holds its reads (the
+        # operator's status.checkpointGroupId, whose group a later epoch catches up into)
+        "groupId": manifest.spec.job.source.group_id or "",
     }
 
 

@@ -395,3 +395,57 @@ def test_the_simulation_sees_a_change_before_a_hand_overs_driver_relaunch_it_nee
     monkeypatch.setattr(handover, "unlaunched", lambda st, pods: None)
     outcome = run(212, SEED_212)
     assert outcome.violations and outcome.violations[0].rule == "needless relaunch"
+
+
+def test_the_simulation_sees_a_group_change_restore_that_never_ran_own_the_checkpoint(
+    monkeypatch,
+):
+    """Found by `python -m simulation 0-1279` (seed 1140, shrunk to these acts): a group
+    change under last-state targeted a restore of epoch 1, the operator crashed before it
+    ran, and a stateless change then redeployed: the new epoch caught up from epoch 1's
+    checkpoint into the new group, whose reads it never held. The checkpoint's group is now
+    the group of the run that started on it (the runner's report); with the old rule (the
+    restore's target took the new group at once), the catch-up is caught."""
+    from streamingjob_operator.rules import epochs, phases
+
+    acts = [
+        Act(0.0, "create", 1), Act(133.4, "operator-crash", 417), Act(352.1, "upgrade-mode", 932),
+        Act(354.3, "upgrade-mode", 43), Act(441.3, "produce", 122),
+        Act(456.7, "change-group", 998), Act(458.8, "upgrade-mode", 158),
+        Act(472.2, "change-job", 720),
+    ]  # fmt: skip
+    assert not run(1140, acts).violations
+
+    def old_rule(job, st, epoch, attempt):
+        epochs.set_target(job, st, epoch, attempt)
+        st.checkpoint_group_id = job.spec.job.source.group_id or ""
+
+    monkeypatch.setattr(phases, "set_target", old_rule)
+    outcome = run(1140, acts)
+    assert outcome.violations and outcome.violations[0].rule == "catch-up across groups"
+
+
+def test_the_simulation_sees_a_new_leader_force_out_a_driver_an_outage_kept_from_stopping(
+    monkeypatch,
+):
+    """Found by `python -m simulation 0-1279` (seed 1080, shrunk to these acts): the leader
+    asked a driver to stop (a redeploy), its node froze, the leader was cut off and the API
+    server went out; the other replica's first look after the outage, with no renewal seen
+    yet, counted the driver's deletion as unconfirmed since before the outage and forced it
+    out while its node was about to thaw. A deletion now counts from when this operator's
+    view could have seen a kubelet confirm it; with the old count (on purpose) the history
+    breaks the fencing rule again."""
+    from streamingjob_operator.io.nodes import NodeTracker
+
+    acts = [
+        Act(0.0, "create"), Act(24.0, "node-freeze", 330), Act(438.1, "standby", 649),
+        Act(439.0, "produce", 326), Act(439.4, "redeploy", 403),
+        Act(439.9, "handover-mode", 363), Act(442.6, "leader-partition", 384),
+        Act(444.1, "node-freeze", 793), Act(445.6, "api-outage", 224),
+    ]  # fmt: skip
+    assert not run(1080, acts).violations
+    monkeypatch.setattr(
+        NodeTracker, "confirmable_since", lambda self: datetime.min.replace(tzinfo=UTC)
+    )
+    outcome = run(1080, acts)
+    assert outcome.violations and outcome.violations[0].rule == "unfenced"

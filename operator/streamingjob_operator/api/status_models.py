@@ -156,9 +156,11 @@ class StreamingJobStatus(StatusModel):
     )
     checkpoint_group_id: str = Field(
         default="",
-        description="The consumer group (spec.job.source.groupId) of the launch that uses "
-        "checkpointLocation. A new epoch catches up from the previous epoch's checkpoint only "
-        "for the same group: a new group starts from its own offsets or the reset strategy.",
+        description="The consumer group (spec.job.source.groupId) whose reads "
+        "checkpointLocation holds: the new epoch's, then the group of each run that started "
+        "on it (its report's groupId). A new epoch catches up from the previous epoch's "
+        "checkpoint only for the same group: a new group starts from its own offsets or the "
+        "reset strategy.",
     )
     offsets_acted_since_launch: bool = Field(
         default=False,

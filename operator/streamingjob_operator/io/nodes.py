@@ -99,6 +99,16 @@ class NodeTracker:
                 return frozenset()
             return frozenset(n for n, heard in self._heard.items() if now - heard >= self._grace)
 
+    def confirmable_since(self) -> datetime:
+        """Since when a kubelet could have confirmed a deletion to this view: its start or
+        last return; now while it is out after it had heard renewals (an outage of the API
+        server or of this watch). (Never heard, leases not readable: from its start.)"""
+        now = self._clock()
+        with self._lock:
+            if self._last_renewal_seen is not None and self._quiet_at(now):
+                return now
+            return self._view_since
+
     def view_since(self) -> datetime:
         """Since when this view counts silences: the operator's start, or the end of the last
         silence of every node (an outage of the API server or of this watch)."""
@@ -229,7 +239,9 @@ def _viewed(pod: PodInfo, nodes: NodeTracker) -> PodInfo:
     view's start: a mark the node lifecycle controller made before an outage (or before this
     operator started) says nothing of a kubelet that could not renew since, as the controller
     itself counts from the control plane's return (simulation seed 39: a node thawed during an
-    outage, its healthy driver forced out the second the new leader looked)."""
+    outage, its healthy driver forced out the second the new leader looked). So is a deletion
+    no kubelet confirmed (seed 1080: the new leader after an outage forced out a driver its
+    predecessor had asked to stop before it)."""
     heard = nodes.heard_at(pod.node)
     unknown = pod.ready_unknown_since
     if heard is None and unknown is not None:
@@ -238,5 +250,6 @@ def _viewed(pod: PodInfo, nodes: NodeTracker) -> PodInfo:
         pod,
         node_heard_at=heard,
         node_cordoned=nodes.cordoned(pod.node),
+        deletion_confirmable_since=None if heard is not None else nodes.confirmable_since(),
         ready_unknown_since=unknown,
     )

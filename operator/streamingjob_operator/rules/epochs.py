@@ -175,7 +175,8 @@ def set_target(job: Job, st: StreamingJobStatus, epoch: int, attempt: int) -> No
     if new_epoch:
         chain.insert(0, st.checkpoint_location)
     _catch_up_from(st, chain if same_group else [])
-    st.checkpoint_group_id = group
+    if new_epoch:  # a restore's run says when it reads as its group (phases.apply_report)
+        st.checkpoint_group_id = group
     if st.offsets_acted_since_launch:
         # The user set the group's offsets after the last driver stopped: they win over the
         # earlier epochs' checkpoints, for this launch and every later one of the epoch.

@@ -28,7 +28,9 @@ def lost_at(
     - without a view of the leases: the moment the API server marked the pod unreachable
       (phase or Ready Unknown; `unknown_since` for a phase without a timestamp);
     - a pod whose deletion its kubelet never confirms, seen no other way: after its own
-      termination grace period.
+      termination grace period, counted from no earlier than the operator's view of the
+      kubelets could have seen it confirmed (a new leader's start, the end of an outage:
+      simulation seed 1080).
     None: no sign that the pod is lost."""
     delay = timedelta(seconds=grace)
     if pod.node_heard_at is not None:
@@ -37,7 +39,8 @@ def lost_at(
     if since is not None:
         return since + delay
     if pod.deleting_since is not None:
-        return pod.deleting_since + timedelta(seconds=pod.termination_grace_seconds) + delay
+        since = max(pod.deleting_since, pod.deletion_confirmable_since or pod.deleting_since)
+        return since + timedelta(seconds=pod.termination_grace_seconds) + delay
     return None
 
 

@@ -59,6 +59,9 @@ class PodInfo:
     # whether the node is cordoned (a drain is coming).
     node_heard_at: datetime | None = None
     node_cordoned: bool = False
+    # ... and, without a word of the node's kubelet, since when that view could have seen it
+    # confirm a deletion: the view's start or last return, now while it is out (None: no view)
+    deletion_confirmable_since: datetime | None = None
     termination_grace_seconds: float = 30.0
     # why a pod that is not running yet cannot start: "<reason>: <message>" of the scheduler
     # (Unschedulable) or of the main container's waiting state (ImagePullBackOff, ...)
@@ -87,6 +90,7 @@ class Report:
     attempt: int
     start_path: str = ""
     restored_batch: int | None = None
+    group_id: str = ""  # the group the run reads as ("": a runner that does not say)
     start_detail: str = ""
     latest_batch: dict[str, Any] = field(default_factory=dict)
     last_progress_time: str = ""
@@ -230,6 +234,7 @@ def parse_report(configmap: dict[str, Any] | None) -> Report | None:
         attempt=attempt,
         start_path=str(data.get("startPath") or ""),
         restored_batch=restored if isinstance(restored, int) else None,
+        group_id=str(data.get("groupId") or ""),
         start_detail=_describe_start(data),
         latest_batch=latest_view,
         last_progress_time=str(latest.get("timestamp") or ""),

@@ -294,6 +294,8 @@ def apply_report(st: StreamingJobStatus, observed: Observed, d: Decision) -> Non
     _record_sink_transactions(st, report.sink_transactions, d)
     d.events += group_commits.apply(st, report, observed.now)
     st.start_path = report.start_path
+    if report.group_id:  # the checkpoint holds this group's reads from the run's start on
+        st.checkpoint_group_id = report.group_id
     st.start_detail = report.start_detail
     st.restored_batch = report.restored_batch
     st.latest_batch = report.latest_batch

@@ -174,3 +174,30 @@ def test_a_ready_unknown_mark_counts_from_when_this_view_began():
     assert is_lost(viewed, T0 + timedelta(seconds=35), 35)  # still silent a grace later: lost
     (unviewed,) = with_node_view([pod], None)  # the API server's view alone: the mark counts
     assert is_lost(unviewed, clock.now, 35)
+
+
+def test_a_deletion_no_kubelet_confirmed_counts_from_when_this_view_could_see_it():
+    """Simulation seed 1080: a leader asked a driver to stop, its node froze, the API server
+    went out and the Lease to the other replica, whose first look after the outage (no
+    renewal seen yet) forced the healthy driver out: its deletion looked unconfirmed for
+    minutes, of which no kubelet could have confirmed any. Counted from the view's start or
+    last return, and not while the view is out."""
+    clock, woken = Clock(), []
+    asked = T0 - timedelta(seconds=115)  # the stop asked before the outage
+    meta = {"name": "d", "labels": {"spark-role": "driver"}, "deletionTimestamp": iso(asked)}
+    pod = {
+        "metadata": meta,
+        "spec": {"nodeName": "w2", "terminationGracePeriodSeconds": 30},
+        "status": {"phase": "Running"},
+    }
+    nodes = tracker(clock, woken, grace=35)  # the new leader's view: no renewal seen yet
+    (viewed,) = with_node_view([pod], nodes)
+    assert viewed.deleting_since == asked and not is_lost(viewed, clock.now, 35)
+    assert is_lost(viewed, T0 + timedelta(seconds=65), 35)  # unconfirmed for 30 + 35 s: lost
+    (unviewed,) = with_node_view([pod], None)  # the API server's view alone
+    assert is_lost(unviewed, clock.now, 35)
+    # a view that heard kubelets, then went quiet (an outage of its watch): not while it is out
+    nodes._on_lease("MODIFIED", lease("w1", "r1"))
+    clock.advance(300)
+    (out,) = with_node_view([pod], nodes)
+    assert out.node_heard_at is None and not is_lost(out, clock.now, 35)

@@ -497,6 +497,29 @@ def test_a_new_group_starts_where_the_user_asked_not_from_the_old_groups_checkpo
     assert d.status.epoch == 3 and d.status.previous_checkpoint_location == LOC2
 
 
+def test_a_restore_in_a_new_group_owns_the_checkpoint_only_once_its_run_reads_as_it():
+    """Simulation seed 1140 (of 0-1279): a group change under last-state targeted a restore
+    that never ran (the operator crashed, then a stateless change redeployed): the new
+    epoch caught up from the old epoch's checkpoint into the new group, whose reads it never
+    held. The checkpoint's group is now the group of the run that started on it."""
+    st = launched(make_spec(upgradeMode="last-state"))  # epoch 1 read as orders-group
+    regrouped = {"upgradeMode": "last-state", "job__source__groupId": "orders-v2"}
+    d = run(make_spec(**regrouped), st, [driver(st.driver_pod)], later(10))
+    assert (d.status.epoch, d.status.attempt) == (1, 2)  # last-state: a restore
+    assert d.status.checkpoint_group_id == "orders-group"  # not read as orders-v2 yet
+    redeploy = make_spec(**{**regrouped, "upgradeMode": "stateless", "redeployNonce": 1})
+    never_ran = run(redeploy, d.status, [], later(20))
+    assert never_ran.status.epoch == 2 and never_ran.status.previous_checkpoint_location == ""
+    # ... but once the restored run reports that it reads as orders-v2, the checkpoint is
+    # that group's, and a redeploy catches up from it
+    ran = Report(epoch=1, attempt=2, start_path="restored", group_id="orders-v2")
+    created = d.status.model_copy(update={"launch_state": "Created"})
+    d = run(make_spec(**regrouped), created, [driver("orders-e1-a2-driver")], later(15), report=ran)
+    assert d.status.checkpoint_group_id == "orders-v2"
+    d = run(redeploy, d.status, [], later(20))
+    assert d.status.epoch == 2 and d.status.previous_checkpoint_location == LOC1
+
+
 def test_a_status_without_a_recorded_group_catches_up_as_before():
     """Jobs launched by an operator that recorded no group keep their catch-up."""
     spec = make_spec()

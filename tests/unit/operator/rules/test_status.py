@@ -168,12 +168,19 @@ def test_report_parsing():
         {
             "data": {
                 "report.json": json.dumps(
-                    {"epoch": 1, "attempt": 2, "startPath": "restored", "restoredBatch": 41}
+                    {
+                        "epoch": 1,
+                        "attempt": 2,
+                        "startPath": "restored",
+                        "restoredBatch": 41,
+                        "groupId": "orders-v2",
+                    }
                 )
             }
         }
     )
     assert restored.start_detail == "restored from checkpoint batch 41"
+    assert (restored.group_id, parsed.group_id) == ("orders-v2", "")  # "": an older runner
     assert parse_report({"data": {"report.json": "not json"}}) is None
     assert parse_report({"data": {}}) is None
     assert parse_report(None) is None

@@ -1,14 +1,15 @@
 """Which earlier epoch a fresh start catches up from (`group_offsets.newest_durable`), and
 where each epoch of each job writes a file sink (`manifest.epoch_sink_path`): findings 1 and 2
-of issue 41, on the runner's side."""
+of issue 41, on the runner's side; and the group a run's report says it reads as."""
 
 from __future__ import annotations
 
 import pytest
 
-from spark_app.api.manifest import checkpoint_location, epoch_sink_path
+from spark_app.api.manifest import checkpoint_location, epoch_sink_path, load_manifest
 from spark_app.runner.checkpoint_log import DurableBatch
 from spark_app.runner.group_offsets import newest_durable, sink_batch
+from spark_app.runner.start import start_point
 
 pytestmark = pytest.mark.unit
 
@@ -68,3 +69,28 @@ def test_the_sinks_batch_is_read_where_that_checkpoints_query_wrote():
     for table_sink in ("delta", "iceberg"):
         sink_batch(table_sink, None, ours, lambda app: apps.append(app) or 3, lambda _: None)
     assert apps == [ours, ours]
+
+
+def test_the_report_names_the_group_a_run_reads_as():
+    """The operator's status.checkpointGroupId follows the runs that started on a checkpoint
+    (simulation seed 1140): the start's report says which group it reads as."""
+    manifest = load_manifest(
+        {
+            "apiVersion": "sparkkafka.dev/v1alpha1",
+            "kind": "StreamingJob",
+            "metadata": {"name": "orders"},
+            "spec": {
+                "job": {
+                    "source": {"bootstrapServers": "k:9092", "subscribe": ["t"], "groupId": "g2"},
+                    "sink": {"format": "noop"},
+                },
+                "checkpoint": {"location": "file:///mnt/ckpt"},
+            },
+        }
+    )
+    restored = start_point(Logs([0, 1], [0, 1]), "e1", manifest)  # type: ignore[arg-type]
+    assert (restored["startPath"], restored["restoredBatch"], restored["groupId"]) == (
+        "restored",
+        1,
+        "g2",
+    )
