@@ -63,9 +63,9 @@ class HandoverStatus(WaitingDriver):
         "ready; the running driver is stopped between batches. Started: the running driver "
         "was gone, the go was written; the next driver is the job's driver. FellBack: the "
         "next driver was not ready in time or failed; it was deleted and the cold path taken. "
-        "Cancelled: a suspend came before the go (the next driver was deleted), or a manual "
-        "act before the next driver was created (it replaced the target); its name and epoch "
-        "are not handed out again.",
+        "Cancelled: a suspend came before the go (the next driver was deleted), or the spec "
+        "changed again before the next driver was created (reason Replaced); its name and "
+        "epoch are not handed out again.",
     )
     previous_checkpoint_location: str = Field(
         default="", description="The checkpoint the next driver catches up from (a new epoch)."
@@ -76,7 +76,9 @@ class HandoverStatus(WaitingDriver):
         "newer ones never started a query.",
     )
     checkpoint_group_id: str = Field(
-        default="", description="The consumer group the next driver reads as (its spec's)."
+        default="",
+        description="The consumer group whose reads the next driver's checkpoint holds (a new "
+        "epoch: its spec's; a restore: the running one's, until the next driver's report).",
     )
     reason: str = Field(
         default="",

@@ -287,12 +287,16 @@ def _request(kube: Kube, ns: str, name: str, action: dict, **spec) -> None:
 
 
 def _offsets_action(kube: Kube, ns: str, name: str, nonce: int) -> dict:
+    """The action's outcome once recorded. 60 s: a fresh operator reconciles every job the
+    module's earlier tests left (their Kafka unreachable or refusing) before or beside this
+    one, and an unreachable broker's action takes its own kafkaDeadlineSeconds; in CI run 80,
+    at the start's load, it was recorded 30 s after the job's creation."""
     return wait_for(
         lambda: (
             (kube.status(ns, name).get("offsetsAction") or {}).get("nonce") == nonce
             and kube.status(ns, name)["offsetsAction"]
         ),
-        30,
+        60,
         f"offsets action {nonce} recorded",
     )
 
