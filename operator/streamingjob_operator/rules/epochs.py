@@ -251,20 +251,23 @@ def mark_deployed(spec: StreamingJobSpec, st: StreamingJobStatus) -> None:
     )
 
 
+# DeployedSpec's fields and the status fields that hold them (status keeps them flat: its
+# API since before a hand-over saved them)
+_DEPLOYED_IN_STATUS = {
+    "job_hash": "deployed_job_hash",
+    "pod_hash": "deployed_pod_hash",
+    "checkpoint_base": "deployed_checkpoint_base",
+    "sink": "sink",
+    "restart_nonce": "deployed_restart_nonce",
+    "redeploy_nonce": "deployed_redeploy_nonce",
+}
+
+
 def deployed(st: StreamingJobStatus) -> DeployedSpec:
     """What the job's driver was launched for (mark_deployed)."""
-    return DeployedSpec(
-        job_hash=st.deployed_job_hash,
-        pod_hash=st.deployed_pod_hash,
-        checkpoint_base=st.deployed_checkpoint_base,
-        sink=st.sink,
-        restart_nonce=st.deployed_restart_nonce,
-        redeploy_nonce=st.deployed_redeploy_nonce,
-    )
+    return DeployedSpec(**{f: getattr(st, held) for f, held in _DEPLOYED_IN_STATUS.items()})
 
 
 def put_deployed(st: StreamingJobStatus, spec: DeployedSpec) -> None:
-    st.deployed_job_hash, st.deployed_pod_hash = spec.job_hash, spec.pod_hash
-    st.deployed_checkpoint_base, st.sink = spec.checkpoint_base, spec.sink
-    st.deployed_restart_nonce = spec.restart_nonce
-    st.deployed_redeploy_nonce = spec.redeploy_nonce
+    for field, held in _DEPLOYED_IN_STATUS.items():
+        setattr(st, held, getattr(spec, field))
