@@ -157,11 +157,15 @@ def world_fault(h: History, name: str, arg: int) -> None:
         if busy:
             w.freeze_node(busy[arg % len(busy)], 20 + arg % 100)
     elif name == "api-outage":
+        if not w.server.down():
+            w.api_down_at = w.clock.t
         w.server.faults.outage_until = w.clock.t + 5 + arg % 120
     elif name == "watch-stall":
         w.watch_stalled_until = w.clock.t + 5 + arg % 60
     elif name == "retention":  # the partition keeps only its newest records (0 to 11)
         w.kafka.retain(arg % w.kafka.partitions, arg // 7 % 12)
+    elif name == "leader-election":  # a new leader; unclean (0 to 7 records lost) or clean
+        w.kafka.elect(arg % w.kafka.partitions, arg // 7 % 8)
     elif name == "table-maintenance":  # compaction and snapshot expiry beside the job
         w.sinks.iceberg.maintain()
 

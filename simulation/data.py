@@ -2,17 +2,21 @@
 cannot be decoded) and the group's committed offsets, the dead-letter topic, the file system
 holding checkpoints and the file sink's output, and a Delta or an Iceberg table.
 
-A record is `(topic, partition, offset)`. What a sink's reader sees is what its batches
-wrote once committed: the file sink's batches listed in its `_spark_metadata` logs, the
-table's commits (`driver.Sinks.written`)."""
+A record is `(topic, partition, offset, leader epoch that wrote it)`: after an unclean leader
+election a partition's offsets are written again by the new leader, and those are other
+records (rule 16). What a sink's reader sees is what its batches wrote once committed: the
+file sink's batches listed in its `_spark_metadata` logs, the table's commits
+(`driver.Sinks.written`)."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from typing import Any
 
 from spark_app.api import offsets as off
-from spark_app.api.offsets import Positions
+from spark_app.api.offsets import Epochs, Positions
+from spark_app.api.sink_rules import Progress
 from spark_app.runner.checkpoint_log import CheckpointFiles
 from spark_app.sinks.iceberg_sink import (
     APP_PROPERTY,
@@ -22,7 +26,8 @@ from spark_app.sinks.iceberg_sink import (
 )
 
 TOPIC = "orders"
-Record = tuple[str, int, int]
+Record = tuple[str, int, int, int]
+TopicPartition = tuple[str, int]
 
 
 @dataclass
@@ -40,10 +45,56 @@ class Kafka:
     # per (group, partition): where the group last started without an offset of its own
     # (the reset strategy's choice): what was below it was never the group's to read
     first_start: dict[tuple[str, tuple[str, int]], int] = field(default_factory=dict)
+    # per partition its leaders' epochs, oldest first: (epoch, the first offset it wrote)
+    leaders: dict[TopicPartition, list[tuple[int, int]]] = field(default_factory=dict)
+    # the leader epoch each committed offset was committed with (where one was)
+    group_epochs: dict[str, Epochs] = field(default_factory=dict)
+    truncated: set[TopicPartition] = field(default_factory=set)  # by an unclean election
+    # records a fresh start may read again: its group's offset was past the log end (read as
+    # a recreated topic) after an unclean election truncated the log below it
+    reread: set[Record] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self.end = {(TOPIC, p): 0 for p in range(self.partitions)}
         self.low = dict.fromkeys(self.end, 0)
+        self.leaders = {tp: [(0, 0)] for tp in self.end}
+
+    def epochs(self) -> Epochs:
+        """Each partition's leader epoch now (a ListOffsets answer's)."""
+        return {tp: leaders[-1][0] for tp, leaders in self.leaders.items()}
+
+    def written_in(self, tp: TopicPartition, offset: int) -> int:
+        """The leader epoch that wrote the record at `offset` of the log as it is now."""
+        return next(e for e, first in reversed(self.leaders[tp]) if first <= offset)
+
+    def epoch_end(self, tp: TopicPartition, epoch: int) -> int:
+        """OffsetsForLeaderEpoch: where the log the leader of `epoch` wrote ends in the log as
+        it is now (the first offset of the next epoch's leader, else the log end)."""
+        later = [first for e, first in self.leaders[tp] if e > epoch]
+        return later[0] if later else self.end[tp]
+
+    def elect(self, partition: int, back: int) -> None:
+        """A new leader: clean (`back` 0), or unclean, a replica without the last `back`
+        records (not below the log start): the log is truncated, and the offsets it lost are
+        written again by the new leader (other records)."""
+        tp = (TOPIC, partition)
+        cut = max(self.low[tp], self.end[tp] - back)
+        kept = [(e, first) for e, first in self.leaders[tp] if first < cut]
+        self.leaders[tp] = [*kept, (self.leaders[tp][-1][0] + 1, cut)]
+        if cut < self.end[tp]:
+            self.end[tp] = cut
+            self.truncated.add(tp)
+
+    def record(self, tp: TopicPartition, offset: int) -> Record:
+        return (*tp, offset, self.written_in(tp, offset))
+
+    def records(self, start: Positions, end: Positions) -> list[Record]:
+        """The records of `[start, end)` in the log as it is now."""
+        return [
+            (t, p, o, self.written_in((t, p), o))
+            for (t, p), e in sorted(end.items())
+            for o in range(start.get((t, p), 0), e)
+        ]
 
     def retain(self, partition: int, keep: int) -> None:
         """Retention: only the last `keep` records of the partition are left."""
@@ -51,11 +102,11 @@ class Kafka:
         self.low[tp] = max(self.low[tp], self.end[tp] - keep)
 
     def deleted(self, record: Record) -> bool:
-        topic, partition, offset = record
+        topic, partition, offset, _ = record
         return offset < self.low[(topic, partition)]
 
     def poison(self, record: Record) -> bool:
-        _, partition, offset = record
+        _, partition, offset, _ = record
         every = self.poison_every
         return every > 0 and (offset * 31 + partition * 17 + self.poison_salt) % every == 0
 
@@ -65,9 +116,18 @@ class Kafka:
     def committed(self, group: str) -> Positions:
         return dict(self.groups.get(group, {}))
 
-    def commit(self, group: str, positions: Positions) -> None:
-        """As Kafka does: any offset is taken, backwards too."""
+    def committed_epochs(self, group: str) -> Epochs:
+        return dict(self.group_epochs.get(group, {}))
+
+    def commit(self, group: str, positions: Positions, epochs: Epochs | None = None) -> None:
+        """As Kafka does: any offset is taken, backwards too, with its leader epoch or none."""
         self.groups.setdefault(group, {}).update(positions)
+        kept = self.group_epochs.setdefault(group, {})
+        for tp in positions:
+            if epochs and tp in epochs:
+                kept[tp] = epochs[tp]
+            else:
+                kept.pop(tp, None)
 
 
 @dataclass
@@ -77,16 +137,22 @@ class DeadLetterTopic:
     progress offset at once, or (its writer killed first) nothing."""
 
     copies: list[tuple[str, Record]] = field(default_factory=list)  # (the job's group, record)
-    progress: dict[str, Positions] = field(default_factory=dict)  # by progress group
+    # by progress group and source partition
+    progress: dict[str, dict[TopicPartition, Progress]] = field(default_factory=dict)
 
-    def committed(self, progress_group: str, tp: tuple[str, int]) -> int:
-        return self.progress.get(progress_group, {}).get(tp, -1001)  # none: OFFSET_INVALID
+    def committed(self, progress_group: str, tp: TopicPartition) -> Progress:
+        return self.progress.get(progress_group, {}).get(tp, Progress(-1001))  # OFFSET_INVALID
 
     def commit(
-        self, group: str, progress_group: str, tp: tuple[str, int], rows: list[Record], end: int
+        self,
+        group: str,
+        progress_group: str,
+        tp: TopicPartition,
+        rows: list[Record],
+        handled: Progress,
     ) -> None:
         self.copies.extend((group, row) for row in rows)
-        self.progress.setdefault(progress_group, {})[tp] = end
+        self.progress.setdefault(progress_group, {})[tp] = handled
 
 
 class Files:
@@ -136,11 +202,19 @@ class Checkpoint(CheckpointFiles):
     def read(self, log: str, batch_id: int) -> str:
         return self.files.files[f"{self.location}/{log}/{batch_id}"]
 
-    def write_offsets(self, batch_id: int, end: Positions, start: Positions | None) -> bool:
+    def write_offsets(
+        self,
+        batch_id: int,
+        end: Positions,
+        start: Positions | None,
+        epochs: Epochs,
+        start_epochs: Epochs,
+    ) -> bool:
         """offsets/N, only if absent (Spark's HDFSMetadataLog.add): False when another
         driver of the checkpoint wrote it first ("Concurrent update to the log. Multiple
-        streaming jobs detected"), and the query fails."""
-        entry = off.batch_offset(end, start)
+        streaming jobs detected"), and the query fails. With the leader epochs of its end
+        (and batch 0's start) as the source's `latestOffset` returns them."""
+        entry = off.batch_offset(end, start, epochs, start_epochs)
         return self._add(f"offsets/{batch_id}", "v1\n{}\n" + json.dumps(entry))
 
     def write_commit(self, batch_id: int) -> bool:
@@ -156,12 +230,20 @@ class Checkpoint(CheckpointFiles):
     def batch_range(self, batch_id: int) -> tuple[Positions, Positions]:
         """[start, end) of a planned batch: batch 0 pins its start, later ones start where the
         batch before ended."""
-        end_entry = json.loads(self.read("offsets", batch_id).splitlines()[2])
-        end = off.end_positions(end_entry)
-        if batch_id == 0 or "start" in end_entry:
-            return off.from_json(end_entry["start"]), end
-        before = json.loads(self.read("offsets", batch_id - 1).splitlines()[2])
-        return off.end_positions(before), end
+        before, entry = self._entries(batch_id)
+        return off.start_positions(before, entry), off.end_positions(entry)
+
+    def batch_epochs(self, batch_id: int) -> tuple[Epochs, Epochs]:
+        """The leader epochs kept with a planned batch's start and end."""
+        before, entry = self._entries(batch_id)
+        return off.start_epochs(before, entry), off.end_epochs(entry)
+
+    def _entries(self, batch_id: int) -> tuple[dict[str, Any], dict[str, Any]]:
+        """offsets/N's source entry, and the one of the batch before (none for batch 0)."""
+        entry = json.loads(self.read("offsets", batch_id).splitlines()[2])
+        if batch_id == 0 or "start" in entry:
+            return dict(off.FRESH_START), entry
+        return json.loads(self.read("offsets", batch_id - 1).splitlines()[2]), entry
 
 
 @dataclass
@@ -223,7 +305,3 @@ class IcebergTable:
 
     def maintain(self) -> None:
         self.summaries[:] = [{"operation": "replace"}]
-
-
-def records(start: Positions, end: Positions) -> list[Record]:
-    return [(t, p, o) for (t, p), e in sorted(end.items()) for o in range(start.get((t, p), 0), e)]

@@ -21,21 +21,18 @@ import yaml
 from spark_app.api import offsets as off
 from spark_app.api.dead_letter_options import DeadLetterTarget
 from spark_app.api.manifest import RunnerManifest, load_manifest
-from spark_app.api.offsets import Positions
+from spark_app.api.offsets import Epochs, Positions
 from spark_app.formats.poison import MALFORMED_PAYLOAD
 from spark_app.runner.checkpoint_log import ahead_of_group
 from spark_app.runner.group_offsets import newest_durable
 from spark_app.runner.runner import parse_args
 from spark_app.runner.start import start_point
 from spark_app.sinks import dead_letter
-from spark_app.source import data_loss
 from streamingjob_operator.api.naming import LABEL_JOB
 
-from .data import (
-    Checkpoint,
-    records,
-)
+from .data import Checkpoint
 from .driver_world import World
+from .fresh_start import FreshStart
 from .kafka_out import exactly_once, ranges
 from .losses import LossRules, Reporting
 
@@ -43,7 +40,7 @@ EXIT_CATCH_UP_FAILED = 5
 
 
 @dataclass
-class Driver(LossRules, Reporting):
+class Driver(FreshStart, LossRules, Reporting):
     pod: str
     uid_of_pod: str
     job: str  # the job's name
@@ -69,13 +66,18 @@ class Driver(LossRules, Reporting):
     batch: int = 0  # the batch being run
     batch_start: Positions = field(default_factory=dict)
     batch_end: Positions = field(default_factory=dict)
+    # the leader epochs kept with the batch's start and end (rule 16)
+    start_epochs: Epochs = field(default_factory=dict)
+    end_epochs: Epochs = field(default_factory=dict)
     pending_commit: Positions | None = None
+    pending_epochs: Epochs = field(default_factory=dict)
     dead_done: set[tuple[str, int]] = field(default_factory=set)  # the batch's transactions
     reading: bool = False  # the query runs (reads, writes the sink or commits)
     sink_tasks: int = 0  # the batch's ranges the exactly-once Kafka sink has written
     caught_up_from: str = ""  # the earlier checkpoint whose durable batch it committed
     loss_seen: set[tuple[tuple[str, int], int]] = field(default_factory=set)  # (tp, offset)
     loss_skipped: int = 0  # offsets this run skipped as lost (failOnDataLoss=false)
+    waits_past_end: bool = False  # its batch ends past a log end an unclean election cut back
     # the runner's report (report.json): its start, then its throughput after each batch
     started: dict[str, Any] = field(default_factory=dict)
     executors: int = 1
@@ -185,35 +187,10 @@ class Driver(LossRules, Reporting):
                 w.log(f"{self.pod}: catch-up commit failed: exit 5")
                 return self.exit(EXIT_CATCH_UP_FAILED)
             ahead = ahead_of_group(batch.end, w.kafka.committed(self.group))
-            w.kafka.commit(self.group, ahead)
+            w.kafka.commit(self.group, ahead, batch.epochs)
             self.caught_up_from = location
         self.stage = "resolve"
         return None
-
-    def _resolve(self, w: World) -> None:
-        """A fresh query's start: the group's committed offsets, earliest where none."""
-        assert self.manifest is not None
-        source = self.manifest.spec.job.source
-        mode = off.parse_starting_offsets(source.starting_offsets)
-        committed = w.kafka.committed(self.group)
-        decisions = {
-            tp: off.resolve_start(
-                tp,
-                mode,
-                source.offset_reset_strategy,
-                w.kafka.low[tp],
-                high,
-                committed.get(tp),
-                None,
-            )
-            for tp, high in sorted(w.kafka.end.items())
-        }
-        if self._judge_losses(w, data_loss.resumed_from(decisions)):
-            self.batch, self.stage = 0, "plan"
-            self.batch_start = {tp: d.offset for tp, d in decisions.items()}
-            for tp in decisions.keys() - committed.keys():  # where the group starts anew
-                key, start = (self.group, tp), decisions[tp].offset
-                w.kafka.first_start[key] = max(w.kafka.first_start.get(key, 0), start)
 
     def _restore(self, w: World) -> None:
         """Spark's restore: the newest planned batch is re-run when it has no commit entry,
@@ -222,14 +199,16 @@ class Driver(LossRules, Reporting):
         newest = checkpoint.newest("offsets")
         assert newest is not None
         start, end = checkpoint.batch_range(newest)
+        start_epochs, end_epochs = checkpoint.batch_epochs(newest)
         if checkpoint.has("commits", newest):
-            self.batch, self.batch_start = newest + 1, end
+            self.batch, self.batch_start, self.start_epochs = newest + 1, end, end_epochs
             self.stage = "plan"
             # Spark's first latestOffset(start=end) hands it to the committer (rule 3), which
             # sends it again after a failure
-            self.pending_commit = dict(end)
+            self.pending_commit, self.pending_epochs = dict(end), end_epochs
         else:
             self.batch, self.batch_start, self.batch_end = newest, start, end
+            self.start_epochs, self.end_epochs = start_epochs, end_epochs
             self.stage = "dead-letter"
 
     def _plan(self, w: World) -> None:
@@ -242,14 +221,17 @@ class Driver(LossRules, Reporting):
         if not self._judge_losses(w, self.batch_start):
             return None
         limit = self.manifest.spec.job.source.max_offsets_per_trigger if self.manifest else None
-        end = off.rate_limit(self.batch_start, w.kafka.end, limit or 1_000_000)
-        if end == self.batch_start:
+        begin, begin_epochs = self.batch_start, self.start_epochs
+        end, epochs = off.plan_end(begin, begin_epochs, w.kafka.end, w.kafka.epochs(), limit)
+        if end == begin:
             return  # idle
         checkpoint = Checkpoint(w.files, self.location)
-        first = self.batch_start if self.batch == 0 else None
-        if not checkpoint.write_offsets(self.batch, end, first):
+        first = self.batch == 0
+        if not checkpoint.write_offsets(
+            self.batch, end, begin if first else None, epochs, begin_epochs if first else {}
+        ):
             return self.exit(1)  # another driver of the checkpoint planned it: the query fails
-        self.batch_end = end
+        self.batch_end, self.end_epochs = end, epochs
         self.stage = "dead-letter"
 
     def _dead_letter(self, w: World) -> None:
@@ -260,24 +242,26 @@ class Driver(LossRules, Reporting):
         for tp in sorted(self.batch_end):
             if tp in self.dead_done:
                 continue
-            self.dead_done.add(tp)
             span = self._read(w, {tp: self.batch_start.get(tp, 0)}, {tp: self.batch_end[tp]})
             if span is None:
                 return
+            self.dead_done.add(tp)
             poison = [r for r in span if w.kafka.poison(r)]
             if not poison:
                 continue
             target = DeadLetterTarget("dead-letter", {}, self.job, self.epoch, self.group)
             dead = [
                 dead_letter.DeadRecord(t, p, o, None, None, None, MALFORMED_PAYLOAD, "poison")
-                for t, p, o in poison
+                for t, p, o, _ in poison
             ]
             progress = w.dead_letter.committed(target.progress_group, tp)
-            transaction = dead_letter.transaction_of(dead, progress, self.batch_end[tp])
+            read = dead_letter.diverged_read(self.batch_start.get(tp, 0), span[0][2])
+            transaction = dead_letter.transaction_of(dead, progress, self.batch_end[tp], read)
             if transaction is not None:
-                rows, end = transaction
-                copies = [(r.topic, r.partition, r.offset) for r in rows]
-                w.dead_letter.commit(self.group, target.progress_group, tp, copies, end)
+                rows, handled = transaction
+                by_offset = {r[2]: r for r in poison}  # the records read
+                copies = [by_offset[r.offset] for r in rows]
+                w.dead_letter.commit(self.group, target.progress_group, tp, copies, handled)
             return
         self.dead_done = set()
         self.stage = "sink"
@@ -309,9 +293,11 @@ class Driver(LossRules, Reporting):
         if not Checkpoint(w.files, self.location).write_commit(self.batch):
             return self.exit(1)  # another driver of the checkpoint committed it first
         w.data_loss_held.discard(self.uid)  # the job moves on
-        self._count(w, len(records(self.batch_start, self.batch_end)))
-        self.pending_commit = dict(self.batch_end)  # the committer's, sent asynchronously
+        self._count(w, sum(e - self.batch_start.get(tp, 0) for tp, e in self.batch_end.items()))
+        # the committer's, sent asynchronously
+        self.pending_commit, self.pending_epochs = dict(self.batch_end), self.end_epochs
         self.batch, self.batch_start = self.batch + 1, self.batch_end
+        self.start_epochs = self.end_epochs
         self.stage = "plan"
 
     def _group_commit(self, w: World) -> None:
@@ -320,7 +306,7 @@ class Driver(LossRules, Reporting):
         if not self._catches_up_on_checkpoints():
             self.pending_commit = None
         elif not w.commit_fails():  # a failed one is sent again (committer.py) unless newer
-            w.kafka.commit(self.group, self.pending_commit)
+            w.kafka.commit(self.group, self.pending_commit, self.pending_epochs)
             self.pending_commit = None
 
     def _catches_up_on_checkpoints(self) -> bool:
@@ -339,4 +325,5 @@ class Driver(LossRules, Reporting):
             return
         batch = Checkpoint(w.files, self.location).durable_batch()
         if batch is not None and not w.commit_fails():
-            w.kafka.commit(self.group, ahead_of_group(batch.end, w.kafka.committed(self.group)))
+            ahead = ahead_of_group(batch.end, w.kafka.committed(self.group))
+            w.kafka.commit(self.group, ahead, batch.epochs)

@@ -49,6 +49,7 @@ ACTS = (
     "watch-stall",
     "table-maintenance",
     "retention",
+    "leader-election",
     *acts.OPERATOR_FAULTS,
 )
 FAULTS = frozenset(
@@ -63,6 +64,7 @@ FAULTS = frozenset(
         "watch-stall",
         "table-maintenance",
         "retention",
+        "leader-election",
     }
     | set(acts.OPERATOR_FAULTS)
 )

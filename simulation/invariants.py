@@ -67,7 +67,9 @@ class Checker:
         self.seen: Counter[Record] = Counter()
         self.seen_by: Counter[tuple[str, int, Record]] = Counter()  # (group, era, record)
         self.eras: Counter[str] = Counter()  # per group: offsets actions that moved it
-        self.skipped: set[Record] = set()  # offsets an offsets action moved a group past
+        # per partition: the offsets below were moved past by an offsets action (whichever
+        # records they hold: an offset set by hand keeps no leader epoch, rule 16)
+        self.skipped: dict[tuple[str, int], int] = {}
         self.deferred: list[Violation] = []  # found between two checks
         self.allowed: set[Record] = set()  # may appear twice: durable, uncommitted, deleted
         self.visible_count = 0
@@ -96,7 +98,7 @@ class Checker:
         """The job was deleted: what it made durable but the group does not have yet may be
         read again by a job created later under the same name (nothing carries it over)."""
         for group_read, record in self.world.sinks.written:
-            topic, partition, offset = record
+            topic, partition, offset, _ = record
             if offset >= self.world.kafka.committed(group_read).get((topic, partition), 0):
                 self.allowed.add(record)
 
@@ -128,8 +130,8 @@ class Checker:
         skipped on purpose (never lost)."""
         self.deferred += self._exactly_once()  # the rows before the move: the old era
         self.eras[group] += 1
-        for (topic, partition), offset in moved.items():
-            self.skipped.update((topic, partition, o) for o in range(offset))
+        for tp, offset in moved.items():
+            self.skipped[tp] = max(offset, self.skipped.get(tp, 0))
 
     def check(self) -> list[Violation]:
         if self.exists and self.world.server.get("StreamingJob", NAMESPACE, self.name) is None:
@@ -256,32 +258,37 @@ class Checker:
             self.seen[record] += 1
             key = (group, self.eras[group], record)
             self.seen_by[key] += 1
-            if self.seen_by[key] > 1 and record not in self.allowed:
+            again = record in self.allowed or record in self.world.kafka.reread
+            if self.seen_by[key] > 1 and not again:
                 found.append(Violation("duplicate", f"{record} appears twice in the sink"))
             if self.world.kafka.poison(record):
                 found.append(Violation("poison in sink", f"{record} cannot be decoded"))
         self.visible_count = len(rows)
         for group, committed in self.world.kafka.groups.items():
-            for (topic, partition), offset in sorted(committed.items()):
-                prefix = self.prefix.get((group, topic, partition), 0)
-                while self._accounted(group, (topic, partition, prefix)):
-                    prefix += 1
-                self.prefix[(group, topic, partition)] = prefix
-                if offset > prefix:
-                    missing = [
-                        o
-                        for o in range(prefix, offset)
-                        if not self._accounted(group, (topic, partition, o))
-                    ]
-                    found.append(
-                        Violation(
-                            "lost",
-                            f"group {group} committed {topic}-{partition} at {offset} but "
-                            f"offsets {missing[:5]} are not in the sink (nor dead-lettered, "
-                            "nor told lost)",
-                        )
-                    )
+            for tp, offset in sorted(committed.items()):
+                found += self._lost(group, tp, offset)
         return found
+
+    def _lost(self, group: str, tp: tuple[str, int], offset: int) -> list[Violation]:
+        """The group's committed offset claims every record below it in the log as it is
+        now, of leaders up to the epoch it was committed with (one with no epoch: all): each
+        must be accounted for. (A newer leader's records below it, written after an unclean
+        election truncated the log, are the next read's: rule 16.)"""
+        kafka = self.world.kafka
+        key = (group, *tp)
+        prefix = min(self.prefix.get(key, 0), kafka.end[tp])  # truncated: written again
+        while prefix < kafka.end[tp] and self._accounted(group, kafka.record(tp, prefix)):
+            prefix += 1
+        self.prefix[key] = prefix
+        epoch = kafka.committed_epochs(group).get(tp)
+        claimed = epoch is None or kafka.written_in(tp, prefix) <= epoch
+        if offset <= prefix or prefix >= kafka.end[tp] or not claimed:
+            return []
+        below = range(prefix, min(offset, kafka.end[tp]))
+        missing = [o for o in below if not self._accounted(group, kafka.record(tp, o))]
+        what = f"group {group} committed {tp[0]}-{tp[1]} at {offset} (leader epoch {epoch})"
+        told = "are not in the sink (nor dead-lettered, nor told lost)"
+        return [Violation("lost", f"{what} but offsets {missing[:5]} {told}")]
 
     def _accounted(self, group: str, record: Record) -> bool:
         """In the sink, dead-lettered, moved past by an offsets action, deleted by retention
@@ -289,11 +296,11 @@ class Checker:
         and said so (failOnDataLoss=false): counted in status by the driver, or in the
         executor's log when deleted between the plan and the read."""
         kafka = self.world.kafka
-        topic, partition, offset = record
+        topic, partition, offset, _ = record
         return bool(
             offset < kafka.first_start.get((group, (topic, partition)), 0)
             or self.seen[record]
-            or record in self.skipped
+            or offset < self.skipped.get((topic, partition), 0)
             or record in self.dead_read
             or record in kafka.lost_told
             or record in kafka.lost_logged
@@ -364,6 +371,8 @@ def converged(world: World, name: str) -> list[Violation]:
     fails_on_loss = job["spec"]["job"]["source"].get("failOnDataLoss", True)
     if job["metadata"]["uid"] in world.data_loss_held and fails_on_loss:
         return []  # failing on records retention deleted unread: the user decides (rule 15)
+    if any(d.waits_past_end for d in world.readers(name)):
+        return []  # open: a batch planned past a log end an unclean election cut back waits
     if job["spec"].get("suspend"):
         return [] if phase == "Suspended" else [_stuck(world, name, phase, status)]
     if phase != "Running":
@@ -373,7 +382,8 @@ def converged(world: World, name: str) -> list[Violation]:
     behind = {
         f"{t}-{p}": (committed.get((t, p), 0), end)
         for (t, p), end in world.kafka.end.items()
-        if committed.get((t, p), 0) != end
+        if committed.get((t, p), 0) < end  # or past it where no unclean election cut it back
+        or (committed.get((t, p), 0) > end and (t, p) not in world.kafka.truncated)
     }
     if behind:
         return [Violation("no convergence", f"group behind the log end: {behind}")]

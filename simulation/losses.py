@@ -8,11 +8,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from spark_app.api.manifest import RunnerManifest
-from spark_app.api.offsets import Positions
+from spark_app.api.offsets import Epochs, Positions
 from spark_app.source import data_loss
-from spark_app.source.partition_range import DataLossError, KafkaInputPartition, offsets_lost
+from spark_app.source.partition_range import (
+    DataLossError,
+    KafkaInputPartition,
+    log_truncated,
+    offsets_lost,
+)
 
-from .data import Record, records
+from .data import Record
 
 if TYPE_CHECKING:
     from .driver_world import World
@@ -29,6 +34,8 @@ class LossRules:
     term_message: str
     loss_seen: set[tuple[tuple[str, int], int]]
     loss_skipped: int
+    start_epochs: Epochs
+    waits_past_end: bool
 
     if TYPE_CHECKING:  # the Driver's own (and Reporting's)
 
@@ -52,36 +59,57 @@ class LossRules:
         for loss in new:
             self.loss_seen.add((loss.tp, loss.offset))
             self.loss_skipped += loss.skipped
-            span = records({loss.tp: loss.offset}, {loss.tp: loss.offset + loss.skipped})
-            w.kafka.lost_told.update(span)
+            # deleted records (a log that ends before the position has none to tell)
+            last = min(loss.offset + loss.skipped, w.kafka.end[loss.tp])
+            w.kafka.lost_told.update(w.kafka.records({loss.tp: loss.offset}, {loss.tp: last}))
         if new and self._write_report(w):
             w.failed(self, "OffsetsSkipped")  # the DataLoss condition and an Event name it
         return True
 
     def _read(self, w: World, start: Positions, end: Positions) -> list[Record] | None:
-        """A task's read of its ranges: what retention deleted since the plan fails the
-        query, or is skipped with a line in the executor's log (partition_range.offsets_lost);
-        None: the driver failed."""
+        """A task's read of its ranges: its start validated with the leader epoch kept with
+        it (a log truncated below it: partition_range.log_truncated), then what retention
+        deleted since the plan (partition_range.offsets_lost); either fails the query, or is
+        read on from the divergence or skipped with a line in the executor's log. None: the
+        driver failed, or the log does not reach the range's end yet (the read waits)."""
+        rows: list[Record] = []
         for tp, stop in sorted(end.items()):
-            first, low = start.get(tp, 0), w.kafka.low[tp]
-            if first < min(low, stop):
-                p = KafkaInputPartition(
-                    topic=tp[0],
-                    partition=tp[1],
-                    start=first,
-                    end=stop,
-                    client_config={},
-                    fail_on_data_loss=self._fails_on_data_loss(),
-                )
-                try:
-                    offsets_lost(p, first, low)
-                except DataLossError as exc:
-                    self._lost_data(w, exc)
-                    return None
-        span = records(start, end)
-        gone = {r for r in span if w.kafka.deleted(r)}
-        w.kafka.lost_logged.update(gone - w.kafka.lost_told)
-        return [r for r in span if r not in gone]
+            p = KafkaInputPartition(
+                topic=tp[0],
+                partition=tp[1],
+                start=start.get(tp, 0),
+                end=stop,
+                client_config={},
+                fail_on_data_loss=self._fails_on_data_loss(),
+                start_epoch=self.start_epochs.get(tp),
+            )
+            try:
+                first = self._validated(w, p)
+            except DataLossError as exc:
+                self._lost_data(w, exc)
+                return None
+            self.waits_past_end = tp in w.kafka.truncated and w.kafka.end[tp] < stop
+            if w.kafka.end[tp] < stop:  # the read waits for records up to its end
+                return None
+            span = w.kafka.records({tp: first}, {tp: stop})
+            gone = {r for r in span if w.kafka.deleted(r)}
+            w.kafka.lost_logged.update(gone - w.kafka.lost_told)
+            rows += [r for r in span if r not in gone]
+        return rows
+
+    def _validated(self, w: World, p: KafkaInputPartition) -> int:
+        """Where the read of `p` starts: the broker's OffsetsForLeaderEpoch for its start's
+        epoch, then its log start (each raising DataLossError per failOnDataLoss)."""
+        tp, first = (p.topic, p.partition), p.start
+        if p.start_epoch is not None:
+            divergence = w.kafka.epoch_end(tp, p.start_epoch)
+            if divergence < first:
+                log_truncated(p, first, divergence)
+                first = divergence
+        low = w.kafka.low[tp]
+        if first < min(low, p.end):
+            offsets_lost(p, first, low)
+        return first
 
     def _lost_data(self, w: World, exc: DataLossError) -> bool:
         """The query fails (failOnDataLoss=true); the termination message names the loss."""

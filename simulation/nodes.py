@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from streamingjob_operator.rules.observed import iso
+from streamingjob_operator.rules.timing import watch_quiet_seconds
 
 if TYPE_CHECKING:
     from .driver import Driver
@@ -16,6 +17,7 @@ if TYPE_CHECKING:
 LEASE_RENEW_SECONDS = 10.0
 NODE_MONITOR_GRACE = 40.0  # the node lifecycle controller's: then it marks and taints a node
 LEAST_GRACE = 35.0  # the least nodeLostGraceSeconds the operator accepts
+QUIET = watch_quiet_seconds(LEASE_RENEW_SECONDS)  # no renewal at all: the view is distrusted
 
 
 @dataclass
@@ -86,11 +88,15 @@ class Nodes:
         return self.clock.t < self.nodes[node].frozen_until
 
     def silent_for_a_grace(self, node: Node) -> bool:
-        """No renewal of its kubelet has reached the operators for the least grace they accept,
-        counted from the control plane's return (an outage silences every kubelet): frozen, or
-        thawed but its renewal not seen yet. A driver there may be forced out (the grace's
-        trade-off: what it writes on, the checkpoint's logs arbitrate)."""
-        return self.clock.t - max(node.seen, self.api_back_at) >= LEAST_GRACE
+        """No renewal of its kubelet has reached the operators for the least grace they accept:
+        frozen, or thawed but its renewal not seen yet. A driver there may be forced out (the
+        grace's trade-off: what it writes on, the checkpoint's logs arbitrate). Counted from
+        the control plane's return after an outage of the operators' quiet window or more
+        (it silences every kubelet); a shorter one counts as silence, as the least grace
+        allows for (timing.check_node_grace; seed 230 of stop 59)."""
+        long_outage = self.api_back_at - self.api_down_at >= QUIET
+        since = max(node.seen, self.api_back_at) if long_outage else node.seen
+        return self.clock.t - since >= LEAST_GRACE
 
     def _until_thawed(self, node: str, kind: str, arg: Any) -> bool:
         """Holds an event of a frozen node's kubelet or process until it thaws."""

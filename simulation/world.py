@@ -74,6 +74,7 @@ class World(Nodes, Timeline):
         # created them (invariants: "doomed placement")
         self.doomed: list[str] = []
         self.api_back_at = 0.0  # when the last control-plane outage ended
+        self.api_down_at = 0.0  # and when it began
         # A driver that waits for a go (a hand-over's, a standby) reports ready once its
         # Spark session and executors are up: seconds on a quiet cluster, minutes on a busy
         # one, across the operator's readings (its own stream: the others draw as before)

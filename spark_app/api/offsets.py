@@ -122,12 +122,14 @@ def resolve_start(
     high: int,
     committed: int | None,
     by_timestamp: int | None,
+    committed_epoch: int | None = None,
 ) -> StartDecision:
     """Flink's start rules for one partition of a fresh query.
 
     `mode` is what `parse_starting_offsets` returns. `committed` is the group's committed
-    offset (None when the group has none); `by_timestamp` is the first offset with a
-    timestamp >= the requested one (None: no such record). `low`/`high` are watermarks.
+    offset (None when the group has none), `committed_epoch` the leader epoch it was
+    committed with (None: none, as when set by hand); `by_timestamp` is the first offset with
+    a timestamp >= the requested one (None: no such record). `low`/`high` are watermarks.
     """
     topic, partition = tp
     if isinstance(mode, dict):
@@ -147,6 +149,11 @@ def resolve_start(
         # No record at or after the timestamp: start at the end (Flink's behaviour).
         return StartDecision(high if by_timestamp is None else by_timestamp, "timestamp")
     if committed is not None and low <= committed <= high:
+        return StartDecision(committed, "committed")
+    if committed is not None and committed > high and committed_epoch is not None:
+        # a position a reader committed, past a log that now ends below it (truncated by an
+        # unclean election, or the topic recreated): kept, as a restore keeps its
+        # checkpoint's, for failOnDataLoss to judge and the read to validate (rule 16)
         return StartDecision(committed, "committed")
     return _reset(tp, reset, low, high, committed)
 
@@ -188,6 +195,41 @@ def rate_limit(start: Positions, latest: Positions, max_offsets: int) -> Positio
         step = math.ceil(share) if share < 1 else math.floor(share)
         end[tp] = min(high, begin + step)
     return end
+
+
+def plan_end(
+    begin: Positions,
+    begin_epochs: Epochs,
+    log_ends: Positions,
+    epochs: Epochs,
+    max_rows: int | None,
+) -> tuple[Positions, Epochs]:
+    """A batch's end from `begin` (the source's latestOffset): the log ends, never below
+    `begin` (a log truncated below it is the read's to find), at most `max_rows` on; and the
+    leader epoch to keep with each end (rule 16)."""
+    latest = {tp: max(o, begin.get(tp, 0)) for tp, o in log_ends.items()}
+    end = rate_limit(begin, latest, max_rows) if max_rows is not None else latest
+    unmoved = {tp: e for tp, e in begin_epochs.items() if end.get(tp) == begin.get(tp)}
+    return end, epochs_at(end, log_ends, epochs, unmoved)
+
+
+def epochs_at(
+    positions: Positions,
+    log_ends: Positions,
+    epochs: Epochs,
+    known: Epochs | None = None,
+) -> Epochs:
+    """The leader epoch to keep with each position (semantics rule 16): the one a log end at
+    or past it came with (that leader's log held every offset below the position, so asking
+    the leader of a later read where that epoch ends tells whether the log was truncated
+    below it), else the one `known` for that very position; none where neither is known."""
+    kept: Epochs = {}
+    for tp, offset in positions.items():
+        if tp in epochs and offset <= log_ends.get(tp, -1):
+            kept[tp] = epochs[tp]
+        elif known and tp in known:
+            kept[tp] = known[tp]
+    return kept
 
 
 def lag(end: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int]) -> int:

@@ -56,22 +56,40 @@ def dead_letter_headers(record: DeadRecord, target: DeadLetterTarget) -> list:
 
 
 def transaction_of(
-    records: list[DeadRecord], progress: int, end: int
-) -> tuple[list[DeadRecord], int] | None:
+    records: list[DeadRecord], progress: Progress, end: int, read: str = ""
+) -> tuple[list[DeadRecord], Progress] | None:
     """What one partition's dead-letter transaction holds, the pure part of
     `write_dead_records` (the simulation runs it too): the dead records no committed
     transaction wrote (at or past the partition's progress offset; negative: none committed)
-    and the progress offset committed with them (`end`: the read handled up to there).
-    None: nothing to write, the progress stays."""
-    new = [r for r in records if r.offset >= max(progress, 0)]
-    return (new, end) if new else None
+    and the progress committed with them (`end`: the read handled up to there). None:
+    nothing to write, the progress stays.
+
+    `read` names a read that began below its batch's start (`diverged_read`: an unclean
+    election truncated the log, failOnDataLoss=false, rule 16). Its records below the
+    progress are another leader's than those the progress counts, unless that same read
+    committed it (an earlier attempt): so only then does the progress skip any."""
+    floor = progress.offset if not read or progress.metadata == read else -1
+    new = [r for r in records if r.offset >= max(floor, 0)]
+    return (new, Progress(end, read)) if new else None
+
+
+def diverged_read(planned_start: int, first_read: int) -> str:
+    """The name `transaction_of` knows a read by that began at `first_read`, below the
+    batch's `planned_start` (a divergence point); "" for a read that began where planned."""
+    return f"diverged {planned_start}->{first_read}" if first_read < planned_start else ""
 
 
 def write_dead_records(
-    target: DeadLetterTarget, topic: str, partition: int, records: list[DeadRecord], end: int
+    target: DeadLetterTarget,
+    topic: str,
+    partition: int,
+    records: list[DeadRecord],
+    end: int,
+    read: str = "",
 ) -> int:
     """Writes the dead records of one source partition read up to offset `end` (exclusive)
-    that no committed transaction wrote before; returns how many it wrote."""
+    that no committed transaction wrote before (`read`: see `transaction_of`); returns how
+    many it wrote."""
     writer = TransactionalWriter(
         target.client,
         target.transactional_id(topic, partition),
@@ -81,7 +99,7 @@ def write_dead_records(
     )
     try:
         writer.open()  # fences and aborts an earlier writer's
-        transaction = transaction_of(records, writer.progress(topic, partition).offset, end)
+        transaction = transaction_of(records, writer.progress(topic, partition), end, read)
         if transaction is None:
             return 0
         new, handled = transaction
@@ -90,7 +108,7 @@ def write_dead_records(
             for r in new:
                 produce(producer, target.topic, r.value, r.key, dead_letter_headers(r, target))
 
-        writer.commit(write, topic, partition, Progress(handled))
+        writer.commit(write, topic, partition, handled)
         return len(new)
     except Exception as exc:
         raise DeadLetterError(

@@ -152,19 +152,14 @@ class DriverSide:
             begin = self._resolve_fresh_start(log_ends)
             # a committed position keeps the epoch it was committed with: the one of the log
             # its reader read below it (rule 16), not today's leader's
-            begin_epochs = {**epochs_at(begin, log_ends, epochs), **self._committed_epochs}
+            begin_epochs = {**off.epochs_at(begin, log_ends, epochs), **self._committed_epochs}
             assert self._fresh_start is not None
             self._check_data_loss(data_loss.resumed_from(self._fresh_start), log_ends)
         else:
             begin, begin_epochs = off.end_positions(start), off.end_epochs(start)
             self._check_data_loss(begin, log_ends)
-        latest = {tp: max(o, begin.get(tp, 0)) for tp, o in log_ends.items()}
-        if isinstance(limit, ReadMaxRows):
-            end = off.rate_limit(begin, latest, limit.max_rows)
-        else:
-            end = latest
-        unmoved = {tp: e for tp, e in begin_epochs.items() if end.get(tp) == begin.get(tp)}
-        end_epochs = epochs_at(end, log_ends, epochs, unmoved)
+        max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        end, end_epochs = off.plan_end(begin, begin_epochs, log_ends, epochs, max_rows)
         if fresh:
             self.table.plan(end)
             return off.batch_offset(end, begin, end_epochs, begin_epochs)
@@ -204,6 +199,7 @@ class DriverSide:
                     latest[tp],
                     committed.get(tp),
                     by_time.get(tp),
+                    committed_epochs.get(tp),
                 )
                 for tp in tps
             }
@@ -328,25 +324,6 @@ def _is_spark_source_runner() -> bool:
         and spec is not None
         and spec.name.endswith("python_streaming_source_runner")
     )
-
-
-def epochs_at(
-    positions: Positions,
-    log_ends: Positions,
-    epochs: Epochs,
-    known: Epochs | None = None,
-) -> Epochs:
-    """The leader epoch to keep with each position (semantics rule 16): the one a log end at
-    or past it came with (that leader's log held every offset below the position, so asking
-    the leader of a later read where that epoch ends tells whether the log was truncated
-    below it), else the one `known` for that very position; none where neither is known."""
-    kept: Epochs = {}
-    for tp, offset in positions.items():
-        if tp in epochs and offset <= log_ends.get(tp, -1):
-            kept[tp] = epochs[tp]
-        elif known and tp in known:
-            kept[tp] = known[tp]
-    return kept
 
 
 def _names(tps: list[TopicPartition]) -> str:

@@ -18,7 +18,7 @@ from spark_app.formats.decoding import WireDecoder, decode_columns
 from spark_app.formats.poison import DeadRecord
 from spark_app.formats.schema_registry_client import client_for
 from spark_app.formats.typed_values import TypedValues
-from spark_app.sinks.dead_letter import write_dead_records
+from spark_app.sinks.dead_letter import diverged_read, write_dead_records
 from spark_app.source.partition_range import KafkaInputPartition, gc_paused
 
 log = logging.getLogger(__name__)
@@ -50,23 +50,28 @@ def decoded(batches: Iterator[Any], p: KafkaInputPartition) -> Iterator[Any]:
 def _decode(
     batches: Iterator[Any], decoders: dict[str, WireDecoder], p: KafkaInputPartition
 ) -> Iterator[Any]:
+    read = None  # named by where its first batch begins (dead_letter.diverged_read)
     try:
         for batch in batches:
-            yield _decode_one(batch, decoders, p)
+            if read is None and batch.num_rows:
+                read = diverged_read(p.start, batch.column("offset")[0].as_py())
+            yield _decode_one(batch, decoders, p, read or "")
     finally:
         close = getattr(batches, "close", None)
         if close is not None:  # the read's consumer, also when a poison record stops it
             close()
 
 
-def _decode_one(batch: Any, decoders: dict[str, WireDecoder], p: KafkaInputPartition) -> Any:
+def _decode_one(
+    batch: Any, decoders: dict[str, WireDecoder], p: KafkaInputPartition, read: str
+) -> Any:
     """One batch decoded; with a dead-letter topic, the records that cannot be are written
     there (in one transaction with the partition's progress) before the batch goes on."""
     dead: list[DeadRecord] | None = [] if p.dead_letter is not None else None
     out = decode_columns(batch, decoders, p.start, dead)
     if dead and p.dead_letter is not None:
         end = batch.column("offset")[-1].as_py() + 1  # this batch's records are handled
-        written = write_dead_records(p.dead_letter, p.topic, p.partition, dead, end)
+        written = write_dead_records(p.dead_letter, p.topic, p.partition, dead, end, read)
         log.warning(
             "%s: %d record(s) that cannot be decoded went to %s (%d written before), "
             "first at offset %d (%s): %s",

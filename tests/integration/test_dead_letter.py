@@ -16,7 +16,7 @@ from devbed.polling import wait_for
 from devbed.ports import free_port
 from spark_app.api.dead_letter_options import DeadLetterTarget
 from spark_app.formats.poison import DeadRecord
-from spark_app.sinks.dead_letter import DeadLetterTally, write_dead_records
+from spark_app.sinks.dead_letter import DeadLetterTally, diverged_read, write_dead_records
 from tests.support.kafka_tools import consume_to_end, group_offsets, new_topic
 
 pytestmark = pytest.mark.integration
@@ -104,6 +104,28 @@ def test_a_range_read_again_or_overlapping_writes_each_record_once(kafka, source
         12,
     ]
     assert group_offsets(kafka.bootstrap, target.progress_group, source) == {0: 15, 1: 8}
+
+
+def test_a_read_below_its_batchs_start_writes_the_new_leaders_records_once(kafka, source):
+    """An unclean election truncated the log to 12 under a batch planned from 17: the read
+    goes on from 12 (failOnDataLoss=false, rule 16), where the new leader wrote other
+    records than those the progress (17) counts. Its poison records 12 and 15 are written
+    (simulation seed 49: skipped as below the progress), once across a retried task."""
+    target = _target(kafka.bootstrap)
+    assert write_dead_records(target, source, 0, [_dead(source, 2), _dead(source, 7)], end=17) == 2
+    below = diverged_read(17, 12)
+    new = [_dead(source, 12), _dead(source, 15), _dead(source, 22)]
+    assert write_dead_records(target, source, 0, new, end=23, read=below) == 3
+    assert write_dead_records(target, source, 0, new, end=23, read=below) == 0  # a retry
+    assert _offsets(consume_to_end(kafka.bootstrap, target.topic, "read_committed")) == [
+        2,
+        7,
+        12,
+        15,
+        22,
+    ]
+    # the next batch reads where this one ended, as planned: the progress counts again
+    assert write_dead_records(target, source, 0, [_dead(source, 22), _dead(source, 24)], 25) == 1
 
 
 _KILLED_MID_TRANSACTION = """

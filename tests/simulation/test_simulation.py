@@ -13,6 +13,7 @@ import pytest
 
 from simulation.history import Act
 from simulation.search import explore, run, shrink, story
+from spark_app.api.sink_rules import Progress
 from spark_app.sinks import dead_letter
 
 pytestmark = pytest.mark.unit
@@ -79,7 +80,9 @@ def _without_progress_check(monkeypatch):
     is written again, also below the offset a committed transaction handled."""
     original = dead_letter.transaction_of
     monkeypatch.setattr(
-        dead_letter, "transaction_of", lambda records, progress, end: original(records, -1, end)
+        dead_letter,
+        "transaction_of",
+        lambda records, progress, end, read: original(records, Progress(-1), end, read),
     )
 
 
@@ -449,3 +452,84 @@ def test_the_simulation_sees_a_new_leader_force_out_a_driver_an_outage_kept_from
     )
     outcome = run(1080, acts)
     assert outcome.violations and outcome.violations[0].rule == "unfenced"
+
+
+def test_the_simulation_sees_a_group_offset_past_a_truncated_log_read_as_a_recreated_topic(
+    monkeypatch,
+):
+    """Found by `python -m simulation 0-47` once leaders could be elected unclean (seed 23):
+    the job read orders-1 to 10 and its group committed there; an unclean election cut the
+    log to 8; the job failed on it (failOnDataLoss=true); a resume redeployed, and its fresh
+    start read the offset past the end as a recreated topic's and read 1..7 again from the
+    log start. Now a committed offset with its leader epoch is kept (`resolve_start`), as a
+    restore keeps its checkpoint's: the fresh start fails on it too."""
+    from spark_app.api import offsets as off
+
+    acts = [
+        Act(0.0, "create", 1),
+        Act(49.8, "upgrade-mode", 782),
+        Act(131.0, "produce", 429),
+        Act(521.1, "leader-election", 295),
+        Act(544.9, "offsets-action", 419),
+    ]
+    outcome = run(23, acts)
+    assert not outcome.violations
+    assert any("orders-1 ends at 8, before offset 10" in line for line in outcome.trace)
+    resolve = off.resolve_start
+
+    def without_the_epoch(*args, committed_epoch=None):
+        return resolve(*args[:7])
+
+    monkeypatch.setattr(off, "resolve_start", without_the_epoch)
+    outcome = run(23, acts)
+    assert outcome.violations and outcome.violations[0].rule == "duplicate"
+
+
+def test_the_simulation_sees_a_new_leaders_poison_record_below_the_dead_letter_progress(
+    monkeypatch,
+):
+    """Found by `python -m simulation 48-399` once leaders could be elected unclean (seed
+    49, shrunk to these acts): an unclean election cut orders-0 from 17 to 12 and the new
+    leader wrote 12..22; the restored driver's read went on from 12 (failOnDataLoss=false),
+    but the dead-letter writer skipped the new poison record 12 as below its progress (17,
+    an older leader's records): neither in the sink nor dead-lettered. Now a read that began
+    below its batch's start is named in the progress it commits (`dead_letter.
+    diverged_read`), and another read's progress skips none of its records."""
+    acts = [
+        Act(0.0, "create", 0),
+        Act(53.6, "produce", 936),
+        Act(329.5, "fail-on-data-loss", 894),
+        Act(438.3, "leader-election", 880),
+        Act(446.5, "produce", 650),
+    ]
+    assert not run(49, acts).violations
+    original = dead_letter.transaction_of
+    monkeypatch.setattr(
+        dead_letter,
+        "transaction_of",
+        lambda records, progress, end, read: original(records, progress, end, ""),
+    )
+    outcome = run(49, acts)
+    assert outcome.violations and outcome.violations[0].rule == "lost"
+
+
+def test_the_simulation_sees_a_failure_a_suspend_met_told_nowhere(monkeypatch):
+    """Found by `python -m simulation 0-399` once the act list grew (seed 219): a restart
+    (failOnDataLoss switched) targeted attempt 2, an offsets action suspended the job, the
+    leader crashed before its delete of attempt 1 reached the API server, attempt 1 then
+    failed; the next leader suspended the job and removed the pod, telling nothing. Now a
+    suspend tells the failures it finds (`decide._tell_replaced_failures`)."""
+    from streamingjob_operator.rules import decide
+
+    acts = [
+        Act(0.0, "create", 1),
+        Act(436.6, "operator-crash", 997),
+        Act(480.5, "crash-driver", 188),
+        Act(512.7, "produce", 239),
+        Act(513.8, "fail-on-data-loss", 41),
+        Act(515.8, "offsets-action", 632),
+    ]
+    assert not run(219, acts).violations
+    monkeypatch.setattr(decide, "_tell_replaced_failures", lambda job, d: None)
+    outcome = run(219, acts)
+    assert outcome.violations and outcome.violations[0].rule == "unreported"

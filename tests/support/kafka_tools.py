@@ -89,18 +89,24 @@ def commit_may_retry(error: KafkaError) -> bool:
     return error.retriable() or error.code() in _COORDINATOR_NOT_READY
 
 
-def commit_offsets(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> None:
-    """Commits as a consumer of `group`; a retriable refusal (the group's coordinator still
-    loading on a busy broker) is retried for up to 30 s."""
+def commit_offsets(
+    bootstrap: str,
+    group: str,
+    topic: str,
+    offsets: dict[int, int],
+    epochs: dict[int, int] | None = None,
+) -> None:
+    """Commits as a consumer of `group`, each offset with its leader epoch in `epochs` (as a
+    reader commits) or none (as set by hand); a retriable refusal (the group's coordinator
+    still loading on a busy broker) is retried for up to 30 s."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
     deadline = time.monotonic() + 30
+    known = epochs or {}
+    positions = [TopicPartition(topic, p, o, leader_epoch=known.get(p)) for p, o in offsets.items()]
     try:
         while True:
             try:
-                consumer.commit(
-                    offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()],
-                    asynchronous=False,
-                )
+                consumer.commit(offsets=positions, asynchronous=False)
                 return
             except KafkaException as exc:
                 if time.monotonic() > deadline or not commit_may_retry(exc.args[0]):

@@ -302,6 +302,34 @@ def test_a_fresh_start_from_offsets_retention_deleted_fails_or_is_skipped_and_co
     assert json.loads((tmp_path / "r").read_text())["dataLossSkippedOffsets"] == 40
 
 
+def test_a_group_offset_past_the_log_end_is_kept_as_a_restore_keeps_its_checkpoints(
+    kafka, tmp_path
+):
+    """A redeploy whose group a reader committed at 100 (with its leader epoch) in a log that
+    now ends at 30 (an unclean election truncated it: simulation seed 23). Read as a recreated
+    topic, the reset strategy started at 0 and read again what the group had read. As a
+    restore does with its checkpoint: failOnDataLoss=true fails naming both offsets; false
+    keeps the group's position, counts what it passes, and reads on once the log passes it."""
+    topic = new_topic(kafka.bootstrap, partitions=1)
+    produce(kafka.bootstrap, topic, range(30))
+    commit_offsets(kafka.bootstrap, f"{topic}-g", topic, {0: 100}, epochs={0: 0})
+
+    strict = reader(kafka.bootstrap, topic)
+    with pytest.raises(DataLossError, match=rf"{topic}-0 ends at 30, before offset 100"):
+        strict.latestOffset(strict.initialOffset(), ReadAllAvailable())
+    strict.stop()
+
+    lenient = reader(kafka.bootstrap, topic, failOnDataLoss="false", reportPath=str(tmp_path / "r"))
+    end0 = lenient.latestOffset(lenient.initialOffset(), ReadAllAvailable())
+    assert (end0["start"], end0["startEpochs"]) == ({topic: {"0": 100}}, {topic: {"0": 0}})
+    produce(kafka.bootstrap, topic, range(30, 110))
+    end1 = lenient.latestOffset(end0, ReadAllAvailable())
+    rows = read_all(lenient, end0, end1)
+    assert [json.loads(x["value"])["id"] for x in rows] == list(range(100, 110))
+    lenient.stop()
+    assert json.loads((tmp_path / "r").read_text())["dataLossSkippedOffsets"] == 70
+
+
 def test_a_start_reset_before_its_validating_seek_reads_as_deleted_offsets(
     kafka, read_path, monkeypatch
 ):

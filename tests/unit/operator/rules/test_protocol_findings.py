@@ -265,6 +265,30 @@ def test_a_replaced_driver_that_fails_before_its_stop_is_told_once():
     assert not [e for e in d.events if e.type == "Warning"]
 
 
+def test_a_driver_that_fails_while_a_suspend_waits_to_stop_it_is_told_once():
+    """Found by the simulation (seed 219 of 0-399, stop 59): a suspend (an offsets action's)
+    wrote Stopping, the leader crashed before its delete of the driver reached the API
+    server, the driver then failed (exit 1); the next leader found it ended and suspended the
+    job, telling nothing. Told once, as a failure a step followed is."""
+    st = launched(make_spec())
+    old = st.driver_pod
+    d = run(make_spec(suspend=True), st, [driver(old)], later(1))
+    assert d.status.phase == "Stopping" and old in d.delete  # the delete that never arrived
+    d = run(make_spec(suspend=True), d.status, [exited(old, 1)], later(5))
+    told = [e for e in d.events if e.type == "Warning" and old in e.message]
+    assert len(told) == 1 and "exited 1" in told[0].message and old in d.force_delete
+    d = run(make_spec(suspend=True), d.status, [exited(old, 1)], later(6))
+    assert not [e for e in d.events if e.type == "Warning"]
+    # a driver that stopped as asked (exit 0) is no failure
+    d = run(make_spec(suspend=True), launched(make_spec()), [exited(old, 0)], later(5))
+    assert not [e for e in d.events if e.type == "Warning"]
+    # replaced by a restart's target first, then the suspend: the same
+    d = run(make_spec(restartNonce=1), launched(make_spec()), [driver(old)], later(1))
+    assert d.status.driver_pod != old
+    d = run(make_spec(restartNonce=1, suspend=True), d.status, [exited(old, 1)], later(5))
+    assert [e.reason for e in d.events if e.type == "Warning"] == ["DriverFailed"]
+
+
 def test_a_driver_that_failed_as_its_deletion_was_sent_is_told_once_from_its_last_state():
     """Found by the simulation (seed 78 of 0-95, stop 57): a redeploy's reconcile saw the
     driver running and deleted it; it had just failed, and the pod went with its deletion

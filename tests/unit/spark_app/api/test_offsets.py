@@ -218,8 +218,40 @@ def test_a_start_from_committed_offsets_validates_them_with_the_epoch_they_were_
         side.close()
 
 
+@pytest.mark.parametrize("fail_on_data_loss", ["true", "false"])
+def test_a_committed_offset_past_a_truncated_log_is_kept_with_its_epoch_as_a_restore_keeps_its(
+    monkeypatch, fail_on_data_loss
+):
+    """Rule 16 on a redeploy (simulation seed 23): the group committed orders-0 at 150 with
+    leader epoch 5, and an unclean election truncated the log to 100. Read as a recreated
+    topic, the reset strategy started at 0 and read again what the group had read. The
+    position is kept, as a restore keeps its checkpoint's: failOnDataLoss=true fails naming
+    it; false waits for the log to pass it, the read then validates it with epoch 5. An
+    offset set by hand past the end (orders-1: no epoch) is still a recreated topic's."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from spark_app.source.partition_range import DataLossError
+
+    options = {"kafka.group.id": "g", "startingOffsets": "committed"}
+    side = _driver_side(monkeypatch, failOnDataLoss=fail_on_data_loss, **options)
+    side.metadata.group = {TP: (150, 5), ("orders", 1): (70, None)}
+    try:
+        if fail_on_data_loss == "true":
+            with pytest.raises(DataLossError, match="orders-0 ends at 100, before offset 150"):
+                side.latest_offset(dict(off.FRESH_START), ReadAllAvailable())
+            return
+        batch0 = json.loads(
+            json.dumps(side.latest_offset(dict(off.FRESH_START), ReadAllAvailable()))
+        )
+        assert batch0["start"] == {"orders": {"0": 150, "1": 0}}
+        assert batch0["startEpochs"] == {"orders": {"0": 5}}
+        assert side.table.snapshot().data_loss_skipped_offsets == 50
+    finally:
+        side.close()
+
+
 def test_an_epoch_is_kept_only_with_a_position_its_log_end_covers():
-    from spark_app.source.driver_side import epochs_at
+    from spark_app.api.offsets import epochs_at
 
     ends, epochs = {TP: 100, ("orders", 1): 40}, {TP: 7, ("orders", 1): 2}
     # 120 is past the end epoch 7 came with (a log truncated below a checkpoint, read on

@@ -55,6 +55,18 @@ def test_a_fresh_start_resumes_from_the_committed_offset_the_reset_replaced_belo
     assert loss.skipped == 5  # what retention took; 10..99 skipped by the strategy chosen
 
 
+def test_a_committed_offset_past_the_end_with_its_leader_epoch_is_the_groups_position():
+    """Committed by a reader (it has a leader epoch), an offset past the log end is where the
+    group read to in a log since truncated (an unclean election): kept, for the check to
+    judge (rule 16). Without one (set by hand) it is a recreated topic's, reset."""
+    kept = off.resolve_start(TP, "committed", "earliest", 10, 100, 500, None, 3)
+    reset = off.resolve_start(TP, "committed", "earliest", 10, 100, 500, None, None)
+    assert (kept.offset, kept.origin, kept.replaced) == (500, "committed", None)
+    assert (reset.offset, reset.origin, reset.replaced) == (10, "earliest", 500)
+    (loss,) = losses(resumed_from({TP: kept}), {TP: 100}, {TP: 10})
+    assert "ends at 100, before offset 500" in loss.problem
+
+
 def test_judge_fails_only_under_fail_on_data_loss_naming_the_loss_and_the_ways_out():
     found = losses({TP: 10}, {TP: 100}, {TP: 50})
     judge(found, fail_on_data_loss=False)
