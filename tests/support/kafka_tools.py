@@ -102,7 +102,12 @@ def commit_offsets(
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
     deadline = time.monotonic() + 30
     known = epochs or {}
-    positions = [TopicPartition(topic, p, o, leader_epoch=known.get(p)) for p, o in offsets.items()]
+    positions = [
+        TopicPartition(topic, p, o, leader_epoch=known[p])
+        if p in known
+        else TopicPartition(topic, p, o)
+        for p, o in offsets.items()
+    ]
     try:
         while True:
             try:

@@ -323,7 +323,12 @@ def test_a_group_offset_past_the_log_end_is_kept_as_a_restore_keeps_its_checkpoi
     end0 = lenient.latestOffset(lenient.initialOffset(), ReadAllAvailable())
     assert (end0["start"], end0["startEpochs"]) == ({topic: {"0": 100}}, {topic: {"0": 0}})
     produce(kafka.bootstrap, topic, range(30, 110))
-    end1 = lenient.latestOffset(end0, ReadAllAvailable())
+
+    def next_batch() -> dict | None:  # the log ends are cached between Spark's asks
+        end = lenient.latestOffset(end0, ReadAllAvailable())
+        return end if end != end0 else None
+
+    end1 = wait_for(next_batch, 30, "a batch past the group's position")
     rows = read_all(lenient, end0, end1)
     assert [json.loads(x["value"])["id"] for x in rows] == list(range(100, 110))
     lenient.stop()
