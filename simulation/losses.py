@@ -74,6 +74,8 @@ class LossRules:
         driver failed, or the log does not reach the range's end yet (the read waits)."""
         rows: list[Record] = []
         for tp, stop in sorted(end.items()):
+            if stop <= start.get(tp, 0):
+                continue  # no task: the source plans none for an empty range
             p = KafkaInputPartition(
                 topic=tp[0],
                 partition=tp[1],
