@@ -260,6 +260,13 @@ def local_file_system_conf() -> dict[str, str]:
     return LOCAL_FS_CONF if os.path.isfile(os.path.join(spark_home, "jars", LOCAL_FS_JAR)) else {}
 
 
+# How long the JVM and a Python process it starts (a worker, the streaming source's runner)
+# wait for each other to connect and authenticate (Spark's default 15 s): on a loaded machine
+# a Python runner started later than that and the query failed "Python worker failed to
+# connect back" (CI run 83, load average 54).
+AUTH_SOCKET_TIMEOUT = ("spark.python.authenticate.socketTimeout", "60s")
+
+
 def build_session(manifest: RunnerManifest, master: str | None):
     from pyspark.sql import SparkSession
 
@@ -276,6 +283,7 @@ def build_session(manifest: RunnerManifest, master: str | None):
         conf.setdefault("spark.ui.enabled", "false")
         conf.setdefault("spark.ui.showConsoleProgress", "false")
         conf.setdefault("spark.sql.shuffle.partitions", "2")
+    conf.setdefault(*AUTH_SOCKET_TIMEOUT)
     for key, value in {**local_file_system_conf(), **conf}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
