@@ -116,6 +116,12 @@ class Kafka:
     def committed(self, group: str) -> Positions:
         return dict(self.groups.get(group, {}))
 
+    def started_anew(self, group: str, tp: TopicPartition, offset: int) -> None:
+        """`group` started at `offset` without a position of its own (the reset strategy's
+        choice): what lies below it was never the group's to read."""
+        key = (group, tp)
+        self.first_start[key] = max(self.first_start.get(key, 0), offset)
+
     def committed_epochs(self, group: str) -> Epochs:
         return dict(self.group_epochs.get(group, {}))
 

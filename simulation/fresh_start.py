@@ -63,8 +63,7 @@ class FreshStart:
             now = off.epochs_at(self.batch_start, w.kafka.end, w.kafka.epochs())
             self.start_epochs = {**now, **from_group}
             for tp in decisions.keys() - committed.keys():  # where the group starts anew
-                key, start = (self.group, tp), decisions[tp].offset
-                w.kafka.first_start[key] = max(w.kafka.first_start.get(key, 0), start)
+                w.kafka.started_anew(self.group, tp, decisions[tp].offset)
             self._past_the_end(w, decisions, kept)
 
     def _past_the_end(
@@ -77,6 +76,5 @@ class FreshStart:
         above may be read again (rule 16: an offset set by hand starts unvalidated)."""
         for tp, d in decisions.items():
             if d.replaced is not None and d.replaced > w.kafka.end[tp] and tp not in kept:
-                key = (self.group, tp)
-                w.kafka.first_start[key] = max(w.kafka.first_start.get(key, 0), d.offset)
+                w.kafka.started_anew(self.group, tp, d.offset)
                 w.kafka.reread.update(w.kafka.records({tp: d.offset}, {tp: w.kafka.end[tp]}))
