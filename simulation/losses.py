@@ -15,6 +15,7 @@ from spark_app.source.partition_range import (
     KafkaInputPartition,
     log_truncated,
     offsets_lost,
+    written_after_the_plan,
 )
 
 from .data import Record
@@ -35,6 +36,7 @@ class LossRules:
     loss_seen: set[tuple[tuple[str, int], int]]
     loss_skipped: int
     start_epochs: Epochs
+    end_epochs: Epochs
     waits_past_end: bool
 
     if TYPE_CHECKING:  # the Driver's own (and Reporting's)
@@ -70,8 +72,9 @@ class LossRules:
         """A task's read of its ranges: its start validated with the leader epoch kept with
         it (a log truncated below it: partition_range.log_truncated), then what retention
         deleted since the plan (partition_range.offsets_lost); either fails the query, or is
-        read on from the divergence or skipped with a line in the executor's log. None: the
-        driver failed, or the log does not reach the range's end yet (the read waits)."""
+        read on from the divergence or skipped with a line in the executor's log. It ends at
+        a later leader's first record below its end. None: the driver failed, or the log
+        does not reach the range's end yet (the read waits)."""
         rows: list[Record] = []
         for tp, stop in sorted(end.items()):
             if stop <= start.get(tp, 0):
@@ -84,12 +87,14 @@ class LossRules:
                 client_config={},
                 fail_on_data_loss=self._fails_on_data_loss(),
                 start_epoch=self.start_epochs.get(tp),
+                end_epoch=self.end_epochs.get(tp),
             )
             try:
                 first = self._validated(w, p)
             except DataLossError as exc:
                 self._lost_data(w, exc)
                 return None
+            stop = max(first, self._end_before_later_leaders(w, p))
             self.waits_past_end = tp in w.kafka.truncated and w.kafka.end[tp] < stop
             if w.kafka.end[tp] < stop:  # the read waits for records up to its end
                 return None
@@ -98,6 +103,19 @@ class LossRules:
             w.kafka.lost_logged.update(gone - w.kafka.lost_told)
             rows += [r for r in span if r not in gone]
         return rows
+
+    @staticmethod
+    def _end_before_later_leaders(w: World, p: KafkaInputPartition) -> int:
+        """Where the read of `p` ends: at the first record it meets below its end of a
+        leader elected after the plan (a later epoch's first offset, where the log holds
+        one), else at its end."""
+        tp = (p.topic, p.partition)
+        at = p.end if p.end_epoch is None else w.kafka.epoch_end(tp, p.end_epoch)
+        if at < min(p.end, w.kafka.end[tp]) and written_after_the_plan(
+            p, w.kafka.written_in(tp, at)
+        ):
+            return at
+        return p.end
 
     def _validated(self, w: World, p: KafkaInputPartition) -> int:
         """Where the read of `p` starts: the broker's OffsetsForLeaderEpoch for its start's

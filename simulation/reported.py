@@ -8,9 +8,11 @@ delays every report). Also a failure whose operator process recorded it in statu
 before posting its Event (a crash, a lost Lease): the next leader posts it (announce.py).
 
 And each failure told once: no two Warning Events with the same reason name the same driver
-pod (its epoch and attempt) of the job. Events are counted as the API server keeps them: a
-Warning posted again under its name (announce.py, after a crash) is the same Event (409),
-not a second one. Reasons of the operator's own errors (a refused request) may repeat."""
+pod (its epoch and attempt) of the job; a count that grows in a run (offsets skipped as
+lost, batches aborted) is told once per growth, each Event naming the run's new total.
+Events are counted as the API server keeps them: a Warning posted again under its name
+(announce.py, after a crash) is the same Event (409), not a second one. Reasons of the
+operator's own errors (a refused request) may repeat."""
 
 from __future__ import annotations
 
@@ -26,13 +28,16 @@ BOUND = 120.0  # the node-lost grace (40 s), a fencing poll and a backoff fit we
 POD = re.compile(r"\b([a-z0-9][a-z0-9.-]*-e\d+-a\d+-driver)\b")
 # a reconcile that failed (reconcile.py): the operator's error, told each time it happens
 REPEATABLE = frozenset({"ApiRejected", "ReconcileError"})
+# the run's total a growing count's Event names ("3 more offsets skipped (6 in this run)")
+TOTAL = re.compile(r"\((\d+) in this run\)")
 
 
 class Reports:
     def __init__(self, world: World, name: str, available_since: Callable[[], float]) -> None:
         self.world, self.name, self.available_since = world, name, available_since
         self.events_read = 0
-        self.told: Counter[tuple[str, str, str]] = Counter()  # (job uid, reason, pod)
+        # (job uid, reason, pod, the run's total a growing count's Event names)
+        self.told: Counter[tuple[str, str, str, str]] = Counter()
         self.twice: list[str] = []  # found by _read_events, handed out by told_twice
 
     def told_twice(self) -> list[str]:
@@ -80,7 +85,8 @@ class Reports:
         events = self.world.server.events
         for uid, type_, reason, message in events[self.events_read :]:
             if type_ == "Warning" and reason not in REPEATABLE and (pod := POD.search(message)):
-                key = (uid, reason, pod.group(1))
+                total = TOTAL.search(message)
+                key = (uid, reason, pod.group(1), total.group(1) if total else "")
                 self.told[key] += 1
                 if self.told[key] == 2:
                     self.twice.append(f"{reason} of {key[2]} in two Warning Events: {message}")

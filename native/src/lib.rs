@@ -22,6 +22,10 @@ pub struct Range {
     /// validated against the leader's log before the first fetch (KIP-320)
     pub start_epoch: i32,
     pub end: i64,
+    /// the leader epoch the plan's end came with (-1: none known): a record below `end` of
+    /// a later leader was written after the plan (an unclean election truncated the log
+    /// there), and the read ends before it
+    pub end_epoch: i32,
     pub include_headers: bool,
     pub max_records: usize,
     pub poll_timeout_ms: u64,

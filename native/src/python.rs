@@ -76,6 +76,13 @@ impl Inner {
             Inner::Librdkafka(r) => r.assign(offset),
         }
     }
+
+    fn cut(&self) -> Option<(i64, i32)> {
+        match self {
+            Inner::Fetch(r) => r.cut(),
+            Inner::Librdkafka(r) => r.cut,
+        }
+    }
 }
 
 #[pyclass]
@@ -103,6 +110,7 @@ impl RangeReader {
         let range = crate::Range {
             start: fetcher.position(),
             start_epoch: fetcher.position_epoch(),
+            end: fetcher.end(),
             ..range
         };
         let reader = py
@@ -131,11 +139,13 @@ impl RangeReader {
 impl RangeReader {
     /// `engine`: "fetch", "librdkafka", or "auto" (the fetcher when it understands every
     /// setting, librdkafka otherwise). "fetch" with a setting it lacks is a ConfigError.
-    /// `start_epoch`: the leader epoch kept with `start` (-1: none), validated first.
+    /// `start_epoch`: the leader epoch kept with `start` (-1: none), validated first;
+    /// `end_epoch`: the one the plan's `end` came with (-1: none), a later leader's records
+    /// below `end` end the read (`cut`).
     #[new]
     #[pyo3(signature = (
         config, topic, partition, start, end, include_headers, max_records,
-        poll_timeout_ms, engine, start_epoch = -1
+        poll_timeout_ms, engine, start_epoch = -1, end_epoch = -1
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -150,6 +160,7 @@ impl RangeReader {
         poll_timeout_ms: u64,
         engine: &str,
         start_epoch: i32,
+        end_epoch: i32,
     ) -> PyResult<Self> {
         let range = crate::Range {
             topic,
@@ -157,6 +168,7 @@ impl RangeReader {
             start,
             start_epoch: start_epoch.max(-1),
             end,
+            end_epoch: end_epoch.max(-1),
             include_headers,
             max_records: max_records.max(1),
             poll_timeout_ms,
@@ -201,6 +213,13 @@ impl RangeReader {
             array: Box::new(array),
             schema: Box::new(schema),
         }))
+    }
+
+    /// Where a later leader's record ended the range before its planned end, and its
+    /// leader epoch (None: it was not).
+    #[getter]
+    fn cut(&self) -> Option<(i64, i32)> {
+        self.inner.as_ref().and_then(Inner::cut)
     }
 
     /// Continues at `offset` after `OffsetsLost` (failOnDataLoss=false).

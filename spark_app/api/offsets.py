@@ -206,30 +206,25 @@ def plan_end(
 ) -> tuple[Positions, Epochs]:
     """A batch's end from `begin` (the source's latestOffset): the log ends, never below
     `begin` (a log truncated below it is the read's to find), at most `max_rows` on; and the
-    leader epoch to keep with each end (rule 16)."""
+    leader epoch to keep with each end (rule 16). A partition the batch does not move keeps
+    its start's epoch: the position was read in that leader's log, and stamped with today's
+    leader's it would hide a truncation below it from the next read's validation."""
     latest = {tp: max(o, begin.get(tp, 0)) for tp, o in log_ends.items()}
     end = rate_limit(begin, latest, max_rows) if max_rows is not None else latest
     unmoved = {tp: e for tp, e in begin_epochs.items() if end.get(tp) == begin.get(tp)}
-    return end, epochs_at(end, log_ends, epochs, unmoved)
+    return end, {**epochs_at(end, log_ends, epochs), **unmoved}
 
 
-def epochs_at(
-    positions: Positions,
-    log_ends: Positions,
-    epochs: Epochs,
-    known: Epochs | None = None,
-) -> Epochs:
-    """The leader epoch to keep with each position (semantics rule 16): the one a log end at
-    or past it came with (that leader's log held every offset below the position, so asking
-    the leader of a later read where that epoch ends tells whether the log was truncated
-    below it), else the one `known` for that very position; none where neither is known."""
-    kept: Epochs = {}
-    for tp, offset in positions.items():
-        if tp in epochs and offset <= log_ends.get(tp, -1):
-            kept[tp] = epochs[tp]
-        elif known and tp in known:
-            kept[tp] = known[tp]
-    return kept
+def epochs_at(positions: Positions, log_ends: Positions, epochs: Epochs) -> Epochs:
+    """The leader epoch to keep with each position where a log end at or past it came with
+    one (semantics rule 16): that leader's log holds every offset below the position, so
+    asking the leader of a later read where that epoch ends tells whether the log was
+    truncated below it."""
+    return {
+        tp: epochs[tp]
+        for tp, offset in positions.items()
+        if tp in epochs and offset <= log_ends.get(tp, -1)
+    }
 
 
 def lag(end: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int]) -> int:

@@ -226,7 +226,7 @@ class DriverSide:
     def plan_partitions(self, start: dict, end: dict) -> list[KafkaInputPartition]:
         begin = off.start_positions(start, end)
         begin_epochs = off.start_epochs(start, end)  # none in a checkpoint of an older version
-        stop = off.end_positions(end)
+        stop, stop_epochs = off.end_positions(end), off.end_epochs(end)
         if off.is_fresh_start(start) and self._fresh_start is None:
             # Batch 0 replayed after a crash: its start was pinned by the earlier run.
             self._fresh_start = {tp: StartDecision(o, "pinned") for tp, o in begin.items()}
@@ -243,6 +243,7 @@ class DriverSide:
                 start=begin.get(tp, 0),
                 end=stop[tp],
                 start_epoch=begin_epochs.get(tp) if tp in begin else None,
+                end_epoch=stop_epochs.get(tp),
                 client_config=client,
                 fail_on_data_loss=self.options.fail_on_data_loss,
                 # a dead-letter copy keeps the record's headers, asked for or not

@@ -31,6 +31,7 @@ from spark_app.source.partition_range import (
     log_truncated,
     no_progress,
     offsets_lost,
+    read_cut,
     topic_deleted,
 )
 
@@ -111,6 +112,7 @@ def open_range(p: KafkaInputPartition, config: dict):
             p.poll_timeout_ms,
             p.native_engine,
             -1 if p.start_epoch is None else p.start_epoch,
+            -1 if p.end_epoch is None else p.end_epoch,
         )
     except native.ConfigError as exc:
         _fallback(p, f"it cannot use the client configuration: {exc}")
@@ -163,6 +165,8 @@ def _batches(reader, p: KafkaInputPartition) -> Iterator:
                 message = "native fetcher not used (%s); reading with librdkafka"
                 _log_once(logging.INFO, message, reader.fallback_reason)
             if exported is None:
+                if reader.cut is not None:
+                    read_cut(p, *reader.cut)
                 return
             batch = pa.RecordBatch._import_from_c(exported.array_address, exported.schema_address)
             if not checked:  # the native schema is fixed: checking the first batch suffices

@@ -83,6 +83,10 @@ class KafkaInputPartition(InputPartition):
     # of an older version): the read first asks the leader whether its log still holds
     # what was read up to `start` (KIP-320, semantics rule 16)
     start_epoch: int | None = None
+    # the leader epoch the plan's `end` came with (None: unknown): that leader's log held
+    # every offset below `end`, so a record there of a later leader is one an unclean
+    # election wrote after the plan, and the read ends before it (semantics rule 16)
+    end_epoch: int | None = None
     fail_on_data_loss: bool = True
     include_headers: bool = False
     poll_timeout_ms: int = 120_000
@@ -198,3 +202,28 @@ def log_truncated(p: KafkaInputPartition, position: int, divergence: int) -> Non
             f"from offset {divergence}, or redeploy to start from committed offsets"
         )
     log.warning("%s; reading on from offset %d (failOnDataLoss=false)", message, divergence)
+
+
+def written_after_the_plan(p: KafkaInputPartition, epoch: int | None) -> bool:
+    """Whether a record of leader epoch `epoch` was written after `p` was planned (and so
+    not `p`'s): a later leader's record below the plan's end is one an unclean election put
+    where the log was truncated. Read on, it would be read again by the next batch, whose
+    start is validated with the plan's end epoch and goes back to where that log ends."""
+    return p.end_epoch is not None and epoch is not None and epoch > p.end_epoch
+
+
+def read_cut(p: KafkaInputPartition, at: int, epoch: int) -> None:
+    """The read ends at `at`, the first record of a leader elected after the plan: the next
+    batch's validated start finds the truncation and judges it per failOnDataLoss."""
+    log.warning(
+        "%s: offsets from %d on were written by a leader elected after the batch was planned "
+        "(leader epoch %d, the plan's %d): the log was truncated below the batch's end %d. "
+        "The read ends at %d; the next batch reads them once, from where the log diverged "
+        "(failOnDataLoss decides)",
+        p.name,
+        at,
+        epoch,
+        p.end_epoch,
+        p.end,
+        at,
+    )

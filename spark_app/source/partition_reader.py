@@ -23,10 +23,7 @@ import time
 from bisect import bisect_left
 from collections.abc import Callable, Iterator
 from operator import itemgetter
-from typing import TYPE_CHECKING, cast
-
-if TYPE_CHECKING:
-    pass
+from typing import cast
 
 from spark_app.source import native_read
 from spark_app.source.partition_range import (
@@ -37,7 +34,9 @@ from spark_app.source.partition_range import (
     log_truncated,
     no_progress,
     offsets_lost,
+    read_cut,
     topic_deleted,
+    written_after_the_plan,
 )
 
 log = logging.getLogger(__name__)
@@ -175,6 +174,8 @@ def _drain(consumer, p: KafkaInputPartition) -> Iterator:
             progressed = time.monotonic()
             if any(map(has_error, messages)):  # events come in line: rare, so checked once
                 messages, position, rewound = _handle_events(consumer, p, messages, position)
+        if messages and p.end_epoch is not None:
+            end = _end_before_later_leaders(p, messages, end)
         if messages:
             last = messages[-1].offset()
             if last >= end:  # prefetched past the range: offsets ascend, so cut by offset
@@ -194,6 +195,20 @@ def _drain(consumer, p: KafkaInputPartition) -> Iterator:
             if time.monotonic() - progressed > timeout_s:
                 raise no_progress(p, position)
             watch.check(consumer, progressed, position)
+
+
+def _end_before_later_leaders(p: KafkaInputPartition, messages: list, end: int) -> int:
+    """`end`, or the offset of the chunk's first record below it of a leader elected after
+    the plan (a record's epoch ascends with its offset: the chunk's last tells whether any
+    is); the records from there on are cut as records past the end are."""
+    later = cast("Callable[[object], bool]", lambda m: written_after_the_plan(p, m.leader_epoch()))
+    if not later(messages[-1]):
+        return end
+    first = messages[bisect_left(messages, True, key=later)]
+    if first.offset() >= end:  # a later leader past the range: the next batch's records
+        return end
+    read_cut(p, first.offset(), first.leader_epoch())
+    return first.offset()
 
 
 def _handle_events(consumer, p: KafkaInputPartition, messages: list, position: int):

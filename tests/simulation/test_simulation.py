@@ -535,14 +535,17 @@ def test_the_simulation_sees_a_failure_a_suspend_met_told_nowhere(monkeypatch):
     assert outcome.violations and outcome.violations[0].rule == "unreported"
 
 
-@pytest.mark.xfail(strict=True, reason="open (docs/simulation-findings.md): a read's end epoch")
-def test_an_unclean_election_between_a_batchs_plan_and_its_read_reads_nothing_twice():
-    """Open, a history built on seed 49's: batch N planned orders-0 [17, 28) with the leader
-    epoch of that moment; an unclean election cut the log to 23 and the new leader wrote
-    23..33 before N's read, which read 17..27 (the new leader's from 23). Batch N+1 starts
-    at 28 with N's end epoch, whose log ends at 23 now: it reads on from 23 (failOnDataLoss=
-    false) and writes 23..27 again. The fix: a read ends where its end's epoch diverged,
-    min(end, OffsetsForLeaderEpoch(end epoch)), on each read path."""
+def test_the_simulation_sees_an_unclean_election_between_a_batchs_plan_and_its_read(
+    monkeypatch,
+):
+    """A history built on seed 49's: batch N planned orders-0 [17, 28) with the leader epoch
+    of that moment; an unclean election cut the log to 23 and the new leader wrote 23..33
+    before N's read, which read 17..27 (the new leader's from 23). Batch N+1 starts at 28
+    with N's end epoch, whose log ends at 23 now: it read on from 23 (failOnDataLoss=false)
+    and wrote 23..27 again. Now a read ends at a later leader's first record below its end
+    (`partition_range.written_after_the_plan`), so consecutive reads meet in the log as it is."""
+    from simulation import losses
+
     acts = [
         Act(0.0, "create", 0),
         Act(53.6, "produce", 936),
@@ -552,3 +555,51 @@ def test_an_unclean_election_between_a_batchs_plan_and_its_read_reads_nothing_tw
         Act(400.16, "produce", 650),
     ]
     assert not run(49, acts).violations
+    monkeypatch.setattr(losses, "written_after_the_plan", lambda p, epoch: False)
+    outcome = run(49, acts)
+    assert outcome.violations and outcome.violations[0].rule == "duplicate"
+
+
+def test_the_simulation_sees_an_unmoved_partition_stamped_with_a_later_leaders_epoch(
+    monkeypatch,
+):
+    """Found by `python -m simulation 0-1279` (seed 204, five acts): the job read orders-1 to
+    2; an unclean election cut it to 0; the new leader wrote 0..1 again. The next batch left
+    orders-1 at 2 (the log end) but stamped 2 with the new leader's epoch, so no read found
+    the truncation and the group committed the new leader's 0..1 unread. Now a partition a
+    batch does not move keeps its start's epoch (`offsets.plan_end`)."""
+    from spark_app.api import offsets
+
+    acts = [
+        Act(0.0, "create", 1),
+        Act(258.5, "produce", 181),
+        Act(375.6, "produce", 818),
+        Act(375.8, "leader-election", 387),
+        Act(428.1, "produce", 41),
+    ]
+    assert not run(204, acts).violations
+
+    def stamped_anew(begin, begin_epochs, log_ends, epochs, max_rows):
+        end = offsets.rate_limit(begin, log_ends, max_rows) if max_rows else dict(log_ends)
+        end = {tp: max(o, begin.get(tp, 0)) for tp, o in end.items()}
+        return end, offsets.epochs_at(end, log_ends, epochs)
+
+    monkeypatch.setattr(offsets, "plan_end", stamped_anew)
+    outcome = run(204, acts)
+    assert outcome.violations and outcome.violations[0].rule == "lost"
+
+
+def test_a_count_that_grows_twice_in_a_run_is_told_once_per_growth():
+    """A slip of the checker's (seed 215 of `0-1279`): two unclean elections each cut a log
+    below the job's position, and the operator told each growth of the run's skipped offsets
+    in its own Event ("3 more offsets skipped (6 in this run)"), as it should; the checker
+    counted the second as the first told again."""
+    acts = [
+        Act(0.0, "create", 1),
+        Act(0.2, "fail-on-data-loss", 415),
+        Act(40.7, "produce", 384),
+        Act(47.5, "produce", 439),
+        Act(479.6, "leader-election", 864),
+        Act(594.6, "leader-election", 473),
+    ]
+    assert not run(215, acts).violations

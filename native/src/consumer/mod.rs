@@ -61,6 +61,10 @@ pub struct RangeReader {
     partition: i32,
     pub start: i64,
     pub end: i64,
+    /// the leader epoch the plan's end came with (-1: unknown; `crate::Range::end_epoch`)
+    end_epoch: i32,
+    /// where a later leader's record ended the range before its planned end, and its epoch
+    pub cut: Option<(i64, i32)>,
     position: i64,
     /// Offset of the last end-of-partition event, until a record follows it.
     eof_at: Option<i64>,
@@ -87,6 +91,8 @@ impl RangeReader {
             partition: range.partition,
             start: range.start,
             end: range.end,
+            end_epoch: range.end_epoch,
+            cut: None,
             position: range.start,
             eof_at: None,
             max_records: range.max_records,
@@ -187,6 +193,12 @@ impl RangeReader {
                 // prefetched past the range: offsets ascend, so the rest goes too
                 self.position = self.end;
                 break;
+            } else if let Some(epoch) = self.later_leader(m) {
+                // written after the plan where the log was truncated: the range ends here
+                self.end = m.offset.max(self.position);
+                self.cut = Some((self.end, epoch));
+                self.position = self.end;
+                break;
             } else {
                 self.add(m);
                 self.position = self.position.max(m.offset + 1);
@@ -194,6 +206,16 @@ impl RangeReader {
             }
         }
         Ok(())
+    }
+
+    /// The leader epoch of a record of a leader elected after the plan (`end_epoch`), if it
+    /// is one: records' epochs ascend with their offsets, so the range's own end there.
+    fn later_leader(&self, m: &rd::rd_kafka_message_t) -> Option<i32> {
+        if self.end_epoch < 0 {
+            return None;
+        }
+        let epoch = unsafe { rd::rd_kafka_message_leader_epoch(m) };
+        (epoch > self.end_epoch).then_some(epoch)
     }
 
     /// An event in place of a record: the partition's end is noted; an offset reset (a

@@ -10,6 +10,7 @@ fn reader(start_epoch: i32) -> RangeReader {
         start: 1550,
         start_epoch,
         end: 1600,
+        end_epoch: -1,
         include_headers: false,
         max_records: 100,
         poll_timeout_ms: 1000,

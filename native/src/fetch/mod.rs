@@ -60,6 +60,7 @@ impl RangeReader {
     pub fn open(settings: Settings, range: &Range) -> RangeReader {
         let mut records = ResponseRecords::new(settings.read_committed);
         records.last_epoch = range.start_epoch;
+        records.end_epoch = range.end_epoch;
         RangeReader {
             records,
             settings,
@@ -98,6 +99,17 @@ impl RangeReader {
     /// The next offset to read.
     pub fn position(&self) -> i64 {
         self.position
+    }
+
+    /// The offset the range ended at instead of its planned end, and the leader epoch of
+    /// the records there: written after the plan by a leader an unclean election made.
+    pub fn cut(&self) -> Option<(i64, i32)> {
+        self.records.cut
+    }
+
+    /// The range's end: the planned one, or where `cut` ended it.
+    pub fn end(&self) -> i64 {
+        self.end
     }
 
     /// The leader epoch of the records before `position` (-1: unknown), for validating it.
@@ -161,7 +173,7 @@ impl RangeReader {
             .fill(
                 &mut self.batch,
                 &mut self.position,
-                self.end,
+                &mut self.end,
                 self.max_records,
             )
             .map_err(|e| ReadError::Kafka {

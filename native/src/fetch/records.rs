@@ -101,6 +101,12 @@ pub struct ResponseRecords {
     /// the partition leader epoch of the last batch reached (KIP-320: the epoch a position
     /// is validated against after a leader change), -1 before any
     pub last_epoch: i32,
+    /// the leader epoch the plan's end came with (-1: unknown): a batch of a later leader
+    /// below the end was written after the plan, where an unclean election truncated the
+    /// log, and the range ends before it (semantics rule 16)
+    pub end_epoch: i32,
+    /// where the range was cut that way, and the later leader's epoch
+    pub cut: Option<(i64, i32)>,
 }
 
 /// What `fill` stopped at.
@@ -127,6 +133,8 @@ impl ResponseRecords {
             aborted_next: 0,
             aborting: HashSet::new(),
             last_epoch: -1,
+            end_epoch: -1,
+            cut: None,
         }
     }
 
@@ -162,22 +170,23 @@ impl ResponseRecords {
 
     /// Decodes records into `out` until it holds `max_records`, the range ends at `end`, or
     /// the response is used up. `position` (the next offset to read) advances past every
-    /// record and batch consumed, kept or not.
+    /// record and batch consumed, kept or not; `end` moves back to a later leader's first
+    /// batch below it (`end_epoch`).
     pub fn fill(
         &mut self,
         out: &mut BatchBuilder,
         position: &mut i64,
-        end: i64,
+        end: &mut i64,
         max_records: usize,
     ) -> Result<Filled, DecodeError> {
         loop {
-            if *position >= end {
+            if *position >= *end {
                 return Ok(Filled::End);
             }
             if self.current.is_none() && out.len() >= max_records {
                 return Ok(Filled::Full); // full between record batches: no wait for the next
             }
-            if self.current.is_none() && !self.open_batch(position)? {
+            if self.current.is_none() && !self.open_batch(position, end)? {
                 return Ok(Filled::Exhausted);
             }
             let Some(cur) = self.current.as_mut() else {
@@ -198,7 +207,7 @@ impl ResponseRecords {
                 let length = r.varint("record length")?;
                 let body = r.take(length.max(0) as usize, "record")?;
                 cur.left -= 1;
-                if add_record(out, cur, body, position, end)? {
+                if add_record(out, cur, body, position, *end)? {
                     cur.left = 0;
                     break;
                 }
@@ -208,8 +217,9 @@ impl ResponseRecords {
     }
 
     /// Reads the next complete batch's header: sets `current`, or skips the batch (advancing
-    /// `position` past it). False when no complete batch is left.
-    fn open_batch(&mut self, position: &mut i64) -> Result<bool, DecodeError> {
+    /// `position` past it), or ends the range before it (a later leader's). False when no
+    /// complete batch is left.
+    fn open_batch(&mut self, position: &mut i64, end: &mut i64) -> Result<bool, DecodeError> {
         if self.limit - self.pos < BATCH_HEADER {
             return Ok(false);
         }
@@ -235,21 +245,22 @@ impl ResponseRecords {
         h.i32("base sequence")?;
         let count = h.i32("record count")?.max(0) as usize;
         let records_at = self.pos + BATCH_HEADER;
+        if self.ends_before(epoch, base_offset, *position, end) {
+            return Ok(true); // `fill` ends at the new end, the batch left unread
+        }
         self.pos = batch_end;
         self.last_epoch = epoch;
-
         let control = attributes & ATTR_CONTROL != 0;
-        let mut skip = last_offset < *position;
-        if self.read_committed && producer_id >= 0 && !skip {
-            skip = self.is_aborted(producer_id, attributes, last_offset, records_at..batch_end);
-        }
+        let skip = last_offset < *position
+            || (self.read_committed && producer_id >= 0)
+                && self.is_aborted(producer_id, attributes, last_offset, records_at..batch_end);
         if skip || control || count == 0 {
             *position = (*position).max(last_offset + 1);
             return Ok(true);
         }
         let compression = attributes & ATTR_COMPRESSION;
         let payload = &self.buf[records_at..batch_end];
-        let (compressed, end) = if compression == 0 {
+        let (compressed, records_end) = if compression == 0 {
             (false, batch_end)
         } else {
             self.inflated.clear();
@@ -263,10 +274,22 @@ impl ResponseRecords {
             log_append_time: attributes & ATTR_LOG_APPEND_TIME != 0,
             compressed,
             at: if compressed { 0 } else { records_at },
-            end,
+            end: records_end,
             left: count,
         });
         Ok(true)
+    }
+
+    /// Whether a batch of `epoch` from `base_offset` below the range's end was written after
+    /// the plan (`end_epoch`); if so the range ends before it: `end` moves back, `cut` says
+    /// where.
+    fn ends_before(&mut self, epoch: i32, base_offset: i64, position: i64, end: &mut i64) -> bool {
+        if self.end_epoch < 0 || epoch <= self.end_epoch || base_offset >= *end {
+            return false;
+        }
+        *end = base_offset.max(position);
+        self.cut = Some((*end, epoch));
+        true
     }
 
     /// Under read_committed, whether a transactional batch belongs to an aborted

@@ -115,17 +115,17 @@ fn a_range_is_cut_at_its_ends_and_resumes_where_the_arrow_batch_filled() {
     let mut out = BatchBuilder::new("t", 0, false, 8);
     let mut position = 1;
     assert_eq!(
-        rr.fill(&mut out, &mut position, 100, 2).unwrap(),
+        rr.fill(&mut out, &mut position, &mut 100, 2).unwrap(),
         Filled::Full
     );
     assert_eq!(offsets(&mut out), vec![1, 2]);
     assert_eq!(
-        rr.fill(&mut out, &mut position, 100, 2).unwrap(),
+        rr.fill(&mut out, &mut position, &mut 100, 2).unwrap(),
         Filled::Full
     );
     assert_eq!(offsets(&mut out), vec![3, 4]);
     assert_eq!(
-        rr.fill(&mut out, &mut position, 100, 2).unwrap(),
+        rr.fill(&mut out, &mut position, &mut 100, 2).unwrap(),
         Filled::Exhausted
     );
     assert_eq!((offsets(&mut out), position), (vec![6], 7));
@@ -142,7 +142,7 @@ fn a_range_is_cut_at_its_ends_and_resumes_where_the_arrow_batch_filled() {
     rr.reset(buf, 0..n, vec![]);
     let mut position = 0;
     assert_eq!(
-        rr.fill(&mut out, &mut position, 2, 10).unwrap(),
+        rr.fill(&mut out, &mut position, &mut 2, 10).unwrap(),
         Filled::End
     );
     assert_eq!((offsets(&mut out), position), (vec![0, 1], 2));
@@ -187,7 +187,7 @@ fn aborted_transactions_and_markers_are_skipped_under_read_committed() {
         let mut out = BatchBuilder::new("t", 0, false, 8);
         let mut position = 0;
         assert_eq!(
-            rr.fill(&mut out, &mut position, 100, 100).unwrap(),
+            rr.fill(&mut out, &mut position, &mut 100, 100).unwrap(),
             Filled::Exhausted
         );
         assert_eq!((offsets(&mut out), position), (expected, 6));
@@ -209,7 +209,7 @@ fn fields_timestamps_and_headers_decode_as_librdkafka_gives_them() {
     rr.reset(buf.clone(), 0..n, vec![]);
     let mut out = BatchBuilder::new("t", 0, true, 8);
     let mut position = 10;
-    rr.fill(&mut out, &mut position, 100, 100).unwrap();
+    rr.fill(&mut out, &mut position, &mut 100, 100).unwrap();
     let a = out.finish();
     let keys = a.column(0).as_binary::<i32>();
     assert!(keys.is_null(0));
@@ -227,7 +227,7 @@ fn fields_timestamps_and_headers_decode_as_librdkafka_gives_them() {
     appended[21..23].copy_from_slice(&ATTR_LOG_APPEND_TIME.to_be_bytes());
     rr.reset(appended, 0..n, vec![]);
     let mut position = 10;
-    rr.fill(&mut out, &mut position, 100, 100).unwrap();
+    rr.fill(&mut out, &mut position, &mut 100, 100).unwrap();
     let a = out.finish();
     let stamps = a
         .column(5)
@@ -239,4 +239,48 @@ fn fields_timestamps_and_headers_decode_as_librdkafka_gives_them() {
             .value(0),
         1
     );
+}
+
+/// `b` as written by the leader of `epoch` (the batch header's partitionLeaderEpoch).
+fn of_epoch(mut b: Vec<u8>, epoch: i32) -> Vec<u8> {
+    b[12..16].copy_from_slice(&epoch.to_be_bytes());
+    b
+}
+
+fn plain(base: i64, deltas: &[i64]) -> Vec<u8> {
+    batch(&Spec {
+        base,
+        deltas,
+        attributes: 0,
+        producer: -1,
+        headers: &[],
+    })
+}
+
+/// Offsets 0..3 of leader 4, then 4..6 of leader 6, read as [1, `end`) planned in epoch
+/// `end_epoch`: where the read ends, and the cut it reports.
+fn read_planned_in(end: i64, end_epoch: i32) -> (Vec<i64>, i64, i64, Option<(i64, i32)>) {
+    let mut buf = of_epoch(plain(0, &[0, 1, 2, 3]), 4);
+    buf.extend(of_epoch(plain(4, &[0, 1, 2]), 6));
+    let n = buf.len();
+    let mut rr = ResponseRecords::new(false);
+    rr.end_epoch = end_epoch;
+    rr.reset(buf, 0..n, vec![]);
+    let mut out = BatchBuilder::new("t", 0, false, 100);
+    let (mut position, mut end) = (1, end);
+    let filled = rr.fill(&mut out, &mut position, &mut end, 100).unwrap();
+    assert_eq!(filled, Filled::End);
+    (offsets(&mut out), position, end, rr.cut)
+}
+
+#[test]
+fn a_later_leaders_batch_below_the_planned_end_ends_the_range_before_it() {
+    // planned in epoch 4 up to 7: offsets 4.. were written after the plan (an unclean
+    // election truncated the log at 4), so the read ends there and says so
+    assert_eq!(read_planned_in(7, 4), (vec![1, 2, 3], 4, 4, Some((4, 6))));
+    // planned in epoch 6 (the leader whose log it is), or with no epoch known: read whole
+    assert_eq!(read_planned_in(7, 6), (vec![1, 2, 3, 4, 5, 6], 7, 7, None));
+    assert_eq!(read_planned_in(7, -1), (vec![1, 2, 3, 4, 5, 6], 7, 7, None));
+    // a later leader's records from the planned end on are the next batch's: no cut
+    assert_eq!(read_planned_in(4, 4), (vec![1, 2, 3], 4, 4, None));
 }

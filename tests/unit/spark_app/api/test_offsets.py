@@ -255,7 +255,20 @@ def test_an_epoch_is_kept_only_with_a_position_its_log_end_covers():
 
     ends, epochs = {TP: 100, ("orders", 1): 40}, {TP: 7, ("orders", 1): 2}
     # 120 is past the end epoch 7 came with (a log truncated below a checkpoint, read on
-    # with failOnDataLoss=false): only the epoch known for that very position is kept
+    # with failOnDataLoss=false): no epoch is known for it
     assert epochs_at({TP: 120, ("orders", 1): 40}, ends, epochs) == {("orders", 1): 2}
-    assert epochs_at({TP: 120}, ends, epochs, known={TP: 5}) == {TP: 5}
-    assert epochs_at({TP: 100}, ends, epochs, known={TP: 5}) == {TP: 7}
+    assert epochs_at({TP: 100}, ends, epochs) == {TP: 7}
+
+
+def test_a_partition_a_batch_does_not_move_keeps_its_starts_epoch():
+    """Simulation seed 204: read to 2 in epoch 0, an unclean election cut the log to 0 and
+    the new leader (epoch 1) wrote 0..1 again; the next batch, unmoved at 2 = the log end,
+    stamped 2 with epoch 1, so no read ever found the truncation and the new leader's 0..1
+    were committed unread. It keeps epoch 0; a moved one takes the log end's."""
+    from spark_app.api.offsets import plan_end
+
+    begin, begin_epochs = {TP: 2, ("orders", 1): 5}, {TP: 0, ("orders", 1): 0}
+    ends, epochs = {TP: 2, ("orders", 1): 9}, {TP: 1, ("orders", 1): 1}
+    end, end_epochs = plan_end(begin, begin_epochs, ends, epochs, None)
+    assert end == {TP: 2, ("orders", 1): 9}
+    assert end_epochs == {TP: 0, ("orders", 1): 1}

@@ -139,7 +139,7 @@ def test_the_native_path_takes_the_same_client_configuration(monkeypatch, python
     assert config == expected
     assert config["auto.offset.reset"] == "error" and config["enable.partition.eof"] == "true"
     assert config["security.protocol"] == "SASL_SSL"
-    assert args == ("orders", 0, 0, 10, False, 10_000, 120_000, "auto", -1)  # -1: no epoch
+    assert args == ("orders", 0, 0, 10, False, 10_000, 120_000, "auto", -1, -1)  # no epochs
 
 
 def test_the_engine_is_the_fetcher_where_it_understands_every_setting(monkeypatch, caplog):

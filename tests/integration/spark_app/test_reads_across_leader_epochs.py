@@ -1,0 +1,93 @@
+"""Reads across leader epochs on a real broker (semantics rule 16): a batch planned before an
+unclean leader election whose read meets the new leader's records below its end.
+
+An unclean election cannot be made on one broker, but what a read then meets can: a
+broker's restart starts a later leader epoch, so a log of epoch 0's records followed by the
+later epoch's is, to a batch planned in epoch 0 up to past them, the log an unclean
+election leaves (truncated where the later leader's records begin, written again by it)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+from devbed.kafka_broker import KafkaBroker
+from spark_app.api import offsets as off
+from spark_app.source.partition_range import DataLossError
+from tests.integration.spark_app.test_source_on_broker import read_all, reader
+from tests.support.kafka_tools import new_topic, produce
+
+pytestmark = pytest.mark.integration
+
+PATHS = ("fetch", "librdkafka", "python")
+
+
+@pytest.fixture(scope="module")
+def later_leader(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict]]:
+    """A broker and a topic per read path: offsets 0..4 of leader epoch 0, then 5..12 of the
+    epoch the broker's restart started; "two" has a second partition, of 3 records of the
+    later epoch only."""
+    with KafkaBroker(Path(tmp_path_factory.mktemp("epochs")) / "broker") as broker:
+        topics = {path: new_topic(broker.bootstrap, partitions=1) for path in PATHS}
+        topics["two"] = new_topic(broker.bootstrap, partitions=2)
+        for topic in topics.values():
+            produce(broker.bootstrap, topic, range(5), partition=0)
+        broker.stop()
+        broker.start()
+        for topic in topics.values():
+            produce(broker.bootstrap, topic, range(5, 13), partition=0)
+        produce(broker.bootstrap, topics["two"], range(3), partition=1)
+        yield broker.bootstrap, topics
+
+
+def ids(rows: list[dict]) -> list[int]:
+    return [json.loads(row["value"])["id"] for row in rows]
+
+
+@pytest.mark.parametrize("read_path", PATHS)
+def test_a_read_planned_before_an_unclean_election_ends_where_the_new_leader_begins(
+    later_leader, read_path, caplog
+):
+    """Batch N planned [0, 10) in leader epoch 0; the new leader's records begin at 5. N reads
+    0..4 and ends there, saying why; N+1 ([10, 13), its start validated with N's end epoch)
+    goes back to 5 and reads the new leader's records once (failOnDataLoss=false), or fails
+    naming the truncation (true). Read on to 9, N would have read 5..9 and N+1 again."""
+    bootstrap, topics = later_leader
+    topic = topics[read_path]
+    tp = (topic, 0)
+    lenient = reader(bootstrap, topic, read_path, failOnDataLoss="false")
+    start = off.batch_offset({tp: 0}, epochs={tp: 0})
+    planned = off.batch_offset({tp: 10}, epochs={tp: 0})
+    with caplog.at_level(logging.WARNING, logger="spark_app.source"):
+        assert ids(read_all(lenient, start, planned)) == list(range(5))
+    assert f"{topic}-0: offsets from 5 on were written by a leader elected after" in caplog.text
+
+    after = lenient.latestOffset(planned, ReadAllAvailable())
+    assert off.end_positions(after) == {tp: 13}
+    assert ids(read_all(lenient, planned, after)) == list(range(5, 13))
+    lenient.stop()
+
+    strict = reader(bootstrap, topic, read_path)
+    with pytest.raises(DataLossError, match=rf"{topic}-0: the log was truncated .* 5\.\.9 "):
+        read_all(strict, planned, after)
+    strict.stop()
+
+
+def test_a_partition_a_batch_leaves_where_it_was_keeps_the_epoch_it_was_read_in(later_leader):
+    """Simulation seed 204: a position read in leader epoch 0's log, at today's log end (the
+    later leader's), while another partition moves. Stamped with today's epoch, the next read
+    would validate nothing and the later leader's records below it would go unread; it keeps
+    epoch 0, and the read that starts there goes back to where epoch 0's log ends."""
+    bootstrap, topics = later_leader
+    topic = topics["two"]
+    read = off.batch_offset({(topic, 0): 13, (topic, 1): 0}, epochs={(topic, 0): 0})
+    source = reader(bootstrap, topic, "python", failOnDataLoss="false")
+    planned = source.latestOffset(read, ReadAllAvailable())
+    source.stop()
+    assert off.end_positions(planned) == {(topic, 0): 13, (topic, 1): 3}
+    assert off.end_epochs(planned)[(topic, 0)] == 0
