@@ -114,10 +114,10 @@ class Checker:
         # returns to it reads again (its own offsets are its position: rule 6)
         self._gone(old)
         if job.get("spec", {}).get("upgradeMode") == "last-state":
-            starts = self.world.kafka.first_start  # the position's origin comes along too
-            for (owner, tp), offset in list(starts.items()):
-                if owner == old:
-                    starts.setdefault((group, tp), offset)
+            starts = self.world.kafka.first_start  # the position's origin replaces the group's
+            kept = {key: o for key, o in starts.items() if key[0] != group}
+            starts.clear()
+            starts.update({**kept, **{(group, tp): o for (g, tp), o in kept.items() if g == old}})
             status = job.get("status") or {}
             chain = [status.get("checkpointLocation"), status.get("previousCheckpointLocation")]
             for location in [*chain, *status.get("olderCheckpointLocations", [])]:

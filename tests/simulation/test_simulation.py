@@ -603,3 +603,23 @@ def test_a_count_that_grows_twice_in_a_run_is_told_once_per_growth():
         Act(594.6, "leader-election", 473),
     ]
     assert not run(215, acts).violations
+
+
+def test_a_change_of_group_under_last_state_carries_where_the_position_began():
+    """A slip of the checker's (seed 674 of `0-1279`): a suspended job changed its group
+    twice, was resumed (a fresh start in the second group, from the log start retention had
+    moved), then changed back to the first under last-state. The checkpoint's position came
+    along with where it began, but the checker kept what the first group had carried from
+    the job's first group at the first change (offset 0), and counted what retention deleted
+    before the position began as lost."""
+    acts = [
+        Act(0.0, "create", 1),
+        Act(16.5, "suspend", 793),
+        Act(145.5, "produce", 988),
+        Act(173.2, "retention", 146),
+        Act(259.9, "change-group", 615),
+        Act(275.5, "change-group", 767),
+        Act(527.2, "resume", 86),
+        Act(573.3, "change-group", 687),
+    ]
+    assert not run(674, acts).violations
