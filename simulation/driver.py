@@ -255,8 +255,12 @@ class Driver(FreshStart, LossRules, Reporting):
                 for t, p, o, _ in poison
             ]
             progress = w.dead_letter.committed(target.progress_group, tp)
-            read = dead_letter.diverged_read(self.batch_start.get(tp, 0), span[0][2])
-            transaction = dead_letter.transaction_of(dead, progress, self.batch_end[tp], read)
+            read = dead_letter.read_name(
+                self.batch_start.get(tp, 0), span[0][2], self.end_epochs.get(tp)
+            )
+            epoch = dead_letter.progress_epoch_to_check(progress, dead, read)
+            kept = None if epoch is None else min(progress.offset, w.kafka.epoch_end(tp, epoch))
+            transaction = dead_letter.transaction_of(dead, progress, self.batch_end[tp], read, kept)
             if transaction is not None:
                 rows, handled = transaction
                 by_offset = {r[2]: r for r in poison}  # the records read

@@ -20,7 +20,9 @@ A transaction that fails raises: the task fails and Spark retries it, the batch 
 from __future__ import annotations
 
 import logging
+import re
 import time
+from collections.abc import Callable
 from typing import Any
 
 from spark_app.api.dead_letter_options import DeadLetterTarget
@@ -56,7 +58,11 @@ def dead_letter_headers(record: DeadRecord, target: DeadLetterTarget) -> list:
 
 
 def transaction_of(
-    records: list[DeadRecord], progress: Progress, end: int, read: str = ""
+    records: list[DeadRecord],
+    progress: Progress,
+    end: int,
+    read: str = "",
+    kept_below: int | None = None,
 ) -> tuple[list[DeadRecord], Progress] | None:
     """What one partition's dead-letter transaction holds, the pure part of
     `write_dead_records` (the simulation runs it too): the dead records no committed
@@ -64,19 +70,43 @@ def transaction_of(
     and the progress committed with them (`end`: the read handled up to there). None:
     nothing to write, the progress stays.
 
-    `read` names a read that began below its batch's start (`diverged_read`: an unclean
-    election truncated the log, failOnDataLoss=false, rule 16). Its records below the
-    progress are another leader's than those the progress counts, unless that same read
-    committed it (an earlier attempt): so only then does the progress skip any."""
-    floor = progress.offset if not read or progress.metadata == read else -1
+    `read` names the read (`read_name`). One that began below its batch's start (an unclean
+    election truncated the log, failOnDataLoss=false, rule 16) reads another leader's records
+    below the progress than those it counts, unless that same read committed it (an earlier
+    attempt): so only then does the progress skip any. `kept_below`: where the log the
+    progress was made in ends now, when a later leader may have written below it
+    (`progress_epoch_to_check`); the progress counts none of the records from there on."""
+    diverged = read.startswith(_DIVERGED)
+    floor = progress.offset if not diverged or progress.metadata == read else -1
+    if kept_below is not None:
+        floor = min(floor, kept_below)
     new = [r for r in records if r.offset >= max(floor, 0)]
     return (new, Progress(end, read)) if new else None
 
 
-def diverged_read(planned_start: int, first_read: int) -> str:
-    """The name `transaction_of` knows a read by that began at `first_read`, below the
-    batch's `planned_start` (a divergence point); "" for a read that began where planned."""
-    return f"diverged {planned_start}->{first_read}" if first_read < planned_start else ""
+_DIVERGED = "diverged "
+_EPOCH = re.compile(r"(?:^| )epoch (\d+)$")
+
+
+def read_name(planned_start: int, first_read: int, end_epoch: int | None = None) -> str:
+    """The name `transaction_of` knows a read by, committed with the progress it makes: a
+    read that began at `first_read`, below the batch's `planned_start` (a divergence point),
+    says so; and the leader epoch its batch's end was planned in (the records it handles are
+    of that leader's log)."""
+    parts = [f"{_DIVERGED}{planned_start}->{first_read}"] if first_read < planned_start else []
+    return " ".join(parts + ([f"epoch {end_epoch}"] if end_epoch is not None else []))
+
+
+def progress_epoch_to_check(progress: Progress, records: list[DeadRecord], read: str) -> int | None:
+    """The leader epoch to ask where its log ends now before the progress skips any of
+    `records` (semantics rule 16): the progress's, when this read was planned in a later one
+    (a leader elected since; after an unclean election its records below the progress are
+    not those the progress counts) and some record lies below it. None: no question."""
+    made_in, now = _EPOCH.search(progress.metadata), _EPOCH.search(read)
+    if made_in is None or now is None or int(now.group(1)) <= int(made_in.group(1)):
+        return None
+    below = any(r.offset < progress.offset for r in records)
+    return int(made_in.group(1)) if below else None
 
 
 def write_dead_records(
@@ -86,10 +116,12 @@ def write_dead_records(
     records: list[DeadRecord],
     end: int,
     read: str = "",
+    epoch_end: Callable[[int, int], int] | None = None,
 ) -> int:
     """Writes the dead records of one source partition read up to offset `end` (exclusive)
     that no committed transaction wrote before (`read`: see `transaction_of`); returns how
-    many it wrote."""
+    many it wrote. `epoch_end(epoch, offset)`: `offset`, or where the source's log of that
+    leader epoch ends now if below it (`progress_epoch_to_check`)."""
     writer = TransactionalWriter(
         target.client,
         target.transactional_id(topic, partition),
@@ -99,7 +131,10 @@ def write_dead_records(
     )
     try:
         writer.open()  # fences and aborts an earlier writer's
-        transaction = transaction_of(records, writer.progress(topic, partition), end, read)
+        progress = writer.progress(topic, partition)
+        epoch = progress_epoch_to_check(progress, records, read)
+        kept = None if epoch is None or epoch_end is None else epoch_end(epoch, progress.offset)
+        transaction = transaction_of(records, progress, end, read, kept)
         if transaction is None:
             return 0
         new, handled = transaction

@@ -235,7 +235,7 @@ def _handle_events(consumer, p: KafkaInputPartition, messages: list, position: i
     return records, position, False
 
 
-_TRUNCATED_AT = re.compile(r"log truncation detected.*broker end offset is (\d+)")
+TRUNCATED_AT = re.compile(r"log truncation detected.*broker end offset is (\d+)")
 
 
 def _out_of_range(consumer, p: KafkaInputPartition, position: int, error) -> int:
@@ -246,7 +246,7 @@ def _out_of_range(consumer, p: KafkaInputPartition, position: int, error) -> int
     from confluent_kafka import KafkaException, TopicPartition
 
     low, high = consumer.get_watermark_offsets(TopicPartition(p.topic, p.partition), timeout=30)
-    found = _TRUNCATED_AT.search(error.str())
+    found = TRUNCATED_AT.search(error.str())
     divergence = int(found.group(1)) if found else high
     if position < low:
         offsets_lost(p, position, low)

@@ -18,7 +18,8 @@ from spark_app.formats.decoding import WireDecoder, decode_columns
 from spark_app.formats.poison import DeadRecord
 from spark_app.formats.schema_registry_client import client_for
 from spark_app.formats.typed_values import TypedValues
-from spark_app.sinks.dead_letter import diverged_read, write_dead_records
+from spark_app.sinks.dead_letter import read_name, write_dead_records
+from spark_app.source.epoch_end import log_end_of_epoch
 from spark_app.source.partition_range import KafkaInputPartition, gc_paused
 
 log = logging.getLogger(__name__)
@@ -50,11 +51,11 @@ def decoded(batches: Iterator[Any], p: KafkaInputPartition) -> Iterator[Any]:
 def _decode(
     batches: Iterator[Any], decoders: dict[str, WireDecoder], p: KafkaInputPartition
 ) -> Iterator[Any]:
-    read = None  # named by where its first batch begins (dead_letter.diverged_read)
+    read = None  # named by where its first batch begins (dead_letter.read_name)
     try:
         for batch in batches:
             if read is None and batch.num_rows:
-                read = diverged_read(p.start, batch.column("offset")[0].as_py())
+                read = read_name(p.start, batch.column("offset")[0].as_py(), p.end_epoch)
             yield _decode_one(batch, decoders, p, read or "")
     finally:
         close = getattr(batches, "close", None)
@@ -71,7 +72,15 @@ def _decode_one(
     out = decode_columns(batch, decoders, p.start, dead)
     if dead and p.dead_letter is not None:
         end = batch.column("offset")[-1].as_py() + 1  # this batch's records are handled
-        written = write_dead_records(p.dead_letter, p.topic, p.partition, dead, end, read)
+        written = write_dead_records(
+            p.dead_letter,
+            p.topic,
+            p.partition,
+            dead,
+            end,
+            read,
+            lambda epoch, offset: log_end_of_epoch(p, epoch, offset),
+        )
         log.warning(
             "%s: %d record(s) that cannot be decoded went to %s (%d written before), "
             "first at offset %d (%s): %s",

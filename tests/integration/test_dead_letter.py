@@ -16,7 +16,7 @@ from devbed.polling import wait_for
 from devbed.ports import free_port
 from spark_app.api.dead_letter_options import DeadLetterTarget
 from spark_app.formats.poison import DeadRecord
-from spark_app.sinks.dead_letter import DeadLetterTally, diverged_read, write_dead_records
+from spark_app.sinks.dead_letter import DeadLetterTally, read_name, write_dead_records
 from tests.support.kafka_tools import consume_to_end, group_offsets, new_topic
 
 pytestmark = pytest.mark.integration
@@ -113,7 +113,7 @@ def test_a_read_below_its_batchs_start_writes_the_new_leaders_records_once(kafka
     (simulation seed 49: skipped as below the progress), once across a retried task."""
     target = _target(kafka.bootstrap)
     assert write_dead_records(target, source, 0, [_dead(source, 2), _dead(source, 7)], end=17) == 2
-    below = diverged_read(17, 12)
+    below = read_name(17, 12)
     new = [_dead(source, 12), _dead(source, 15), _dead(source, 22)]
     assert write_dead_records(target, source, 0, new, end=23, read=below) == 3
     assert write_dead_records(target, source, 0, new, end=23, read=below) == 0  # a retry

@@ -82,7 +82,7 @@ def _without_progress_check(monkeypatch):
     monkeypatch.setattr(
         dead_letter,
         "transaction_of",
-        lambda records, progress, end, read: original(records, Progress(-1), end, read),
+        lambda records, progress, end, read, kept=None: original(records, Progress(-1), end, read),
     )
 
 
@@ -493,8 +493,8 @@ def test_the_simulation_sees_a_new_leaders_poison_record_below_the_dead_letter_p
     leader wrote 12..22; the restored driver's read went on from 12 (failOnDataLoss=false),
     but the dead-letter writer skipped the new poison record 12 as below its progress (17,
     an older leader's records): neither in the sink nor dead-lettered. Now a read that began
-    below its batch's start is named in the progress it commits (`dead_letter.
-    diverged_read`), and another read's progress skips none of its records."""
+    below its batch's start is named in the progress it commits (`dead_letter.read_name`),
+    and another read's progress skips none of its records."""
     acts = [
         Act(0.0, "create", 0),
         Act(53.6, "produce", 936),
@@ -507,7 +507,7 @@ def test_the_simulation_sees_a_new_leaders_poison_record_below_the_dead_letter_p
     monkeypatch.setattr(
         dead_letter,
         "transaction_of",
-        lambda records, progress, end, read: original(records, progress, end, ""),
+        lambda records, progress, end, read, kept=None: original(records, progress, end, ""),
     )
     outcome = run(49, acts)
     assert outcome.violations and outcome.violations[0].rule == "lost"
@@ -623,3 +623,25 @@ def test_a_change_of_group_under_last_state_carries_where_the_position_began():
         Act(573.3, "change-group", 687),
     ]
     assert not run(674, acts).violations
+
+
+def test_the_simulation_sees_a_dead_letter_progress_of_an_older_leaders_log(monkeypatch):
+    """Found by `python -m simulation 0-1279` (seed 775, five acts): the job read orders-1 to
+    10; an unclean election cut it to 5 and the new leader wrote 5.. again; an offsets action
+    moved the group back to the log start, and the redeploy's read skipped the new leader's
+    poison record 7 as below the dead-letter progress (10), which the older leader's records
+    made. Now the progress keeps the leader epoch its read was planned in, and a read of a
+    later one asks where that epoch's log ends (`dead_letter.progress_epoch_to_check`)."""
+    acts = [
+        Act(0.0, "create", 1),
+        Act(136.0, "produce", 249),
+        Act(261.2, "leader-election", 151),
+        Act(289.7, "offsets-action", 650),
+        Act(334.6, "produce", 889),
+    ]
+    assert not run(775, acts).violations
+    monkeypatch.setattr(
+        dead_letter, "progress_epoch_to_check", lambda progress, records, read: None
+    )
+    outcome = run(775, acts)
+    assert outcome.violations and outcome.violations[0].rule == "lost"

@@ -18,9 +18,13 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from devbed.kafka_broker import KafkaBroker
 from spark_app.api import offsets as off
-from spark_app.source.partition_range import DataLossError
+from spark_app.api.dead_letter_options import DeadLetterTarget
+from spark_app.formats.poison import DeadRecord
+from spark_app.sinks.dead_letter import read_name, write_dead_records
+from spark_app.source.epoch_end import log_end_of_epoch
+from spark_app.source.partition_range import DataLossError, KafkaInputPartition
 from tests.integration.spark_app.test_source_on_broker import read_all, reader
-from tests.support.kafka_tools import new_topic, produce
+from tests.support.kafka_tools import consume_to_end, new_topic, produce
 
 pytestmark = pytest.mark.integration
 
@@ -91,3 +95,37 @@ def test_a_partition_a_batch_leaves_where_it_was_keeps_the_epoch_it_was_read_in(
     source.stop()
     assert off.end_positions(planned) == {(topic, 0): 13, (topic, 1): 3}
     assert off.end_epochs(planned)[(topic, 0)] == 0
+
+
+def test_a_dead_letter_progress_counts_only_what_its_leaders_log_still_holds(later_leader):
+    """Simulation seeds 775 and 896: a read planned in epoch 0 handled 0..9 and dead-lettered
+    its poison records 3 and 8 (progress 10). After an unclean election the new leader's
+    records begin at 5, and an offsets action moved the group back to 0: the redeploy's read,
+    planned in the later epoch, asks where epoch 0's log ends now (5). Its record 3 was
+    written before; 7 (the new leader's, below the progress) and 11 are written, each once."""
+    bootstrap, topics = later_leader
+    topic = topics["librdkafka"]  # read by nothing else that writes
+    p = KafkaInputPartition(topic, 0, 0, 13, {"bootstrap.servers": bootstrap}, end_epoch=2)
+    assert log_end_of_epoch(p, 0, 10) == 5
+    assert (log_end_of_epoch(p, 0, 4), log_end_of_epoch(p, 2, 10)) == (4, 10)
+    target = DeadLetterTarget(
+        topic=new_topic(bootstrap, partitions=1, prefix="dead"),
+        client={"bootstrap.servers": bootstrap},
+        job="orders",
+        epoch=3,
+        group=f"{topic}-g",
+    )
+
+    def dead(offset: int) -> DeadRecord:
+        return DeadRecord(topic, 0, offset, None, None, b"\x07%d" % offset, "bad-magic-byte", "")
+
+    def ask(epoch: int, offset: int) -> int:
+        return log_end_of_epoch(p, epoch, offset)
+
+    first = read_name(0, 0, 0)
+    assert write_dead_records(target, topic, 0, [dead(3), dead(8)], 10, first, ask) == 2
+    again = [dead(3), dead(7), dead(11)]
+    assert write_dead_records(target, topic, 0, again, 13, read_name(0, 0, 2), ask) == 2
+    assert write_dead_records(target, topic, 0, again, 13, read_name(0, 0, 2), ask) == 0
+    written = consume_to_end(bootstrap, target.topic, "read_committed")
+    assert sorted(m.value() for m in written) == [b"\x0711", b"\x073", b"\x077", b"\x078"]
