@@ -77,7 +77,7 @@ class Driver(FreshStart, LossRules, Reporting):
     caught_up_from: str = ""  # the earlier checkpoint whose durable batch it committed
     loss_seen: set[tuple[tuple[str, int], int]] = field(default_factory=set)  # (tp, offset)
     loss_skipped: int = 0  # offsets this run skipped as lost (failOnDataLoss=false)
-    waits_past_end: bool = False  # its batch ends past a log end an unclean election cut back
+    stalled_since: float | None = None  # its read made no progress since (rule 16)
     # the runner's report (report.json): its start, then its throughput after each batch
     started: dict[str, Any] = field(default_factory=dict)
     executors: int = 1

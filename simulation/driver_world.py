@@ -77,3 +77,4 @@ class World:
     dead_letter: DeadLetterTopic
     failed: Callable[[Driver, str], None]  # a failure the operator must tell (reported.py)
     data_loss_held: set[str]  # jobs (uids) whose last run failed on data loss, none since
+    now: float  # the world's clock

@@ -371,8 +371,6 @@ def converged(world: World, name: str) -> list[Violation]:
     fails_on_loss = job["spec"]["job"]["source"].get("failOnDataLoss", True)
     if job["metadata"]["uid"] in world.data_loss_held and fails_on_loss:
         return []  # failing on records retention deleted unread: the user decides (rule 15)
-    if any(d.waits_past_end for d in world.readers(name)):
-        return []  # open: a batch planned past a log end an unclean election cut back waits
     if job["spec"].get("suspend"):
         return [] if phase == "Suspended" else [_stuck(world, name, phase, status)]
     if phase != "Running":

@@ -14,6 +14,7 @@ from spark_app.source.partition_range import (
     DataLossError,
     KafkaInputPartition,
     log_truncated,
+    no_progress,
     offsets_lost,
     written_after_the_plan,
 )
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from .driver_world import World
 
 EXIT_FAILED = 1
+POLL_TIMEOUT_S = 120.0  # pollTimeoutMs, as the job's manifests leave it
 
 
 class LossRules:
@@ -37,7 +39,7 @@ class LossRules:
     loss_skipped: int
     start_epochs: Epochs
     end_epochs: Epochs
-    waits_past_end: bool
+    stalled_since: float | None
 
     if TYPE_CHECKING:  # the Driver's own (and Reporting's)
 
@@ -95,9 +97,11 @@ class LossRules:
                 self._lost_data(w, exc)
                 return None
             stop = max(first, self._end_before_later_leaders(w, p))
-            self.waits_past_end = tp in w.kafka.truncated and w.kafka.end[tp] < stop
             if w.kafka.end[tp] < stop:  # the read waits for records up to its end
-                return None
+                if not self._ended_with_its_epoch(w, p):
+                    return None
+                stop = w.kafka.end[tp]
+            self.stalled_since = None
             span = w.kafka.records({tp: first}, {tp: stop})
             gone = {r for r in span if w.kafka.deleted(r)}
             w.kafka.lost_logged.update(gone - w.kafka.lost_told)
@@ -116,6 +120,21 @@ class LossRules:
         ):
             return at
         return p.end
+
+    def _ended_with_its_epoch(self, w: World, p: KafkaInputPartition) -> bool:
+        """A read stalled at the log end, short of its planned end, waits pollTimeoutMs, then
+        asks where its plan's leader's log ends and ends there if that is at or below its
+        position (`leader_epochs.ended_with_its_epoch`); else it fails (no progress)."""
+        if self.stalled_since is None:
+            self.stalled_since = w.now
+        if w.now - self.stalled_since <= POLL_TIMEOUT_S:
+            return False
+        tp, self.stalled_since = (p.topic, p.partition), None
+        if p.end_epoch is None or min(p.end, w.kafka.epoch_end(tp, p.end_epoch)) > w.kafka.end[tp]:
+            w.log(f"{self.pod}: {no_progress(p, w.kafka.end[tp])}")
+            self.exit(EXIT_FAILED)
+            return False
+        return True
 
     def _validated(self, w: World, p: KafkaInputPartition) -> int:
         """Where the read of `p` starts: the broker's OffsetsForLeaderEpoch for its start's

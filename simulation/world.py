@@ -253,6 +253,7 @@ class World(Nodes, Timeline):
             dead_letter=self.dead_letter,
             failed=self.failed,
             data_loss_held=self.data_loss_held,
+            now=self.clock.t,
         )
 
     def _commit_fails(self) -> bool:

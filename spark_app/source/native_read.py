@@ -24,6 +24,7 @@ from collections.abc import Iterator
 
 from spark_app.formats.native_module import module
 from spark_app.formats.native_module import unavailable_reason as _unavailable_reason
+from spark_app.source.leader_epochs import ended_with_its_epoch
 from spark_app.source.partition_range import (
     KafkaInputPartition,
     arrow_schema,
@@ -155,6 +156,8 @@ def _batches(reader, p: KafkaInputPartition) -> Iterator:
                 error = KafkaError(KafkaError._UNSUPPORTED_FEATURE, str(exc))
                 raise KafkaException(error) from None
             except native.NoProgress as exc:
+                if ended_with_its_epoch(p, exc.args[0]):
+                    return  # the plan's leader's log ends there
                 raise no_progress(p, exc.args[0]) from None
             except native.TopicDeleted as exc:
                 raise topic_deleted(p, exc.args[0]) from None

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import gc
 import logging
-import re
 import time
 from bisect import bisect_left
 from collections.abc import Callable, Iterator
@@ -26,6 +25,7 @@ from operator import itemgetter
 from typing import cast
 
 from spark_app.source import native_read
+from spark_app.source.leader_epochs import TRUNCATED_AT, ended_with_its_epoch, validate_start
 from spark_app.source.partition_range import (
     KafkaInputPartition,
     arrow_schema,
@@ -115,26 +115,6 @@ def _read_range_python(p: KafkaInputPartition, config: dict) -> Iterator:
         consumer.close()
 
 
-def validate_start(consumer, p: KafkaInputPartition) -> None:
-    """Has librdkafka validate the start position with its leader epoch before it fetches
-    (KIP-320): an assignment is taken as it is, a seek to a position that carries an epoch
-    is checked with OffsetsForLeaderEpoch. A log truncated below the start then arrives as
-    the offset reset `_out_of_range` maps (its "log truncation detected" text).
-
-    The assignment's first fetch may beat the seek: a start below the log start has then
-    already been reset, which (`auto.offset.reset=error`) queues its error and stops the
-    partition, and the seek is refused with _STATE. That queued error is the answer the
-    seek would have led to, so the read goes on to it (CI run 56: the job failed instead)."""
-    from confluent_kafka import KafkaError, KafkaException, TopicPartition
-
-    at = TopicPartition(p.topic, p.partition, p.start, leader_epoch=p.start_epoch)
-    try:
-        consumer.seek(at)  # waits until the partition takes it; records fetched before dropped
-    except KafkaException as exc:
-        if exc.args[0].code() != KafkaError._STATE:
-            raise
-
-
 _frozen: list[bool] = []
 
 
@@ -193,8 +173,12 @@ def _drain(consumer, p: KafkaInputPartition) -> Iterator:
             yield batch.build()
         if not messages and position < end:
             if time.monotonic() - progressed > timeout_s:
-                raise no_progress(p, position)
+                if not ended_with_its_epoch(p, position):
+                    raise no_progress(p, position)
+                break  # the plan's leader's log ends here: what the batch holds goes out
             watch.check(consumer, progressed, position)
+    if batch.count:
+        yield batch.build()
 
 
 def _end_before_later_leaders(p: KafkaInputPartition, messages: list, end: int) -> int:
@@ -233,9 +217,6 @@ def _handle_events(consumer, p: KafkaInputPartition, messages: list, position: i
         else:
             raise KafkaException(error)
     return records, position, False
-
-
-TRUNCATED_AT = re.compile(r"log truncation detected.*broker end offset is (\d+)")
 
 
 def _out_of_range(consumer, p: KafkaInputPartition, position: int, error) -> int:

@@ -19,7 +19,7 @@ from spark_app.formats.poison import DeadRecord
 from spark_app.formats.schema_registry_client import client_for
 from spark_app.formats.typed_values import TypedValues
 from spark_app.sinks.dead_letter import read_name, write_dead_records
-from spark_app.source.epoch_end import log_end_of_epoch
+from spark_app.source.leader_epochs import log_end_of_epoch
 from spark_app.source.partition_range import KafkaInputPartition, gc_paused
 
 log = logging.getLogger(__name__)

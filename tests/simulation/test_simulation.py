@@ -645,3 +645,26 @@ def test_the_simulation_sees_a_dead_letter_progress_of_an_older_leaders_log(monk
     )
     outcome = run(775, acts)
     assert outcome.violations and outcome.violations[0].rule == "lost"
+
+
+def test_the_simulation_sees_a_read_wait_past_where_an_unclean_election_cut_the_log(
+    monkeypatch,
+):
+    """Seed 215's open finding, on a history built on seed 49's: batch N planned orders-0
+    [17, 28) in leader epoch 0; an unclean election cut the log to 23 before N's read and
+    the topic stayed idle. The read waited for 23..27, failed after pollTimeoutMs, and each
+    restore waited again: the job never caught up. Now a read stalled for pollTimeoutMs asks
+    where its plan's leader's log ends and ends there (`leader_epochs.ended_with_its_epoch`)."""
+    from simulation import losses
+
+    acts = [
+        Act(0.0, "create", 0),
+        Act(53.6, "produce", 936),
+        Act(329.5, "fail-on-data-loss", 894),
+        Act(400.0, "produce", 650),
+        Act(400.15, "leader-election", 880),
+    ]
+    assert not run(49, acts).violations
+    monkeypatch.setattr(losses.LossRules, "_ended_with_its_epoch", lambda self, w, p: False)
+    outcome = run(49, acts)
+    assert outcome.violations and outcome.violations[0].rule == "no convergence"

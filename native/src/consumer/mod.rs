@@ -173,7 +173,12 @@ impl RangeReader {
                 return Ok(Some(self.batch.finish()));
             }
             if !got_any {
-                self.check_stalled(progressed, &mut last_look)?;
+                if let Err(stalled) = self.check_stalled(progressed, &mut last_look) {
+                    if self.batch.is_empty() {
+                        return Err(stalled);
+                    }
+                    return Ok(Some(self.batch.finish())); // what came first; the next call fails
+                }
             }
         }
         if !self.batch.is_empty() {

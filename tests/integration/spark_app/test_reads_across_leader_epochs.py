@@ -21,9 +21,10 @@ from spark_app.api import offsets as off
 from spark_app.api.dead_letter_options import DeadLetterTarget
 from spark_app.formats.poison import DeadRecord
 from spark_app.sinks.dead_letter import read_name, write_dead_records
-from spark_app.source.epoch_end import log_end_of_epoch
+from spark_app.source.leader_epochs import log_end_of_epoch
 from spark_app.source.partition_range import DataLossError, KafkaInputPartition
-from tests.integration.spark_app.test_source_on_broker import read_all, reader
+from spark_app.source.partition_reader import read_range
+from tests.integration.spark_app.test_source_on_broker import on_path, read_all, reader
 from tests.support.kafka_tools import consume_to_end, new_topic, produce
 
 pytestmark = pytest.mark.integration
@@ -35,18 +36,19 @@ PATHS = ("fetch", "librdkafka", "python")
 def later_leader(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict]]:
     """A broker and a topic per read path: offsets 0..4 of leader epoch 0, then 5..12 of the
     epoch the broker's restart started; "two" has a second partition, of 3 records of the
-    later epoch only."""
+    later epoch only; "idle-<path>" only epoch 0's five."""
     with KafkaBroker(Path(tmp_path_factory.mktemp("epochs")) / "broker") as broker:
-        topics = {path: new_topic(broker.bootstrap, partitions=1) for path in PATHS}
+        topics = {name: new_topic(broker.bootstrap, partitions=1) for name in PATHS}
         topics["two"] = new_topic(broker.bootstrap, partitions=2)
-        for topic in topics.values():
+        idle = {f"idle-{path}": new_topic(broker.bootstrap, partitions=1) for path in PATHS}
+        for topic in [*topics.values(), *idle.values()]:
             produce(broker.bootstrap, topic, range(5), partition=0)
         broker.stop()
         broker.start()
         for topic in topics.values():
             produce(broker.bootstrap, topic, range(5, 13), partition=0)
         produce(broker.bootstrap, topics["two"], range(3), partition=1)
-        yield broker.bootstrap, topics
+        yield broker.bootstrap, {**topics, **idle}
 
 
 def ids(rows: list[dict]) -> list[int]:
@@ -80,6 +82,32 @@ def test_a_read_planned_before_an_unclean_election_ends_where_the_new_leader_beg
     with pytest.raises(DataLossError, match=rf"{topic}-0: the log was truncated .* 5\.\.9 "):
         read_all(strict, planned, after)
     strict.stop()
+
+
+@pytest.mark.parametrize("read_path", PATHS)
+def test_a_read_planned_past_where_an_unclean_election_cut_the_log_ends_there(
+    later_leader, read_path, caplog
+):
+    """Simulation seed 215: batch N planned [0, 10) in leader epoch 0; an unclean election
+    cut the log to 5 and the new leader has written nothing since (an idle topic). The read
+    takes 0..4 and makes no progress; after pollTimeoutMs it asks where epoch 0's log ends
+    (5, at its position) and ends, instead of failing and waiting again after each restore.
+    (A stall with no epoch known fails: test_source_on_broker.py's
+    `test_a_range_that_makes_no_progress_fails_naming_the_partition`.)"""
+    bootstrap, topics = later_leader
+    planned = KafkaInputPartition(
+        topics[f"idle-{read_path}"],
+        0,
+        0,
+        10,
+        {"bootstrap.servers": bootstrap},
+        end_epoch=0,
+        poll_timeout_ms=2000,
+    )
+    with caplog.at_level(logging.WARNING, logger="spark_app.source"):
+        read = [o for b in read_range(on_path(planned, read_path)) for o in b.column("offset")]
+    assert [o.as_py() for o in read] == list(range(5))
+    assert "the log of leader epoch 0 (the plan's) ends at or below 5 now" in caplog.text
 
 
 def test_a_partition_a_batch_leaves_where_it_was_keeps_the_epoch_it_was_read_in(later_leader):
