@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from simulation import losses
 from simulation.history import Act
 from simulation.search import explore, run, shrink, story
 from spark_app.api.sink_rules import Progress
@@ -535,6 +536,17 @@ def test_the_simulation_sees_a_failure_a_suspend_met_told_nowhere(monkeypatch):
     assert outcome.violations and outcome.violations[0].rule == "unreported"
 
 
+# seed 49's history to a batch planned orders-0 [17, 28) in leader epoch 0, and an unclean
+# election that cuts the log to 23 before the batch's read
+PLANNED_THEN_CUT = [
+    Act(0.0, "create", 0),
+    Act(53.6, "produce", 936),
+    Act(329.5, "fail-on-data-loss", 894),
+    Act(400.0, "produce", 650),
+    Act(400.15, "leader-election", 880),
+]
+
+
 def test_the_simulation_sees_an_unclean_election_between_a_batchs_plan_and_its_read(
     monkeypatch,
 ):
@@ -544,16 +556,7 @@ def test_the_simulation_sees_an_unclean_election_between_a_batchs_plan_and_its_r
     with N's end epoch, whose log ends at 23 now: it read on from 23 (failOnDataLoss=false)
     and wrote 23..27 again. Now a read ends at a later leader's first record below its end
     (`partition_range.written_after_the_plan`), so consecutive reads meet in the log as it is."""
-    from simulation import losses
-
-    acts = [
-        Act(0.0, "create", 0),
-        Act(53.6, "produce", 936),
-        Act(329.5, "fail-on-data-loss", 894),
-        Act(400.0, "produce", 650),
-        Act(400.15, "leader-election", 880),
-        Act(400.16, "produce", 650),
-    ]
+    acts = [*PLANNED_THEN_CUT, Act(400.16, "produce", 650)]
     assert not run(49, acts).violations
     monkeypatch.setattr(losses, "written_after_the_plan", lambda p, epoch: False)
     outcome = run(49, acts)
@@ -655,15 +658,7 @@ def test_the_simulation_sees_a_read_wait_past_where_an_unclean_election_cut_the_
     the topic stayed idle. The read waited for 23..27, failed after pollTimeoutMs, and each
     restore waited again: the job never caught up. Now a read stalled for pollTimeoutMs asks
     where its plan's leader's log ends and ends there (`leader_epochs.ended_with_its_epoch`)."""
-    from simulation import losses
-
-    acts = [
-        Act(0.0, "create", 0),
-        Act(53.6, "produce", 936),
-        Act(329.5, "fail-on-data-loss", 894),
-        Act(400.0, "produce", 650),
-        Act(400.15, "leader-election", 880),
-    ]
+    acts = PLANNED_THEN_CUT
     assert not run(49, acts).violations
     monkeypatch.setattr(losses.LossRules, "_ended_with_its_epoch", lambda self, w, p: False)
     outcome = run(49, acts)
