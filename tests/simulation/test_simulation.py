@@ -663,3 +663,19 @@ def test_the_simulation_sees_a_read_wait_past_where_an_unclean_election_cut_the_
     monkeypatch.setattr(losses.LossRules, "_ended_with_its_epoch", lambda self, w, p: False)
     outcome = run(49, acts)
     assert outcome.violations and outcome.violations[0].rule == "no convergence"
+
+
+@pytest.mark.xfail(strict=True, reason="open (docs/simulation-findings.md): seed 2307")
+def test_a_standby_of_a_job_held_invalid_is_not_left_warming():
+    """Open, found by `python -m simulation 1280-2559` (seed 2307, five acts): a standby
+    took over on a restart and exited 2 (a refused spec), so the job is held Invalid; the
+    standby launched for it (attempt 3) stays Warming, and its node's loss is told nowhere.
+    A job held until its spec changes should keep no standby."""
+    acts = [
+        Act(0.0, "create", 1),
+        Act(204.6, "standby", 822),
+        Act(255.0, "driver-exit", 441),
+        Act(499.3, "restart", 493),
+        Act(576.4, "node-lost", 709),
+    ]
+    assert not run(2307, acts).violations
