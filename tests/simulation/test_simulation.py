@@ -16,6 +16,7 @@ from simulation.history import Act
 from simulation.search import explore, run, shrink, story
 from spark_app.api.sink_rules import Progress
 from spark_app.sinks import dead_letter
+from streamingjob_operator.rules import decide
 
 pytestmark = pytest.mark.unit
 
@@ -520,7 +521,6 @@ def test_the_simulation_sees_a_failure_a_suspend_met_told_nowhere(monkeypatch):
     leader crashed before its delete of attempt 1 reached the API server, attempt 1 then
     failed; the next leader suspended the job and removed the pod, telling nothing. Now a
     suspend tells the failures it finds (`decide._tell_replaced_failures`)."""
-    from streamingjob_operator.rules import decide
 
     acts = [
         Act(0.0, "create", 1),
@@ -665,12 +665,11 @@ def test_the_simulation_sees_a_read_wait_past_where_an_unclean_election_cut_the_
     assert outcome.violations and outcome.violations[0].rule == "no convergence"
 
 
-@pytest.mark.xfail(strict=True, reason="open (docs/simulation-findings.md): seed 2307")
-def test_a_standby_of_a_job_held_invalid_is_not_left_warming():
-    """Open, found by `python -m simulation 1280-2559` (seed 2307, five acts): a standby
-    took over on a restart and exited 2 (a refused spec), so the job is held Invalid; the
-    standby launched for it (attempt 3) stays Warming, and its node's loss is told nowhere.
-    A job held until its spec changes should keep no standby."""
+def test_the_simulation_sees_a_standby_left_warming_for_a_job_held_invalid(monkeypatch):
+    """Found by `python -m simulation 1280-2559` (seed 2307, five acts): a standby took over
+    on a restart and exited 2 (a refused spec), so the job is held Invalid; the standby
+    launched for it (attempt 3) stayed Warming, and its node's loss was told nowhere. Now a
+    job held Invalid keeps no standby, as a Failed one keeps none (`decide`)."""
     acts = [
         Act(0.0, "create", 1),
         Act(204.6, "standby", 822),
@@ -679,3 +678,6 @@ def test_a_standby_of_a_job_held_invalid_is_not_left_warming():
         Act(576.4, "node-lost", 709),
     ]
     assert not run(2307, acts).violations
+    monkeypatch.setattr(decide, "HELD", ("Failed", "Completed"))
+    outcome = run(2307, acts)
+    assert outcome.violations and outcome.violations[0].rule == "unreported"

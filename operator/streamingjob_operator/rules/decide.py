@@ -85,6 +85,10 @@ from streamingjob_operator.rules.step import (
     summarize,
 )
 
+# phases in which nothing runs until the user acts (a spec held Invalid too: rule 13): no
+# driver, no standby (simulation seed 2307: a standby left Warming for a job held Invalid)
+HELD = ("Failed", "Completed", "Invalid")
+
 __all__ = [
     "ADDED_SINCE_RELEASE",
     "FIELD_CLASSES",
@@ -163,7 +167,7 @@ def _dispatch(of: api.Job, observed: Observed, cfg: DecideConfig) -> Decision:
             return mark_invalid(d, str(observed.invalid), observed.now, cfg)
         _leave_behind(job, d)
         return act_by_hand(job, d, *trigger)
-    if st.phase in ("Failed", "Completed") and not st.launch_state:
+    if st.phase in HELD and not st.launch_state:
         standby.remove(st, job, f"the job is {st.phase}")
         if observed.pods:
             return delete_pods(
