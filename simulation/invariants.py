@@ -367,7 +367,7 @@ def converged(world: World, name: str) -> list[Violation]:
     status = job.get("status") or {}
     phase = status.get("phase")
     if phase == "Invalid" and job["metadata"]["uid"] in world.refused:
-        return []  # the runner refused the spec: held until a new target (rule 13)
+        return []  # the runner refused the spec: held until a new target (rule 6)
     fails_on_loss = job["spec"]["job"]["source"].get("failOnDataLoss", True)
     if job["metadata"]["uid"] in world.data_loss_held and fails_on_loss:
         return []  # failing on records retention deleted unread: the user decides (rule 15)

@@ -85,7 +85,7 @@ from streamingjob_operator.rules.step import (
     summarize,
 )
 
-# phases in which nothing runs until the user acts (a spec held Invalid too: rule 13): no
+# phases in which nothing runs until the user acts (a refused spec held Invalid: rule 6): no
 # driver, no standby (simulation seed 2307: a standby left Warming for a job held Invalid)
 HELD = ("Failed", "Completed", "Invalid")
 
