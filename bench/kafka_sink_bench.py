@@ -17,8 +17,14 @@ round. Every output topic is then read with `read_committed`: each sink must sho
 record exactly once (no failure happens here, so the at-least-once sinks write once too).
 Ratios are taken within a round, then their median and spread.
 
-    python bench/kafka_sink_bench.py            writes bench/results/kafka-sink.json
-    python bench/kafka_sink_bench.py --quick    a smoke check, writes nothing
+First, what the exactly-once sink's per-task writer costs to open (`writer_open_ms`): the
+same transactional id opened, given a one-record transaction and closed, OPENS times with
+librdkafka's default sparse connections and as the sink opens it (every broker connected at
+once), interleaved.
+
+    python bench/kafka_sink_bench.py               writes bench/results/kafka-sink.json
+    python bench/kafka_sink_bench.py --opens-only  only the opens, into that file
+    python bench/kafka_sink_bench.py --quick       a smoke check, writes nothing
 """
 
 from __future__ import annotations
@@ -52,6 +58,8 @@ RESULTS = REPO / "bench" / "results" / "kafka-sink.json"
 PARTITIONS = 2
 VALUE_BYTES = 200
 SINKS = ("exactly_once", "at_least_once", "builtin")
+OPENS = 12
+CONNECTIONS = {"sparse (librdkafka's default)": "true", "eager (the sink's)": "false"}
 
 
 def values(records: int):
@@ -158,6 +166,25 @@ def output_check(bootstrap: str, topic: str, records: int) -> dict[str, int]:
     return {"distinct": len(seen), "duplicates": sum(seen.values()) - len(seen), "missing": missing}
 
 
+def writer_opens(bootstrap: str, topic: str) -> dict[str, Any]:
+    """Milliseconds to open the sink's transactional writer (`init_transactions`), each way
+    of connecting, OPENS times interleaved; each open follows a committed transaction."""
+    from spark_app.kafka.transactions import Progress, TransactionalWriter
+
+    took: dict[str, list[float]] = {way: [] for way in CONNECTIONS}
+    for n in range(OPENS):
+        for way, sparse in CONNECTIONS.items():
+            client = {"bootstrap.servers": bootstrap, "enable.sparse.connections": sparse}
+            writer_id = f"bench-open-{sparse}"
+            writer = TransactionalWriter(client, writer_id, writer_id, 60.0, 60_000)
+            began = time.monotonic()
+            writer.open()
+            took[way].append((time.monotonic() - began) * 1000)
+            writer.commit(lambda p: p.produce(topic, b"x"), topic, 0, Progress(n + 1, "bench"))
+            writer.close()
+    return {way: {"mean": round(statistics.mean(t), 1), **spread(t, 1)} for way, t in took.items()}
+
+
 def summary(runs: dict[str, list[dict]]) -> dict[str, Any]:
     """Per sink the median rate; within a round, the rates' ratios and the latency the sink
     adds to a batch over the at-least-once sink's."""
@@ -186,6 +213,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batches", default="5000,50000", help="maxOffsetsPerTrigger sizes")
     parser.add_argument("--runs", type=int, default=3, help="rounds, the sinks interleaved")
     parser.add_argument("--quick", action="store_true", help="a smoke check; writes nothing")
+    parser.add_argument("--opens-only", action="store_true", help="only the writer's opens")
     parser.add_argument("--out", type=Path, default=RESULTS, help="where to write the results")
     args = parser.parse_args(argv)
     if args.quick:
@@ -194,6 +222,12 @@ def main(argv: list[str] | None = None) -> None:
     load_at_start = round(os.getloadavg()[0], 2)
     workdir = Path(tempfile.mkdtemp(prefix="kafka-sink-bench-"))
     with KafkaBroker(workdir / "broker") as broker:
+        opens = writer_opens(broker.bootstrap, new_topic(broker.bootstrap, 1, prefix="opens"))
+        print(f"the writer's open, ms: {json.dumps(opens)}", flush=True)
+        if args.opens_only:
+            result = json.loads(args.out.read_text())
+            args.out.write_text(json.dumps({**result, "writer_open_ms": opens}, indent=1) + "\n")
+            return
         topic = new_topic(broker.bootstrap, partitions=PARTITIONS, prefix="sinkin")
         produce_s = produce(broker.bootstrap, topic, values(args.records), PARTITIONS)
         print(f"produced {args.records:,} x {VALUE_BYTES} B in {produce_s:.1f}s", flush=True)
@@ -227,6 +261,7 @@ def main(argv: list[str] | None = None) -> None:
         "records": args.records,
         "value_bytes": VALUE_BYTES,
         "partitions": PARTITIONS,
+        "writer_open_ms": opens,
         "by_batch_size": by_size,
     }
     if not args.quick:
