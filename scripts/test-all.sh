@@ -7,7 +7,7 @@
 #   - the kind bed and its services coming up (docker, image pulls, Kafka) beside the rest
 #     (unit tests and the operator on real API servers: mostly waiting, so in three sessions
 #     side by side); then the e2e tier, beside the typed-records queries and the replicated
-#     clusters' own tests, then the operator kill tests.
+#     clusters' own tests, then the operator kill tests, then the source's reads on the broker.
 # `make test-soak` runs the `soak` tests.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -29,6 +29,11 @@ SERVICES_GLOB="tests/integration/test_*.py"
 # both chains, for a cluster start that once took over 120 s beside the Spark tier; it now
 # gets 240 s.)
 CLUSTER_TESTS="tests/integration/test_kafka_cluster.py tests/integration/test_kafka_calls_under_churn.py"
+# The source's reads on the broker, across versions and leader moves, and the SQL jobs
+# (3.6 min alone on a quiet machine): after the kills, beside the e2e tier's second half. In
+# the Spark tier's session they ended it, minutes after the e2e tier (run 85: 39.8 min against
+# 33.7), while the line of the typed queries and the kills ended 10 min before the e2e tier.
+SPARK_LATE="$SPARK_TIER/test_source_on_broker.py $SPARK_TIER/test_reads_across_versions_and_leaders.py $SPARK_TIER/test_sql_jobs.py"
 # Operator tests that kill, freeze or crash operators (minutes, mostly waiting on restarts and
 # Leases, sensitive to load): after the typed queries, beside the e2e tier. In the Spark tier's
 # session they lengthened it by their whole time; beside the rest at the start (five sessions
@@ -68,7 +73,10 @@ rc=0
 session simulation -s --durations=1 "$@" "$SIMULATION"
 services=()
 for f in $SERVICES_GLOB; do [[ " $CLUSTER_TESTS " == *" $f "* ]] || services+=("$f"); done
-session spark --durations=25 "$@" --ignore-glob="$TYPED_GLOB" "${services[@]}" "$SPARK_TIER" &
+late_ignored=()
+for f in $SPARK_LATE; do late_ignored+=(--ignore="$f"); done
+session spark --durations=25 "$@" --ignore-glob="$TYPED_GLOB" "${late_ignored[@]}" \
+  "${services[@]}" "$SPARK_TIER" &
 spark=$!
 # the bed's services (Kafka, the registry, MinIO) start as soon as the cluster is up: the e2e
 # fixtures then find them running
@@ -95,11 +103,13 @@ wait $up
 up_rc=$?
 cat "$logs/up.log" >&2
 wait $beside $third $rest
-# then the typed queries and the clusters' tests, then the kills, beside the e2e tier
+# then the typed queries and the clusters' tests, then the kills, then the source's reads,
+# beside the e2e tier
 # shellcheck disable=SC2086
 {
   session typed --durations=5 "$@" $TYPED_GLOB $CLUSTER_TESTS
   session kills --durations=5 "$@" $OPERATOR_KILLS
+  session late --durations=5 "$@" $SPARK_LATE
 } &
 others=$!
 if [ $up_rc != 0 ]; then
@@ -127,6 +137,7 @@ report beside "$REST_BESIDE (ran beside them)"
 report third "$REST_THIRD (ran beside them)"
 report typed "$TYPED_GLOB $CLUSTER_TESTS (ran beside the e2e tier, after the tests above)"
 report kills "$OPERATOR_KILLS (ran beside the e2e tier, after the typed queries)"
+report late "$SPARK_LATE (ran beside the e2e tier, after the kills)"
 wait $spark
 report spark "$SERVICES_GLOB and $SPARK_TIER (ran beside the tests above)"
 bash scripts/kind/down.sh
