@@ -509,7 +509,8 @@ def scrape(port: int, ns: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], 
 
     from prometheus_client.parser import text_string_to_metric_families
 
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
+    # a bound for progress: the operator's answer took over 10 s at the bed's start (runs 87, 88)
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as answer:
         text = answer.read().decode()
     return {
         (s.name, tuple(sorted(s.labels.items()))): s.value

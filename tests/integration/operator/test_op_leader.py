@@ -187,7 +187,8 @@ def test_killing_or_freezing_the_leader_at_random_never_gives_two_drivers(kube: 
                     if pod.status.phase == "Pending" and rng.random() < 0.3:
                         kube.set_terminated(ns, pod.metadata.name, rng.choice([1, 137]))
                 time.sleep(0.1)
-                assert time.monotonic() < until + 30, "the leader launched nothing"
+                # a bound for progress: 30 s failed beside the e2e tier's start (run 88)
+                assert time.monotonic() < until + 60, "the leader launched nothing"
             del up[leader.identity]
             if rng.random() < 0.5:
                 leader.stop()

@@ -588,7 +588,7 @@ def test_every_valid_name_launches(kube: Kube, op, gen_ns: str, name: str):
     kube.create_job(gen_ns, name, job_spec())
     wait_for(
         lambda: kube.status(gen_ns, name).get("launchState") == "Created",
-        30,
+        60,  # a bound for progress: 30 s failed beside the kind bed's start (run 88)
         f"{name} launched",
     )
     assert service_name(name) in _children(kube, gen_ns, name)
