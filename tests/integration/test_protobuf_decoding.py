@@ -17,6 +17,7 @@ from confluent_kafka import Producer
 
 from devbed.kafka_broker import KafkaBroker
 from devbed.schema_registry import SchemaRegistry
+from spark_app.api.manifest import API_GROUP, API_VERSION, load_manifest
 from spark_app.formats.decoding import (
     BAD_MAGIC_BYTE,
     MALFORMED_PAYLOAD,
@@ -31,6 +32,8 @@ from spark_app.formats.decoding import (
 )
 from spark_app.formats.protobuf_values import ProtobufReaderSchema
 from spark_app.formats.schema_registry_client import SchemaRegistryClient
+from spark_app.formats.value_encoder import ValueEncoder
+from spark_app.runner.sink_schema import writer_options
 from spark_app.source.partition_range import KafkaInputPartition
 from spark_app.source.partition_reader import read_range
 from tests.integration.test_avro_decoding import ORDER_V1 as AVRO_ORDER
@@ -312,3 +315,78 @@ def test_reader_errors_at_start_name_the_fix(schema_registry: SchemaRegistry) ->
     schema_registry.register("proto-tree-value", tree, "PROTOBUF")
     with pytest.raises(ReaderSchemaError, match=r"value\.children: message t\.Tree contains"):
         resolve_reader(client, "proto-tree-value")
+
+
+# A sink's pinned schema: its first message takes the query's value, the Address it holds
+# imported through a registry reference.
+DELIVERY = """syntax = "proto3";
+package shop;
+import "shop/address.proto";
+
+message Delivery {
+  int64 id = 1;
+  Address address = 2;
+}
+"""
+
+
+def test_the_sink_writes_with_a_pinned_schema_that_imports_another_by_reference(
+    schema_registry: SchemaRegistry,
+) -> None:
+    """Issue 43: `spec.job.sink.value: {format: protobuf, version: 1}` pinned to a schema that
+    imports shop/address.proto by reference. The driver compiles it with the file it imports
+    (spark_app/runner/sink_schema.py), the executors encode with those descriptors
+    (spark_app/formats/value_encoder.py), and a reader that knows only the registry decodes
+    every value back (the source's own decoder)."""
+    schema_id = _register(schema_registry, "deliveries-value", DELIVERY)
+    document = {
+        "apiVersion": f"{API_GROUP}/{API_VERSION}",
+        "kind": "StreamingJob",
+        "metadata": {"name": "deliveries", "namespace": "test"},
+        "spec": {
+            "job": {
+                "source": {
+                    "bootstrapServers": "127.0.0.1:1",  # never reached: no read here
+                    "subscribe": ["orders"],
+                    "value": {"format": "avro", "schemaRegistry": {"url": schema_registry.url}},
+                },
+                "sink": {
+                    "format": "kafka",
+                    "topic": "deliveries",
+                    "value": {"format": "protobuf", "version": 1},
+                },
+            },
+            "checkpoint": {"location": "/tmp/unused"},
+        },
+    }
+    address = {"city": "string", "zip": "string"}
+    column = {
+        "type": "struct",
+        "fields": [
+            {"name": "id", "type": "long", "nullable": False, "metadata": {}},
+            {
+                "name": "address",
+                "type": {
+                    "type": "struct",
+                    "fields": [
+                        {"name": n, "type": t, "nullable": n == "zip", "metadata": {}}
+                        for n, t in address.items()
+                    ],
+                },
+                "nullable": True,
+                "metadata": {},
+            },
+        ],
+    }
+    options = writer_options(load_manifest(document).spec.job, column, {})
+    assert options["valueSchemaId"] == str(schema_id)
+    encoder = ValueEncoder.of_options(options)
+    assert encoder is not None
+    rows = [
+        {"id": 1, "address": {"city": "Lyon", "zip": "69001"}},
+        {"id": 2, "address": {"city": "Nantes", "zip": None}},
+        {"id": 3, "address": None},
+    ]
+    client = SchemaRegistryClient(schema_registry.url)
+    decoder = _decoder(client, resolve_reader(client, "deliveries-value", 1))
+    assert [decoder.decode(encoder.encode(row)) for row in rows] == rows

@@ -34,9 +34,7 @@ def _driver(kube: Kube, ns: str, name: str, timeout: float = LAUNCH_SECONDS) -> 
     )
 
 
-def _only_driver(
-    kube: Kube, ns: str, name: str, timeout: float = LAUNCH_SECONDS
-) -> client.V1Pod:
+def _only_driver(kube: Kube, ns: str, name: str, timeout: float = LAUNCH_SECONDS) -> client.V1Pod:
     """Waits until `name` is the one and only driver pod of the namespace."""
     wait_for(lambda: kube.driver_names(ns) == [name], timeout, f"{name} as the only driver")
     return _driver(kube, ns, name)
