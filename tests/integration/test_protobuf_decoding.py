@@ -348,6 +348,7 @@ def test_the_sink_writes_with_a_pinned_schema_that_imports_another_by_reference(
                 "source": {
                     "bootstrapServers": "127.0.0.1:1",  # never reached: no read here
                     "subscribe": ["orders"],
+                    "groupId": "deliveries",
                     "value": {"format": "avro", "schemaRegistry": {"url": schema_registry.url}},
                 },
                 "sink": {
@@ -356,7 +357,7 @@ def test_the_sink_writes_with_a_pinned_schema_that_imports_another_by_reference(
                     "value": {"format": "protobuf", "version": 1},
                 },
             },
-            "checkpoint": {"location": "/tmp/unused"},
+            "checkpoint": {"location": "file:///tmp/unused"},
         },
     }
     address = {"city": "string", "zip": "string"}

@@ -25,6 +25,7 @@ from streamingjob_operator.api.models import API_GROUP, API_VERSION, PLURAL
 
 REPO = Path(__file__).resolve().parents[3]
 CRD_FILE = REPO / "crds" / "streamingjob.yaml"
+DRIVERS = "spark-role=driver"  # the label selector of every driver pod
 
 # Fast loops for tests: the same code paths, shorter waits.
 OPERATOR_ENV = {
@@ -302,9 +303,16 @@ class DriverWatch:
         self.created: list[str] = []
         self._watch = watch.Watch()
         self._stopped = False
+        self._version = ""
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def __enter__(self) -> DriverWatch:
+        # listed here, watched from the list's version: a thread that starts late under load
+        # would list after a short-lived driver had come and gone, and never see it (run 89)
+        listed = self.kube.core.list_namespaced_pod(self.ns, label_selector=DRIVERS)
+        for pod in listed.items:
+            self._added(pod)
+        self._version = listed.metadata.resource_version
         self._thread.start()
         return self
 
@@ -323,19 +331,22 @@ class DriverWatch:
         stream = self._watch.stream(
             self.kube.core.list_namespaced_pod,
             self.ns,
-            label_selector="spark-role=driver",
+            label_selector=DRIVERS,
+            resource_version=self._version,
             timeout_seconds=600,
         )
         for event in stream:
             pod = event["object"]
-            job = pod.metadata.labels["sparkkafka.dev/job"]
-            name = pod.metadata.name
             if event["type"] == "ADDED":
-                self.live[job].add(name)
-                self.created.append(name)
-                self.max_live[job] = max(self.max_live[job], len(self.live[job]))
+                self._added(pod)
             elif event["type"] == "DELETED":
-                self.live[job].discard(name)
+                self.live[pod.metadata.labels["sparkkafka.dev/job"]].discard(pod.metadata.name)
+
+    def _added(self, pod: client.V1Pod) -> None:
+        job, name = pod.metadata.labels["sparkkafka.dev/job"], pod.metadata.name
+        self.live[job].add(name)
+        self.created.append(name)
+        self.max_live[job] = max(self.max_live[job], len(self.live[job]))
 
 
 def rejected(kube: Kube, ns: str, spec: dict[str, Any]) -> str:
