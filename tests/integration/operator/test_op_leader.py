@@ -24,6 +24,7 @@ from kubernetes import client
 from streamingjob_operator.leadership import EXIT_LEADERSHIP_LOST
 from tests.integration.operator.kube_helpers import (
     OPERATOR_ENV,
+    PATIENCE,
     DriverWatch,
     Kube,
     job_spec,
@@ -187,8 +188,7 @@ def test_killing_or_freezing_the_leader_at_random_never_gives_two_drivers(kube: 
                     if pod.status.phase == "Pending" and rng.random() < 0.3:
                         kube.set_terminated(ns, pod.metadata.name, rng.choice([1, 137]))
                 time.sleep(0.1)
-                # a bound for progress: 30 s failed beside the e2e tier's start (run 88)
-                assert time.monotonic() < until + 60, "the leader launched nothing"
+                assert time.monotonic() < until + 30 * PATIENCE, "the leader launched nothing"
             del up[leader.identity]
             if rng.random() < 0.5:
                 leader.stop()

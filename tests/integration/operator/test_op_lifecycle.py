@@ -21,12 +21,7 @@ def _annotation(pod: client.V1Pod) -> str:
     return pod.metadata.annotations["sparkkafka.dev/checkpoint-location"]
 
 
-# a bound for progress, not a speed: the module's first launch beside the kind bed's start
-# took over 30 s in runs 87 and 88
-LAUNCH_SECONDS = 60
-
-
-def _driver(kube: Kube, ns: str, name: str, timeout: float = LAUNCH_SECONDS) -> client.V1Pod:
+def _driver(kube: Kube, ns: str, name: str, timeout: float = 30) -> client.V1Pod:
     return wait_for(
         lambda: next((p for p in kube.pods(ns, "driver") if p.metadata.name == name), None),
         timeout,
@@ -34,7 +29,7 @@ def _driver(kube: Kube, ns: str, name: str, timeout: float = LAUNCH_SECONDS) -> 
     )
 
 
-def _only_driver(kube: Kube, ns: str, name: str, timeout: float = LAUNCH_SECONDS) -> client.V1Pod:
+def _only_driver(kube: Kube, ns: str, name: str, timeout: float = 30) -> client.V1Pod:
     """Waits until `name` is the one and only driver pod of the namespace."""
     wait_for(lambda: kube.driver_names(ns) == [name], timeout, f"{name} as the only driver")
     return _driver(kube, ns, name)

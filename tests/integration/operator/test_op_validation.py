@@ -11,7 +11,6 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from kubernetes import client
 
-from devbed.polling import wait_for
 from streamingjob_operator.api.naming import LABEL_JOB, label_value, service_name
 from tests.integration.operator.kube_helpers import (
     DriverWatch,
@@ -19,6 +18,7 @@ from tests.integration.operator.kube_helpers import (
     job_spec,
     rejected,
     running_operator,
+    wait_for,
 )
 from tests.support.bad_input import classes
 
@@ -588,7 +588,7 @@ def test_every_valid_name_launches(kube: Kube, op, gen_ns: str, name: str):
     kube.create_job(gen_ns, name, job_spec())
     wait_for(
         lambda: kube.status(gen_ns, name).get("launchState") == "Created",
-        60,  # a bound for progress: 30 s failed beside the kind bed's start (run 88)
+        30,
         f"{name} launched",
     )
     assert service_name(name) in _children(kube, gen_ns, name)
