@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 import yaml
 
 from devbed.object_store import Storage
+from devbed.polling import PATIENCE
 from devbed.process_group import reap_marked
 from spark_app.api.manifest import API_GROUP, API_VERSION
 
@@ -118,7 +119,9 @@ class RunnerProcess:
             return {}
 
     def wait_for(self, condition: Callable[[dict], bool], timeout: float, what: str) -> dict:
-        """Polls the runner's report until `condition` holds (no fixed sleeps)."""
+        """Polls the runner's report until `condition` holds (no fixed sleeps), for at most
+        `timeout` seconds times PATIENCE (devbed/polling.py)."""
+        timeout *= PATIENCE
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             report = self.report()

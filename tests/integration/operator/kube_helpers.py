@@ -12,31 +12,20 @@ import threading
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import kopf.testing
 import yaml
 from kubernetes import client, config, watch
 
-from devbed import polling
+from devbed.polling import wait_for
 from streamingjob_operator.api.models import API_GROUP, API_VERSION, PLURAL
 
 REPO = Path(__file__).resolve().parents[3]
 CRD_FILE = REPO / "crds" / "streamingjob.yaml"
 DRIVERS = "spark-role=driver"  # the label selector of every driver pod
-
-# Each wait of these tests bounds progress (did it happen at all), never a speed. In CI the
-# operator shares two cores with the kind bed's start and the Spark and e2e tiers: a first
-# launch that takes 2 s alone took over 30 s there (runs 87 to 90), so every bound is doubled.
-PATIENCE = 2.0
-T = TypeVar("T")
-
-
-def wait_for(fn: Callable[[], T], timeout: float = 30.0, what: str = "condition") -> T:
-    """`devbed.polling.wait_for` with its bound stretched by PATIENCE."""
-    return polling.wait_for(fn, timeout * PATIENCE, what)
 
 
 # Fast loops for tests: the same code paths, shorter waits.

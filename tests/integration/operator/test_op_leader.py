@@ -21,10 +21,10 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from devbed.polling import PATIENCE
 from streamingjob_operator.leadership import EXIT_LEADERSHIP_LOST
 from tests.integration.operator.kube_helpers import (
     OPERATOR_ENV,
-    PATIENCE,
     DriverWatch,
     Kube,
     job_spec,
