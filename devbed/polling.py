@@ -12,7 +12,7 @@ T = TypeVar("T")
 # Every wait here bounds progress (did it happen at all), never a speed, so a loaded machine
 # may stretch them all: scripts/test-all.sh sets 2, as CI runs each tier beside the others on
 # two cores, where a launch that takes 2 s alone took over 30 s (docs/ci.md, runs 87 to 90).
-PATIENCE = float(os.environ.get("STREAMINGJOB_WAIT_PATIENCE", "1"))
+PATIENCE = float(os.environ.get("DEVBED_WAIT_PATIENCE", "1"))
 
 
 class Unmet:

@@ -15,7 +15,7 @@ PY=$1
 shift
 # every test's wait bounds progress, never a speed; beside each other on two cores the tiers
 # stretch them (devbed/polling.py, docs/ci.md: runs 87 to 90)
-export STREAMINGJOB_WAIT_PATIENCE=${STREAMINGJOB_WAIT_PATIENCE:-2}
+export DEVBED_WAIT_PATIENCE=${DEVBED_WAIT_PATIENCE:-2}
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 SPARK_TIER=tests/integration/spark_app
