@@ -11,6 +11,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from devbed.polling import PATIENCE
 from devbed.tls import Authority
 from tests.integration.operator.kube_helpers import REPO, Kube, job_spec, wait_for
 from tests.support.kafka_tools import commit_offsets
@@ -509,8 +510,9 @@ def scrape(port: int, ns: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], 
 
     from prometheus_client.parser import text_string_to_metric_families
 
-    # a bound for progress: the operator's answer took over 10 s at the bed's start (runs 87, 88)
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as answer:
+    # a bound of progress like every wait's: stretched by the tests' patience (devbed/polling.py)
+    address = f"http://127.0.0.1:{port}/metrics"
+    with urllib.request.urlopen(address, timeout=10 * PATIENCE) as answer:
         text = answer.read().decode()
     return {
         (s.name, tuple(sorted(s.labels.items()))): s.value

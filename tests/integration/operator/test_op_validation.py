@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from kubernetes import client
 
+from devbed.polling import wait_for
 from streamingjob_operator.api.naming import LABEL_JOB, label_value, service_name
 from tests.integration.operator.kube_helpers import (
     DriverWatch,
@@ -18,7 +19,6 @@ from tests.integration.operator.kube_helpers import (
     job_spec,
     rejected,
     running_operator,
-    wait_for,
 )
 from tests.support.bad_input import classes
 
