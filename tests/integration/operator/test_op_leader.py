@@ -171,6 +171,10 @@ def test_killing_or_freezing_the_leader_at_random_never_gives_two_drivers(kube: 
     (SIGSTOP, longer than its Lease: a GC pause, a stalled VM) at random moments. A frozen
     leader wakes after another took over: it must refuse its writes and exit by itself."""
     ns, rng = election.ns, random.Random(11)
+    # the plan is drawn apart from the kubelet's draws, whose number depends on timing: every
+    # run kills three leaders and freezes three (stop 57's CI drew six kills, froze none)
+    plan = ["kill", "freeze"] * 3
+    random.Random(11).shuffle(plan)
     jobs = [f"h{i}" for i in range(4)]
     counter = iter(range(1000))
     up = {r.identity: r for r in (election.start(f"r{next(counter)}") for _ in range(2))}
@@ -179,7 +183,7 @@ def test_killing_or_freezing_the_leader_at_random_never_gives_two_drivers(kube: 
     with DriverWatch(kube, ns) as w:
         for job in jobs:
             kube.create_job(ns, job, job_spec())
-        for _round in range(6):
+        for act in plan:
             leader = up[election.wait_for_holder(lambda h: h in up)]
             created = len(w.created)
             until = time.monotonic() + rng.uniform(1.0, 3.0)
@@ -190,7 +194,7 @@ def test_killing_or_freezing_the_leader_at_random_never_gives_two_drivers(kube: 
                 time.sleep(0.1)
                 assert time.monotonic() < until + 30 * PATIENCE, "the leader launched nothing"
             del up[leader.identity]
-            if rng.random() < 0.5:
+            if act == "kill":
                 leader.stop()
             else:
                 leader.signal(signal.SIGSTOP)
@@ -199,7 +203,7 @@ def test_killing_or_freezing_the_leader_at_random_never_gives_two_drivers(kube: 
                 wait_for(lambda r=successor: "first reconcile of" in r.text(), 30, "takes over")
                 leader.signal(signal.SIGCONT)  # wakes up past its deadline
                 try:
-                    frozen_exits.append(leader.proc.wait(30))
+                    frozen_exits.append(leader.proc.wait(30 * PATIENCE))
                 except subprocess.TimeoutExpired:
                     frozen_exits.append(None)
                     leader.stop()
@@ -225,6 +229,6 @@ def test_killing_or_freezing_the_leader_at_random_never_gives_two_drivers(kube: 
     # each frozen leader said so on waking; a live leader starved past its 2 s renew deadline
     # on a loaded host steps down and says so as well (CI run 77, beside the e2e tier)
     told = {message.split(" stopped leading")[0] for message in lost}
-    assert frozen and set(frozen) <= told, lost
+    assert len(frozen) == 3 and set(frozen) <= told, lost
     spec = election.lease_spec()
     assert spec is not None and spec.lease_transitions >= 6
