@@ -14,21 +14,34 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from decimal import ROUND_HALF_UP, Decimal
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from xml.sax.saxutils import escape
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "bench"))
+
+from plot_latency import latency_figure  # noqa: E402
+from svg import (  # noqa: E402
+    BLUE,
+    GREEN,
+    INK,
+    LABEL_W,
+    ORANGE,
+    PLOT_W,
+    RIGHT_W,
+    TARGET,
+    WIDTH,
+    Svg,
+    axis,
+    axis_end,
+    header,
+    legend,
+    num,
+)
+
 RESULTS, FIGURES = REPO / "bench" / "results", REPO / "docs" / "img"
-INK, MUTED, GRID, TARGET = "#24292f", "#57606a", "#d0d7de", "#cf222e"
-BLUE, GREEN, ORANGE = "#0969da", "#1a7f37", "#bc4c00"
-FONT = "font-family:-apple-system,'Segoe UI',Helvetica,Arial,sans-serif"
-LABEL_W, PLOT_W, RIGHT_W = 300, 380, 120  # the label column, the plot, the value labels
-WIDTH = LABEL_W + PLOT_W + RIGHT_W
 
 TIMES = "\N{MULTIPLICATION SIGN}"
 # The source benchmark's queries, fastest first: (label, rates_per_s key, processing key).
@@ -82,11 +95,6 @@ E2E_SCENARIOS = (
 )
 
 
-def num(value: float, places: int) -> str:
-    """`value` rounded half up as a person would (1.145 → 1.15; float's own rounding: 1.14)."""
-    return str(Decimal(repr(value)).quantize(Decimal(1).scaleb(-places), ROUND_HALF_UP))
-
-
 def seconds(value: float) -> str:
     if isinstance(value, int):  # a target, as the results file gives it
         return f"{value} s"
@@ -109,78 +117,6 @@ def load(results: Path) -> dict[str, dict]:
     return {path.stem: json.loads(path.read_text()) for path in sorted(results.glob("*.json"))}
 
 
-@dataclass
-class Svg:
-    """An SVG drawing built element by element; coordinates rounded so output is stable."""
-
-    height: float
-    parts: list[str] = field(default_factory=list)
-
-    def text(self, x: float, y: float, s: str, size: int = 12, **attrs: str) -> None:
-        fill = attrs.pop("fill", INK)
-        extra = "".join(f' {k.replace("_", "-")}="{v}"' for k, v in attrs.items())
-        self.parts.append(
-            f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" fill="{fill}"{extra}>'
-            f"{escape(s)}</text>"
-        )
-
-    def rect(self, x: float, y: float, w: float, h: float, fill: str) -> None:
-        self.parts.append(
-            f'<rect x="{x:.1f}" y="{y:.1f}" width="{w:.1f}" height="{h:.1f}" fill="{fill}"/>'
-        )
-
-    def line(self, x1: float, y1: float, x2: float, y2: float, stroke: str, dash: bool = False):
-        style = ' stroke-dasharray="4 3"' if dash else ""
-        self.parts.append(
-            f'<line x1="{x1:.1f}" y1="{y1:.1f}" x2="{x2:.1f}" y2="{y2:.1f}" '
-            f'stroke="{stroke}" stroke-width="1.5"{style}/>'
-        )
-
-    def dot(self, x: float, y: float, fill: str) -> None:
-        self.parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4" fill="{fill}"/>')
-
-    def render(self) -> str:
-        head = (
-            f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{self.height:.0f}" '
-            f'viewBox="0 0 {WIDTH} {self.height:.0f}" style="{FONT}">'
-        )
-        background = f'<rect width="{WIDTH}" height="{self.height:.0f}" fill="#ffffff"/>'
-        return "\n".join([head, background, *self.parts, "</svg>"]) + "\n"
-
-
-def axis_end(values: Sequence[float], step: float) -> float:
-    """The first grid line at or past every value (at least one step)."""
-    return step * max(1, math.ceil(max(values) / step - 1e-9))
-
-
-def _header(svg: Svg, title: str, subtitle: str) -> float:
-    svg.text(12, 24, title, 16, font_weight="600")
-    svg.text(12, 44, subtitle, 12, fill=MUTED)
-    return 66.0
-
-
-def _legend(svg: Svg, y: float, entries: Sequence[tuple[str, str]], dashed: str = "") -> None:
-    x = float(LABEL_W)
-    for name, colour in entries:
-        svg.rect(x, y - 9, 12, 10, colour)
-        svg.text(x + 17, y, name, 12)
-        x += 36 + 6.2 * len(name)  # about the width of 12 px text
-    if dashed:
-        svg.line(x, y - 4, x + 14, y - 4, TARGET, dash=True)
-        svg.text(x + 19, y, dashed, 12)
-
-
-def _axis(
-    svg: Svg, top: float, bottom: float, x_max: float, step: float, fmt: Callable[[float], str]
-) -> None:
-    tick = 0.0
-    while tick <= x_max + 1e-9:
-        x = LABEL_W + PLOT_W * tick / x_max
-        svg.line(x, top, x, bottom, GRID)
-        svg.text(x, bottom + 15, fmt(tick), 11, fill=MUTED, text_anchor="middle")
-        tick += step
-
-
 @dataclass(frozen=True)
 class Bars:
     """Horizontal bars: one group a row label, one bar per series in each group."""
@@ -198,9 +134,9 @@ def bar_chart(bars: Bars) -> str:
     bar_h, gap = 16, 14
     rows_h = len(bars.groups) * (len(bars.series) * bar_h + gap)
     svg = Svg(height=66 + rows_h + 60)
-    y = _header(svg, bars.title, bars.subtitle)
+    y = header(svg, bars.title, bars.subtitle)
     x_max = axis_end([v for _, values in bars.groups for v in values], bars.step)
-    _axis(svg, y - 4, y + rows_h - gap + 4, x_max, bars.step, bars.tick_fmt)
+    axis(svg, y - 4, y + rows_h - gap + 4, x_max, bars.step, bars.tick_fmt)
     for label, values in bars.groups:
         svg.text(LABEL_W - 8, y + bar_h * len(values) / 2 + 4, label, 12, text_anchor="end")
         for (_, colour), value in zip(bars.series, values, strict=True):
@@ -209,7 +145,7 @@ def bar_chart(bars: Bars) -> str:
             svg.text(LABEL_W + w + 5, y + bar_h - 5, bars.fmt(value), 11)
             y += bar_h
         y += gap
-    _legend(svg, y + 34, bars.series)
+    legend(svg, y + 34, bars.series)
     return svg.render()
 
 
@@ -321,7 +257,7 @@ def offsets_figure(now: dict, before: dict) -> str:
 def recovery_figure(e2e: dict) -> str:
     rows_h = len(E2E_SCENARIOS) * 34
     svg = Svg(height=66 + rows_h + 60)
-    y = _header(
+    y = header(
         svg,
         "On kind: from the fault to the job's next committed batch",
         "each run's samples (dots), their median (bar) and the target for the median (dashed)",
@@ -331,7 +267,7 @@ def recovery_figure(e2e: dict) -> str:
         + [sample["seconds"] for _, key in E2E_SCENARIOS for sample in e2e[key]["samples"]],
         10,
     )
-    _axis(svg, y - 4, y + rows_h, x_max, 10, lambda v: f"{num(v, 0)} s")
+    axis(svg, y - 4, y + rows_h, x_max, 10, lambda v: f"{num(v, 0)} s")
 
     def at(value: float) -> float:
         return LABEL_W + PLOT_W * value / x_max
@@ -347,7 +283,7 @@ def recovery_figure(e2e: dict) -> str:
         svg.rect(at(scenario["p50_seconds"]) - 1.5, y + 5, 3, 20, INK)
         svg.text(WIDTH - RIGHT_W + 8, mid + 4, f"p50 {seconds(scenario['p50_seconds'])}", 11)
         y += 34
-    _legend(svg, y + 34, (("a sample", BLUE), ("the median", INK)), dashed="target")
+    legend(svg, y + 34, (("a sample", BLUE), ("the median", INK)), dashed="target")
     return svg.render()
 
 
@@ -398,9 +334,6 @@ def figures(results: dict[str, dict]) -> dict[str, str]:
         "table-sinks.svg": table_sink_figure(results["table-sink"]),
     }
     if "latency" in results:
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
-        from plot_latency import latency_figure  # its own module: this one is long enough
-
         drawn["latency.svg"] = latency_figure(results["latency"])
     return drawn
 

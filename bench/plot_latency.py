@@ -1,5 +1,5 @@
 """The latency figure of docs/benchmarks.md (bench/results/latency.json), drawn with
-bench/plot.py's SVG primitives: p99 latency against the input rate, one panel per sink and
+bench/svg.py's primitives: p99 latency against the input rate, one panel per sink and
 trigger, one line per query, a log scale (the figures span milliseconds to a backlog's tens
 of seconds)."""
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 import itertools
 import math
 
-from plot import BLUE, GREEN, GRID, INK, MUTED, ORANGE, WIDTH, Svg, _header, num
+from svg import BLUE, GREEN, GRID, INK, MUTED, ORANGE, WIDTH, Svg, header, num
 
 # (query, label, colour, dashed)
 LINES = (
@@ -45,7 +45,7 @@ def latency_figure(latency: dict) -> str:
     decades = max(1, round(math.log10(high / low)))
     panel_w = (WIDTH - LEFT - 20 - GAP * (len(triggers) - 1)) / len(triggers)
     svg = Svg(height=66 + len(sinks) * (PANEL_H + ROW_GAP) + 40)
-    y0 = _header(
+    y0 = header(
         svg,
         "End-to-end latency, p99: producer → visible to a reader of the sink",
         f"rates {', '.join(num(r / 1e3, 0) + ' K' for r in rates)} records/s; "
