@@ -3,20 +3,35 @@ what each one does to the simulated cluster."""
 
 from __future__ import annotations
 
+import random
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from spark_app.api.exit_codes import EXIT_INVALID, REFUSED_MARK, RUNNER_EXIT_REASONS
 from streamingjob_operator.api.models import API_GROUP, API_VERSION
 from streamingjob_operator.api.naming import FINALIZER
 
 from . import offsets
-from .world import NAMESPACE, OOM
+from .invariants import Checker
+from .replicas import Replica
+from .world import NAMESPACE, OOM, World
 
-if TYPE_CHECKING:
-    from .history import History
+
+class History(Protocol):
+    """What the acts act on: a history's world, replicas and checker (history.py plays them)."""
+
+    world: World
+    checker: Checker
+    replicas: dict[str, Replica]
+    rng: random.Random
+    uids: int
+    pause_at_handover: float
+
+    def base_spec(self) -> dict[str, Any]: ...
+
+    def leader(self) -> Replica | None: ...
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from spark_app.api.manifest import RunnerManifest, epoch_sink_path
 from spark_app.api.sink_spec import TABLE_SINKS
@@ -15,8 +15,13 @@ from spark_app.sinks.delta_sink import app_id
 from .data import DeadLetterTopic, Files, FileSink, IcebergTable, Kafka, Record, Table
 from .kafka_out import TopicSink
 
-if TYPE_CHECKING:
-    from .driver import Driver
+
+class Failing(Protocol):
+    """The driver (driver.py) a failure is told of."""
+
+    pod: str
+    uid: str
+    counted_lost: bool
 
 
 @dataclass
@@ -75,6 +80,6 @@ class World:
     commit_fails: Callable[[], bool]
     log: Callable[[str], None]
     dead_letter: DeadLetterTopic
-    failed: Callable[[Driver, str], None]  # a failure the operator must tell (reported.py)
+    failed: Callable[[Failing, str], None]  # a failure the operator must tell (reported.py)
     data_loss_held: set[str]  # jobs (uids) whose last run failed on data loss, none since
     now: float  # the world's clock

@@ -12,8 +12,7 @@ from spark_app.api.manifest import RunnerManifest
 from spark_app.api.offsets import Epochs, Positions
 from spark_app.source import data_loss
 
-if TYPE_CHECKING:
-    from .driver_world import World
+from .driver_world import World
 
 
 class FreshStart:

@@ -20,9 +20,7 @@ from spark_app.source.partition_range import (
 )
 
 from .data import Record
-
-if TYPE_CHECKING:
-    from .driver_world import World
+from .driver_world import World
 
 EXIT_FAILED = 1
 POLL_TIMEOUT_S = 120.0  # pollTimeoutMs, as the job's manifests leave it
@@ -40,6 +38,7 @@ class LossRules:
     start_epochs: Epochs
     end_epochs: Epochs
     stalled_since: float | None
+    counted_lost: bool
 
     if TYPE_CHECKING:  # the Driver's own (and Reporting's)
 

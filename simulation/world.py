@@ -24,7 +24,7 @@ from streamingjob_operator.rules.observed import iso
 from .cluster import LOST_WHEN_CREATED, Server
 from .data import DeadLetterTopic, Files, FileSink, Kafka, Table
 from .driver import Driver
-from .driver_world import Sinks
+from .driver_world import Failing, Sinks
 from .driver_world import World as DriverWorld
 from .nodes import Node, Nodes
 from .timeline import Timeline
@@ -311,7 +311,7 @@ class World(Nodes, Timeline):
         raw = ((cm or {}).get("data") or {}).get("go.json")
         return json.loads(raw) if raw else None
 
-    def failed(self, driver: Driver, cause: str) -> None:
+    def failed(self, driver: Failing, cause: str) -> None:
         """Noted for the reporting invariant, unless the pod was on its way out anyway."""
         pod = self.pod(driver.pod)
         if (
