@@ -3,7 +3,7 @@
 
 use std::io::Read;
 
-use super::records::DecodeError;
+use super::errors::DecodeError;
 use super::wire::Reader;
 
 const XERIAL_MAGIC: &[u8] = b"\x82SNAPPY\x00";

@@ -1,11 +1,13 @@
 //! What a failed request means for the fetcher's read: a broker's error code retried after a
 //! metadata refresh where Kafka says it may pass, or the read's end; a connection's failure
 //! retried, or (TLS, SASL, a broker it cannot speak to) the end. Errors carry librdkafka's
-//! codes and words, so both engines report alike.
+//! codes and words, so both engines report alike. A batch it cannot decode is a
+//! `DecodeError`.
 
 use rdkafka_sys::rd_kafka_resp_err_t as Err;
 
 use super::conn::ConnError;
+use super::wire::Short;
 use crate::consumer::{describe, ReadError};
 
 pub(super) const OFFSET_OUT_OF_RANGE: i16 = 1;
@@ -73,6 +75,34 @@ impl From<ConnError> for Step {
             }),
             ConnError::Unsupported(why) => Step::Fail(ReadError::Unsupported(why)),
             other => Step::Retry(other.to_string()),
+        }
+    }
+}
+
+/// A record batch the fetcher cannot decode (records.rs, compression.rs).
+#[derive(Debug)]
+pub enum DecodeError {
+    Short(Short),
+    /// A magic byte other than 2: a log written in message format v0/v1.
+    OldFormat(i8),
+    Codec(String),
+}
+
+impl From<Short> for DecodeError {
+    fn from(s: Short) -> Self {
+        DecodeError::Short(s)
+    }
+}
+
+impl std::fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DecodeError::Short(s) => s.fmt(f),
+            DecodeError::OldFormat(m) => write!(
+                f,
+                "record batch in message format v{m}: the fetch engine decodes only v2 (Kafka 0.11+); read this topic with the option nativeEngine=librdkafka"
+            ),
+            DecodeError::Codec(e) => write!(f, "cannot decompress a record batch: {e}"),
         }
     }
 }

@@ -10,6 +10,7 @@
 use std::collections::HashSet;
 
 use super::compression::inflate;
+use super::errors::DecodeError;
 use super::wire::{Reader, Short};
 use crate::batch::{BatchBuilder, Record};
 
@@ -23,33 +24,6 @@ const ATTR_CONTROL: i16 = 0x20;
 /// librdkafka's timestamp types, which `BatchBuilder` maps to Spark's.
 const TS_CREATE_TIME: i32 = 1;
 const TS_LOG_APPEND_TIME: i32 = 2;
-
-#[derive(Debug)]
-pub enum DecodeError {
-    Short(Short),
-    /// A magic byte other than 2: a log written in message format v0/v1.
-    OldFormat(i8),
-    Codec(String),
-}
-
-impl From<Short> for DecodeError {
-    fn from(s: Short) -> Self {
-        DecodeError::Short(s)
-    }
-}
-
-impl std::fmt::Display for DecodeError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            DecodeError::Short(s) => s.fmt(f),
-            DecodeError::OldFormat(m) => write!(
-                f,
-                "record batch in message format v{m}: the fetch engine decodes only v2 (Kafka 0.11+); read this topic with the option nativeEngine=librdkafka"
-            ),
-            DecodeError::Codec(e) => write!(f, "cannot decompress a record batch: {e}"),
-        }
-    }
-}
 
 /// The offset after the last complete batch in `records` (a response may end in a partial
 /// batch), or None when none is complete. Reads headers only, so the next fetch can be sent
