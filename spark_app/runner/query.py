@@ -267,6 +267,14 @@ def local_file_system_conf() -> dict[str, str]:
 AUTH_SOCKET_TIMEOUT = ("spark.python.authenticate.socketTimeout", "60s")
 
 
+def local_master(conf: Mapping[str, str]) -> str:
+    """Spark in this process, two threads. `local[N]` gives a task no retry (one failure fails
+    the query); `local[N,F]` retries it as a cluster's scheduler does (spark.task.maxFailures,
+    4 by default), so that a task failed by something transient (a transaction's commit
+    through a broker's restart, CI's chaos test) costs a pause here as on Kubernetes."""
+    return f"local[2,{conf.get('spark.task.maxFailures', '4')}]"
+
+
 def build_session(manifest: RunnerManifest, master: str | None):
     from pyspark.sql import SparkSession
 
@@ -278,7 +286,7 @@ def build_session(manifest: RunnerManifest, master: str | None):
     builder = SparkSession.builder.appName(manifest.metadata.name)
     under_submit = "PYSPARK_GATEWAY_PORT" in os.environ  # launched by spark-submit
     if master or not under_submit:
-        builder = builder.master(master or conf.pop("spark.master", "local[2]"))
+        builder = builder.master(master or conf.pop("spark.master", None) or local_master(conf))
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         conf.setdefault("spark.ui.enabled", "false")
         conf.setdefault("spark.ui.showConsoleProgress", "false")

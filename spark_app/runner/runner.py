@@ -76,7 +76,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--checkpoint-location",
         help="override <spec.checkpoint.location>/<ns>/<name>/epoch-<epoch>",
     )
-    parser.add_argument("--master", help="Spark master (default: local[2] outside spark-submit)")
+    parser.add_argument(
+        "--master",
+        help="Spark master (outside spark-submit: local[2,F], F spark.task.maxFailures or 4)",
+    )
     parser.add_argument("--report-file", type=Path, help="write the JSON report here")
     parser.add_argument("--report-configmap", help="publish the report to this ConfigMap")
     parser.add_argument(

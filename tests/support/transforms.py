@@ -15,3 +15,18 @@ def needs_a_missing_package(frame: DataFrame) -> DataFrame:
     import not_installed_anywhere  # type: ignore[import-not-found]  # noqa: F401
 
     return frame
+
+
+def fails_each_first_attempt(frame: DataFrame) -> DataFrame:
+    """Every task's first attempt fails (a transient failure: a broker restarting under a
+    commit), the retry passes the records on unchanged."""
+    from pyspark import TaskContext
+
+    @F.udf(returnType="binary")
+    def once(value: bytes) -> bytes:
+        context = TaskContext.get()
+        if context is not None and context.attemptNumber() == 0:
+            raise RuntimeError("this task's first attempt fails")
+        return value
+
+    return frame.withColumn("value", once("value"))

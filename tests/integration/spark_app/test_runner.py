@@ -350,6 +350,25 @@ def test_a_partition_added_mid_run_is_read_from_its_start(kafka, tmp_path):
     assert "partitions discovered" in runner.output()
 
 
+def test_a_failed_task_is_retried_as_on_a_cluster_and_its_records_land_once(kafka, tmp_path):
+    """Outside a cluster too, Spark retries a failed task (the runner's `local[2,4]`, as
+    Kubernetes' scheduler does with spark.task.maxFailures): a transform whose every task fails
+    its first attempt costs the query a retry, not its run (CI's chaos test: a transaction's
+    commit timed out through a broker's restart and ended the run), and the sink holds each
+    record once."""
+    topic = new_topic(kafka.bootstrap, partitions=2)
+    manifest = job_manifest("retried", kafka.bootstrap, topic, tmp_path)
+    manifest["spec"]["job"]["transform"] = "tests.support.transforms:fails_each_first_attempt"
+    produce(kafka.bootstrap, topic, range(300))
+    runner = RunnerProcess(manifest, tmp_path).start()
+    wait_for_all(runner, kafka.bootstrap, topic)
+    produce(kafka.bootstrap, topic, range(300, 400))
+    wait_for_all(runner, kafka.bootstrap, topic)  # a second batch: the query went on
+    assert runner.terminate() == 0
+    assert_exactly_once(tmp_path / "output", range(400))
+    assert "this task's first attempt fails" in runner.output()
+
+
 def test_a_broker_restart_mid_run_loses_nothing(tmp_path):
     """The job rides out a broker crash or fails clearly; a restart then finishes the work."""
     with KafkaBroker(tmp_path / "broker") as broker:
