@@ -14,7 +14,7 @@ import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from devbed import polling
 from devbed.kafka_jars import kafka_version
@@ -93,7 +93,7 @@ class Kube:
     def __init__(self, kubectl: str, kubeconfig: str):
         self.base = [kubectl, "--kubeconfig", kubeconfig]
         self.kubeconfig = kubeconfig
-        self._core = None
+        self._core: Any = None  # a CoreV1Api once a wait needs one (kubernetes ships no types)
 
     def run(self, *args: str, input: str | None = None, timeout: float = 120) -> str:
         """kubectl's output; a call that never reached the API server is made again for up to

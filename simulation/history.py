@@ -7,6 +7,7 @@ come from a second stream. A shrunk plan (a subset of the acts) replays the same
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -270,7 +271,7 @@ class History:
             if replica.operator is not None:
                 replica.operator.pod_deleted(payload)
         else:
-            REPLICA_EVENTS[kind](replica)
+            LEASE_TIMERS[kind](replica)
 
     def reconcile(self, replica: Replica, call: tuple[str, int | None]) -> None:
         """The job's daemon (handlers.keep_reconciled): a reconcile when woken (`token`
@@ -304,11 +305,9 @@ class History:
             self.pause_at_handover = 0.0
 
 
-REPLICA_EVENTS = {
+LEASE_TIMERS: dict[str, Callable[[Replica], None]] = {
     "lease-try": Replica.try_lease,
     "lease-renew": Replica.renew,
     "lease-watchdog": Replica.watchdog,
-    "reconcile": None,
-    "node-lease": None,
-    "driver-pod-event": None,
 }
+REPLICA_EVENTS = {"reconcile", "node-lease", "driver-pod-event", *LEASE_TIMERS}

@@ -155,9 +155,9 @@ class Checker:
         handover = status.get("handover") or {}
         target = max(status.get("epoch", 0), handover.get("epoch", 0))
         nonce = (job or {}).get("metadata", {}).get("uid"), status.get("deployedRedeployNonce")
-        before = self.nonce
+        before = self.nonce or (None, None)
         found = []
-        taken_up = before and before[0] == nonce[0] and None not in (before[1], nonce[1])
+        taken_up = before[0] == nonce[0] and None not in (before[1], nonce[1])
         if taken_up and before[1] != nonce[1] and target <= self.target:
             found.append(
                 Violation(

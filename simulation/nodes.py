@@ -11,8 +11,10 @@ from typing import TYPE_CHECKING, Any
 from streamingjob_operator.rules.observed import iso
 from streamingjob_operator.rules.timing import watch_quiet_seconds
 
-if TYPE_CHECKING:
-    from .driver import Driver
+from .cluster import Server
+from .driver import Driver
+from .driver_world import Failing
+from .timeline import Timeline
 
 LEASE_RENEW_SECONDS = 10.0
 NODE_MONITOR_GRACE = 40.0  # the node lifecycle controller's: then it marks and taints a node
@@ -30,8 +32,26 @@ class Node:
     frozen_until: float = -1.0  # its kubelet and processes stand still until then
 
 
-class Nodes:
-    """The nodes and their leases (World's part): every method runs inside World."""
+class Nodes(Timeline):
+    """The nodes and their leases (World's part): every method runs inside World, whose
+    fields these are."""
+
+    server: Server
+    nodes: dict[str, Node]
+    drivers: dict[str, Driver]
+    api_back_at: float
+    api_down_at: float
+    watch_stalled_until: float
+
+    if TYPE_CHECKING:  # World's own
+
+        def pods(self) -> list[dict[str, Any]]: ...
+
+        def pod(self, name: str) -> dict[str, Any] | None: ...
+
+        def pod_changed(self, pod: dict[str, Any]) -> None: ...
+
+        def failed(self, driver: Failing, cause: str) -> None: ...
 
     def add_node(self) -> Node:
         node = Node(f"node-{len(self.nodes) + 1}", phase=self.delay(0, LEASE_RENEW_SECONDS))

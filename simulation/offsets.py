@@ -52,7 +52,8 @@ def runner(
 
     def run(target: KafkaTarget, request: OffsetsRequest, timeout: float, deadline: float):
         options = SourceOptions.parse(dict(target.options))
-        return offsets_run.run(Metadata(kafka, options, moved), request)
+        metadata = Metadata(kafka, options, moved)  # answers what run asks of a KafkaMetadata
+        return offsets_run.run(metadata, request)  # type: ignore[arg-type]
 
     return run
 

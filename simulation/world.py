@@ -27,7 +27,6 @@ from .driver import Driver
 from .driver_world import Failing, Sinks
 from .driver_world import World as DriverWorld
 from .nodes import Node, Nodes
-from .timeline import Timeline
 
 NAMESPACE = "team"
 OOM = "OOMKilled"
@@ -47,7 +46,7 @@ class Failure:
     event_seen: bool = False
 
 
-class World(Nodes, Timeline):
+class World(Nodes):
     def __init__(self, seed: int, partitions: int = 2) -> None:
         super().__init__(seed)
         self.server = Server(self.clock)
@@ -199,7 +198,7 @@ class World(Nodes, Timeline):
         if force or node is None or (node.alive and not started):
             self.server.remove("Pod", namespace, name)
             live = node is not None and node.alive and not self.silent_for_a_grace(node)
-            if force and started and live and driver.reading:
+            if force and started and live and driver and node and driver.reading:
                 self.unfenced.append(f"{name} force-deleted while reading on live {node.name}")
             if started:
                 # its kubelet (if alive) stops the container as for any deletion: SIGTERM at

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from spark_app.api.offsets_admin import OffsetsRefused, OffsetsResult
+from spark_app.api.offsets_admin import OffsetsRefused, OffsetsRequest, OffsetsResult
 from spark_app.api.option_values import OptionError
 from spark_app.kafka.errors import KafkaUnavailable, UnknownTopic
 from streamingjob_operator.api.job import Job, JobMeta
@@ -21,7 +21,7 @@ from streamingjob_operator.api.models import OffsetsActionSpec, parse_status
 from streamingjob_operator.children.builders import build_offsets_configmap
 from streamingjob_operator.io.errors import ConflictError, TransientError
 from streamingjob_operator.io.k8s import KubeApi
-from streamingjob_operator.io.kafka import run_offsets_action
+from streamingjob_operator.io.kafka import KafkaTarget, run_offsets_action
 from streamingjob_operator.observe import Observer
 from streamingjob_operator.rules import offsets_action
 from streamingjob_operator.rules.decide import Event
@@ -43,7 +43,9 @@ class OffsetsActions:
         clock: Callable[[], datetime],
     ) -> None:
         self.api, self.settings, self.observer, self.clock = api, settings, observer, clock
-        self.runner = run_offsets_action  # the Kafka side (a test may stand in for it)
+        # the Kafka side (a test, or the simulation, may stand in for it)
+        self.runner: Callable[[KafkaTarget, OffsetsRequest, float, float], OffsetsResult]
+        self.runner = run_offsets_action
 
     def run(self, job: Job, events: list[tuple[dict[str, Any], Event]]) -> dict[str, Any]:
         """Runs spec.offsetsAction and records the outcome; returns the job as written."""
