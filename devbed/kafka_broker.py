@@ -285,7 +285,9 @@ def train_archive(version: str, into: Path) -> None:
         into / "broker", version=version, jvm_options=(f"-XX:ArchiveClassesAtExit={archive}",)
     )
     with broker:
-        AdminClient({**broker.secured_client(log_level="0")}).list_topics(timeout=30)
+        # a copy typed as AdminClient takes it (its values may be more than strings)
+        settings: dict[str, str | int | float | bool] = {**broker.secured_client(log_level="0")}
+        AdminClient(settings).list_topics(timeout=30)
         broker.stop()
     if not archive.is_file():
         raise RuntimeError(f"the broker's JVM wrote no archive; see {broker.workdir}/java.out")
